@@ -1,0 +1,151 @@
+# nvmefs - plain GNU make.  `make` builds build/nvmefsd, build/nvmefsctl and
+# build/nvmefs-perf; `make check` runs every test; `make check SAN=1` builds
+# into build-san/ with ASan+UBSan and runs the unit and integration tests there.
+#
+# Each src/<module>/ is its own static archive (build/lib/libnvmefs_<module>.a),
+# so a test links only the objects it uses.  New .c files are picked up
+# without editing this file.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+BINDIR = $(PREFIX)/bin
+SBINDIR = $(PREFIX)/sbin
+MANDIR = $(PREFIX)/share/man
+UNITDIR ?= /lib/systemd/system
+CONF ?= etc/nvmefs.conf
+
+ifeq ($(SAN),1)
+B ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT := -O1
+else
+B ?= build
+SANFLAGS :=
+OPT := -O2
+endif
+
+CC ?= gcc
+PKGS := fuse3 inih json-c libsystemd
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -pthread $(SANFLAGS)
+CPPFLAGS += -D_GNU_SOURCE -DNVMEFS_VERSION='"$(VERSION)"' -DNVMEFS_SYSCONFDIR='"$(SYSCONFDIR)"' \
+	-Isrc -Isrc/common -Isrc/engine -Isrc/sim -Isrc/config -Isrc/fuse $(PKG_CFLAGS)
+LDFLAGS += -pthread $(SANFLAGS)
+LDLIBS += $(PKG_LIBS) -lev -lnuma -lm
+
+MODULES := common config engine sim fuse
+lib_srcs = $(wildcard src/$(1)/*.c)
+lib_objs = $(patsubst src/%.c,$(B)/obj/%.o,$(call lib_srcs,$(1)))
+LIBS := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(B)/lib/libnvmefs_$(m).a))
+# link order: dependents first
+LINK_LIBS := $(filter %fuse.a,$(LIBS)) $(filter %engine.a,$(LIBS)) $(filter %sim.a,$(LIBS)) \
+	$(filter %engine.a,$(LIBS)) $(filter %config.a,$(LIBS)) $(filter %common.a,$(LIBS))
+
+PROGS := $(B)/nvmefsd $(B)/nvmefsctl $(B)/nvmefs-perf
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
+HELPER_SRCS := $(wildcard tests/helpers/*.c) $(wildcard bench/*.c)
+HELPER_BINS := $(addprefix $(B)/tools/,$(notdir $(basename $(HELPER_SRCS))))
+
+all: $(PROGS) $(UNIT_BINS) $(HELPER_BINS)
+
+$(B)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+define lib_rule
+$(B)/lib/libnvmefs_$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call lib_rule,$(m))))
+
+$(B)/nvmefsd: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+$(B)/nvmefsctl: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/cli/*.c)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+$(B)/nvmefs-perf: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/perf/*.c)) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+
+# small programs the tests and benchmarks use (tests/helpers/*.c, bench/*.c)
+$(B)/tools/%: tests/helpers/%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+$(B)/tools/%: bench/%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# ---- set-up, run, test ----
+deps:
+	@sh scripts/deps.sh all
+
+run: deps
+	$(MAKE) all
+	$(B)/nvmefsd -f -c $(CONF)
+
+# The whole suite: unit and integration tests, the unit tests again under
+# ASan+UBSan, and the VFIO tests in a QEMU guest.  tests/run.sh prints the
+# summary and fails if anything failed.
+ifeq ($(SAN),1)
+check: deps
+	$(MAKE) SAN=1 all
+	BUILD=$(B) sh tests/run.sh unit integration
+else
+check: deps
+	$(MAKE) all
+	$(MAKE) SAN=1 all
+	BUILD=build BUILD_SAN=build-san sh tests/run.sh unit integration unit-san vm
+endif
+
+check-unit: all
+	BUILD=$(B) sh tests/run.sh unit
+check-integration: all
+	BUILD=$(B) sh tests/run.sh integration
+check-vm: all
+	BUILD=$(B) sh tests/run.sh vm
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/nvmefs
+	install -m 755 $(B)/nvmefsd $(DESTDIR)$(SBINDIR)/nvmefsd
+	install -m 755 $(B)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefsctl
+	install -m 755 $(B)/nvmefs-perf $(DESTDIR)$(BINDIR)/nvmefs-perf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf ] || \
+		install -m 644 etc/nvmefs.conf $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf
+	if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
+		install -d $(DESTDIR)$(UNITDIR) && \
+		for u in systemd/*.service; do \
+			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+		done; fi
+	for s in 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
+		install -d $(DESTDIR)$(MANDIR)/man$$s; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done; done
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/nvmefsd $(DESTDIR)$(BINDIR)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefs-perf
+	for u in systemd/*.service; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	for s in 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf"
+
+format:
+	clang-format -i $$(find src tests bench -name '*.[ch]')
+
+tidy:
+	clang-tidy $$(find src -name '*.c') -- $(CPPFLAGS) -std=gnu11
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all deps run check check-unit check-integration check-vm install uninstall format tidy clean
+.SECONDARY:

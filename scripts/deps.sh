@@ -1,0 +1,38 @@
+#!/bin/sh
+# deps.sh - install, idempotently, every Debian package nvmefs needs to build,
+# run and test.  apt-get update runs once, and only when something is missing.
+#
+# Usage: scripts/deps.sh [build|test|vm|bench|all]   (default: all)
+set -eu
+
+BUILD="gcc make pkg-config libc6-dev libfuse3-dev fuse3 libev-dev libnuma-dev \
+	libinih-dev libjson-c-dev libsystemd-dev check"
+TEST="fio util-linux coreutils procps psmisc xxd python3 systemd"
+VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
+BENCH="qemu-system-common nbdkit libnbd-bin valgrind"
+
+case "${1:-all}" in
+build) PKGS="$BUILD" ;;
+test) PKGS="$BUILD $TEST" ;;
+vm) PKGS="$BUILD $TEST $VM" ;;
+bench) PKGS="$BUILD $TEST $BENCH" ;;
+all) PKGS="$BUILD $TEST $VM $BENCH" ;;
+*) echo "usage: $0 [build|test|vm|bench|all]" >&2; exit 2 ;;
+esac
+
+missing=
+for p in $PKGS; do
+	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$s" in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "deps.sh: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

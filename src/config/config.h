@@ -1,0 +1,93 @@
+/* config.h - the nvmefs config file: parse, validate, print.
+ *
+ * An INI file (inih) becomes one typed, validated struct cfg.  Every error is
+ * written to the error stream as "FILE:LINE: KEY = VALUE: what is allowed"
+ * (or "FILE:LINE: [SECTION]: ..." for section errors) and makes cfg_load fail;
+ * all errors of a file are reported, not just the first.  Defaults are filled
+ * in for every key that is absent, so a loaded cfg is complete.
+ */
+#ifndef NVMEFS_CONFIG_H
+#define NVMEFS_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define CFG_NAME_MAX 32
+#define CFG_MAX_CPUS 1024
+#define CFG_MAX_CTRLS 64
+
+enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
+enum cfg_mode { CFG_MODE_POLL, CFG_MODE_INTERRUPT, CFG_MODE_HYBRID };
+enum cfg_backing { CFG_BACKING_RAM, CFG_BACKING_NULL, CFG_BACKING_FILE };
+enum cfg_exec { CFG_EXEC_INLINE, CFG_EXEC_THREAD };
+
+struct cfg_daemon {
+	char mountpoint[PATH_MAX];
+	char admin_socket[PATH_MAX];
+	mode_t file_mode;            /* permission bits of the namespace files */
+	char file_owner[CFG_NAME_MAX];
+	char file_group[CFG_NAME_MAX];
+	uid_t uid;                   /* resolved file_owner */
+	gid_t gid;                   /* resolved file_group */
+	bool allow_other;
+	enum cfg_log_level log_level;
+};
+
+struct cfg_engine {
+	unsigned queues;      /* I/O queue pairs per controller = reactors */
+	unsigned queue_depth; /* entries per I/O queue */
+	unsigned cq_budget;   /* completions reaped per queue per pass, < queue_depth */
+	unsigned nr_cpus;     /* cpus[] in the order given, each online */
+	unsigned cpus[CFG_MAX_CPUS];
+	bool cpus_set;        /* false: the default (every online CPU) */
+	enum cfg_mode mode;
+	unsigned io_timeout_ms;
+	bool numa;
+};
+
+struct cfg_controller {
+	char name[CFG_NAME_MAX];  /* [controller NAME]; files are NAMEn<nsid> */
+	int line;                 /* line of the section header, for messages */
+	bool sim;                 /* device = sim */
+	char device[32];          /* PCI address when !sim, normalised 0000:00:00.0 */
+	/* software controller only (ignored, and rejected if set, for PCI) */
+	unsigned namespaces;
+	uint64_t size;            /* bytes per namespace, a multiple of block_size */
+	unsigned block_size;      /* 512 or 4096 */
+	enum cfg_backing backing;
+	char backing_path[PATH_MAX]; /* pattern: %c controller name, %n nsid, %% */
+	enum cfg_exec exec;
+	unsigned mdts;            /* log2 of max transfer in 4 KiB pages, 0 = no limit */
+	unsigned max_queues;      /* I/O queue pairs the controller grants */
+};
+
+struct cfg {
+	char path[PATH_MAX];
+	struct cfg_daemon daemon;
+	struct cfg_engine engine;
+	unsigned nr_ctrls;
+	struct cfg_controller ctrls[CFG_MAX_CTRLS];
+};
+
+/* Parse and validate PATH.  On success *out is a new cfg (cfg_free it) and 0
+ * is returned; otherwise every problem has been written to errs and -EINVAL
+ * (bad content) or -errno (cannot read the file) is returned. */
+int cfg_load(const char *path, struct cfg **out, FILE *errs);
+
+/* The same on a string; name stands for the file name in messages. */
+int cfg_load_string(const char *name, const char *text, struct cfg **out, FILE *errs);
+
+/* The effective config (every key, defaults filled in) as a valid config
+ * file: cfg_load of this output gives an equal cfg. */
+void cfg_print(const struct cfg *cfg, FILE *out);
+
+/* Expand a backing pattern for controller name and nsid into buf. */
+int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, size_t len);
+
+const char *cfg_mode_name(enum cfg_mode m);
+void cfg_free(struct cfg *cfg);
+
+#endif

@@ -1,0 +1,399 @@
+/* nvme_spec.h - NVMe base + PCIe transport structures as nvmefs uses them.
+ *
+ * Register map, submission/completion entries, identify and log page layouts,
+ * opcodes and status codes.  Every structure's size is static-asserted: these
+ * are what crosses the bus, so a wrong size is a wrong driver.  Names follow
+ * the specification's field names (lower-case), prefixed nvme_.
+ */
+#ifndef NVMEFS_NVME_SPEC_H
+#define NVMEFS_NVME_SPEC_H
+
+#include <assert.h>
+#include <stdint.h>
+
+/* ---- controller registers (BAR0 offsets) ---- */
+enum {
+	NVME_REG_CAP = 0x00,   /* 64 bit */
+	NVME_REG_VS = 0x08,
+	NVME_REG_INTMS = 0x0c,
+	NVME_REG_INTMC = 0x10,
+	NVME_REG_CC = 0x14,
+	NVME_REG_CSTS = 0x1c,
+	NVME_REG_NSSR = 0x20,
+	NVME_REG_AQA = 0x24,
+	NVME_REG_ASQ = 0x28,   /* 64 bit */
+	NVME_REG_ACQ = 0x30,   /* 64 bit */
+	NVME_REG_DBS = 0x1000, /* doorbells start here */
+};
+
+#define NVME_CAP_MQES(cap) ((uint32_t)((cap) & 0xffff))       /* 0-based */
+#define NVME_CAP_CQR(cap) ((uint32_t)(((cap) >> 16) & 0x1))
+#define NVME_CAP_TO(cap) ((uint32_t)(((cap) >> 24) & 0xff))   /* 500 ms units */
+#define NVME_CAP_DSTRD(cap) ((uint32_t)(((cap) >> 32) & 0xf))
+#define NVME_CAP_NSSRS(cap) ((uint32_t)(((cap) >> 36) & 0x1))
+#define NVME_CAP_CSS(cap) ((uint32_t)(((cap) >> 37) & 0xff))
+#define NVME_CAP_MPSMIN(cap) ((uint32_t)(((cap) >> 48) & 0xf)) /* 2^(12+x) */
+#define NVME_CAP_MPSMAX(cap) ((uint32_t)(((cap) >> 52) & 0xf))
+#define NVME_CAP_CSS_NVM 0x1
+
+#define NVME_VS(maj, min, ter) (((uint32_t)(maj) << 16) | ((uint32_t)(min) << 8) | (ter))
+
+enum {
+	NVME_CC_EN = 1u << 0,
+	NVME_CC_CSS_SHIFT = 4,
+	NVME_CC_MPS_SHIFT = 7,
+	NVME_CC_AMS_SHIFT = 11,
+	NVME_CC_SHN_SHIFT = 14,
+	NVME_CC_IOSQES_SHIFT = 16,
+	NVME_CC_IOCQES_SHIFT = 20,
+	NVME_CC_SHN_MASK = 3u << 14,
+	NVME_CC_SHN_NORMAL = 1u << 14,
+	NVME_CC_SHN_ABRUPT = 2u << 14,
+};
+
+enum {
+	NVME_CSTS_RDY = 1u << 0,
+	NVME_CSTS_CFS = 1u << 1,
+	NVME_CSTS_SHST_MASK = 3u << 2,
+	NVME_CSTS_SHST_NORMAL = 0u << 2,
+	NVME_CSTS_SHST_OCCUR = 1u << 2,
+	NVME_CSTS_SHST_CMPLT = 2u << 2,
+	NVME_CSTS_NSSRO = 1u << 4,
+};
+
+/* doorbell offsets from BAR0 for queue qid with stride 4 << dstrd */
+static inline uint32_t nvme_sq_tdbl_off(uint16_t qid, uint32_t dstrd)
+{
+	return NVME_REG_DBS + (2u * qid) * (4u << dstrd);
+}
+static inline uint32_t nvme_cq_hdbl_off(uint16_t qid, uint32_t dstrd)
+{
+	return NVME_REG_DBS + (2u * qid + 1) * (4u << dstrd);
+}
+
+/* ---- submission and completion queue entries ---- */
+struct nvme_sqe {
+	uint8_t opc;
+	uint8_t flags; /* fuse 1:0, psdt 7:6 */
+	uint16_t cid;
+	uint32_t nsid;
+	uint32_t cdw2;
+	uint32_t cdw3;
+	uint64_t mptr;
+	uint64_t prp1;
+	uint64_t prp2;
+	uint32_t cdw10;
+	uint32_t cdw11;
+	uint32_t cdw12;
+	uint32_t cdw13;
+	uint32_t cdw14;
+	uint32_t cdw15;
+};
+static_assert(sizeof(struct nvme_sqe) == 64, "SQE is 64 bytes");
+#define NVME_SQES_LOG2 6
+
+struct nvme_cqe {
+	uint32_t dw0;
+	uint32_t dw1;
+	uint16_t sq_head;
+	uint16_t sq_id;
+	uint16_t cid;
+	uint16_t status; /* P bit 0, SC 8:1, SCT 11:9, CRD 13:12, M 14, DNR 15 */
+};
+static_assert(sizeof(struct nvme_cqe) == 16, "CQE is 16 bytes");
+#define NVME_CQES_LOG2 4
+
+/* status field without the phase bit: (dnr << 14) | (m << 13) | (crd << 11) | (sct << 8) | sc */
+#define NVME_CQE_PHASE(st) ((st) & 1u)
+#define NVME_CQE_STATUS(st) ((uint16_t)(((st) >> 1) & 0x7fff))
+#define NVME_STATUS_SCT(s) (((s) >> 8) & 0x7)
+#define NVME_STATUS_SC(s) ((s) & 0xff)
+#define NVME_STATUS_DNR 0x4000 /* in the 15-bit status as shifted: bit 14 */
+#define NVME_STATUS_MAKE(sct, sc) ((uint16_t)(((sct) << 8) | (sc)))
+
+/* PSDT: 0 = PRPs */
+#define NVME_SQE_PSDT_SGL_MPTR_CONTIG (1u << 6)
+
+/* ---- opcodes ---- */
+enum nvme_admin_opc {
+	NVME_ADM_DELETE_SQ = 0x00,
+	NVME_ADM_CREATE_SQ = 0x01,
+	NVME_ADM_GET_LOG_PAGE = 0x02,
+	NVME_ADM_DELETE_CQ = 0x04,
+	NVME_ADM_CREATE_CQ = 0x05,
+	NVME_ADM_IDENTIFY = 0x06,
+	NVME_ADM_ABORT = 0x08,
+	NVME_ADM_SET_FEATURES = 0x09,
+	NVME_ADM_GET_FEATURES = 0x0a,
+	NVME_ADM_ASYNC_EVENT = 0x0c,
+};
+
+enum nvme_io_opc {
+	NVME_CMD_FLUSH = 0x00,
+	NVME_CMD_WRITE = 0x01,
+	NVME_CMD_READ = 0x02,
+	NVME_CMD_WRITE_ZEROES = 0x08,
+	NVME_CMD_DSM = 0x09,
+};
+
+/* Read/Write cdw12 */
+#define NVME_RW_FUA (1u << 30)
+/* Write Zeroes cdw12: deallocate */
+#define NVME_WZ_DEAC (1u << 25)
+/* DSM cdw11 attributes */
+#define NVME_DSM_AD (1u << 2)
+
+struct nvme_dsm_range {
+	uint32_t cattr;
+	uint32_t nlb; /* 1-based */
+	uint64_t slba;
+};
+static_assert(sizeof(struct nvme_dsm_range) == 16, "DSM range is 16 bytes");
+#define NVME_DSM_MAX_RANGES 256
+
+/* Create I/O CQ cdw11 / Create I/O SQ cdw11 */
+#define NVME_QUEUE_PC (1u << 0)
+#define NVME_CQ_IEN (1u << 1)
+
+/* Identify CNS values */
+enum {
+	NVME_ID_CNS_NS = 0x00,
+	NVME_ID_CNS_CTRL = 0x01,
+	NVME_ID_CNS_NS_ACTIVE_LIST = 0x02,
+};
+
+/* Feature identifiers */
+enum {
+	NVME_FEAT_ARBITRATION = 0x01,
+	NVME_FEAT_POWER_MGMT = 0x02,
+	NVME_FEAT_TEMP_THRESH = 0x04,
+	NVME_FEAT_ERR_RECOVERY = 0x05,
+	NVME_FEAT_VOLATILE_WC = 0x06,
+	NVME_FEAT_NUM_QUEUES = 0x07,
+	NVME_FEAT_IRQ_COALESCE = 0x08,
+	NVME_FEAT_IRQ_CONFIG = 0x09,
+	NVME_FEAT_ASYNC_EVENT = 0x0b,
+};
+
+/* Log page identifiers */
+enum {
+	NVME_LOG_ERROR = 0x01,
+	NVME_LOG_SMART = 0x02,
+	NVME_LOG_FW_SLOT = 0x03,
+};
+
+/* ---- status codes ---- */
+enum { NVME_SCT_GENERIC = 0, NVME_SCT_CMD_SPECIFIC = 1, NVME_SCT_MEDIA = 2, NVME_SCT_PATH = 3 };
+
+enum nvme_generic_sc {
+	NVME_SC_SUCCESS = 0x00,
+	NVME_SC_INVALID_OPCODE = 0x01,
+	NVME_SC_INVALID_FIELD = 0x02,
+	NVME_SC_CMDID_CONFLICT = 0x03,
+	NVME_SC_DATA_XFER_ERROR = 0x04,
+	NVME_SC_POWER_LOSS = 0x05,
+	NVME_SC_INTERNAL = 0x06,
+	NVME_SC_ABORT_REQ = 0x07,
+	NVME_SC_ABORT_QUEUE = 0x08,
+	NVME_SC_FUSED_FAIL = 0x09,
+	NVME_SC_FUSED_MISSING = 0x0a,
+	NVME_SC_INVALID_NS = 0x0b,
+	NVME_SC_CMD_SEQ_ERROR = 0x0c,
+	NVME_SC_INVALID_PRP_OFFSET = 0x13,
+	NVME_SC_LBA_RANGE = 0x80,
+	NVME_SC_CAP_EXCEEDED = 0x81,
+	NVME_SC_NS_NOT_READY = 0x82,
+};
+
+enum nvme_cmd_specific_sc {
+	NVME_SC_CQ_INVALID = 0x00,
+	NVME_SC_QID_INVALID = 0x01,
+	NVME_SC_QUEUE_SIZE = 0x02,
+	NVME_SC_ABORT_LIMIT = 0x03,
+	NVME_SC_ASYNC_LIMIT = 0x05,
+	NVME_SC_INVALID_VECTOR = 0x08,
+	NVME_SC_INVALID_LOG_PAGE = 0x09,
+	NVME_SC_INVALID_QUEUE_DELETION = 0x0c,
+	NVME_SC_FEATURE_NOT_SAVEABLE = 0x0d,
+	NVME_SC_FEATURE_NOT_CHANGEABLE = 0x0e,
+};
+
+enum nvme_media_sc {
+	NVME_SC_WRITE_FAULT = 0x80,
+	NVME_SC_READ_ERROR = 0x81,
+	NVME_SC_GUARD_CHECK = 0x82,
+	NVME_SC_APPTAG_CHECK = 0x83,
+	NVME_SC_REFTAG_CHECK = 0x84,
+	NVME_SC_COMPARE_FAILED = 0x85,
+	NVME_SC_ACCESS_DENIED = 0x86,
+	NVME_SC_UNWRITTEN_BLOCK = 0x87,
+};
+
+/* ---- identify controller (CNS 01h) ---- */
+struct nvme_id_psd {
+	uint8_t bytes[32];
+};
+
+struct nvme_id_ctrl {
+	uint16_t vid;
+	uint16_t ssvid;
+	char sn[20];
+	char mn[40];
+	char fr[8];
+	uint8_t rab;
+	uint8_t ieee[3];
+	uint8_t cmic;
+	uint8_t mdts;  /* 2^mdts * MPSMIN; 0 = no limit */
+	uint16_t cntlid;
+	uint32_t ver;
+	uint32_t rtd3r;
+	uint32_t rtd3e;
+	uint32_t oaes;
+	uint32_t ctratt;
+	uint8_t rsvd100[156];
+	uint16_t oacs; /* 256 */
+	uint8_t acl;
+	uint8_t aerl;
+	uint8_t frmw;
+	uint8_t lpa;
+	uint8_t elpe;
+	uint8_t npss;
+	uint8_t avscc;
+	uint8_t apsta;
+	uint16_t wctemp;
+	uint16_t cctemp;
+	uint8_t rsvd270[242];
+	uint8_t sqes; /* 512 */
+	uint8_t cqes;
+	uint16_t maxcmd;
+	uint32_t nn;
+	uint16_t oncs;
+	uint16_t fuses;
+	uint8_t fna;
+	uint8_t vwc;
+	uint16_t awun;
+	uint16_t awupf;
+	uint8_t nvscc;
+	uint8_t nwpc;
+	uint16_t acwu;
+	uint16_t rsvd534;
+	uint32_t sgls;
+	uint32_t mnan;
+	uint8_t rsvd544[224];
+	char subnqn[256]; /* 768 */
+	uint8_t rsvd1024[1024];
+	struct nvme_id_psd psd[32]; /* 2048 */
+	uint8_t vs[1024];
+};
+static_assert(sizeof(struct nvme_id_ctrl) == 4096, "identify controller is 4096 bytes");
+static_assert(__builtin_offsetof(struct nvme_id_ctrl, oacs) == 256, "oacs at 256");
+static_assert(__builtin_offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes at 512");
+static_assert(__builtin_offsetof(struct nvme_id_ctrl, sgls) == 536, "sgls at 536");
+static_assert(__builtin_offsetof(struct nvme_id_ctrl, subnqn) == 768, "subnqn at 768");
+
+/* ONCS bits */
+enum {
+	NVME_ONCS_COMPARE = 1u << 0,
+	NVME_ONCS_WRITE_UNCOR = 1u << 1,
+	NVME_ONCS_DSM = 1u << 2,
+	NVME_ONCS_WRITE_ZEROES = 1u << 3,
+	NVME_ONCS_SAVE_SEL = 1u << 4,
+};
+/* VWC bit 0: a volatile write cache is present */
+#define NVME_VWC_PRESENT 0x1
+
+/* ---- identify namespace (CNS 00h) ---- */
+struct nvme_lbaf {
+	uint16_t ms;
+	uint8_t lbads; /* log2 of the LBA data size */
+	uint8_t rp;
+};
+static_assert(sizeof(struct nvme_lbaf) == 4, "LBA format is 4 bytes");
+
+struct nvme_id_ns {
+	uint64_t nsze;
+	uint64_t ncap;
+	uint64_t nuse;
+	uint8_t nsfeat;
+	uint8_t nlbaf; /* 0-based */
+	uint8_t flbas; /* bits 3:0 the format in use */
+	uint8_t mc;
+	uint8_t dpc;
+	uint8_t dps;
+	uint8_t nmic;
+	uint8_t rescap;
+	uint8_t fpi;
+	uint8_t dlfeat; /* bits 2:0 = 001b: deallocated blocks read as zeroes */
+	uint16_t nawun;
+	uint16_t nawupf;
+	uint16_t nacwu;
+	uint16_t nabsn;
+	uint16_t nabo;
+	uint16_t nabspf;
+	uint16_t noiob;
+	uint8_t nvmcap[16];
+	uint16_t npwg;
+	uint16_t npwa;
+	uint16_t npdg;
+	uint16_t npda;
+	uint16_t nows;
+	uint8_t rsvd74[18];
+	uint32_t anagrpid;
+	uint8_t rsvd96[3];
+	uint8_t nsattr;
+	uint16_t nvmsetid;
+	uint16_t endgid;
+	uint8_t nguid[16];
+	uint8_t eui64[8];
+	struct nvme_lbaf lbaf[16]; /* 128 */
+	uint8_t rsvd192[192];
+	uint8_t vs[3712];
+};
+static_assert(sizeof(struct nvme_id_ns) == 4096, "identify namespace is 4096 bytes");
+static_assert(__builtin_offsetof(struct nvme_id_ns, lbaf) == 128, "lbaf at 128");
+
+/* ---- log pages ---- */
+struct nvme_error_log {
+	uint64_t error_count;
+	uint16_t sqid;
+	uint16_t cmdid;
+	uint16_t status_field;
+	uint16_t parm_error_location;
+	uint64_t lba;
+	uint32_t nsid;
+	uint8_t vs;
+	uint8_t trtype;
+	uint8_t rsvd30[2];
+	uint64_t cs;
+	uint16_t trtype_spec_info;
+	uint8_t rsvd42[22];
+};
+static_assert(sizeof(struct nvme_error_log) == 64, "error log entry is 64 bytes");
+
+struct nvme_smart_log {
+	uint8_t critical_warning;
+	uint8_t temperature[2]; /* Kelvin, little endian, unaligned */
+	uint8_t avail_spare;
+	uint8_t spare_thresh;
+	uint8_t percent_used;
+	uint8_t endu_grp_crit_warn;
+	uint8_t rsvd7[25];
+	uint8_t data_units_read[16]; /* 128-bit counters, units of 1000 x 512 B */
+	uint8_t data_units_written[16];
+	uint8_t host_reads[16];
+	uint8_t host_writes[16];
+	uint8_t ctrl_busy_time[16];
+	uint8_t power_cycles[16];
+	uint8_t power_on_hours[16];
+	uint8_t unsafe_shutdowns[16];
+	uint8_t media_errors[16];
+	uint8_t num_err_log_entries[16];
+	uint32_t warning_temp_time;
+	uint32_t critical_comp_time;
+	uint16_t temp_sensor[8];
+	uint8_t rsvd216[296];
+};
+static_assert(sizeof(struct nvme_smart_log) == 512, "SMART log is 512 bytes");
+static_assert(__builtin_offsetof(struct nvme_smart_log, media_errors) == 160, "media_errors at 160");
+
+#endif
