@@ -1,0 +1,232 @@
+/* nvme.h - the nvmefs user-space NVMe driver: public contract.
+ *
+ * Three objects:
+ *   nvme_ctrl     one controller behind an nvme_bus: bring-up, admin queue
+ *                 (shared, serialised, never on the I/O path), identify,
+ *                 namespaces, I/O queue creation, shutdown, reset.
+ *   nvme_reactor  one pinned thread with a libev loop; owns qpairs (one per
+ *                 controller) and a DMA buffer pool on its CPU's NUMA node.
+ *   nvme_qpair    one I/O SQ+CQ pair, owned by exactly one reactor: no locks.
+ *
+ * Threading: nvme_qpair_* and nvme_reactor_buf_* are called only on the
+ * owning reactor's thread (from its loop: watchers, completion callbacks, or
+ * functions passed to nvme_reactor_call).  Completion callbacks run on that
+ * thread during reaping; they may submit again.  nvme_ctrl_admin is callable
+ * from any thread.  Statistics snapshots are callable from any thread.
+ *
+ * Doorbells: submission writes the SQE and advances the tail in memory only;
+ * the reactor writes each dirty SQ tail doorbell once per loop pass, and each
+ * CQ head doorbell once per pass after reaping at most cq_budget CQEs.
+ * nvme_qpair_flush_sq() rings at once (for callers outside a reactor loop).
+ *
+ * Every function returns 0 or a negative errno unless it says otherwise.
+ */
+#ifndef NVMEFS_NVME_H
+#define NVMEFS_NVME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "nvme_spec.h"
+
+struct ev_loop;
+struct nvme_ctrl;
+struct nvme_qpair;
+struct nvme_reactor;
+
+/* ---- controller ---- */
+
+struct nvme_ns_info {
+	uint32_t nsid;
+	uint64_t nlba;        /* capacity in logical blocks */
+	uint32_t lba_size;    /* bytes */
+	uint8_t lba_shift;
+	bool dealloc_zeroes;  /* DLFEAT: deallocated blocks read as zeroes */
+};
+
+struct nvme_ctrl_info {
+	char model[41], serial[21], firmware[9]; /* trimmed, NUL-terminated */
+	uint16_t vid;
+	uint32_t version;      /* VS register */
+	uint64_t cap;          /* CAP register */
+	uint32_t max_xfer;     /* bytes per command (from MDTS, capped by the engine) */
+	uint32_t max_entries;  /* CAP.MQES + 1 */
+	uint8_t mdts;
+	bool vwc;              /* volatile write cache present: fsync needs Flush */
+	uint16_t oncs, oacs;
+	uint32_t sgls;
+	uint32_t nn;
+	unsigned nr_io_queues; /* granted by Set Features Number of Queues */
+	unsigned nr_vectors;   /* MSI-X vectors usable */
+	unsigned nr_ns;
+	struct nvme_ns_info ns[]; /* active namespaces, nr_ns of them */
+};
+
+struct nvme_ctrl_opts {
+	const char *name;        /* for messages and file names */
+	unsigned io_queues;      /* wanted; granted may be fewer */
+	unsigned queue_depth;    /* entries per I/O queue (capped by MQES) */
+	unsigned cq_budget;      /* CQEs reaped per queue per pass, < queue_depth */
+	unsigned io_timeout_ms;
+	bool interrupts;         /* wire one MSI-X vector per I/O CQ */
+};
+
+/* Bring the controller up: disable (wait RDY=0 within CAP.TO), admin queue,
+ * CC, enable (wait RDY=1), Identify controller, Number of Queues, active
+ * namespaces and their formats.  Fails with a message naming the controller
+ * when it never becomes ready (-ETIMEDOUT), reports CFS (-EIO), or the bus
+ * reads all ones (-ENODEV).  The ctrl owns the bus from here on. */
+int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct nvme_ctrl **out);
+const struct nvme_ctrl_info *nvme_ctrl_get_info(const struct nvme_ctrl *c);
+const char *nvme_ctrl_name(const struct nvme_ctrl *c);
+struct nvme_bus *nvme_ctrl_bus(struct nvme_ctrl *c);
+
+/* Synchronous admin command (serialised by a mutex; polls the admin CQ).
+ * buf/len: data in or out (copied through a DMA bounce buffer).  cqe_out
+ * may be NULL.  Returns 0, -EIO etc. mapped from the status (see
+ * nvme_status_errno), or -ETIMEDOUT. */
+int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
+		    struct nvme_cqe *cqe_out);
+
+/* Orderly shutdown (CC.SHN normal, wait SHST complete), then free all. */
+void nvme_ctrl_close(struct nvme_ctrl *c);
+
+/* ---- reactor ---- */
+
+enum nvme_poll_mode { NVME_MODE_POLL, NVME_MODE_INTERRUPT, NVME_MODE_HYBRID };
+
+struct nvme_reactor_opts {
+	unsigned id;
+	int cpu;                /* pin to this CPU; -1: no pinning */
+	bool numa;              /* allocate on the CPU's NUMA node */
+	enum nvme_poll_mode mode;
+	size_t buf_pool_bytes;  /* DMA buffer pool size (0: a default) */
+};
+
+int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor **out);
+
+/* Create I/O queue pair qid (1-based, < granted + 1) on controller c, owned by
+ * reactor r: rings and trackers on r's NUMA node, its DMA pool mapped for c's
+ * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts are on.
+ * Call before nvme_reactor_start. */
+int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
+		      struct nvme_qpair **out);
+/* Delete the queues on the device and free (reactor stopped or on its thread). */
+void nvme_qpair_destroy(struct nvme_qpair *qp);
+
+/* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before
+ * start or from the reactor thread. */
+struct ev_loop *nvme_reactor_loop(struct nvme_reactor *r);
+unsigned nvme_reactor_id(const struct nvme_reactor *r);
+int nvme_reactor_cpu(const struct nvme_reactor *r);
+int nvme_reactor_node(const struct nvme_reactor *r);
+
+/* Called at the start of every loop pass on the reactor thread (before
+ * reaping); the FUSE front end and nvmefs-perf use it to submit work. */
+void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
+
+/* Start the pinned thread running the loop.  nvme_reactor_run() runs the loop
+ * on the calling thread instead (pinning it) until nvme_reactor_stop. */
+int nvme_reactor_start(struct nvme_reactor *r);
+int nvme_reactor_run(struct nvme_reactor *r);
+
+/* Run fn(arg) on the reactor thread soon.  Any thread; lock-free MPSC queue
+ * plus an ev_async wake.  -ENOMEM only. */
+int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
+
+/* Ask the loop to end once nothing is in flight; nvme_reactor_join waits
+ * for the thread.  nvme_reactor_destroy frees (after join). */
+void nvme_reactor_stop(struct nvme_reactor *r);
+void nvme_reactor_join(struct nvme_reactor *r);
+void nvme_reactor_destroy(struct nvme_reactor *r);
+
+/* DMA buffers from the reactor's pool (reactor thread only).  Addresses are
+ * 4 KiB aligned; len is rounded up to 4 KiB.  NULL when the pool is empty. */
+void *nvme_reactor_buf_alloc(struct nvme_reactor *r, size_t len);
+void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len);
+
+/* ---- I/O on a qpair (owning reactor thread only) ---- */
+
+/* err: 0 or a negative errno (nvme_status_errno); status: the NVMe status
+ * ((dnr<<14)|(sct<<8)|sc, 0 on success; NVME_STATUS_TIMEOUT for a timed-out
+ * command). */
+#define NVME_STATUS_TIMEOUT 0xffff
+typedef void (*nvme_io_cb)(void *arg, int err, uint16_t status);
+
+/* buf must come from nvme_reactor_buf_alloc of the owning reactor.  len in
+ * bytes, a multiple of the namespace's LBA size; transfers larger than
+ * max_xfer are split into several commands and complete once.  -EAGAIN: no
+ * tracker or SQ slot free now (retry from a later pass), -EINVAL: bad range. */
+int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
+		    nvme_io_cb cb, void *arg);
+int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf,
+		     size_t len, bool fua, nvme_io_cb cb, void *arg);
+int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *arg);
+int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
+			    nvme_io_cb cb, void *arg);
+int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
+			  nvme_io_cb cb, void *arg);
+
+/* Ring this SQ's tail doorbell now if it has unsubmitted entries. */
+void nvme_qpair_flush_sq(struct nvme_qpair *qp);
+/* Reap at most budget CQEs (0: the configured budget), ring the CQ head
+ * doorbell once; returns the number reaped.  The reactor calls this; tests
+ * and nvmefs-perf may too. */
+unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget);
+unsigned nvme_qpair_inflight(const struct nvme_qpair *qp);
+uint16_t nvme_qpair_id(const struct nvme_qpair *qp);
+struct nvme_ctrl *nvme_qpair_ctrl(struct nvme_qpair *qp);
+
+/* NVMe status -> errno: media and data errors -EIO, LBA out of range and
+ * capacity exceeded -ENOSPC, invalid field/opcode/ns
+ * -EINVAL, access denied -EACCES, abort -ECANCELED, timeout -ETIMEDOUT,
+ * anything else -EIO. */
+int nvme_status_errno(uint16_t status);
+const char *nvme_status_str(uint16_t status);
+
+/* ---- statistics ---- */
+
+/* Latency histogram: log-linear buckets (NVME_LAT_SUB per power of two) of
+ * nanoseconds. */
+#define NVME_LAT_SUB_BITS 3
+#define NVME_LAT_BUCKETS (64 << NVME_LAT_SUB_BITS)
+#define NVME_CPP_BUCKETS 17 /* completions per pass: 0..15, >=16 */
+
+enum nvme_err_class {
+	NVME_ERRC_GENERIC,   /* generic command status other than success */
+	NVME_ERRC_CMD,       /* command specific */
+	NVME_ERRC_MEDIA,     /* media and data integrity */
+	NVME_ERRC_PATH,
+	NVME_ERRC_OTHER,     /* vendor specific and anything else */
+	NVME_ERRC_TIMEOUT,
+	NVME_ERRC_NR
+};
+
+struct nvme_qpair_stats {
+	uint64_t submitted, completed;
+	uint64_t errors[NVME_ERRC_NR];
+	uint64_t bogus_cqes;      /* CID out of range or not in flight: dropped */
+	uint64_t reap_passes, budget_exhausted;
+	uint64_t cpl_per_pass[NVME_CPP_BUCKETS];
+	uint64_t sq_doorbells, cq_doorbells;
+	uint64_t interrupts, idle_polls;
+	uint64_t bytes_read, bytes_written;
+	uint64_t lat_ns[NVME_LAT_BUCKETS];
+};
+
+struct nvme_reactor_stats {
+	uint64_t passes, sleeps, wakeups, calls;
+};
+
+/* Consistent-enough copies without locking the I/O path. */
+void nvme_qpair_stats_get(const struct nvme_qpair *qp, struct nvme_qpair_stats *out);
+void nvme_reactor_stats_get(const struct nvme_reactor *r, struct nvme_reactor_stats *out);
+/* Percentile p (0..100) in ns from a histogram; 0 if empty. */
+uint64_t nvme_lat_percentile(const uint64_t *hist, double p);
+/* Bucket index for a latency in ns, and a bucket's upper bound in ns. */
+unsigned nvme_lat_bucket(uint64_t ns);
+uint64_t nvme_lat_bucket_ns(unsigned bucket);
+
+#endif
