@@ -87,6 +87,9 @@ void cfg_print(const struct cfg *cfg, FILE *out);
 /* Expand a backing pattern for controller name and nsid into buf. */
 int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, size_t len);
 
+/* Same settings (path and line numbers aside): a reload that changes nothing. */
+bool cfg_equal(const struct cfg *a, const struct cfg *b);
+
 const char *cfg_mode_name(enum cfg_mode m);
 void cfg_free(struct cfg *cfg);
 

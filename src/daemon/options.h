@@ -1,0 +1,42 @@
+/* options.h - nvmefsd's command line.
+ *
+ *   -c, --config FILE   config file (default NVMEFS_SYSCONFDIR/nvmefs/nvmefs.conf)
+ *   -f, --foreground    stay in the foreground
+ *       --check-config  validate the config, print the effective one, exit
+ *   -h, --help          usage on stdout, exit 0
+ *   -V, --version       version on stdout, exit 0
+ * A bad option or a stray argument prints usage on stderr: exit 2.
+ */
+#ifndef NVMEFS_OPTIONS_H
+#define NVMEFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define OPT_DEFAULT_CONFIG NVMEFS_SYSCONFDIR "/nvmefs/nvmefs.conf"
+
+enum opt_action {
+	OPT_RUN,          /* start the daemon */
+	OPT_CHECK_CONFIG, /* return opt_check_config(o.config) */
+	OPT_EXIT,         /* done already: exit with o.exit_code */
+};
+
+struct opt {
+	const char *config; /* points into argv, or OPT_DEFAULT_CONFIG */
+	bool foreground;
+	enum opt_action action;
+	int exit_code;      /* for OPT_EXIT: 0 after --help/--version, 2 after a usage error */
+};
+
+/* Fills *o from argv.  Prints help or version on stdout, or a usage error on
+ * stderr, itself.  Returns 0, or -EINVAL for a usage error (then o->action is
+ * OPT_EXIT and o->exit_code 2).  May be called more than once. */
+int opt_parse(int argc, char **argv, struct opt *o);
+
+/* Loads path; prints the effective config on stdout and returns 0, or prints
+ * every error on stderr and returns 1: an exit status. */
+int opt_check_config(const char *path);
+
+void opt_usage(FILE *out, const char *prog);
+
+#endif
