@@ -1,0 +1,1336 @@
+/* admin.c - the admin socket server (see admin.h for the protocol).
+ *
+ * Runs in the daemon's main-thread libev loop.  Every client socket is
+ * non-blocking with its own input buffer (one request line at most
+ * ADMIN_LINE_MAX bytes) and output buffer.  A client is served one request
+ * at a time: while a reply is still unsent, its further requests wait in its
+ * input buffer and its socket is not read, so a client that never reads its
+ * replies holds at most one reply in memory, and then its idle timer closes
+ * it.  JSON is built and parsed with json-c only.
+ */
+#include "admin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include <json-c/json.h>
+
+#include "config.h"
+#include "log.h"
+#include "nvme.h"
+
+struct admin_client {
+	struct admin *a;
+	int fd;
+	ev_io rio, wio;
+	ev_timer idle;
+	char *in;                /* ADMIN_LINE_MAX + 1 bytes */
+	size_t in_len;
+	char *out;
+	size_t out_len, out_off, out_cap;
+	bool eof;                /* the peer shut down its sending side */
+	bool closing;            /* close once the output is sent */
+	struct admin_client *prev, *next;
+};
+
+struct admin {
+	struct ev_loop *loop;
+	struct admin_ctx ctx;
+	int fd;
+	ev_io lio;
+	ev_timer retry;          /* re-arms the listener after EMFILE */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t dev;
+	ino_t ino;
+	double mono0;            /* monotonic clock at admin_start */
+	time_t wall0;            /* wall clock at admin_start */
+	double idle_timeout;
+	struct admin_client *clients;
+	unsigned nr_clients;
+};
+
+/* ---- small helpers ---- */
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void jset(json_object *o, const char *k, json_object *v)
+{
+	json_object_object_add(o, k, v);
+}
+
+static void jset_u64(json_object *o, const char *k, uint64_t v)
+{
+	jset(o, k, json_object_new_uint64(v));
+}
+
+static void jset_int(json_object *o, const char *k, int64_t v)
+{
+	jset(o, k, json_object_new_int64(v));
+}
+
+static void jset_str(json_object *o, const char *k, const char *v)
+{
+	jset(o, k, v ? json_object_new_string(v) : NULL);
+}
+
+static void jset_bool(json_object *o, const char *k, bool v)
+{
+	jset(o, k, json_object_new_boolean(v));
+}
+
+/* A double with a fixed number of decimals (json-c would print 17 digits);
+ * null when undefined (no division by zero ever reaches a reply). */
+static json_object *jdbl(double v, int prec)
+{
+	char s[64];
+
+	if (!isfinite(v))
+		return NULL;
+	snprintf(s, sizeof(s), "%.*f", prec, v);
+	return json_object_new_double_s(v, s);
+}
+
+static void jset_dbl(json_object *o, const char *k, double v, int prec)
+{
+	jset(o, k, jdbl(v, prec));
+}
+
+static double ratio(uint64_t num, uint64_t den)
+{
+	return den ? (double)num / (double)den : NAN;
+}
+
+static const char *mode_name(const struct admin *a)
+{
+	return a->ctx.cfg ? cfg_mode_name(a->ctx.cfg->engine.mode) : "unknown";
+}
+
+static bool interrupts_on(const struct admin *a)
+{
+	return a->ctx.cfg && a->ctx.cfg->engine.mode != CFG_MODE_POLL;
+}
+
+/* The config section of controller i (matched by name: the daemon keeps
+ * them in config order, but a name is what an operator sees). */
+static const struct cfg_controller *ctrl_cfg(const struct admin *a, unsigned i)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	const char *name = nvme_ctrl_name(a->ctx.ctrls[i]);
+
+	if (!cfg)
+		return NULL;
+	if (i < cfg->nr_ctrls && name && !strcmp(cfg->ctrls[i].name, name))
+		return &cfg->ctrls[i];
+	for (unsigned j = 0; j < cfg->nr_ctrls && name; j++)
+		if (!strcmp(cfg->ctrls[j].name, name))
+			return &cfg->ctrls[j];
+	return NULL;
+}
+
+static struct nvme_qpair *qpair_at(const struct admin *a, unsigned r, unsigned c)
+{
+	if (!a->ctx.qpairs)
+		return NULL;
+	return a->ctx.qpairs[(size_t)r * a->ctx.nr_ctrls + c];
+}
+
+static double uptime(const struct admin *a)
+{
+	double up = mono_now() - a->mono0;
+
+	/* the daemon started before the admin socket did */
+	if (a->ctx.start_time && a->wall0 > a->ctx.start_time)
+		up += (double)(a->wall0 - a->ctx.start_time);
+	return up;
+}
+
+/* ---- statistics ---- */
+
+static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s)
+{
+	d->submitted += s->submitted;
+	d->completed += s->completed;
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		d->errors[i] += s->errors[i];
+	d->bogus_cqes += s->bogus_cqes;
+	d->reap_passes += s->reap_passes;
+	d->budget_exhausted += s->budget_exhausted;
+	for (unsigned i = 0; i < NVME_CPP_BUCKETS; i++)
+		d->cpl_per_pass[i] += s->cpl_per_pass[i];
+	d->sq_doorbells += s->sq_doorbells;
+	d->cq_doorbells += s->cq_doorbells;
+	d->interrupts += s->interrupts;
+	d->idle_polls += s->idle_polls;
+	d->bytes_read += s->bytes_read;
+	d->bytes_written += s->bytes_written;
+	for (unsigned i = 0; i < NVME_LAT_BUCKETS; i++)
+		d->lat_ns[i] += s->lat_ns[i];
+}
+
+static const char *const errc_names[NVME_ERRC_NR] = {
+	[NVME_ERRC_GENERIC] = "generic",
+	[NVME_ERRC_CMD] = "command",
+	[NVME_ERRC_MEDIA] = "media",
+	[NVME_ERRC_PATH] = "path",
+	[NVME_ERRC_OTHER] = "other",
+	[NVME_ERRC_TIMEOUT] = "timeout",
+};
+
+static uint64_t errors_total(const struct nvme_qpair_stats *s)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		t += s->errors[i];
+	return t;
+}
+
+/* Mean CQEs per reaping pass that reaped any: the last bucket (>= 16)
+ * counts as 16, so the mean is a lower bound when it is used. */
+static double cpl_per_pass_mean(const struct nvme_qpair_stats *s)
+{
+	uint64_t passes = 0, cpl = 0;
+
+	for (unsigned i = 1; i < NVME_CPP_BUCKETS; i++) {
+		passes += s->cpl_per_pass[i];
+		cpl += (uint64_t)i * s->cpl_per_pass[i];
+	}
+	return ratio(cpl, passes);
+}
+
+static json_object *stats_json(const struct nvme_qpair_stats *s)
+{
+	json_object *o = json_object_new_object(), *e = json_object_new_object();
+	json_object *cpp = json_object_new_array(), *lat = json_object_new_object();
+
+	jset_u64(o, "submitted", s->submitted);
+	jset_u64(o, "completed", s->completed);
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		jset_u64(e, errc_names[i], s->errors[i]);
+	jset_u64(e, "total", errors_total(s));
+	jset(o, "errors", e);
+	jset_u64(o, "bogus_cqes", s->bogus_cqes);
+	jset_u64(o, "reap_passes", s->reap_passes);
+	jset_u64(o, "budget_exhausted", s->budget_exhausted);
+	for (unsigned i = 0; i < NVME_CPP_BUCKETS; i++)
+		json_object_array_add(cpp, json_object_new_uint64(s->cpl_per_pass[i]));
+	jset(o, "cpl_per_pass", cpp);
+	jset_dbl(o, "cpl_per_pass_mean", cpl_per_pass_mean(s), 3);
+	jset_u64(o, "sq_doorbells", s->sq_doorbells);
+	jset_u64(o, "cq_doorbells", s->cq_doorbells);
+	jset_dbl(o, "doorbells_per_io", ratio(s->sq_doorbells + s->cq_doorbells, s->completed), 3);
+	jset_u64(o, "interrupts", s->interrupts);
+	jset_u64(o, "idle_polls", s->idle_polls);
+	jset_u64(o, "bytes_read", s->bytes_read);
+	jset_u64(o, "bytes_written", s->bytes_written);
+	jset_dbl(lat, "p50", nvme_lat_percentile(s->lat_ns, 50.0) / 1e3, 3);
+	jset_dbl(lat, "p99", nvme_lat_percentile(s->lat_ns, 99.0) / 1e3, 3);
+	jset_dbl(lat, "p99_9", nvme_lat_percentile(s->lat_ns, 99.9) / 1e3, 3);
+	jset_dbl(lat, "max", nvme_lat_percentile(s->lat_ns, 100.0) / 1e3, 3);
+	jset(o, "latency_us", lat);
+	return o;
+}
+
+/* ---- commands ---- */
+
+typedef int (*admin_cmd_fn)(struct admin *a, json_object *req, json_object *rep, char *err,
+			    size_t errlen);
+
+static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err,
+		      size_t errlen)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	json_object *ctrls = json_object_new_array(), *rs = json_object_new_array();
+	char when[32] = "";
+	struct tm tm;
+
+	(void)req, (void)err, (void)errlen;
+	if (a->ctx.start_time && gmtime_r(&a->ctx.start_time, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	jset_str(rep, "version", NVMEFS_VERSION);
+	jset_int(rep, "pid", getpid());
+	jset_dbl(rep, "uptime_s", uptime(a), 1);
+	jset_str(rep, "started", when[0] ? when : NULL);
+	jset_str(rep, "config_file", a->ctx.config_path);
+	jset_str(rep, "mountpoint", cfg ? cfg->daemon.mountpoint : NULL);
+	jset_str(rep, "admin_socket", a->path);
+	jset_str(rep, "mode", mode_name(a));
+	if (cfg) {
+		jset_int(rep, "queue_depth", cfg->engine.queue_depth);
+		jset_int(rep, "cq_budget", cfg->engine.cq_budget);
+	}
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
+		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+		const struct cfg_controller *cc = ctrl_cfg(a, i);
+		json_object *c = json_object_new_object();
+		unsigned nq = 0;
+
+		for (unsigned r = 0; r < a->ctx.nr_reactors; r++)
+			nq += qpair_at(a, r, i) != NULL;
+		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(c, "device", cc ? (cc->sim ? "sim" : cc->device) : NULL);
+		jset_str(c, "backend", cc ? (cc->sim ? "sim" : "vfio") : NULL);
+		jset_str(c, "mode", mode_name(a));
+		jset_bool(c, "interrupts", interrupts_on(a));
+		jset_str(c, "model", in->model);
+		jset_int(c, "io_queues_granted", in->nr_io_queues);
+		jset_int(c, "io_queues", nq);
+		jset_int(c, "namespaces", in->nr_ns);
+		json_object_array_add(ctrls, c);
+	}
+	jset(rep, "controllers", ctrls);
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		json_object *o = json_object_new_object();
+
+		jset_int(o, "id", nvme_reactor_id(a->ctx.reactors[r]));
+		jset_int(o, "cpu", nvme_reactor_cpu(a->ctx.reactors[r]));
+		jset_int(o, "node", nvme_reactor_node(a->ctx.reactors[r]));
+		json_object_array_add(rs, o);
+	}
+	jset(rep, "reactors", rs);
+	jset_int(rep, "namespaces", a->ctx.nr_ns);
+	return 0;
+}
+
+static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err,
+		     size_t errlen)
+{
+	json_object *rs = json_object_new_array();
+	struct nvme_qpair_stats *tot = calloc(1, sizeof(*tot)), *s = malloc(sizeof(*s));
+	struct nvme_reactor_stats rtot = {0};
+
+	(void)req;
+	if (!tot || !s) {
+		free(tot);
+		free(s);
+		json_object_put(rs);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	jset_dbl(rep, "time", mono_now(), 6);
+	jset_dbl(rep, "uptime_s", uptime(a), 1);
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		struct nvme_reactor *re = a->ctx.reactors[r];
+		json_object *ro = json_object_new_object(), *qs = json_object_new_array();
+		struct nvme_reactor_stats rst;
+
+		nvme_reactor_stats_get(re, &rst);
+		rtot.passes += rst.passes;
+		rtot.sleeps += rst.sleeps;
+		rtot.wakeups += rst.wakeups;
+		rtot.calls += rst.calls;
+		jset_int(ro, "id", nvme_reactor_id(re));
+		jset_int(ro, "cpu", nvme_reactor_cpu(re));
+		jset_int(ro, "node", nvme_reactor_node(re));
+		jset_u64(ro, "passes", rst.passes);
+		jset_u64(ro, "sleeps", rst.sleeps);
+		jset_u64(ro, "wakeups", rst.wakeups);
+		jset_u64(ro, "calls", rst.calls);
+		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+			struct nvme_qpair *qp = qpair_at(a, r, c);
+			json_object *q;
+
+			if (!qp)
+				continue;
+			nvme_qpair_stats_get(qp, s);
+			stats_add(tot, s);
+			q = stats_json(s);
+			/* identity first in the printed object would be nicer,
+			 * but json-c keeps insertion order only */
+			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
+			jset_int(q, "qid", nvme_qpair_id(qp));
+			jset_int(q, "reactor", nvme_reactor_id(re));
+			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			json_object_array_add(qs, q);
+		}
+		jset(ro, "qpairs", qs);
+		json_object_array_add(rs, ro);
+	}
+	jset(rep, "reactors", rs);
+	{
+		json_object *t = stats_json(tot);
+
+		jset_u64(t, "passes", rtot.passes);
+		jset_u64(t, "sleeps", rtot.sleeps);
+		jset_u64(t, "wakeups", rtot.wakeups);
+		jset_u64(t, "calls", rtot.calls);
+		jset(rep, "totals", t);
+	}
+	free(tot);
+	free(s);
+	return 0;
+}
+
+static int queue_depth(const struct admin *a, const struct nvme_ctrl_info *in)
+{
+	unsigned d = a->ctx.cfg ? a->ctx.cfg->engine.queue_depth : 0;
+
+	/* the engine caps the configured depth at CAP.MQES + 1 */
+	if (in->max_entries && (!d || d > in->max_entries))
+		d = in->max_entries;
+	return (int)d;
+}
+
+static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char *err,
+		      size_t errlen)
+{
+	json_object *qs = json_object_new_array();
+
+	(void)req, (void)err, (void)errlen;
+	jset_str(rep, "mode", mode_name(a));
+	jset_bool(rep, "interrupts", interrupts_on(a));
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		struct nvme_reactor *re = a->ctx.reactors[r];
+
+		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+			struct nvme_qpair *qp = qpair_at(a, r, c);
+			const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[c]);
+			json_object *q;
+			uint16_t qid;
+
+			if (!qp)
+				continue;
+			qid = nvme_qpair_id(qp);
+			q = json_object_new_object();
+			jset_int(q, "reactor", nvme_reactor_id(re));
+			jset_int(q, "cpu", nvme_reactor_cpu(re));
+			jset_int(q, "node", nvme_reactor_node(re));
+			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
+			jset_int(q, "qid", qid);
+			/* the engine wires MSI-X vector qid to I/O CQ qid */
+			jset(q, "vector", interrupts_on(a) ? json_object_new_int(qid) : NULL);
+			jset_int(q, "depth", queue_depth(a, in));
+			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			json_object_array_add(qs, q);
+		}
+	}
+	jset(rep, "queues", qs);
+	return 0;
+}
+
+static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, char *err,
+			  size_t errlen)
+{
+	json_object *ns = json_object_new_array();
+
+	(void)req, (void)err, (void)errlen;
+	jset_str(rep, "mountpoint", a->ctx.cfg ? a->ctx.cfg->daemon.mountpoint : NULL);
+	for (unsigned i = 0; i < a->ctx.nr_ns; i++) {
+		const struct admin_ns *n = &a->ctx.ns[i];
+		json_object *o = json_object_new_object();
+
+		jset_str(o, "name", n->name);
+		jset_str(o, "controller",
+			 n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
+		jset_int(o, "nsid", n->nsid);
+		jset_u64(o, "size", n->size);
+		jset_int(o, "lba_size", n->lba_size);
+		jset_u64(o, "blocks", n->lba_size ? n->size / n->lba_size : 0);
+		jset_str(o, "path", n->path);
+		json_object_array_add(ns, o);
+	}
+	jset(rep, "namespaces", ns);
+	return 0;
+}
+
+struct bitname {
+	unsigned bit;
+	const char *name;
+};
+
+/* NVMe base specification 2.0, Identify Controller ONCS and OACS */
+static const struct bitname oncs_bits[] = {
+	{0, "compare"}, {1, "write_uncorrectable"}, {2, "dataset_management"},
+	{3, "write_zeroes"}, {4, "save_select"}, {5, "reservations"},
+	{6, "timestamp"}, {7, "verify"}, {8, "copy"},
+};
+static const struct bitname oacs_bits[] = {
+	{0, "security"}, {1, "format_nvm"}, {2, "firmware"}, {3, "ns_management"},
+	{4, "self_test"}, {5, "directives"}, {6, "nvme_mi"}, {7, "virtualization"},
+	{8, "doorbell_buffer_config"}, {9, "get_lba_status"}, {10, "lockdown"},
+};
+
+static json_object *bits_json(unsigned v, const struct bitname *b, size_t n)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n; i++)
+		if (v & (1u << b[i].bit))
+			json_object_array_add(a, json_object_new_string(b[i].name));
+	return a;
+}
+
+static const char *sgls_support(uint32_t sgls)
+{
+	switch (sgls & 3) {
+	case 0: return "none";
+	case 1: return "any alignment";
+	case 2: return "dword alignment";
+	default: return "reserved";
+	}
+}
+
+static int cmd_identify(struct admin *a, json_object *req, json_object *rep, char *err,
+			size_t errlen)
+{
+	json_object *jn, *ns;
+	const char *name;
+	const struct nvme_ctrl_info *in;
+	char s[32];
+	unsigned i;
+
+	if (!json_object_object_get_ex(req, "controller", &jn) ||
+	    !json_object_is_type(jn, json_type_string)) {
+		snprintf(err, errlen, "identify needs \"controller\": a controller name");
+		return -EINVAL;
+	}
+	name = json_object_get_string(jn);
+	for (i = 0; i < a->ctx.nr_ctrls; i++)
+		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name))
+			break;
+	if (i == a->ctx.nr_ctrls) {
+		size_t off = (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
+
+		for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
+			off += (size_t)snprintf(err + off, errlen - off, " %s",
+						nvme_ctrl_name(a->ctx.ctrls[j]));
+		if (off < errlen)
+			snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
+		return -ENOENT;
+	}
+	in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+	jset_str(rep, "controller", name);
+	jset_str(rep, "model", in->model);
+	jset_str(rep, "serial", in->serial);
+	jset_str(rep, "firmware", in->firmware);
+	snprintf(s, sizeof(s), "0x%04x", in->vid);
+	jset_str(rep, "vid", s);
+	snprintf(s, sizeof(s), "%u.%u.%u", in->version >> 16, (in->version >> 8) & 0xff,
+		 in->version & 0xff);
+	jset_str(rep, "version", s);
+	snprintf(s, sizeof(s), "0x%016llx", (unsigned long long)in->cap);
+	jset_str(rep, "cap", s);
+	jset_int(rep, "mdts", in->mdts);
+	jset_u64(rep, "max_transfer", in->max_xfer);
+	jset_u64(rep, "max_queue_entries", in->max_entries);
+	jset_int(rep, "io_queues_granted", in->nr_io_queues);
+	jset_int(rep, "vectors", in->nr_vectors);
+	jset_bool(rep, "vwc", in->vwc);
+	jset_int(rep, "oncs", in->oncs);
+	jset(rep, "oncs_decoded", bits_json(in->oncs, oncs_bits, sizeof(oncs_bits) / sizeof(oncs_bits[0])));
+	jset_int(rep, "oacs", in->oacs);
+	jset(rep, "oacs_decoded", bits_json(in->oacs, oacs_bits, sizeof(oacs_bits) / sizeof(oacs_bits[0])));
+	jset_u64(rep, "sgls", in->sgls);
+	jset_str(rep, "sgls_decoded", sgls_support(in->sgls));
+	jset_u64(rep, "nn", in->nn);
+	ns = json_object_new_array();
+	for (unsigned k = 0; k < in->nr_ns; k++) {
+		json_object *o = json_object_new_object();
+
+		jset_int(o, "nsid", in->ns[k].nsid);
+		jset_u64(o, "blocks", in->ns[k].nlba);
+		jset_int(o, "lba_size", in->ns[k].lba_size);
+		jset_u64(o, "size", in->ns[k].nlba * in->ns[k].lba_size);
+		jset_bool(o, "dealloc_zeroes", in->ns[k].dealloc_zeroes);
+		json_object_array_add(ns, o);
+	}
+	jset(rep, "namespaces", ns);
+	return 0;
+}
+
+static int cmd_config(struct admin *a, json_object *req, json_object *rep, char *err,
+		      size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)req;
+	if (!a->ctx.cfg) {
+		snprintf(err, errlen, "no configuration loaded");
+		return -ENOENT;
+	}
+	f = open_memstream(&text, &len);
+	if (!f) {
+		snprintf(err, errlen, "open_memstream: %s", strerror(errno));
+		return -errno;
+	}
+	cfg_print(a->ctx.cfg, f);
+	if (fclose(f) != 0 || !text) {
+		free(text);
+		snprintf(err, errlen, "printing the config failed");
+		return -EIO;
+	}
+	jset_str(rep, "path", a->ctx.config_path);
+	jset(rep, "text", json_object_new_string_len(text, (int)len));
+	free(text);
+	return 0;
+}
+
+/* ---- Prometheus text exposition ---- */
+
+/* label values: backslash, double quote and newline are escaped */
+static void prom_label(FILE *f, const char *v)
+{
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fprintf(f, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+static void prom_qlabels(FILE *f, const struct admin *a, unsigned r, unsigned c)
+{
+	fputs("controller=\"", f);
+	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
+	fprintf(f, "\",qid=\"%u\",reactor=\"%u\"", nvme_qpair_id(qpair_at(a, r, c)),
+		nvme_reactor_id(a->ctx.reactors[r]));
+}
+
+struct prom_counter {
+	const char *name, *help;
+	size_t off;
+};
+
+#define QS_FIELD(f) offsetof(struct nvme_qpair_stats, f)
+static const struct prom_counter prom_counters[] = {
+	{"nvmefs_qpair_submitted_total", "Commands submitted to the I/O submission queue.",
+	 QS_FIELD(submitted)},
+	{"nvmefs_qpair_completed_total", "Commands completed (successfully or not).", QS_FIELD(completed)},
+	{"nvmefs_qpair_bogus_cqes_total",
+	 "Completion entries dropped: command identifier out of range or not in flight.",
+	 QS_FIELD(bogus_cqes)},
+	{"nvmefs_qpair_reap_passes_total", "Completion reaping passes over the queue.",
+	 QS_FIELD(reap_passes)},
+	{"nvmefs_qpair_budget_exhausted_total",
+	 "Reaping passes that stopped at cq_budget with more completions waiting.",
+	 QS_FIELD(budget_exhausted)},
+	{"nvmefs_qpair_sq_doorbells_total", "Submission queue tail doorbell writes.",
+	 QS_FIELD(sq_doorbells)},
+	{"nvmefs_qpair_cq_doorbells_total", "Completion queue head doorbell writes.",
+	 QS_FIELD(cq_doorbells)},
+	{"nvmefs_qpair_interrupts_total", "MSI-X interrupts taken for the queue.", QS_FIELD(interrupts)},
+	{"nvmefs_qpair_idle_polls_total", "Polls of the queue that found no completion.",
+	 QS_FIELD(idle_polls)},
+	{"nvmefs_qpair_read_bytes_total", "Bytes read by completed commands.", QS_FIELD(bytes_read)},
+	{"nvmefs_qpair_written_bytes_total", "Bytes written by completed commands.",
+	 QS_FIELD(bytes_written)},
+};
+
+/* Histogram boundaries in ns (1-2-5 from 1 us to 10 s).  The engine's
+ * buckets are finer; a bucket counts under le when its upper bound is <= le,
+ * so counts are exact at the engine's resolution (1/8 of a power of two). */
+static const uint64_t prom_le_ns[] = {
+	1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000,
+	1000000, 2000000, 5000000, 10000000, 20000000, 50000000, 100000000,
+	200000000, 500000000, 1000000000, 2000000000, 5000000000ull, 10000000000ull,
+};
+#define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
+
+static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
+			 const uint64_t *h)
+{
+	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
+	double sum = 0;
+
+	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
+		uint64_t upper = nvme_lat_bucket_ns(b);
+
+		if (h[b]) {
+			count += h[b];
+			/* the sum is estimated from bucket midpoints */
+			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
+			for (unsigned k = 0; k < PROM_NLE; k++)
+				if (upper <= prom_le_ns[k])
+					cum[k] += h[b];
+		}
+		if (upper > lower)
+			lower = upper;
+	}
+	for (unsigned k = 0; k < PROM_NLE; k++) {
+		fputs("nvmefs_qpair_latency_seconds_bucket{", f);
+		prom_qlabels(f, a, r, c);
+		fprintf(f, ",le=\"%g\"} %llu\n", prom_le_ns[k] / 1e9, (unsigned long long)cum[k]);
+	}
+	fputs("nvmefs_qpair_latency_seconds_bucket{", f);
+	prom_qlabels(f, a, r, c);
+	fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)count);
+	fputs("nvmefs_qpair_latency_seconds_sum{", f);
+	prom_qlabels(f, a, r, c);
+	fprintf(f, "} %.9f\n", sum);
+	fputs("nvmefs_qpair_latency_seconds_count{", f);
+	prom_qlabels(f, a, r, c);
+	fprintf(f, "} %llu\n", (unsigned long long)count);
+}
+
+static int prom_write(struct admin *a, FILE *f)
+{
+	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
+	struct nvme_qpair_stats *st = calloc((size_t)nr * nc + 1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++)
+			if (qpair_at(a, r, c))
+				nvme_qpair_stats_get(qpair_at(a, r, c), &st[r * nc + c]);
+
+	fputs("# HELP nvmefs_build_info nvmefs version.\n# TYPE nvmefs_build_info gauge\n", f);
+	fprintf(f, "nvmefs_build_info{version=\"%s\"} 1\n", NVMEFS_VERSION);
+	fputs("# HELP nvmefs_uptime_seconds Seconds since the daemon started.\n"
+	      "# TYPE nvmefs_uptime_seconds gauge\n", f);
+	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
+
+	for (size_t k = 0; k < sizeof(prom_counters) / sizeof(prom_counters[0]); k++) {
+		const struct prom_counter *pc = &prom_counters[k];
+
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", pc->name, pc->help, pc->name);
+		for (unsigned r = 0; r < nr; r++)
+			for (unsigned c = 0; c < nc; c++) {
+				if (!qpair_at(a, r, c))
+					continue;
+				fprintf(f, "%s{", pc->name);
+				prom_qlabels(f, a, r, c);
+				fprintf(f, "} %llu\n", (unsigned long long)*(const uint64_t *)
+					((const char *)&st[r * nc + c] + pc->off));
+			}
+	}
+	fputs("# HELP nvmefs_qpair_errors_total Commands completed with an error status, by class.\n"
+	      "# TYPE nvmefs_qpair_errors_total counter\n", f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++) {
+			if (!qpair_at(a, r, c))
+				continue;
+			for (unsigned e = 0; e < NVME_ERRC_NR; e++) {
+				fputs("nvmefs_qpair_errors_total{", f);
+				prom_qlabels(f, a, r, c);
+				fprintf(f, ",class=\"%s\"} %llu\n", errc_names[e],
+					(unsigned long long)st[r * nc + c].errors[e]);
+			}
+		}
+	fputs("# HELP nvmefs_qpair_inflight Commands in flight on the queue now.\n"
+	      "# TYPE nvmefs_qpair_inflight gauge\n", f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++) {
+			if (!qpair_at(a, r, c))
+				continue;
+			fputs("nvmefs_qpair_inflight{", f);
+			prom_qlabels(f, a, r, c);
+			fprintf(f, "} %u\n", nvme_qpair_inflight(qpair_at(a, r, c)));
+		}
+	fputs("# HELP nvmefs_qpair_latency_seconds Command latency, submission to completion.\n"
+	      "# TYPE nvmefs_qpair_latency_seconds histogram\n", f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++)
+			if (qpair_at(a, r, c))
+				prom_latency(f, a, r, c, st[r * nc + c].lat_ns);
+
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} rc[] = {
+		{"nvmefs_reactor_passes_total", "Reactor loop passes.",
+		 offsetof(struct nvme_reactor_stats, passes)},
+		{"nvmefs_reactor_sleeps_total", "Times the reactor slept waiting for an event.",
+		 offsetof(struct nvme_reactor_stats, sleeps)},
+		{"nvmefs_reactor_wakeups_total", "Times the reactor woke from sleep.",
+		 offsetof(struct nvme_reactor_stats, wakeups)},
+		{"nvmefs_reactor_calls_total", "Functions run on the reactor for other threads.",
+		 offsetof(struct nvme_reactor_stats, calls)},
+	};
+	for (size_t k = 0; k < sizeof(rc) / sizeof(rc[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", rc[k].name, rc[k].help, rc[k].name);
+		for (unsigned r = 0; r < nr; r++) {
+			struct nvme_reactor_stats rs;
+
+			nvme_reactor_stats_get(a->ctx.reactors[r], &rs);
+			fprintf(f, "%s{reactor=\"%u\",cpu=\"%d\"} %llu\n", rc[k].name,
+				nvme_reactor_id(a->ctx.reactors[r]), nvme_reactor_cpu(a->ctx.reactors[r]),
+				(unsigned long long)*(const uint64_t *)((const char *)&rs + rc[k].off));
+		}
+	}
+	free(st);
+	return 0;
+}
+
+static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,
+		       size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int ret;
+
+	(void)req;
+	f = open_memstream(&text, &len);
+	if (!f) {
+		snprintf(err, errlen, "open_memstream: %s", strerror(errno));
+		return -errno;
+	}
+	ret = prom_write(a, f);
+	if (fclose(f) != 0 && !ret)
+		ret = -EIO;
+	if (ret || !text) {
+		free(text);
+		snprintf(err, errlen, "building the metrics failed: %s", strerror(ret ? -ret : EIO));
+		return ret ? ret : -EIO;
+	}
+	jset_str(rep, "content_type", "text/plain; version=0.0.4");
+	jset(rep, "text", json_object_new_string_len(text, (int)len));
+	free(text);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	admin_cmd_fn fn;
+} admin_cmds[] = {
+	{"status", cmd_status},       {"stats", cmd_stats},       {"queues", cmd_queues},
+	{"namespaces", cmd_namespaces}, {"identify", cmd_identify}, {"config", cmd_config},
+	{"metrics", cmd_metrics},
+};
+
+/* ---- clients ---- */
+
+static void client_close(struct admin_client *c)
+{
+	struct admin *a = c->a;
+
+	ev_io_stop(a->loop, &c->rio);
+	ev_io_stop(a->loop, &c->wio);
+	ev_timer_stop(a->loop, &c->idle);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		a->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	a->nr_clients--;
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+static size_t client_pending(const struct admin_client *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* Send what can be sent now.  Returns -1 when the client was closed. */
+static int client_flush(struct admin_client *c)
+{
+	struct admin *a = c->a;
+
+	while (client_pending(c)) {
+		ssize_t n = send(c->fd, c->out + c->out_off, client_pending(c),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			ev_timer_again(a->loop, &c->idle);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			ev_io_start(a->loop, &c->wio);
+			return 0;
+		}
+		log_debug("admin client: send: %s", n < 0 ? strerror(errno) : "closed");
+		client_close(c);
+		return -1;
+	}
+	c->out_off = c->out_len = 0;
+	ev_io_stop(a->loop, &c->wio);
+	if (c->closing) {
+		client_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* Queue one reply line.  Returns -1 when the client was closed. */
+static int client_queue(struct admin_client *c, const char *s, size_t len)
+{
+	size_t need;
+
+	if (client_pending(c) && client_pending(c) + len + 1 > ADMIN_OUT_MAX) {
+		log_warn("admin client not reading its replies (%zu bytes unread): dropped",
+			 client_pending(c));
+		client_close(c);
+		return -1;
+	}
+	if (c->out_off) { /* compact before growing */
+		memmove(c->out, c->out + c->out_off, client_pending(c));
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
+	need = c->out_len + len + 1;
+	if (need > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		char *p;
+
+		while (cap < need)
+			cap *= 2;
+		p = realloc(c->out, cap);
+		if (!p) {
+			log_warn("admin client: out of memory for a %zu byte reply: dropped", len);
+			client_close(c);
+			return -1;
+		}
+		c->out = p;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, s, len);
+	c->out[c->out_len + len] = '\n';
+	c->out_len += len + 1;
+	return client_flush(c);
+}
+
+static int client_reply(struct admin_client *c, json_object *rep)
+{
+	const char *s = json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PLAIN |
+							       JSON_C_TO_STRING_NOSLASHESCAPE);
+	int ret;
+
+	if (!s) {
+		static const char oom[] = "{\"ok\":false,\"error\":\"out of memory\"}";
+
+		ret = client_queue(c, oom, sizeof(oom) - 1);
+	} else {
+		ret = client_queue(c, s, strlen(s));
+	}
+	json_object_put(rep);
+	return ret;
+}
+
+static int client_error(struct admin_client *c, json_object *id, const char *msg)
+{
+	json_object *rep = json_object_new_object();
+
+	jset_bool(rep, "ok", false);
+	jset_str(rep, "error", msg);
+	if (id)
+		jset(rep, "id", json_object_get(id));
+	return client_reply(c, rep);
+}
+
+/* Handle one request line (without its newline). */
+static int client_request(struct admin_client *c, const char *line, size_t len)
+{
+	struct json_tokener *tok;
+	json_object *req, *jcmd, *id = NULL, *rep;
+	enum json_tokener_error jerr;
+	char err[512] = "";
+	const char *cmd;
+	size_t end;
+	int ret;
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	if (!len)
+		return 0; /* blank line */
+	if (memchr(line, '\0', len))
+		return client_error(c, NULL, "malformed request: NUL byte in the line");
+	tok = json_tokener_new();
+	if (!tok)
+		return client_error(c, NULL, "out of memory");
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	req = json_tokener_parse_ex(tok, line, (int)len);
+	jerr = json_tokener_get_error(tok);
+	end = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (!req || jerr != json_tokener_success) {
+		snprintf(err, sizeof(err), "malformed request: %s",
+			 jerr == json_tokener_continue ? "incomplete JSON"
+						       : json_tokener_error_desc(jerr));
+		json_object_put(req);
+		return client_error(c, NULL, err);
+	}
+	for (; end < len; end++)
+		if (line[end] != ' ' && line[end] != '\t') {
+			json_object_put(req);
+			return client_error(c, NULL, "malformed request: text after the JSON object");
+		}
+	if (!json_object_is_type(req, json_type_object)) {
+		json_object_put(req);
+		return client_error(c, NULL, "malformed request: not a JSON object");
+	}
+	json_object_object_get_ex(req, "id", &id);
+	if (!json_object_object_get_ex(req, "cmd", &jcmd) ||
+	    !json_object_is_type(jcmd, json_type_string)) {
+		ret = client_error(c, id, "malformed request: \"cmd\" (a string) is missing");
+		json_object_put(req);
+		return ret;
+	}
+	cmd = json_object_get_string(jcmd);
+	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++) {
+		if (strcmp(cmd, admin_cmds[i].name))
+			continue;
+		rep = json_object_new_object();
+		jset_bool(rep, "ok", true);
+		if (admin_cmds[i].fn(c->a, req, rep, err, sizeof(err)) < 0) {
+			json_object_put(rep);
+			ret = client_error(c, id, err[0] ? err : "failed");
+		} else {
+			if (id)
+				jset(rep, "id", json_object_get(id));
+			ret = client_reply(c, rep);
+		}
+		json_object_put(req);
+		return ret;
+	}
+	snprintf(err, sizeof(err), "unknown command \"%.64s\" (status, stats, queues, namespaces, "
+		 "identify, config, metrics)", cmd);
+	ret = client_error(c, id, err);
+	json_object_put(req);
+	return ret;
+}
+
+/* Serve the complete lines in the input buffer, one reply at a time.
+ * Returns -1 when the client was closed. */
+static int client_process(struct admin_client *c)
+{
+	struct admin *a = c->a;
+
+	while (!c->closing && !client_pending(c)) {
+		char *nl = memchr(c->in, '\n', c->in_len);
+		size_t n;
+
+		if (!nl) {
+			if (c->in_len > ADMIN_LINE_MAX) {
+				c->closing = true;
+				c->in_len = 0;
+				if (client_error(c, NULL,
+						 "request line longer than 65536 bytes: closing") < 0)
+					return -1;
+			} else if (c->eof) {
+				/* a last request without its newline still counts */
+				c->closing = true;
+				n = c->in_len;
+				c->in_len = 0;
+				if (n && client_request(c, c->in, n) < 0)
+					return -1;
+				if (client_flush(c) < 0)
+					return -1;
+			}
+			break;
+		}
+		n = (size_t)(nl - c->in);
+		/* the line is handled in place; the buffer moves after */
+		if (client_request(c, c->in, n) < 0)
+			return -1;
+		memmove(c->in, nl + 1, c->in_len - n - 1);
+		c->in_len -= n + 1;
+	}
+	/* read more only when nothing is waiting to be sent */
+	if (c->closing || client_pending(c))
+		ev_io_stop(a->loop, &c->rio);
+	else
+		ev_io_start(a->loop, &c->rio);
+	return 0;
+}
+
+static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct admin_client *c = w->data;
+
+	(void)loop, (void)revents;
+	for (;;) {
+		ssize_t n;
+
+		if (c->in_len > ADMIN_LINE_MAX)
+			break; /* full: client_process replies and closes */
+		n = read(c->fd, c->in + c->in_len, ADMIN_LINE_MAX + 1 - c->in_len);
+		if (n > 0) {
+			c->in_len += (size_t)n;
+			ev_timer_again(c->a->loop, &c->idle);
+			/* serve what is complete before reading on, so a
+			 * pipelining client is held back by its own replies */
+			if (memchr(c->in + c->in_len - n, '\n', (size_t)n))
+				break;
+			continue;
+		}
+		if (n == 0) {
+			c->eof = true;
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		log_debug("admin client: read: %s", strerror(errno));
+		client_close(c);
+		return;
+	}
+	client_process(c);
+}
+
+static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct admin_client *c = w->data;
+
+	(void)loop, (void)revents;
+	if (client_flush(c) < 0)
+		return;
+	client_process(c);
+}
+
+static void client_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_client *c = w->data;
+
+	(void)loop, (void)revents;
+	log_debug("admin client idle for %.0f s: closed", c->a->idle_timeout);
+	client_close(c);
+}
+
+static void admin_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin *a = w->data;
+
+	(void)revents;
+	ev_io_start(loop, &a->lio);
+}
+
+static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct admin *a = w->data;
+
+	(void)revents;
+	for (;;) {
+		int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct admin_client *c;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* the listener would stay readable: pause it */
+				log_warn("admin socket: accept: %s (pausing for 1 s)", strerror(errno));
+				ev_io_stop(loop, &a->lio);
+				ev_timer_set(&a->retry, 1.0, 0.0);
+				ev_timer_start(loop, &a->retry);
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				log_warn("admin socket: accept: %s", strerror(errno));
+			}
+			return;
+		}
+		if (a->nr_clients >= ADMIN_MAX_CLIENTS) {
+			static const char busy[] =
+				"{\"ok\":false,\"error\":\"too many admin clients\"}\n";
+
+			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+				log_debug("admin socket: busy reply: %s", strerror(errno));
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c)
+			c->in = malloc(ADMIN_LINE_MAX + 1);
+		if (!c || !c->in) {
+			log_warn("admin socket: out of memory for a client");
+			if (c)
+				free(c);
+			close(fd);
+			continue;
+		}
+		c->a = a;
+		c->fd = fd;
+		ev_io_init(&c->rio, client_read_cb, fd, EV_READ);
+		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
+		ev_init(&c->idle, client_idle_cb);
+		c->idle.repeat = a->idle_timeout;
+		c->rio.data = c->wio.data = c->idle.data = c;
+		c->next = a->clients;
+		if (a->clients)
+			a->clients->prev = c;
+		a->clients = c;
+		a->nr_clients++;
+		ev_io_start(loop, &c->rio);
+		ev_timer_again(loop, &c->idle);
+	}
+}
+
+/* ---- the listening socket ---- */
+
+/* Is a daemon listening at sa?  1 yes, 0 no (stale), or a negative errno. */
+static int admin_probe(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), ret;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		ret = 1;
+	else if (errno == EAGAIN || errno == EINPROGRESS)
+		ret = 1; /* its backlog is full: alive, just busy */
+	else if (errno == ECONNREFUSED)
+		ret = 0;
+	else
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int admin_listen(struct admin *a)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	const char *path = cfg->daemon.admin_socket;
+	struct stat st;
+	int ret;
+
+	if (!path[0]) {
+		log_err("admin socket: the path is empty");
+		return -EINVAL;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("admin socket %s: path longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("admin socket %s: exists and is not a socket; not replacing it", path);
+			return -EEXIST;
+		}
+		ret = admin_probe(&sa);
+		if (ret > 0) {
+			log_err("admin socket %s: another daemon is listening there", path);
+			return -EADDRINUSE;
+		}
+		if (ret < 0) {
+			log_err("admin socket %s: cannot tell whether it is in use: %s", path,
+				strerror(-ret));
+			return ret;
+		}
+		log_info("admin socket %s: replacing a stale socket file", path);
+		if (unlink(path) < 0 && errno != ENOENT) {
+			ret = -errno;
+			log_err("admin socket %s: cannot remove the stale socket: %s", path,
+				strerror(errno));
+			return ret;
+		}
+	} else if (errno != ENOENT) {
+		ret = -errno;
+		log_err("admin socket %s: %s", path, strerror(errno));
+		return ret;
+	}
+
+	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->fd < 0) {
+		ret = -errno;
+		log_err("admin socket: socket: %s", strerror(errno));
+		return ret;
+	}
+	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: bind: %s%s", path, strerror(errno),
+			errno == ENOENT ? " (does its directory exist?)" : "");
+		goto err_close;
+	}
+	/* not yet listening, so nobody connects before the mode is right */
+	if (cfg->daemon.gid != (gid_t)-1 && chown(path, (uid_t)-1, cfg->daemon.gid) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
+			(unsigned)cfg->daemon.gid, strerror(errno));
+		goto err_unlink;
+	}
+	if (chmod(path, 0660) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	if (stat(path, &st) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: stat: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
+	if (listen(a->fd, 16) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: listen: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	memcpy(a->path, path, strlen(path) + 1);
+	return 0;
+
+err_unlink:
+	unlink(path);
+err_close:
+	close(a->fd);
+	a->fd = -1;
+	return ret;
+}
+
+int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out)
+{
+	struct admin *a;
+	int ret;
+
+	if (!loop || !ctx || !ctx->cfg || !out || (ctx->nr_ctrls && !ctx->ctrls) ||
+	    (ctx->nr_reactors && !ctx->reactors) || (ctx->nr_ns && !ctx->ns))
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->loop = loop;
+	a->ctx = *ctx;
+	a->fd = -1;
+	a->idle_timeout = ctx->idle_timeout > 0 ? ctx->idle_timeout : ADMIN_IDLE_TIMEOUT;
+	a->mono0 = mono_now();
+	a->wall0 = time(NULL);
+	ret = admin_listen(a);
+	if (ret < 0) {
+		free(a);
+		return ret;
+	}
+	ev_io_init(&a->lio, admin_accept_cb, a->fd, EV_READ);
+	a->lio.data = a;
+	ev_init(&a->retry, admin_retry_cb);
+	a->retry.data = a;
+	ev_io_start(loop, &a->lio);
+	log_info("admin socket listening on %s", a->path);
+	*out = a;
+	return 0;
+}
+
+void admin_stop(struct admin *a)
+{
+	struct stat st;
+
+	if (!a)
+		return;
+	while (a->clients)
+		client_close(a->clients);
+	ev_io_stop(a->loop, &a->lio);
+	ev_timer_stop(a->loop, &a->retry);
+	/* a daemon started after us may have taken the path over */
+	if (stat(a->path, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino)
+		unlink(a->path);
+	close(a->fd);
+	free(a);
+}

@@ -1,0 +1,81 @@
+/* admin.h - the daemon's admin socket: live status and statistics for nvmefsctl.
+ *
+ * A UNIX stream socket at cfg->daemon.admin_socket (mode 0660, group
+ * cfg->daemon.gid), served from the daemon's main-thread libev loop, never
+ * from a reactor: it is not on the I/O path.  Statistics are read with the
+ * engine's snapshot functions, which take no lock on the I/O path.
+ *
+ * Protocol: newline-delimited JSON.  Each request is one object on one line,
+ *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics",
+ *    "controller": NAME,   (identify only)
+ *    "id": ANY}            (optional: echoed in the reply)
+ * and each reply is one object on one line, {"ok": true, ...} or
+ * {"ok": false, "error": "..."}, in request order.  Blank lines are ignored.
+ * A malformed or unknown request gets an error reply and the client may go
+ * on; a line longer than ADMIN_LINE_MAX gets an error reply and the client is
+ * closed.  A client never blocks the daemon: all I/O is non-blocking, a
+ * client whose unread replies exceed ADMIN_OUT_MAX is dropped, one that is
+ * idle for idle_timeout seconds is closed, and at most ADMIN_MAX_CLIENTS are
+ * served at once.
+ *
+ * The socket path is taken over from a crashed daemon (a socket file that
+ * refuses connections is replaced) but never from a live one (-EADDRINUSE)
+ * and never when it is not a socket (-EEXIST).
+ */
+#ifndef NVMEFS_ADMIN_H
+#define NVMEFS_ADMIN_H
+
+#include <stdint.h>
+#include <time.h>
+
+struct ev_loop;
+struct cfg;
+struct nvme_ctrl;
+struct nvme_reactor;
+struct nvme_qpair;
+struct admin;
+
+#define ADMIN_LINE_MAX (64 * 1024)   /* longest request line */
+#define ADMIN_OUT_MAX (1024 * 1024)  /* unread reply bytes before a client is dropped */
+#define ADMIN_MAX_CLIENTS 64
+#define ADMIN_IDLE_TIMEOUT 30.0      /* seconds */
+
+/* One namespace file of the mount. */
+struct admin_ns {
+	const char *name;      /* file name in the mount, e.g. "nvme0n1" */
+	unsigned ctrl;         /* index into admin_ctx.ctrls */
+	uint32_t nsid;
+	uint64_t size;         /* bytes */
+	uint32_t lba_size;     /* bytes */
+	const char *path;      /* full path of the file (mountpoint/name) */
+};
+
+/* What the daemon has.  admin_start copies this struct, not what it points
+ * to: everything pointed to must stay valid until admin_stop. */
+struct admin_ctx {
+	const struct cfg *cfg;
+	const char *config_path;      /* the file the daemon was started with */
+	time_t start_time;            /* wall clock at daemon start (time()) */
+	struct nvme_ctrl **ctrls;     /* ctrls[i] is the controller of cfg->ctrls[i] */
+	unsigned nr_ctrls;
+	struct nvme_reactor **reactors;
+	unsigned nr_reactors;
+	/* qpairs[reactor * nr_ctrls + ctrl]; NULL where a controller granted
+	 * fewer queues than there are reactors */
+	struct nvme_qpair **qpairs;
+	const struct admin_ns *ns;
+	unsigned nr_ns;
+	double idle_timeout;          /* seconds; 0: ADMIN_IDLE_TIMEOUT */
+};
+
+/* Bind, chown, chmod and listen on ctx->cfg->daemon.admin_socket and serve
+ * it from loop (the caller runs the loop).  Errors are logged with the path:
+ * -EADDRINUSE (a daemon is listening there), -EEXIST (not a socket),
+ * -ENAMETOOLONG, or the errno of socket/bind/chown/listen. */
+int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out);
+
+/* Close every client and the socket, and remove the socket file if it is
+ * still ours.  NULL is a no-op.  Call on the loop's thread. */
+void admin_stop(struct admin *a);
+
+#endif
