@@ -1,0 +1,140 @@
+/* sim.h - the built-in software NVMe controller.
+ *
+ * A device model, not a mock: it speaks NVMe over a struct nvme_bus exactly
+ * as a PCIe controller does.  BAR0 registers through bus->ops, doorbells as
+ * stores into bus->bar0 (+ NVME_REG_DBS) followed by bus->db_notify, DMA only
+ * through regions registered with ops->dma_map (IOVAs are assigned by the sim
+ * from 0x100000000 up and never equal the virtual address), MSI-X through the
+ * eventfds given to ops->irq_set.  An IOVA outside every mapping completes the
+ * command with Data Transfer Error (sct 0, sc 04h) and counts dma_errors.
+ *
+ * Execution modes:
+ *   inline   (threaded = false) db_notify executes the newly submitted
+ *            commands on the caller's thread, posts their completions and
+ *            signals the CQ's vector before returning.  No locks, no malloc,
+ *            no syscalls per command for null/RAM namespaces (the eventfd
+ *            write for an interrupt-enabled CQ excepted).
+ *   threaded (threaded = true) a device thread executes commands; db_notify
+ *            only wakes it.  Completions arrive asynchronously.
+ * In both modes the sim reads doorbells with acquire ordering and writes each
+ * CQE with its phase tag last (release), so a host never sees a torn entry.
+ * It never posts into a full CQ: the SQ feeding it stalls until the host
+ * moves the CQ head doorbell.
+ *
+ * Namespaces (nsid 1..nr_ns), 512 or 4096 byte blocks:
+ *   SIM_BACKING_RAM   anonymous memory, zero until written (lazily by mmap).
+ *   SIM_BACKING_NULL  reads return zeroes, writes are dropped.
+ *   SIM_BACKING_FILE  pread/pwrite on path (created and sized if missing).
+ *                     Writes land in the page cache (a volatile write cache);
+ *                     Flush (and FUA writes) fdatasync the file: data is
+ *                     durable only after Flush.
+ * Deallocated blocks (DSM deallocate, Write Zeroes) read as zeroes
+ * (Identify Namespace DLFEAT = 001b).
+ *
+ * All functions return 0 or a negative errno.
+ */
+#ifndef NVMEFS_SIM_H
+#define NVMEFS_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bus.h"
+
+#define SIM_MAX_NS 16
+
+struct sim;
+struct cfg_controller;
+
+enum sim_backing { SIM_BACKING_RAM, SIM_BACKING_NULL, SIM_BACKING_FILE };
+
+struct sim_ns_opts {
+	uint64_t nlba;        /* blocks in the namespace (> 0) */
+	unsigned lba_size;    /* 512 or 4096 */
+	enum sim_backing backing;
+	const char *path;     /* SIM_BACKING_FILE only */
+};
+
+struct sim_opts {
+	const char *name;     /* bus->name becomes "sim:NAME" */
+	unsigned nr_ns;       /* 1..SIM_MAX_NS */
+	struct sim_ns_opts ns[SIM_MAX_NS];
+	bool threaded;
+	unsigned mdts;        /* log2 of max transfer in MPSMIN (4 KiB) pages, 0 = none */
+	unsigned max_queues;  /* I/O queue pairs granted by Number of Queues (0: 64) */
+	unsigned mqes;        /* CAP.MQES, 0-based max queue entries (0: 4095) */
+	unsigned dstrd;       /* CAP.DSTRD: doorbell stride 4 << dstrd */
+	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
+	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
+	bool vwc;             /* Identify VWC: volatile write cache present */
+	unsigned sgl;         /* 1: SGL data block descriptors supported */
+};
+
+/* Build a controller.  The returned sim owns its bus (sim_bus); the bus is
+ * valid until sim_destroy (or bus->ops->close, which is the same). */
+int sim_create(const struct sim_opts *o, struct sim **out);
+struct nvme_bus *sim_bus(struct sim *s);
+void sim_destroy(struct sim *s);
+
+/* The sim owning a bus made by sim_create, NULL for any other bus. */
+struct sim *sim_from_bus(struct nvme_bus *bus);
+
+/* A sim from a [controller] section with device = sim: namespaces,
+ * size/block_size, backing (file paths from cfg_backing_file), exec,
+ * mdts, max_queues.  -EINVAL if c is not a sim controller.  (sim_cfg.c) */
+int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out);
+
+/* ---- fault injection: thread-safe, callable at any time ----
+ * Counts apply to commands fetched (or completions posted) after the call. */
+
+/* The next n I/O commands complete with status ((sct << 8) | sc, optionally
+ * | NVME_STATUS_DNR) without being executed.  n = 0 cancels. */
+void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status);
+
+/* Delay every completion by usec (0: off).  Threaded mode sleeps/waits
+ * before posting.  Inline mode holds completions in a per-CQ pending list and
+ * posts those whose time has come on a later db_notify (any doorbell) or
+ * sim_poll call; a host polling in a loop must therefore keep calling
+ * sim_poll (or ring a doorbell) to see them. */
+void sim_fault_delay(struct sim *s, unsigned usec);
+
+/* Execute the next n I/O commands but never post their completions. */
+void sim_fault_lose_next(struct sim *s, unsigned n);
+
+/* For the next n I/O completions, first post an extra CQE whose CID was not
+ * submitted (and no command outstanding on that SQ uses), then the real one:
+ * the host must drop the bogus one; nothing is lost. */
+void sim_fault_bogus_cid(struct sim *s, unsigned n);
+
+/* Post each of the next n I/O completions twice. */
+void sim_fault_duplicate(struct sim *s, unsigned n);
+
+/* Controller fatal status: CSTS.CFS = 1, stop processing until CC.EN 1->0. */
+void sim_fault_cfs(struct sim *s);
+
+/* Stop (true) / resume (false) fetching commands.  Doorbells are still
+ * accepted; resuming processes what was submitted meanwhile. */
+void sim_fault_hang(struct sim *s, bool hang);
+
+/* While set, CC.EN = 1 never sets CSTS.RDY. */
+void sim_fault_never_ready(struct sim *s, bool on);
+
+/* Inline mode: post completions held back by sim_fault_delay whose time has
+ * come, and process anything pending (after a hang is lifted).  Returns the
+ * number of completions posted.  Threaded mode: 0, no effect. */
+int sim_poll(struct sim *s);
+
+struct sim_stats {
+	uint64_t cmds;          /* I/O + admin commands fetched */
+	uint64_t reads, writes, flushes, write_zeroes, dsm;
+	uint64_t admin_cmds;
+	uint64_t bytes_read, bytes_written;
+	uint64_t dma_errors;    /* IOVA outside the map */
+	uint64_t invalid_cmds;  /* completed with a non-zero status by validation */
+	uint64_t sq_doorbells, cq_doorbells;
+	uint64_t irqs;          /* eventfd signals */
+	uint64_t invalid_doorbells; /* doorbell to a missing queue / bad value */
+};
+void sim_get_stats(struct sim *s, struct sim_stats *st);
+
+#endif
