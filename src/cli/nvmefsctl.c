@@ -1,0 +1,741 @@
+/* nvmefsctl - the admin CLI of nvmefsd: status, statistics, queues,
+ * namespaces, identify and config of a running daemon, over its admin socket
+ * (newline-delimited JSON, see src/daemon/admin.h).
+ *
+ * Exit codes: 0 ok, 1 the daemon replied with an error (or an unusable
+ * reply), 2 usage, 3 cannot connect.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+
+#define CTL_DEFAULT_SOCKET "/run/nvmefsd.sock"
+#define CTL_TIMEOUT_MS 10000
+#define CTL_REPLY_MAX (64u << 20)
+
+enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
+
+static const char *prog = "nvmefsctl";
+static volatile sig_atomic_t stop_flag;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s [-s SOCKET | -c CONF] [--json] COMMAND\n"
+		"Ask a running nvmefsd for its state over its admin socket.\n"
+		"\n"
+		"Commands:\n"
+		"  status               version, uptime, config, controllers, reactors\n"
+		"  stats [-w SECONDS]   counters per queue pair and totals; with -w, rates\n"
+		"                       over every interval until Ctrl-C (like iostat -x)\n"
+		"  stats --prometheus   the counters in Prometheus text format (= metrics)\n"
+		"  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
+		"  namespaces           the namespace files\n"
+		"  identify CONTROLLER  the controller's identify data\n"
+		"  config               the daemon's effective configuration\n"
+		"  metrics              the counters in Prometheus text format\n"
+		"\n"
+		"Options:\n"
+		"  -s, --socket SOCKET  admin socket (default %s)\n"
+		"  -c, --config CONF    take the socket from CONF's admin_socket\n"
+		"  -j, --json           print the daemon's reply as JSON\n"
+		"  -w, --watch SECONDS  stats: print rates every SECONDS\n"
+		"  -p, --prometheus     stats: Prometheus text format\n"
+		"  -h, --help           this help\n"
+		"  -V, --version        the version\n"
+		"\n"
+		"Exit status: 0 ok, 1 the daemon replied with an error, 2 usage,\n"
+		"3 cannot connect to the daemon.\n",
+		prog, CTL_DEFAULT_SOCKET);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	return EXIT_USAGE;
+}
+
+/* ---- talking to the daemon ---- */
+
+static int ctl_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "%s: cannot connect to %s: path too long\n", prog, path);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return fd;
+	e = errno;
+	close(fd);
+	switch (e) {
+	case ENOENT:
+		fprintf(stderr, "%s: cannot connect to %s: no such socket (is nvmefsd running?)\n",
+			prog, path);
+		break;
+	case EACCES:
+	case EPERM:
+		fprintf(stderr, "%s: cannot connect to %s: access denied (the socket is for root "
+			"and the daemon's file_group)\n", prog, path);
+		break;
+	case ECONNREFUSED:
+		fprintf(stderr, "%s: cannot connect to %s: nobody listens (connection refused: "
+			"nvmefsd is not running, the socket file is stale)\n", prog, path);
+		break;
+	default:
+		fprintf(stderr, "%s: cannot connect to %s: %s\n", prog, path, strerror(e));
+	}
+	return -1;
+}
+
+static int send_all(int fd, const char *s, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -errno;
+		s += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read one reply line into a new string, within CTL_TIMEOUT_MS. */
+static int recv_line(int fd, char **out)
+{
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		long left;
+		ssize_t n;
+		int r;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = CTL_TIMEOUT_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0) {
+			free(buf);
+			return -ETIMEDOUT;
+		}
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR) {
+			if (stop_flag) {
+				free(buf);
+				return -EINTR;
+			}
+			continue;
+		}
+		if (r < 0) {
+			free(buf);
+			return -errno;
+		}
+		if (r == 0)
+			continue;
+		if (cap - len < 4096) {
+			char *nb;
+
+			cap = cap ? cap * 2 : 65536;
+			if (cap > CTL_REPLY_MAX || !(nb = realloc(buf, cap + 1))) {
+				free(buf);
+				return -E2BIG;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			free(buf);
+			return -errno;
+		}
+		if (n == 0) {
+			free(buf);
+			return -ECONNRESET;
+		}
+		len += (size_t)n;
+		if (memchr(buf + len - n, '\n', (size_t)n)) {
+			buf[len] = '\0';
+			*strchr(buf, '\n') = '\0';
+			*out = buf;
+			return 0;
+		}
+	}
+}
+
+/* Send {"cmd": cmd[, "controller": ctrl]} and parse the reply.  Returns an
+ * exit code; on EXIT_OK *rep is the reply (ok true). */
+static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep)
+{
+	json_object *req = json_object_new_object(), *r, *ok, *err;
+	const char *s;
+	char *line = NULL;
+	int fd, ret;
+
+	json_object_object_add(req, "cmd", json_object_new_string(cmd));
+	if (ctrl)
+		json_object_object_add(req, "controller", json_object_new_string(ctrl));
+	s = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+	fd = ctl_connect(sock);
+	if (fd < 0) {
+		json_object_put(req);
+		return EXIT_CONNECT;
+	}
+	ret = s ? send_all(fd, s, strlen(s)) : -ENOMEM;
+	if (!ret)
+		ret = send_all(fd, "\n", 1);
+	json_object_put(req);
+	if (!ret)
+		ret = recv_line(fd, &line);
+	close(fd);
+	if (ret == -EINTR)
+		return EXIT_OK;
+	if (ret) {
+		fprintf(stderr, "%s: %s: no reply from the daemon: %s\n", prog, sock,
+			ret == -ECONNRESET ? "connection closed" : strerror(-ret));
+		return EXIT_DAEMON;
+	}
+	r = json_tokener_parse(line);
+	if (!r || !json_object_is_type(r, json_type_object) ||
+	    !json_object_object_get_ex(r, "ok", &ok)) {
+		fprintf(stderr, "%s: %s: the daemon's reply is not a JSON object: %.200s\n", prog,
+			sock, line);
+		json_object_put(r);
+		free(line);
+		return EXIT_DAEMON;
+	}
+	free(line);
+	if (!json_object_get_boolean(ok)) {
+		fprintf(stderr, "%s: the daemon says: %s\n", prog,
+			json_object_object_get_ex(r, "error", &err) ? json_object_get_string(err)
+								    : "error (no message)");
+		json_object_put(r);
+		return EXIT_DAEMON;
+	}
+	*rep = r;
+	return EXIT_OK;
+}
+
+/* ---- reading replies ---- */
+
+static json_object *jget(json_object *o, const char *k)
+{
+	json_object *v = NULL;
+
+	if (!o || !json_object_object_get_ex(o, k, &v))
+		return NULL;
+	return v;
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+	json_object *v = jget(o, k);
+
+	return v ? json_object_get_string(v) : "-";
+}
+
+static uint64_t ju64(json_object *o, const char *k)
+{
+	json_object *v = jget(o, k);
+
+	return v ? json_object_get_uint64(v) : 0;
+}
+
+static double jdbl(json_object *o, const char *k)
+{
+	json_object *v = jget(o, k);
+
+	return v ? json_object_get_double(v) : NAN;
+}
+
+static size_t jlen(json_object *a)
+{
+	return a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+}
+
+static json_object *jidx(json_object *a, size_t i)
+{
+	return json_object_array_get_idx(a, i);
+}
+
+static void put_num(char *b, size_t n, double v, int prec)
+{
+	if (isfinite(v))
+		snprintf(b, n, "%.*f", prec, v);
+	else
+		snprintf(b, n, "-");
+}
+
+static const char *human_size(uint64_t v, char *b, size_t n)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double d = (double)v;
+	unsigned u = 0;
+
+	while (d >= 1024 && u < 5) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(b, n, "%llu B", (unsigned long long)v);
+	else
+		snprintf(b, n, "%.1f %s", d, units[u]);
+	return b;
+}
+
+static void print_json(json_object *o)
+{
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						       JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+/* ---- human output ---- */
+
+static void show_status(json_object *r)
+{
+	json_object *cs = jget(r, "controllers"), *rs = jget(r, "reactors");
+	uint64_t up = (uint64_t)jdbl(r, "uptime_s");
+
+	printf("nvmefsd %s, pid %s, up %llud %02lluh %02llum %02llus (since %s)\n", jstr(r, "version"),
+	       jstr(r, "pid"), (unsigned long long)(up / 86400), (unsigned long long)(up / 3600 % 24),
+	       (unsigned long long)(up / 60 % 60), (unsigned long long)(up % 60), jstr(r, "started"));
+	printf("config       %s\n", jstr(r, "config_file"));
+	printf("mountpoint   %s\n", jstr(r, "mountpoint"));
+	printf("admin socket %s\n", jstr(r, "admin_socket"));
+	printf("mode         %s, queue depth %s, cq budget %s\n", jstr(r, "mode"),
+	       jstr(r, "queue_depth"), jstr(r, "cq_budget"));
+	printf("namespaces   %s\n", jstr(r, "namespaces"));
+	printf("\n%-16s %-14s %-7s %-9s %6s %4s  %s\n", "CONTROLLER", "DEVICE", "BACKEND", "MODE",
+	       "QUEUES", "NS", "MODEL");
+	for (size_t i = 0; i < jlen(cs); i++) {
+		json_object *c = jidx(cs, i);
+
+		printf("%-16s %-14s %-7s %-9s %6s %4s  %s\n", jstr(c, "name"), jstr(c, "device"),
+		       jstr(c, "backend"), jstr(c, "mode"), jstr(c, "io_queues"),
+		       jstr(c, "namespaces"), jstr(c, "model"));
+	}
+	printf("\n%-7s %4s %4s\n", "REACTOR", "CPU", "NODE");
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *x = jidx(rs, i);
+
+		printf("%-7s %4s %4s\n", jstr(x, "id"), jstr(x, "cpu"), jstr(x, "node"));
+	}
+}
+
+static void stats_row(const char *reactor, const char *ctrl, const char *qid, json_object *q)
+{
+	json_object *lat = jget(q, "latency_us"), *err = jget(q, "errors");
+	char rd[32], wr[32], cpp[16], db[16], p50[16], p99[16], p999[16], mx[16];
+
+	put_num(cpp, sizeof(cpp), jdbl(q, "cpl_per_pass_mean"), 2);
+	put_num(db, sizeof(db), jdbl(q, "doorbells_per_io"), 2);
+	put_num(p50, sizeof(p50), jdbl(lat, "p50"), 1);
+	put_num(p99, sizeof(p99), jdbl(lat, "p99"), 1);
+	put_num(p999, sizeof(p999), jdbl(lat, "p99_9"), 1);
+	put_num(mx, sizeof(mx), jdbl(lat, "max"), 1);
+	printf("%-7s %-12s %4s %12llu %12llu %8s %10s %10s %8.8s %6s %8llu %6llu %6llu %9s %9s %9s %9s\n",
+	       reactor, ctrl, qid, (unsigned long long)ju64(q, "submitted"),
+	       (unsigned long long)ju64(q, "completed"), jget(q, "inflight") ? jstr(q, "inflight") : "",
+	       human_size(ju64(q, "bytes_read"), rd, sizeof(rd)),
+	       human_size(ju64(q, "bytes_written"), wr, sizeof(wr)), cpp, db,
+	       (unsigned long long)ju64(q, "budget_exhausted"), (unsigned long long)ju64(err, "total"),
+	       (unsigned long long)ju64(q, "bogus_cqes"), p50, p99, p999, mx);
+}
+
+static void show_stats(json_object *r)
+{
+	json_object *rs = jget(r, "reactors"), *t = jget(r, "totals");
+
+	printf("%-7s %-12s %4s %12s %12s %8s %10s %10s %8s %6s %8s %6s %6s %9s %9s %9s %9s\n",
+	       "REACTOR", "CONTROLLER", "QID", "SUBMITTED", "COMPLETED", "INFLIGHT", "READ",
+	       "WRITTEN", "CPL/PASS", "DB/IO", "BUDGET", "ERRORS", "BOGUS", "P50us", "P99us",
+	       "P99.9us", "MAXus");
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *qs = jget(jidx(rs, i), "qpairs");
+
+		for (size_t k = 0; k < jlen(qs); k++) {
+			json_object *q = jidx(qs, k);
+
+			stats_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"), q);
+		}
+	}
+	stats_row("total", "", "", t);
+	printf("\n%-7s %4s %4s %14s %12s %12s %10s\n", "REACTOR", "CPU", "NODE", "PASSES", "SLEEPS",
+	       "WAKEUPS", "CALLS");
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *x = jidx(rs, i);
+
+		printf("%-7s %4s %4s %14llu %12llu %12llu %10llu\n", jstr(x, "id"), jstr(x, "cpu"),
+		       jstr(x, "node"), (unsigned long long)ju64(x, "passes"),
+		       (unsigned long long)ju64(x, "sleeps"), (unsigned long long)ju64(x, "wakeups"),
+		       (unsigned long long)ju64(x, "calls"));
+	}
+}
+
+static void show_queues(json_object *r)
+{
+	json_object *qs = jget(r, "queues");
+
+	printf("mode %s, interrupts %s\n\n", jstr(r, "mode"),
+	       json_object_get_boolean(jget(r, "interrupts")) ? "on" : "off");
+	printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", "REACTOR", "CPU", "NODE", "CONTROLLER", "QID",
+	       "VECTOR", "DEPTH", "INFLIGHT");
+	for (size_t i = 0; i < jlen(qs); i++) {
+		json_object *q = jidx(qs, i);
+
+		printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", jstr(q, "reactor"), jstr(q, "cpu"),
+		       jstr(q, "node"), jstr(q, "controller"), jstr(q, "qid"),
+		       jget(q, "vector") ? jstr(q, "vector") : "-", jstr(q, "depth"),
+		       jstr(q, "inflight"));
+	}
+}
+
+static void show_namespaces(json_object *r)
+{
+	json_object *ns = jget(r, "namespaces");
+	char sz[32];
+
+	printf("%-20s %-16s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "NSID", "SIZE", "LBA", "PATH");
+	for (size_t i = 0; i < jlen(ns); i++) {
+		json_object *n = jidx(ns, i);
+
+		printf("%-20s %-16s %5s %12s %6s  %s\n", jstr(n, "name"), jstr(n, "controller"),
+		       jstr(n, "nsid"), human_size(ju64(n, "size"), sz, sizeof(sz)),
+		       jstr(n, "lba_size"), jstr(n, "path"));
+	}
+}
+
+static void show_list(const char *label, json_object *r, const char *key, const char *raw)
+{
+	json_object *a = jget(r, key);
+
+	printf("%-18s %s (", label, jstr(r, raw));
+	for (size_t i = 0; i < jlen(a); i++)
+		printf("%s%s", i ? " " : "", json_object_get_string(jidx(a, i)));
+	printf(")\n");
+}
+
+static void show_identify(json_object *r)
+{
+	json_object *ns = jget(r, "namespaces");
+	uint64_t mdts = ju64(r, "mdts");
+	char sz[32];
+
+	printf("%-18s %s\n", "controller", jstr(r, "controller"));
+	printf("%-18s %s\n", "model", jstr(r, "model"));
+	printf("%-18s %s\n", "serial", jstr(r, "serial"));
+	printf("%-18s %s\n", "firmware", jstr(r, "firmware"));
+	printf("%-18s %s\n", "vendor id", jstr(r, "vid"));
+	printf("%-18s %s\n", "version", jstr(r, "version"));
+	printf("%-18s %s\n", "CAP", jstr(r, "cap"));
+	if (mdts)
+		printf("%-18s %llu (max transfer %s)\n", "MDTS", (unsigned long long)mdts,
+		       human_size(ju64(r, "max_transfer"), sz, sizeof(sz)));
+	else
+		printf("%-18s 0 (no limit; the engine uses %s)\n", "MDTS",
+		       human_size(ju64(r, "max_transfer"), sz, sizeof(sz)));
+	printf("%-18s %s\n", "max queue entries", jstr(r, "max_queue_entries"));
+	printf("%-18s %s\n", "I/O queues granted", jstr(r, "io_queues_granted"));
+	printf("%-18s %s\n", "MSI-X vectors", jstr(r, "vectors"));
+	printf("%-18s %s\n", "volatile cache",
+	       json_object_get_boolean(jget(r, "vwc")) ? "yes (fsync sends Flush)" : "no");
+	show_list("ONCS", r, "oncs_decoded", "oncs");
+	show_list("OACS", r, "oacs_decoded", "oacs");
+	printf("%-18s %s (%s)\n", "SGLS", jstr(r, "sgls"), jstr(r, "sgls_decoded"));
+	printf("%-18s %s\n", "NN", jstr(r, "nn"));
+	printf("\n%5s %14s %6s %12s  %s\n", "NSID", "BLOCKS", "LBA", "SIZE", "DEALLOC-ZEROES");
+	for (size_t i = 0; i < jlen(ns); i++) {
+		json_object *n = jidx(ns, i);
+
+		printf("%5s %14s %6s %12s  %s\n", jstr(n, "nsid"), jstr(n, "blocks"),
+		       jstr(n, "lba_size"), human_size(ju64(n, "size"), sz, sizeof(sz)),
+		       json_object_get_boolean(jget(n, "dealloc_zeroes")) ? "yes" : "no");
+	}
+}
+
+static void show_text(json_object *r)
+{
+	const char *t = jstr(r, "text");
+
+	fputs(t, stdout);
+	if (*t && t[strlen(t) - 1] != '\n')
+		putchar('\n');
+}
+
+/* ---- stats -w: rates over an interval ---- */
+
+/* Completions and passes that reaped any, from the cpl_per_pass histogram
+ * (the last bucket, >= 16, counts as 16). */
+static void cpp_sums(json_object *q, double *cpl, double *passes)
+{
+	json_object *h = jget(q, "cpl_per_pass");
+
+	*cpl = *passes = 0;
+	for (size_t i = 1; i < jlen(h); i++) {
+		double n = (double)json_object_get_uint64(jidx(h, i));
+
+		*passes += n;
+		*cpl += n * (double)i;
+	}
+}
+
+static void rate_row(const char *reactor, const char *ctrl, const char *qid, json_object *a,
+		     json_object *b, double dt)
+{
+	double dcpl = (double)(ju64(b, "completed") - ju64(a, "completed"));
+	double drd = (double)(ju64(b, "bytes_read") - ju64(a, "bytes_read"));
+	double dwr = (double)(ju64(b, "bytes_written") - ju64(a, "bytes_written"));
+	double ddb = (double)(ju64(b, "sq_doorbells") + ju64(b, "cq_doorbells") -
+			      ju64(a, "sq_doorbells") - ju64(a, "cq_doorbells"));
+	uint64_t derr = ju64(jget(b, "errors"), "total") - ju64(jget(a, "errors"), "total");
+	uint64_t dbog = ju64(b, "bogus_cqes") - ju64(a, "bogus_cqes");
+	uint64_t dbud = ju64(b, "budget_exhausted") - ju64(a, "budget_exhausted");
+	double c1, p1, c2, p2;
+	char cpp[16], db[16];
+
+	cpp_sums(a, &c1, &p1);
+	cpp_sums(b, &c2, &p2);
+	put_num(cpp, sizeof(cpp), p2 > p1 ? (c2 - c1) / (p2 - p1) : NAN, 2);
+	put_num(db, sizeof(db), dcpl > 0 ? ddb / dcpl : NAN, 2);
+	printf("%-7s %-12s %4s %10.0f %9.2f %9.2f %8s %6s %8llu %6llu %6llu %8s\n", reactor, ctrl,
+	       qid, dcpl / dt, drd / dt / 1048576.0, dwr / dt / 1048576.0, cpp, db,
+	       (unsigned long long)dbud, (unsigned long long)derr, (unsigned long long)dbog,
+	       jget(b, "inflight") ? jstr(b, "inflight") : "");
+}
+
+/* The qpair of b's reactor ri, position k, matched in a by controller and qid. */
+static json_object *find_qpair(json_object *snap, const char *ctrl, uint64_t qid)
+{
+	json_object *rs = jget(snap, "reactors");
+
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *qs = jget(jidx(rs, i), "qpairs");
+
+		for (size_t k = 0; k < jlen(qs); k++) {
+			json_object *q = jidx(qs, k);
+
+			if (!strcmp(jstr(q, "controller"), ctrl) && ju64(q, "qid") == qid)
+				return q;
+		}
+	}
+	return NULL;
+}
+
+static void show_rates(json_object *a, json_object *b)
+{
+	json_object *rs = jget(b, "reactors");
+	double dt = jdbl(b, "time") - jdbl(a, "time");
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (!(dt > 0))
+		dt = 1e-9;
+	localtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("%s  interval %.3f s\n", when, dt);
+	printf("%-7s %-12s %4s %10s %9s %9s %8s %6s %8s %6s %6s %8s\n", "REACTOR", "CONTROLLER",
+	       "QID", "IOPS", "rMiB/s", "wMiB/s", "CPL/PASS", "DB/IO", "BUDGET", "ERRORS", "BOGUS",
+	       "INFLIGHT");
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *qs = jget(jidx(rs, i), "qpairs");
+
+		for (size_t k = 0; k < jlen(qs); k++) {
+			json_object *q = jidx(qs, k), *p;
+
+			p = find_qpair(a, jstr(q, "controller"), ju64(q, "qid"));
+			if (p)
+				rate_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"), p, q, dt);
+		}
+	}
+	rate_row("total", "", "", jget(a, "totals"), jget(b, "totals"), dt);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+/* Sleep for secs unless a signal ends it. */
+static void nap(double secs)
+{
+	struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+
+	while (!stop_flag && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int watch_stats(const char *sock, double interval, bool json)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	json_object *prev = NULL, *cur;
+	int ret;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = ctl_call(sock, "stats", NULL, &prev);
+	if (ret)
+		return ret;
+	while (!stop_flag) {
+		nap(interval);
+		if (stop_flag)
+			break;
+		cur = NULL;
+		ret = ctl_call(sock, "stats", NULL, &cur);
+		if (ret || !cur)
+			break;
+		if (json)
+			print_json(cur);
+		else
+			show_rates(prev, cur);
+		json_object_put(prev);
+		prev = cur;
+	}
+	json_object_put(prev);
+	return stop_flag ? EXIT_OK : ret;
+}
+
+/* ---- main ---- */
+
+static int socket_from_config(const char *conf, char *out, size_t len)
+{
+	struct cfg *cfg = NULL;
+	int ret = cfg_load(conf, &cfg, stderr);
+
+	if (ret < 0) {
+		fprintf(stderr, "%s: %s: cannot take admin_socket from it: %s\n", prog, conf,
+			strerror(-ret));
+		return -1;
+	}
+	snprintf(out, len, "%s", cfg->daemon.admin_socket);
+	cfg_free(cfg);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"config", required_argument, NULL, 'c'},
+		{"json", no_argument, NULL, 'j'},
+		{"watch", required_argument, NULL, 'w'},
+		{"prometheus", no_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sock = NULL, *conf = NULL, *cmd, *wire, *ctrl = NULL;
+	char sockbuf[PATH_MAX];
+	bool json = false, prom = false;
+	double watch = 0;
+	json_object *rep = NULL;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, "s:c:jw:phV", lopts, NULL)) != -1) {
+		switch (opt) {
+		case 's': sock = optarg; break;
+		case 'c': conf = optarg; break;
+		case 'j': json = true; break;
+		case 'p': prom = true; break;
+		case 'w': {
+			char *end;
+
+			errno = 0;
+			watch = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(watch >= 0.1 && watch <= 86400))
+				return usage_error("-w %s: seconds from 0.1 to 86400", optarg);
+			break;
+		}
+		case 'h': usage(stdout); return EXIT_OK;
+		case 'V': printf("nvmefsctl %s\n", NVMEFS_VERSION); return EXIT_OK;
+		default: fprintf(stderr, "Try '%s --help'.\n", prog); return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return usage_error("%s", "no command given");
+	cmd = argv[optind++];
+	if (sock && conf)
+		return usage_error("%s", "-s and -c both name the socket: give one");
+	if (!strcmp(cmd, "identify")) {
+		if (optind >= argc)
+			return usage_error("%s", "identify needs a CONTROLLER name");
+		ctrl = argv[optind++];
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if ((watch > 0 || prom) && strcmp(cmd, "stats"))
+		return usage_error("%s", "-w and --prometheus go with stats only");
+	if (watch > 0 && prom)
+		return usage_error("%s", "-w and --prometheus do not go together");
+	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "queues") &&
+	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
+	    strcmp(cmd, "metrics"))
+		return usage_error("unknown command '%s'", cmd);
+	if (conf) {
+		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
+			return EXIT_USAGE;
+		sock = sockbuf;
+	}
+	if (!sock)
+		sock = CTL_DEFAULT_SOCKET;
+
+	if (watch > 0)
+		return watch_stats(sock, watch, json);
+	wire = prom ? "metrics" : cmd;
+	ret = ctl_call(sock, wire, ctrl, &rep);
+	if (ret)
+		return ret;
+	if (json)
+		print_json(rep);
+	else if (!strcmp(wire, "status"))
+		show_status(rep);
+	else if (!strcmp(wire, "stats"))
+		show_stats(rep);
+	else if (!strcmp(wire, "queues"))
+		show_queues(rep);
+	else if (!strcmp(wire, "namespaces"))
+		show_namespaces(rep);
+	else if (!strcmp(wire, "identify"))
+		show_identify(rep);
+	else
+		show_text(rep); /* config, metrics */
+	json_object_put(rep);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "%s: writing the output: %s\n", prog, strerror(errno));
+		return EXIT_DAEMON;
+	}
+	return EXIT_OK;
+}
