@@ -1192,7 +1192,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "allow_other = %s\n", d->allow_other ? "yes" : "no");
 	fprintf(out, "log_level = %s\n", log_level_names[d->log_level]);
 
-	fprintf(out, "\n[engine]\n# %u reactor%s, each with one I/O queue pair per controller\n",
+	fprintf(out, "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per controller\n",
 		e->queues, e->queues == 1 ? "" : "s");
 	fprintf(out, "queues = %u\n", e->queues);
 	fprintf(out, "queue_depth = %u\n", e->queue_depth);
