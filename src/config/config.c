@@ -1078,7 +1078,8 @@ static int load_buf(const char *name, const char *buf, size_t len, struct cfg **
 		goto out;
 	}
 
-	qsort(c.errs, c.nerrs, sizeof(*c.errs), err_cmp);
+	if (c.nerrs)
+		qsort(c.errs, c.nerrs, sizeof(*c.errs), err_cmp);
 	for (unsigned i = 0; i < c.nerrs; i++)
 		fprintf(errs, "%s\n", c.errs[i].msg);
 	fflush(errs);
