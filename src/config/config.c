@@ -195,7 +195,11 @@ static char *cfg_reader(char *str, int num, void *stream)
 			c->secs_cap = cap;
 		}
 		sec = &c->secs[c->nsecs];
-		sec->name = strndup(p + 1, (size_t)(end - p - 1));
+		for (s = p + 1; s < end && is_blank(*s); s++)
+			;
+		while (end > s && is_blank(end[-1]))
+			end--;
+		sec->name = strndup(s, (size_t)(end - s));
 		if (!sec->name) {
 			c->oom = true;
 			return str;
@@ -378,7 +382,7 @@ static bool get_path(struct ctx *c, const struct kv *kv, size_t max, char *out)
 }
 
 /* A list such as "0-3,8": CPUs in the order given.  Returns 0, or -EINVAL
- * (syntax), -E2BIG (more than max entries), with *bad unused. */
+ * (syntax), -E2BIG (more than max entries). */
 static int parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n)
 {
 	*n = 0;
@@ -439,17 +443,17 @@ static void bit_set(uint8_t *map, unsigned i)
 /* The kernel's list of online CPUs; without sysfs, the first N online. */
 static int read_online(struct ctx *c)
 {
-	static unsigned tmp[CFG_CPU_ID_MAX + 1];
-	static pthread_mutex_t tmp_lock = PTHREAD_MUTEX_INITIALIZER;
-	unsigned n = 0;
+	unsigned *tmp, n = 0;
 	FILE *f;
 	int rc = -1;
 
 	c->online = calloc(1, CFG_CPU_ID_MAX / 8 + 1);
-	if (!c->online)
+	tmp = malloc((CFG_CPU_ID_MAX + 1) * sizeof(*tmp));
+	if (!c->online || !tmp) {
+		free(tmp);
 		return -ENOMEM;
+	}
 	f = fopen("/sys/devices/system/cpu/online", "re");
-	pthread_mutex_lock(&tmp_lock);
 	if (f) {
 		if (fgets(c->online_str, sizeof(c->online_str), f)) {
 			c->online_str[strcspn(c->online_str, "\n")] = '\0';
@@ -461,7 +465,7 @@ static int read_online(struct ctx *c)
 		for (unsigned i = 0; i < n; i++)
 			bit_set(c->online, tmp[i]);
 	}
-	pthread_mutex_unlock(&tmp_lock);
+	free(tmp);
 	if (rc != 0 || n == 0) {
 		long k = sysconf(_SC_NPROCESSORS_ONLN);
 
