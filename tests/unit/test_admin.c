@@ -1,0 +1,671 @@
+/* test_admin.c - the admin socket server over a real engine on the software
+ * controller: every command's reply, bad requests, stalled clients, and the
+ * socket file's life cycle.
+ *
+ * The server runs in a private libev loop on the test's own thread; the test
+ * is the client and turns the loop (EVRUN_NOWAIT) while it waits for replies,
+ * so everything is deterministic and single-threaded.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include <json-c/json.h>
+
+#include "config.h"
+#include "nvme.h"
+#include "sim.h"
+
+/* The daemon's objects are not a library the test rule links, so the server
+ * is compiled into the test itself. */
+#include "daemon/admin.c"
+
+static char dir[64], sock_path[128];
+static struct ev_loop *loop;
+static struct cfg *cfg;
+static struct sim *sim;
+static struct nvme_ctrl *ctrl;
+static struct nvme_reactor *reactor;
+static struct nvme_qpair *qpair;
+static struct nvme_ctrl *ctrls[1];
+static struct nvme_reactor *reactors[1];
+static struct nvme_qpair *qpairs[1];
+static struct admin_ns nss[1];
+static char ns_path[160];
+static struct admin_ctx ctx;
+static struct admin *adm;
+
+static void make_cfg(void)
+{
+	char text[1024];
+	FILE *errs = tmpfile();
+	int ret;
+
+	snprintf(text, sizeof(text),
+		 "[daemon]\nmountpoint = %s/mnt\nadmin_socket = %s\nfile_group = root\n"
+		 "[engine]\nqueues = 1\nqueue_depth = 64\ncq_budget = 16\nmode = poll\n"
+		 "[controller nvme0]\ndevice = sim\nsize = 4M\nblock_size = 4096\n",
+		 dir, sock_path);
+	ret = cfg_load_string("test.conf", text, &cfg, errs);
+	if (ret) {
+		char buf[1024] = "";
+
+		rewind(errs);
+		fread(buf, 1, sizeof(buf) - 1, errs);
+		ck_abort_msg("config: %s", buf);
+	}
+	fclose(errs);
+}
+
+static void setup(void)
+{
+	struct sim_opts so = {.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
+	struct nvme_ctrl_opts co = {.name = "nvme0", .io_queues = 1, .queue_depth = 64,
+				    .cq_budget = 16, .io_timeout_ms = 5000};
+	struct nvme_reactor_opts ro = {.id = 0, .cpu = -1, .mode = NVME_MODE_POLL};
+
+	snprintf(dir, sizeof(dir), "/tmp/test_admin.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/admin.sock", dir);
+	make_cfg();
+	loop = ev_loop_new(EVFLAG_AUTO);
+	ck_assert_ptr_nonnull(loop);
+
+	so.ns[0] = (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	ck_assert_int_eq(sim_create(&so, &sim), 0);
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(sim), &co, &ctrl), 0);
+	ck_assert_int_eq(nvme_reactor_create(&ro, &reactor), 0);
+	ck_assert_int_eq(nvme_qpair_create(ctrl, reactor, 1, &qpair), 0);
+	ctrls[0] = ctrl;
+	reactors[0] = reactor;
+	qpairs[0] = qpair;
+	snprintf(ns_path, sizeof(ns_path), "%s/mnt/nvme0n1", dir);
+	nss[0] = (struct admin_ns){.name = "nvme0n1", .ctrl = 0, .nsid = 1,
+				   .size = 1024 * 4096ull, .lba_size = 4096, .path = ns_path};
+	ctx = (struct admin_ctx){
+		.cfg = cfg, .config_path = "test.conf", .start_time = time(NULL) - 5,
+		.ctrls = ctrls, .nr_ctrls = 1, .reactors = reactors, .nr_reactors = 1,
+		.qpairs = qpairs, .ns = nss, .nr_ns = 1, .idle_timeout = 0.5,
+	};
+	adm = NULL;
+}
+
+static void teardown(void)
+{
+	admin_stop(adm);
+	nvme_qpair_destroy(qpair);
+	nvme_reactor_destroy(reactor);
+	nvme_ctrl_close(ctrl); /* owns the sim's bus, and so the sim */
+	ev_loop_destroy(loop);
+	cfg_free(cfg);
+	unlink(sock_path);
+	rmdir(dir);
+}
+
+/* ---- client side ---- */
+
+static int client(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	ck_assert_int_ge(fd, 0);
+	strcpy(sa.sun_path, sock_path);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
+		      strerror(errno));
+	return fd;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void turn(void)
+{
+	ev_run(loop, EVRUN_NOWAIT);
+}
+
+static void send_str(int fd, const char *s, size_t len)
+{
+	double t0 = now();
+
+	while (len) {
+		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			s += n;
+			len -= (size_t)n;
+			continue;
+		}
+		ck_assert_msg(n < 0 && errno == EAGAIN, "send: %s", strerror(errno));
+		turn();
+		ck_assert_msg(now() - t0 < 5, "send timed out");
+	}
+}
+
+/* Read one reply line (turning the server's loop meanwhile); NULL at EOF. */
+static char *recv_line(int fd)
+{
+	static char buf[1 << 20];
+	size_t len = 0;
+	double t0 = now();
+
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, 1, 0); /* byte by byte: never eat the next reply */
+
+		if (n == 1) {
+			if (buf[len] == '\n') {
+				buf[len] = '\0';
+				return buf;
+			}
+			len++;
+			ck_assert_uint_lt(len, sizeof(buf) - 1);
+			continue;
+		}
+		if (n == 0)
+			return NULL;
+		ck_assert_msg(errno == EAGAIN, "recv: %s", strerror(errno));
+		turn();
+		poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 1);
+		ck_assert_msg(now() - t0 < 5, "no reply within 5 s");
+	}
+}
+
+static json_object *reply(int fd)
+{
+	char *line = recv_line(fd);
+	json_object *o;
+
+	ck_assert_msg(line != NULL, "connection closed instead of a reply");
+	o = json_tokener_parse(line);
+	ck_assert_msg(o && json_object_is_type(o, json_type_object), "not a JSON object: %s", line);
+	return o;
+}
+
+static json_object *ask_fd(int fd, const char *req)
+{
+	send_str(fd, req, strlen(req));
+	send_str(fd, "\n", 1);
+	return reply(fd);
+}
+
+static json_object *ask(const char *req)
+{
+	int fd = client();
+	json_object *o = ask_fd(fd, req);
+
+	close(fd);
+	return o;
+}
+
+static json_object *get(json_object *o, const char *k)
+{
+	json_object *v;
+
+	ck_assert_msg(json_object_object_get_ex(o, k, &v), "no key \"%s\" in %s", k,
+		      json_object_to_json_string(o));
+	return v;
+}
+
+static void expect_ok(json_object *o)
+{
+	ck_assert_msg(json_object_get_boolean(get(o, "ok")), "not ok: %s",
+		      json_object_to_json_string(o));
+}
+
+static void expect_error(json_object *o, const char *what)
+{
+	ck_assert_msg(!json_object_get_boolean(get(o, "ok")), "ok for a bad request: %s",
+		      json_object_to_json_string(o));
+	ck_assert_msg(strstr(json_object_get_string(get(o, "error")), what), "error \"%s\" lacks \"%s\"",
+		      json_object_get_string(get(o, "error")), what);
+}
+
+static void start(void)
+{
+	ck_assert_int_eq(admin_start(loop, &ctx, &adm), 0);
+}
+
+/* ---- I/O through the engine, so the counters have something to count ---- */
+
+static int io_done, io_err;
+
+static void io_cb(void *arg, int err, uint16_t status)
+{
+	(void)arg, (void)status;
+	io_done++;
+	io_err = err;
+}
+
+static void write_blocks(unsigned n)
+{
+	void *buf = nvme_reactor_buf_alloc(reactor, 4096);
+	double t0 = now();
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0xa5, 4096);
+	io_done = 0;
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert_int_eq(nvme_qpair_write(qpair, 1, i, buf, 4096, false, io_cb, NULL), 0);
+		nvme_qpair_flush_sq(qpair);
+		while (io_done <= (int)i) {
+			nvme_qpair_reap(qpair, 0);
+			ck_assert_msg(now() - t0 < 5, "write did not complete");
+		}
+		ck_assert_int_eq(io_err, 0);
+	}
+	nvme_reactor_buf_free(reactor, buf, 4096);
+}
+
+/* ---- tests ---- */
+
+START_TEST(t_status)
+{
+	json_object *o, *c;
+
+	start();
+	o = ask("{\"cmd\":\"status\",\"id\":7}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "version")), NVMEFS_VERSION);
+	ck_assert_int_eq(json_object_get_int(get(o, "pid")), getpid());
+	ck_assert_int_eq(json_object_get_int(get(o, "id")), 7);
+	ck_assert(json_object_get_double(get(o, "uptime_s")) >= 5.0);
+	ck_assert_str_eq(json_object_get_string(get(o, "config_file")), "test.conf");
+	ck_assert_str_eq(json_object_get_string(get(o, "admin_socket")), sock_path);
+	ck_assert_str_eq(json_object_get_string(get(o, "mode")), "poll");
+	ck_assert_ptr_nonnull(strstr(json_object_get_string(get(o, "mountpoint")), "/mnt"));
+	ck_assert_int_eq(json_object_array_length(get(o, "controllers")), 1);
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	ck_assert_str_eq(json_object_get_string(get(c, "name")), "nvme0");
+	ck_assert_str_eq(json_object_get_string(get(c, "device")), "sim");
+	ck_assert_str_eq(json_object_get_string(get(c, "mode")), "poll");
+	ck_assert_int_eq(json_object_get_int(get(c, "io_queues")), 1);
+	ck_assert_int_eq(json_object_array_length(get(o, "reactors")), 1);
+	ck_assert_int_eq(json_object_get_int(get(json_object_array_get_idx(get(o, "reactors"), 0),
+						 "cpu")), -1);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_stats)
+{
+	json_object *o, *q, *t, *lat;
+
+	start();
+	write_blocks(3);
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	q = json_object_array_get_idx(get(json_object_array_get_idx(get(o, "reactors"), 0), "qpairs"), 0);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_str_eq(json_object_get_string(get(q, "controller")), "nvme0");
+	ck_assert_int_eq(json_object_get_int(get(q, "qid")), 1);
+	ck_assert_uint_eq(json_object_get_uint64(get(q, "submitted")), 3);
+	ck_assert_uint_eq(json_object_get_uint64(get(q, "completed")), 3);
+	ck_assert_uint_eq(json_object_get_uint64(get(q, "bytes_written")), 3 * 4096);
+	ck_assert_uint_eq(json_object_get_uint64(get(q, "bytes_read")), 0);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(q, "errors"), "total")), 0);
+	ck_assert_uint_eq(json_object_get_uint64(get(q, "bogus_cqes")), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "inflight")), 0);
+	ck_assert_int_eq(json_object_array_length(get(q, "cpl_per_pass")), NVME_CPP_BUCKETS);
+	lat = get(q, "latency_us");
+	ck_assert(json_object_get_double(get(lat, "max")) > 0);
+	ck_assert(json_object_get_double(get(lat, "p50")) <= json_object_get_double(get(lat, "p99")));
+	ck_assert(json_object_get_double(get(lat, "p99")) <= json_object_get_double(get(lat, "max")));
+	ck_assert(json_object_get_double(get(q, "doorbells_per_io")) > 0);
+	get(q, "cpl_per_pass_mean");
+	get(q, "sq_doorbells");
+	get(q, "interrupts");
+	get(q, "idle_polls");
+	get(q, "reap_passes");
+	get(q, "budget_exhausted");
+	t = get(o, "totals");
+	ck_assert_uint_eq(json_object_get_uint64(get(t, "completed")), 3);
+	ck_assert_uint_eq(json_object_get_uint64(get(t, "bytes_written")), 3 * 4096);
+	get(o, "time");
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_queues_namespaces)
+{
+	json_object *o, *q, *n;
+
+	start();
+	o = ask("{\"cmd\":\"queues\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "queues")), 1);
+	q = json_object_array_get_idx(get(o, "queues"), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "reactor")), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "qid")), 1);
+	ck_assert_str_eq(json_object_get_string(get(q, "controller")), "nvme0");
+	ck_assert_ptr_null(get(q, "vector")); /* poll mode: no interrupts */
+	ck_assert_int_eq(json_object_get_int(get(q, "depth")), 64);
+	ck_assert_int_eq(json_object_get_int(get(q, "inflight")), 0);
+	get(q, "cpu");
+	get(q, "node");
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"namespaces\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "namespaces")), 1);
+	n = json_object_array_get_idx(get(o, "namespaces"), 0);
+	ck_assert_str_eq(json_object_get_string(get(n, "name")), "nvme0n1");
+	ck_assert_str_eq(json_object_get_string(get(n, "controller")), "nvme0");
+	ck_assert_uint_eq(json_object_get_uint64(get(n, "size")), 4u << 20);
+	ck_assert_uint_eq(json_object_get_uint64(get(n, "blocks")), 1024);
+	ck_assert_int_eq(json_object_get_int(get(n, "lba_size")), 4096);
+	ck_assert_str_eq(json_object_get_string(get(n, "path")), ns_path);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_identify)
+{
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(ctrl);
+	json_object *o, *ns;
+
+	start();
+	o = ask("{\"cmd\":\"identify\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "model")), in->model);
+	ck_assert_str_eq(json_object_get_string(get(o, "serial")), in->serial);
+	ck_assert_str_eq(json_object_get_string(get(o, "firmware")), in->firmware);
+	ck_assert_uint_eq(json_object_get_uint64(get(o, "max_queue_entries")), in->max_entries);
+	ck_assert_uint_eq(json_object_get_uint64(get(o, "max_transfer")), in->max_xfer);
+	ck_assert_int_eq(json_object_get_int(get(o, "mdts")), 7);
+	ck_assert_int_eq(json_object_get_int(get(o, "io_queues_granted")), (int)in->nr_io_queues);
+	ck_assert_int_eq(json_object_get_int(get(o, "oncs")), in->oncs);
+	/* the decoded list has exactly the names of the set bits */
+	ck_assert_int_eq(json_object_array_length(get(o, "oncs_decoded")),
+			 __builtin_popcount(in->oncs & 0x1ff));
+	ck_assert_int_eq(json_object_array_length(get(o, "oacs_decoded")),
+			 __builtin_popcount(in->oacs & 0x7ff));
+	ck_assert_int_eq(json_object_get_boolean(get(o, "vwc")), in->vwc);
+	ck_assert_uint_eq(json_object_get_uint64(get(o, "nn")), in->nn);
+	get(o, "version");
+	get(o, "sgls");
+	get(o, "oacs");
+	ns = get(o, "namespaces");
+	ck_assert_int_eq(json_object_array_length(ns), 1);
+	ck_assert_uint_eq(json_object_get_uint64(get(json_object_array_get_idx(ns, 0), "blocks")), 1024);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"identify\",\"controller\":\"nope\"}");
+	expect_error(o, "no controller named \"nope\" (have: nvme0)");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"identify\"}");
+	expect_error(o, "needs \"controller\"");
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_config_metrics)
+{
+	json_object *o;
+	struct cfg *back = NULL;
+	const char *text;
+	char line[256];
+
+	start();
+	o = ask("{\"cmd\":\"config\"}");
+	expect_ok(o);
+	text = json_object_get_string(get(o, "text"));
+	/* the effective config is a valid config naming our socket */
+	ck_assert_int_eq(cfg_load_string("reply", text, &back, stderr), 0);
+	ck_assert_str_eq(back->daemon.admin_socket, sock_path);
+	ck_assert_uint_eq(back->engine.queue_depth, 64);
+	cfg_free(back);
+	json_object_put(o);
+
+	write_blocks(2);
+	o = ask("{\"cmd\":\"metrics\"}");
+	expect_ok(o);
+	text = json_object_get_string(get(o, "text"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_qpair_submitted_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# HELP nvmefs_qpair_completed_total "));
+	ck_assert_ptr_nonnull(strstr(text,
+		"\nnvmefs_qpair_completed_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text,
+		"\nnvmefs_qpair_written_bytes_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 8192\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_qpair_latency_seconds histogram\n"));
+	snprintf(line, sizeof(line), "\nnvmefs_qpair_latency_seconds_count{controller=\"nvme0\","
+		 "qid=\"1\",reactor=\"0\"} 2\n");
+	ck_assert_ptr_nonnull(strstr(text, line));
+	ck_assert_ptr_nonnull(strstr(text, "le=\"+Inf\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "class=\"media\"} 0\n"));
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_bad_requests)
+{
+	int fd;
+	json_object *o;
+
+	start();
+	fd = client();
+	/* every bad request gets an error, and the same connection goes on */
+	o = ask_fd(fd, "{\"cmd\":");
+	expect_error(o, "malformed request");
+	json_object_put(o);
+	o = ask_fd(fd, "this is not json");
+	expect_error(o, "malformed request");
+	json_object_put(o);
+	o = ask_fd(fd, "[\"status\"]");
+	expect_error(o, "not a JSON object");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"status\"} trailing");
+	expect_error(o, "text after");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"command\":\"status\"}");
+	expect_error(o, "\"cmd\"");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":42}");
+	expect_error(o, "\"cmd\"");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"reboot\",\"id\":\"x\"}");
+	expect_error(o, "unknown command \"reboot\"");
+	ck_assert_str_eq(json_object_get_string(get(o, "id")), "x");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	/* pipelined requests are answered in order */
+	send_str(fd, "{\"cmd\":\"queues\",\"id\":1}\n\n{\"cmd\":\"status\",\"id\":2}\n", 50);
+	o = reply(fd);
+	ck_assert_int_eq(json_object_get_int(get(o, "id")), 1);
+	get(o, "queues");
+	json_object_put(o);
+	o = reply(fd);
+	ck_assert_int_eq(json_object_get_int(get(o, "id")), 2);
+	get(o, "version");
+	json_object_put(o);
+	close(fd);
+}
+END_TEST
+
+START_TEST(t_oversize)
+{
+	size_t n = ADMIN_LINE_MAX + 4096;
+	char *big = malloc(n);
+	json_object *o;
+	int fd;
+
+	start();
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'x', n);
+	fd = client();
+	send_str(fd, big, n);
+	o = reply(fd);
+	expect_error(o, "longer than 65536");
+	json_object_put(o);
+	ck_assert_ptr_null(recv_line(fd)); /* and the client is closed */
+	close(fd);
+	free(big);
+	/* the daemon carries on */
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_stalled_clients)
+{
+	int half, hog, fd;
+	json_object *o;
+	char req[] = "{\"cmd\":\"stats\"}\n";
+	double t0;
+	ssize_t n;
+
+	start();
+	half = client();
+	send_str(half, "{\"cmd\":\"sta", 11); /* half a line, then nothing */
+	/* a client that pipelines requests and never reads its replies */
+	hog = client();
+	for (int i = 0; i < 20000; i++) {
+		n = send(hog, req, sizeof(req) - 1, MSG_NOSIGNAL);
+		if (n < 0 && errno == EAGAIN)
+			break; /* the server stopped reading it: good */
+		ck_assert_int_eq(n, sizeof(req) - 1);
+		turn();
+	}
+	for (int i = 0; i < 50; i++)
+		turn();
+	/* neither holds up another client */
+	fd = client();
+	o = ask_fd(fd, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	close(fd);
+	/* the idle timeout (0.5 s here) closes the half-line client */
+	t0 = now();
+	for (;;) {
+		char c;
+
+		n = recv(half, &c, 1, 0);
+		if (n == 0)
+			break;
+		ck_assert_msg(n < 0 && errno == EAGAIN, "unexpected data for the half-line client");
+		turn();
+		poll(NULL, 0, 5);
+		ck_assert_msg(now() - t0 < 5, "stalled client not closed by the idle timeout");
+	}
+	close(half);
+	close(hog);
+}
+END_TEST
+
+START_TEST(t_socket_mode)
+{
+	struct stat st;
+
+	start();
+	ck_assert_int_eq(stat(sock_path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	ck_assert_uint_eq(st.st_gid, cfg->daemon.gid);
+	admin_stop(adm);
+	adm = NULL;
+	ck_assert_int_eq(access(sock_path, F_OK), -1); /* removed on stop */
+}
+END_TEST
+
+START_TEST(t_stale_socket)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	json_object *o;
+
+	/* a socket file nobody listens on, as a crashed daemon leaves it */
+	strcpy(sa.sun_path, sock_path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), -1);
+	ck_assert_int_eq(errno, ECONNREFUSED);
+	close(fd);
+	start();
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_live_socket)
+{
+	struct admin *second = NULL;
+	json_object *o;
+
+	start();
+	ck_assert_int_eq(admin_start(loop, &ctx, &second), -EADDRINUSE);
+	ck_assert_ptr_null(second);
+	/* the first one keeps its socket */
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(t_not_a_socket)
+{
+	struct admin *a = NULL;
+	int fd = open(sock_path, O_CREAT | O_WRONLY, 0600);
+	struct stat st;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "keep", 4), 4);
+	close(fd);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -EEXIST);
+	ck_assert_int_eq(stat(sock_path, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_size, 4);
+}
+END_TEST
+
+static Suite *admin_suite(void)
+{
+	Suite *s = suite_create("admin");
+	TCase *tc = tcase_create("admin");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, t_status);
+	tcase_add_test(tc, t_stats);
+	tcase_add_test(tc, t_queues_namespaces);
+	tcase_add_test(tc, t_identify);
+	tcase_add_test(tc, t_config_metrics);
+	tcase_add_test(tc, t_bad_requests);
+	tcase_add_test(tc, t_oversize);
+	tcase_add_test(tc, t_stalled_clients);
+	tcase_add_test(tc, t_socket_mode);
+	tcase_add_test(tc, t_stale_socket);
+	tcase_add_test(tc, t_live_socket);
+	tcase_add_test(tc, t_not_a_socket);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(admin_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
