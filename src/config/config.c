@@ -26,24 +26,24 @@
 #error "the handler below has no lineno parameter; lines are counted by cfg_reader"
 #endif
 
-#define CFG_LINE_MAX (PATH_MAX + 256) /* a PATH_MAX value fits on one line */
-#define CFG_FILE_MAX (1 << 20)        /* a config file is small; refuse junk */
-#define CFG_CPU_ID_MAX 65535          /* highest CPU number the syntax takes */
-#define CFG_NS_MAX 16
+#define CFG_LINE_MAX      (PATH_MAX + 256) /* a PATH_MAX value fits on one line */
+#define CFG_FILE_MAX      (1 << 20)        /* a config file is small; refuse junk */
+#define CFG_CPU_ID_MAX    65535            /* highest CPU number the syntax takes */
+#define CFG_NS_MAX        16
 #define CFG_CTRL_NAME_MAX 16
-#define CFG_NOLINE 0x7fffffff        /* errors of the whole file sort last */
+#define CFG_NOLINE        0x7fffffff /* errors of the whole file sort last */
 
 enum sec_kind { SEC_NONE, SEC_DAEMON, SEC_ENGINE, SEC_CTRL };
 
 struct sec {
-	char *name;     /* text between [ and ] */
+	char *name; /* text between [ and ] */
 	int line;
 	enum sec_kind kind;
-	int ctrl;       /* index into cfg->ctrls, or -1 */
+	int ctrl; /* index into cfg->ctrls, or -1 */
 };
 
 struct kv {
-	int sec;        /* index into secs, -1 before any section */
+	int sec; /* index into secs, -1 before any section */
 	int line;
 	char *key;
 	char *val;
@@ -69,14 +69,14 @@ struct ctx {
 	unsigned nerrs, errs_cap;
 	bool oom;
 	struct cfg *cfg;
-	uint8_t *online;    /* bitmap of online CPUs, CFG_CPU_ID_MAX + 1 bits */
+	uint8_t *online; /* bitmap of online CPUs, CFG_CPU_ID_MAX + 1 bits */
 	char online_str[256];
 };
 
 /* ---- error collection ---- */
 
 static void add_err(struct ctx *c, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void add_err(struct ctx *c, int line, const char *fmt, ...)
 {
@@ -107,10 +107,10 @@ static void add_err(struct ctx *c, int line, const char *fmt, ...)
 	c->nerrs++;
 }
 
-#define err_kv(c, kv, fmt, ...) \
-	add_err(c, (kv)->line, "%s:%d: %s = %s: " fmt, (c)->name, (kv)->line, (kv)->key, (kv)->val, \
-		##__VA_ARGS__)
-#define err_sec(c, s, fmt, ...) \
+#define err_kv(c, kv, fmt, ...)                                                                    \
+	add_err(c, (kv)->line, "%s:%d: %s = %s: " fmt, (c)->name, (kv)->line, (kv)->key,           \
+	        (kv)->val, ##__VA_ARGS__)
+#define err_sec(c, s, fmt, ...)                                                                    \
 	add_err(c, (s)->line, "%s:%d: [%s]: " fmt, (c)->name, (s)->line, (s)->name, ##__VA_ARGS__)
 
 static int err_cmp(const void *a, const void *b)
@@ -161,7 +161,7 @@ static char *cfg_reader(char *str, int num, void *stream)
 	}
 	if (n + 3 > (size_t)num) {
 		add_err(c, c->line, "%s:%d: line too long: at most %d bytes", c->name, c->line,
-			num - 3);
+		        num - 3);
 		return str;
 	}
 	if (n == 0 || *p == '#' || *p == ';')
@@ -173,14 +173,14 @@ static char *cfg_reader(char *str, int num, void *stream)
 
 		if (!end) {
 			add_err(c, c->line, "%s:%d: %.*s: a section header must be [NAME]", c->name,
-				c->line, (int)n, p);
+			        c->line, (int)n, p);
 			return str;
 		}
 		for (s = end + 1; s < eol && is_blank(*s); s++)
 			;
 		if (s < eol && *s != '#' && *s != ';') {
-			add_err(c, c->line, "%s:%d: %.*s: nothing may follow ] but a comment", c->name,
-				c->line, (int)n, p);
+			add_err(c, c->line, "%s:%d: %.*s: nothing may follow ] but a comment",
+			        c->name, c->line, (int)n, p);
 			return str;
 		}
 		if (c->nsecs == c->secs_cap) {
@@ -213,13 +213,13 @@ static char *cfg_reader(char *str, int num, void *stream)
 		size_t k = strcspn(p, "=:");
 
 		if (k >= n) {
-			add_err(c, c->line, "%s:%d: %.*s: expected KEY = VALUE or [SECTION]", c->name,
-				c->line, (int)n, p);
+			add_err(c, c->line, "%s:%d: %.*s: expected KEY = VALUE or [SECTION]",
+			        c->name, c->line, (int)n, p);
 			return str;
 		}
 		if (k == 0) {
-			add_err(c, c->line, "%s:%d: %.*s: a key name is missing before '%c'", c->name,
-				c->line, (int)n, p, p[0]);
+			add_err(c, c->line, "%s:%d: %.*s: a key name is missing before '%c'",
+			        c->name, c->line, (int)n, p, p[0]);
 			return str;
 		}
 	}
@@ -354,7 +354,7 @@ static bool get_bool(struct ctx *c, const struct kv *kv, bool *out)
 
 /* names[] is NULL-terminated; allowed is the message */
 static bool get_enum(struct ctx *c, const struct kv *kv, const char *const *names,
-		     const char *allowed, int *out)
+                     const char *allowed, int *out)
 {
 	for (int i = 0; names[i]; i++) {
 		if (!strcmp(kv->val, names[i])) {
@@ -491,11 +491,20 @@ static bool parse_size(const char *s, uint64_t *out)
 	if (n == 0 || n >= sizeof(num))
 		return false;
 	switch (toupper((unsigned char)s[n - 1])) {
-	case 'K': shift = 10; break;
-	case 'M': shift = 20; break;
-	case 'G': shift = 30; break;
-	case 'T': shift = 40; break;
-	default: break;
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	case 'T':
+		shift = 40;
+		break;
+	default:
+		break;
 	}
 	if (shift)
 		n--;
@@ -592,26 +601,39 @@ bad:
 /* ---- phase 2: sections and keys ---- */
 
 enum {
-	D_MOUNTPOINT, D_ADMIN_SOCKET, D_FILE_MODE, D_FILE_OWNER, D_FILE_GROUP, D_ALLOW_OTHER,
-	D_LOG_LEVEL, D_NKEYS
+	D_MOUNTPOINT,
+	D_ADMIN_SOCKET,
+	D_FILE_MODE,
+	D_FILE_OWNER,
+	D_FILE_GROUP,
+	D_ALLOW_OTHER,
+	D_LOG_LEVEL,
+	D_NKEYS
 };
 static const char *const daemon_keys[] = {
-	"mountpoint", "admin_socket", "file_mode", "file_owner", "file_group", "allow_other",
-	"log_level", NULL,
+    "mountpoint", "admin_socket", "file_mode", "file_owner",
+    "file_group", "allow_other",  "log_level", NULL,
 };
 
 enum { E_QUEUES, E_QUEUE_DEPTH, E_CQ_BUDGET, E_CPUS, E_MODE, E_IO_TIMEOUT_MS, E_NUMA, E_NKEYS };
 static const char *const engine_keys[] = {
-	"queues", "queue_depth", "cq_budget", "cpus", "mode", "io_timeout_ms", "numa", NULL,
+    "queues", "queue_depth", "cq_budget", "cpus", "mode", "io_timeout_ms", "numa", NULL,
 };
 
 /* C_NAMESPACES.. are the software controller's own keys */
 enum {
-	C_DEVICE, C_NAMESPACES, C_SIZE, C_BLOCK_SIZE, C_BACKING, C_EXEC, C_MDTS, C_MAX_QUEUES,
+	C_DEVICE,
+	C_NAMESPACES,
+	C_SIZE,
+	C_BLOCK_SIZE,
+	C_BACKING,
+	C_EXEC,
+	C_MDTS,
+	C_MAX_QUEUES,
 	C_NKEYS
 };
 static const char *const ctrl_keys[] = {
-	"device", "namespaces", "size", "block_size", "backing", "exec", "mdts", "max_queues", NULL,
+    "device", "namespaces", "size", "block_size", "backing", "exec", "mdts", "max_queues", NULL,
 };
 
 #define MAX_KEYS 8
@@ -623,10 +645,14 @@ static const char *const exec_names[] = {"inline", "thread", NULL};
 static const char *const *sec_keys(enum sec_kind k)
 {
 	switch (k) {
-	case SEC_DAEMON: return daemon_keys;
-	case SEC_ENGINE: return engine_keys;
-	case SEC_CTRL: return ctrl_keys;
-	default: return NULL;
+	case SEC_DAEMON:
+		return daemon_keys;
+	case SEC_ENGINE:
+		return engine_keys;
+	case SEC_CTRL:
+		return ctrl_keys;
+	default:
+		return NULL;
 	}
 }
 
@@ -701,13 +727,13 @@ static void classify(struct ctx *c)
 
 			if (*first >= 0) {
 				err_sec(c, s, "section given twice (first at line %d)",
-					c->secs[*first].line);
+				        c->secs[*first].line);
 				continue;
 			}
 			*first = (int)i;
 			s->kind = s->name[0] == 'd' ? SEC_DAEMON : SEC_ENGINE;
 		} else if (!strncmp(s->name, "controller", 10) &&
-			   (s->name[10] == '\0' || is_blank(s->name[10]))) {
+		           (s->name[10] == '\0' || is_blank(s->name[10]))) {
 			const char *nm = s->name + 10;
 			struct cfg_controller *ctl;
 			unsigned j;
@@ -715,7 +741,8 @@ static void classify(struct ctx *c)
 			while (is_blank(*nm))
 				nm++;
 			if (!valid_ctrl_name(nm)) {
-				err_sec(c, s, "must be [controller NAME], NAME 1..16 of A-Z a-z 0-9 _ -");
+				err_sec(c, s,
+				        "must be [controller NAME], NAME 1..16 of A-Z a-z 0-9 _ -");
 				continue;
 			}
 			for (j = 0; j < c->cfg->nr_ctrls; j++)
@@ -723,7 +750,7 @@ static void classify(struct ctx *c)
 					break;
 			if (j < c->cfg->nr_ctrls) {
 				err_sec(c, s, "controller name given twice (first at line %d)",
-					c->cfg->ctrls[j].line);
+				        c->cfg->ctrls[j].line);
 				continue;
 			}
 			if (c->cfg->nr_ctrls == CFG_MAX_CTRLS) {
@@ -736,13 +763,15 @@ static void classify(struct ctx *c)
 			s->kind = SEC_CTRL;
 			s->ctrl = (int)c->cfg->nr_ctrls++;
 		} else {
-			err_sec(c, s, "unknown section; allowed: [daemon], [engine], [controller NAME]");
+			err_sec(c, s,
+			        "unknown section; allowed: [daemon], [engine], [controller NAME]");
 		}
 	}
 	for (unsigned i = 0; i < c->nkvs; i++)
 		if (c->kvs[i].sec < 0)
 			err_kv(c, &c->kvs[i],
-			       "outside any section; put it under [daemon], [engine] or [controller NAME]");
+			       "outside any section; put it under [daemon], [engine] or "
+			       "[controller NAME]");
 }
 
 static void do_daemon(struct ctx *c, int si)
@@ -799,8 +828,9 @@ static void do_daemon(struct ctx *c, int si)
 		strcpy(d->file_group, "disk");
 		if (getgrnam_r("disk", &gr, buf, sizeof(buf), &res) || !res)
 			add_err(c, CFG_NOLINE,
-				"%s: file_group: the default group disk is unknown here; set file_group",
-				c->name);
+			        "%s: file_group: the default group disk is unknown here; set "
+			        "file_group",
+			        c->name);
 		else
 			d->gid = res->gr_gid;
 	}
@@ -844,7 +874,9 @@ static void do_engine(struct ctx *c, int si)
 				unsigned cpu = e->cpus[i];
 
 				if (bit_test(seen, cpu)) {
-					err_kv(c, kv, "CPU %u is listed twice; each CPU at most once", cpu);
+					err_kv(c, kv,
+					       "CPU %u is listed twice; each CPU at most once",
+					       cpu);
 					break;
 				}
 				bit_set(seen, cpu);
@@ -888,7 +920,8 @@ static void do_engine(struct ctx *c, int si)
 		if (get_uint(c, kv, 1, 64, &q)) {
 			if (cpus_ok && q > e->nr_cpus)
 				err_kv(c, kv,
-				       "must be at most %u, the number of CPUs in cpus (one reactor per CPU)",
+				       "must be at most %u, the number of CPUs in cpus (one "
+				       "reactor per CPU)",
 				       e->nr_cpus);
 			else
 				e->queues = q;
@@ -934,7 +967,8 @@ static void do_controller(struct ctx *c, int si)
 			}
 		} else {
 			err_kv(c, kv,
-			       "must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. 0000:01:00.0)");
+			       "must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
+			       "0000:01:00.0)");
 		}
 	} else {
 		err_sec(c, s, "device is missing: give device = sim or a PCI address");
@@ -968,7 +1002,8 @@ static void do_controller(struct ctx *c, int si)
 
 		if (!parse_size(kv->val, &sz))
 			err_kv(c, kv,
-			       "must be a number of bytes with an optional K, M, G or T suffix (powers of 1024), e.g. 1G");
+			       "must be a number of bytes with an optional K, M, G or T suffix "
+			       "(powers of 1024), e.g. 1G");
 		else if (bs_ok && sz < ctl->block_size)
 			err_kv(c, kv, "must be at least one block (%u bytes)", ctl->block_size);
 		else if (bs_ok && sz % ctl->block_size)
@@ -987,16 +1022,19 @@ static void do_controller(struct ctx *c, int si)
 		} else if (!strcmp(kv->val, "null")) {
 			ctl->backing = CFG_BACKING_NULL;
 		} else if (kv->val[0] != '/' || strlen(kv->val) >= sizeof(ctl->backing_path) ||
-			   !backing_pattern_ok(kv->val, &has_n)) {
+		           !backing_pattern_ok(kv->val, &has_n)) {
 			err_kv(c, kv,
-			       "must be ram, null or an absolute file path (%%c controller name, %%n nsid, %%%% a %%)");
+			       "must be ram, null or an absolute file path (%%c controller name, "
+			       "%%n nsid, %%%% a %%)");
 		} else if (ns_ok && ctl->namespaces > 1 && !has_n) {
-			err_kv(c, kv, "must contain %%n when namespaces > 1 (one file per namespace)");
+			err_kv(c, kv,
+			       "must contain %%n when namespaces > 1 (one file per namespace)");
 		} else {
 			ctl->backing = CFG_BACKING_FILE;
 			strcpy(ctl->backing_path, kv->val);
 			if (cfg_backing_file(ctl, ctl->namespaces, probe, sizeof(probe))) {
-				err_kv(c, kv, "must expand to a path shorter than %d bytes", PATH_MAX);
+				err_kv(c, kv, "must expand to a path shorter than %d bytes",
+				       PATH_MAX);
 				ctl->backing = CFG_BACKING_RAM;
 				ctl->backing_path[0] = '\0';
 			}
@@ -1075,8 +1113,8 @@ static int load_buf(const char *name, const char *buf, size_t len, struct cfg **
 		if (c.secs[i].kind == SEC_CTRL)
 			do_controller(&c, (int)i);
 	if (!any_controller_section(&c))
-		add_err(&c, CFG_NOLINE, "%s: no [controller NAME] section: at least one is required",
-			name);
+		add_err(&c, CFG_NOLINE,
+		        "%s: no [controller NAME] section: at least one is required", name);
 	if (c.oom) {
 		rc = -ENOMEM;
 		goto out;
@@ -1135,7 +1173,7 @@ int cfg_load(const char *path, struct cfg **out, FILE *errs)
 	if (len > CFG_FILE_MAX) {
 		rc = -EFBIG;
 		fprintf(errs, "%s: too large for a config file (at most %d bytes)\n", path,
-			CFG_FILE_MAX);
+		        CFG_FILE_MAX);
 		goto out;
 	}
 	rc = load_buf(path, buf, len, out, errs);
@@ -1188,7 +1226,9 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	const struct cfg_engine *e = &cfg->engine;
 
 	fprintf(out, "# nvmefs: effective configuration of %s\n\n", cfg->path);
-	fprintf(out, "[daemon]\n# the FUSE mount, the admin socket, and who may use the namespace files\n");
+	fprintf(
+	    out,
+	    "[daemon]\n# the FUSE mount, the admin socket, and who may use the namespace files\n");
 	fprintf(out, "mountpoint = %s\n", d->mountpoint);
 	fprintf(out, "admin_socket = %s\n", d->admin_socket);
 	fprintf(out, "file_mode = %04o\n", (unsigned)d->file_mode);
@@ -1197,8 +1237,10 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "allow_other = %s\n", d->allow_other ? "yes" : "no");
 	fprintf(out, "log_level = %s\n", log_level_names[d->log_level]);
 
-	fprintf(out, "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per controller\n",
-		e->queues, e->queues == 1 ? "" : "s");
+	fprintf(out,
+	        "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per "
+	        "controller\n",
+	        e->queues, e->queues == 1 ? "" : "s");
 	fprintf(out, "queues = %u\n", e->queues);
 	fprintf(out, "queue_depth = %u\n", e->queue_depth);
 	fprintf(out, "cq_budget = %u\n", e->cq_budget);
@@ -1222,7 +1264,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 		fprintf(out, "\n[controller %s]\n", c->name);
 		if (!c->sim) {
 			fprintf(out, "# PCI function %s through VFIO: files %sn1, %sn2, ...\n",
-				c->device, c->name, c->name);
+			        c->device, c->name, c->name);
 			fprintf(out, "device = %s\n", c->device);
 			continue;
 		}
@@ -1234,8 +1276,10 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 		fprintf(out, "size = ");
 		print_size(out, c->size);
 		fprintf(out, "\nblock_size = %u\n", c->block_size);
-		fprintf(out, "backing = %s\n", c->backing == CFG_BACKING_RAM ? "ram" :
-					       c->backing == CFG_BACKING_NULL ? "null" : c->backing_path);
+		fprintf(out, "backing = %s\n",
+		        c->backing == CFG_BACKING_RAM    ? "ram"
+		        : c->backing == CFG_BACKING_NULL ? "null"
+		                                         : c->backing_path);
 		fprintf(out, "exec = %s\n", exec_names[c->exec]);
 		fprintf(out, "mdts = %u\n", c->mdts);
 		fprintf(out, "max_queues = %u\n", c->max_queues);
@@ -1265,7 +1309,7 @@ int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, s
 			}
 		}
 		n = piece ? snprintf(buf + o, o < len ? len - o : 0, "%s", piece)
-			  : snprintf(buf + o, o < len ? len - o : 0, "%c", *p);
+		          : snprintf(buf + o, o < len ? len - o : 0, "%c", *p);
 		o += (size_t)n;
 		if (o >= len)
 			return -ENAMETOOLONG;
@@ -1300,9 +1344,9 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 		if (strcmp(p->name, q->name) || p->sim != q->sim || strcmp(p->device, q->device))
 			return false;
 		if (p->sim && (p->namespaces != q->namespaces || p->size != q->size ||
-			       p->block_size != q->block_size || p->backing != q->backing ||
-			       strcmp(p->backing_path, q->backing_path) || p->exec != q->exec ||
-			       p->mdts != q->mdts || p->max_queues != q->max_queues))
+		               p->block_size != q->block_size || p->backing != q->backing ||
+		               strcmp(p->backing_path, q->backing_path) || p->exec != q->exec ||
+		               p->mdts != q->mdts || p->max_queues != q->max_queues))
 			return false;
 	}
 	return true;

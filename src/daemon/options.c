@@ -12,25 +12,25 @@ enum { OPT_LONG_CHECK_CONFIG = 256 };
 void opt_usage(FILE *out, const char *prog)
 {
 	fprintf(out,
-		"usage: %s [-f] [-c FILE] [--check-config]\n"
-		"  -c, --config FILE   config file (default %s)\n"
-		"  -f, --foreground    stay in the foreground (do not detach)\n"
-		"      --check-config  check the config file, print the effective configuration\n"
-		"                      (every key, defaults filled in) and exit: 0 valid, 1 not\n"
-		"  -h, --help          print this help and exit\n"
-		"  -V, --version       print the version and exit\n",
-		prog, OPT_DEFAULT_CONFIG);
+	        "usage: %s [-f] [-c FILE] [--check-config]\n"
+	        "  -c, --config FILE   config file (default %s)\n"
+	        "  -f, --foreground    stay in the foreground (do not detach)\n"
+	        "      --check-config  check the config file, print the effective configuration\n"
+	        "                      (every key, defaults filled in) and exit: 0 valid, 1 not\n"
+	        "  -h, --help          print this help and exit\n"
+	        "  -V, --version       print the version and exit\n",
+	        prog, OPT_DEFAULT_CONFIG);
 }
 
 int opt_parse(int argc, char **argv, struct opt *o)
 {
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"foreground", no_argument, NULL, 'f'},
-		{"check-config", no_argument, NULL, OPT_LONG_CHECK_CONFIG},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"foreground", no_argument, NULL, 'f'},
+	    {"check-config", no_argument, NULL, OPT_LONG_CHECK_CONFIG},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *prog = argc > 0 && argv[0] ? argv[0] : "nvmefsd";
 	const char *slash = strrchr(prog, '/');
@@ -43,12 +43,23 @@ int opt_parse(int argc, char **argv, struct opt *o)
 	optind = 0; /* glibc: a full reset, so opt_parse can run again */
 	while ((ch = getopt_long(argc, argv, "+c:fhV", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'c': o->config = optarg; break;
-		case 'f': o->foreground = true; break;
-		case OPT_LONG_CHECK_CONFIG: o->action = OPT_CHECK_CONFIG; break;
-		case 'h': help = true; break;
-		case 'V': version = true; break;
-		default: goto usage; /* getopt has said what was wrong */
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'f':
+			o->foreground = true;
+			break;
+		case OPT_LONG_CHECK_CONFIG:
+			o->action = OPT_CHECK_CONFIG;
+			break;
+		case 'h':
+			help = true;
+			break;
+		case 'V':
+			version = true;
+			break;
+		default:
+			goto usage; /* getopt has said what was wrong */
 		}
 	}
 	if (optind < argc) {

@@ -25,7 +25,7 @@ struct opt {
 	const char *config; /* points into argv, or OPT_DEFAULT_CONFIG */
 	bool foreground;
 	enum opt_action action;
-	int exit_code;      /* for OPT_EXIT: 0 after --help/--version, 2 after a usage error */
+	int exit_code; /* for OPT_EXIT: 0 after --help/--version, 2 after a usage error */
 };
 
 /* Fills *o from argv.  Prints help or version on stdout, or a usage error on

@@ -100,134 +100,136 @@ struct bad {
 };
 
 static const struct bad bad_cases[] = {
-	{"unknown section", "[deamon]\n" CTRL,
-	 "t.conf:1: [deamon]: unknown section; allowed: [daemon], [engine], [controller NAME]\n"},
-	{"unknown key", "[daemon]\nmount = /x\n" CTRL,
-	 "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
-	 "file_mode, file_owner, file_group, allow_other, log_level\n"},
-	{"unknown controller key", CTRL "ns = 2\n",
-	 "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
-	 "block_size, backing, exec, mdts, max_queues\n"},
-	{"key outside a section", "queues = 1\n" CTRL,
-	 "t.conf:1: queues = 1: outside any section; put it under [daemon], [engine] or "
-	 "[controller NAME]\n"},
-	{"bad number", "[engine]\nqueues = two\n" CTRL, "t.conf:2: queues = two: must be 1..64\n"},
-	{"trailing junk", "[engine]\nqueue_depth = 12 8\n" CTRL,
-	 "t.conf:2: queue_depth = 12 8: must be 2..4096\n"},
-	{"sign", "[engine]\nqueue_depth = +128\n" CTRL,
-	 "t.conf:2: queue_depth = +128: must be 2..4096\n"},
-	{"hex is not decimal", "[engine]\nqueue_depth = 0x80\n" CTRL,
-	 "t.conf:2: queue_depth = 0x80: must be 2..4096\n"},
-	{"empty value", "[engine]\nqueue_depth =\n" CTRL, "t.conf:2: queue_depth = : must be 2..4096\n"},
-	{"overflow", "[engine]\nio_timeout_ms = 99999999999999999999999\n" CTRL,
-	 "t.conf:2: io_timeout_ms = 99999999999999999999999: must be 100..600000\n"},
-	{"queues 0", "[engine]\nqueues = 0\n" CTRL, "t.conf:2: queues = 0: must be 1..64\n"},
-	{"queues 65", "[engine]\nqueues = 65\n" CTRL, "t.conf:2: queues = 65: must be 1..64\n"},
-	{"queue_depth 1", "[engine]\nqueue_depth = 1\n" CTRL,
-	 "t.conf:2: queue_depth = 1: must be 2..4096\n"},
-	{"queue_depth 4097", "[engine]\nqueue_depth = 4097\n" CTRL,
-	 "t.conf:2: queue_depth = 4097: must be 2..4096\n"},
-	{"cq_budget 0", "[engine]\ncq_budget = 0\n" CTRL,
-	 "t.conf:2: cq_budget = 0: must be 1..255 (below queue_depth)\n"},
-	{"cq_budget 256", "[engine]\nqueue_depth = 1024\ncq_budget = 256\n" CTRL,
-	 "t.conf:3: cq_budget = 256: must be 1..255 (below queue_depth)\n"},
-	{"budget equal to depth", "[engine]\ncq_budget = 16\nqueue_depth = 16\n" CTRL,
-	 "t.conf:2: cq_budget = 16: must be below queue_depth (16)\n"},
-	{"budget above depth", "[engine]\nqueue_depth = 8\ncq_budget = 64\n" CTRL,
-	 "t.conf:3: cq_budget = 64: must be below queue_depth (8)\n"},
-	{"io_timeout_ms 99", "[engine]\nio_timeout_ms = 99\n" CTRL,
-	 "t.conf:2: io_timeout_ms = 99: must be 100..600000\n"},
-	{"io_timeout_ms 600001", "[engine]\nio_timeout_ms = 600001\n" CTRL,
-	 "t.conf:2: io_timeout_ms = 600001: must be 100..600000\n"},
-	{"bad cpu list", "[engine]\ncpus = 0-\n" CTRL,
-	 "t.conf:2: cpus = 0-: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
-	{"reversed cpu range", "[engine]\ncpus = 1-0\n" CTRL,
-	 "t.conf:2: cpus = 1-0: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
-	{"cpu list junk", "[engine]\ncpus = 0;1\n" CTRL,
-	 "t.conf:2: cpus = 0;1: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
-	{"duplicate cpu", "[engine]\ncpus = 0,0-0\n" CTRL,
-	 "t.conf:2: cpus = 0,0-0: CPU 0 is listed twice; each CPU at most once\n"},
-	{"queues above cpus", "[engine]\ncpus = 0\nqueues = 2\n" CTRL,
-	 "t.conf:3: queues = 2: must be at most 1, the number of CPUs in cpus (one reactor per "
-	 "CPU)\n"},
-	{"bad mode", "[engine]\nmode = busy\n" CTRL,
-	 "t.conf:2: mode = busy: must be poll, interrupt or hybrid\n"},
-	{"bad bool", "[engine]\nnuma = 2\n" CTRL, "t.conf:2: numa = 2: must be yes or no\n"},
-	{"bad log level", "[daemon]\nlog_level = trace\n" CTRL,
-	 "t.conf:2: log_level = trace: must be error, warn, info or debug\n"},
-	{"relative mountpoint", "[daemon]\nmountpoint = mnt\n" CTRL,
-	 "t.conf:2: mountpoint = mnt: must be an absolute path\n"},
-	{"bad octal mode", "[daemon]\nfile_mode = 0680\n" CTRL,
-	 "t.conf:2: file_mode = 0680: must be an octal mode 0000..0777\n"},
-	{"mode above 0777", "[daemon]\nfile_mode = 04755\n" CTRL,
-	 "t.conf:2: file_mode = 04755: must be an octal mode 0000..0777\n"},
-	{"unknown user", "[daemon]\nfile_owner = nosuchuser-nvmefs\n" CTRL,
-	 "t.conf:2: file_owner = nosuchuser-nvmefs: must be a user name known to this system or "
-	 "a numeric uid\n"},
-	{"unknown group", "[daemon]\nfile_group = nosuchgroup-nvmefs\n" CTRL,
-	 "t.conf:2: file_group = nosuchgroup-nvmefs: must be a group name known to this system "
-	 "or a numeric gid\n"},
-	{"duplicate controller", CTRL "[controller nvme0]\ndevice = sim\n",
-	 "t.conf:3: [controller nvme0]: controller name given twice (first at line 1)\n"},
-	{"duplicate device", "[controller a]\ndevice = 0000:01:00.0\n[controller b]\ndevice = 01:00.0\n",
-	 "t.conf:4: device = 01:00.0: 0000:01:00.0 is already the device of [controller a]\n"},
-	{"bad pci function", "[controller a]\ndevice = 01:00.8\n",
-	 "t.conf:2: device = 01:00.8: must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
-	 "0000:01:00.0)\n"},
-	{"bad pci form", "[controller a]\ndevice = 0:1:0.0\n",
-	 "t.conf:2: device = 0:1:0.0: must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
-	 "0000:01:00.0)\n"},
-	{"bad controller name", "[controller this-name-is-too-long]\ndevice = sim\n",
-	 "t.conf:1: [controller this-name-is-too-long]: must be [controller NAME], NAME 1..16 of "
-	 "A-Z a-z 0-9 _ -\n"},
-	{"controller without name", "[controller]\ndevice = sim\n",
-	 "t.conf:1: [controller]: must be [controller NAME], NAME 1..16 of A-Z a-z 0-9 _ -\n"},
-	{"missing device", "[controller a]\nsize = 1G\n",
-	 "t.conf:1: [controller a]: device is missing: give device = sim or a PCI address\n"},
-	{"namespaces 0", CTRL "namespaces = 0\n", "t.conf:3: namespaces = 0: must be 1..16\n"},
-	{"namespaces 17", CTRL "namespaces = 17\n", "t.conf:3: namespaces = 17: must be 1..16\n"},
-	{"mdts 11", CTRL "mdts = 11\n", "t.conf:3: mdts = 11: must be 0..10\n"},
-	{"max_queues 0", CTRL "max_queues = 0\n", "t.conf:3: max_queues = 0: must be 1..64\n"},
-	{"max_queues 65", CTRL "max_queues = 65\n", "t.conf:3: max_queues = 65: must be 1..64\n"},
-	{"bad size suffix", CTRL "size = 4P\n",
-	 "t.conf:3: size = 4P: must be a number of bytes with an optional K, M, G or T suffix "
-	 "(powers of 1024), e.g. 1G\n"},
-	{"size overflow", CTRL "size = 16777216T\n",
-	 "t.conf:3: size = 16777216T: must be a number of bytes with an optional K, M, G or T "
-	 "suffix (powers of 1024), e.g. 1G\n"},
-	{"size not a multiple", CTRL "block_size = 512\nsize = 1000\n",
-	 "t.conf:4: size = 1000: must be a multiple of block_size (512)\n"},
-	{"size below a block", CTRL "size = 2K\n",
-	 "t.conf:3: size = 2K: must be at least one block (4096 bytes)\n"},
-	{"bad block size", CTRL "block_size = 2048\n",
-	 "t.conf:3: block_size = 2048: must be 512 or 4096\n"},
-	{"bad exec", CTRL "exec = fork\n", "t.conf:3: exec = fork: must be inline or thread\n"},
-	{"relative backing", CTRL "backing = disk.img\n",
-	 "t.conf:3: backing = disk.img: must be ram, null or an absolute file path (%c controller "
-	 "name, %n nsid, %% a %)\n"},
-	{"bad backing escape", CTRL "backing = /srv/%x\n",
-	 "t.conf:3: backing = /srv/%x: must be ram, null or an absolute file path (%c controller "
-	 "name, %n nsid, %% a %)\n"},
-	{"pattern without %n", CTRL "backing = /srv/%c.img\nnamespaces = 3\n",
-	 "t.conf:3: backing = /srv/%c.img: must contain %n when namespaces > 1 (one file per "
-	 "namespace)\n"},
-	{"sim key on pci", "[controller a]\ndevice = 0000:01:00.0\nnamespaces = 2\nexec = thread\n",
-	 "t.conf:3: namespaces = 2: only for device = sim, not for a PCI device (0000:01:00.0)\n"
-	 "t.conf:4: exec = thread: only for device = sim, not for a PCI device (0000:01:00.0)\n"},
-	{"no controller", "[engine]\nmode = poll\n",
-	 "t.conf: no [controller NAME] section: at least one is required\n"},
-	{"empty file", "", "t.conf: no [controller NAME] section: at least one is required\n"},
-	{"duplicate key", "[engine]\nmode = poll\nmode = poll\n" CTRL,
-	 "t.conf:3: mode = poll: mode given twice in this section (first at line 2)\n"},
-	{"duplicate section", "[daemon]\n[daemon]\n" CTRL,
-	 "t.conf:2: [daemon]: section given twice (first at line 1)\n"},
-	{"unterminated section", "[engine\n" CTRL,
-	 "t.conf:1: [engine: a section header must be [NAME]\n"},
-	{"junk after section", "[engine] x\n" CTRL,
-	 "t.conf:1: [engine] x: nothing may follow ] but a comment\n"},
-	{"line without =", CTRL "namespaces 2\n",
-	 "t.conf:3: namespaces 2: expected KEY = VALUE or [SECTION]\n"},
-	{"key missing", CTRL "= 2\n", "t.conf:3: = 2: a key name is missing before '='\n"},
+    {"unknown section", "[deamon]\n" CTRL,
+     "t.conf:1: [deamon]: unknown section; allowed: [daemon], [engine], [controller NAME]\n"},
+    {"unknown key", "[daemon]\nmount = /x\n" CTRL,
+     "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
+     "file_mode, file_owner, file_group, allow_other, log_level\n"},
+    {"unknown controller key", CTRL "ns = 2\n",
+     "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
+     "block_size, backing, exec, mdts, max_queues\n"},
+    {"key outside a section", "queues = 1\n" CTRL,
+     "t.conf:1: queues = 1: outside any section; put it under [daemon], [engine] or "
+     "[controller NAME]\n"},
+    {"bad number", "[engine]\nqueues = two\n" CTRL, "t.conf:2: queues = two: must be 1..64\n"},
+    {"trailing junk", "[engine]\nqueue_depth = 12 8\n" CTRL,
+     "t.conf:2: queue_depth = 12 8: must be 2..4096\n"},
+    {"sign", "[engine]\nqueue_depth = +128\n" CTRL,
+     "t.conf:2: queue_depth = +128: must be 2..4096\n"},
+    {"hex is not decimal", "[engine]\nqueue_depth = 0x80\n" CTRL,
+     "t.conf:2: queue_depth = 0x80: must be 2..4096\n"},
+    {"empty value", "[engine]\nqueue_depth =\n" CTRL,
+     "t.conf:2: queue_depth = : must be 2..4096\n"},
+    {"overflow", "[engine]\nio_timeout_ms = 99999999999999999999999\n" CTRL,
+     "t.conf:2: io_timeout_ms = 99999999999999999999999: must be 100..600000\n"},
+    {"queues 0", "[engine]\nqueues = 0\n" CTRL, "t.conf:2: queues = 0: must be 1..64\n"},
+    {"queues 65", "[engine]\nqueues = 65\n" CTRL, "t.conf:2: queues = 65: must be 1..64\n"},
+    {"queue_depth 1", "[engine]\nqueue_depth = 1\n" CTRL,
+     "t.conf:2: queue_depth = 1: must be 2..4096\n"},
+    {"queue_depth 4097", "[engine]\nqueue_depth = 4097\n" CTRL,
+     "t.conf:2: queue_depth = 4097: must be 2..4096\n"},
+    {"cq_budget 0", "[engine]\ncq_budget = 0\n" CTRL,
+     "t.conf:2: cq_budget = 0: must be 1..255 (below queue_depth)\n"},
+    {"cq_budget 256", "[engine]\nqueue_depth = 1024\ncq_budget = 256\n" CTRL,
+     "t.conf:3: cq_budget = 256: must be 1..255 (below queue_depth)\n"},
+    {"budget equal to depth", "[engine]\ncq_budget = 16\nqueue_depth = 16\n" CTRL,
+     "t.conf:2: cq_budget = 16: must be below queue_depth (16)\n"},
+    {"budget above depth", "[engine]\nqueue_depth = 8\ncq_budget = 64\n" CTRL,
+     "t.conf:3: cq_budget = 64: must be below queue_depth (8)\n"},
+    {"io_timeout_ms 99", "[engine]\nio_timeout_ms = 99\n" CTRL,
+     "t.conf:2: io_timeout_ms = 99: must be 100..600000\n"},
+    {"io_timeout_ms 600001", "[engine]\nio_timeout_ms = 600001\n" CTRL,
+     "t.conf:2: io_timeout_ms = 600001: must be 100..600000\n"},
+    {"bad cpu list", "[engine]\ncpus = 0-\n" CTRL,
+     "t.conf:2: cpus = 0-: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
+    {"reversed cpu range", "[engine]\ncpus = 1-0\n" CTRL,
+     "t.conf:2: cpus = 1-0: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
+    {"cpu list junk", "[engine]\ncpus = 0;1\n" CTRL,
+     "t.conf:2: cpus = 0;1: must be a list of CPU numbers and ranges, e.g. 0-3,8\n"},
+    {"duplicate cpu", "[engine]\ncpus = 0,0-0\n" CTRL,
+     "t.conf:2: cpus = 0,0-0: CPU 0 is listed twice; each CPU at most once\n"},
+    {"queues above cpus", "[engine]\ncpus = 0\nqueues = 2\n" CTRL,
+     "t.conf:3: queues = 2: must be at most 1, the number of CPUs in cpus (one reactor per "
+     "CPU)\n"},
+    {"bad mode", "[engine]\nmode = busy\n" CTRL,
+     "t.conf:2: mode = busy: must be poll, interrupt or hybrid\n"},
+    {"bad bool", "[engine]\nnuma = 2\n" CTRL, "t.conf:2: numa = 2: must be yes or no\n"},
+    {"bad log level", "[daemon]\nlog_level = trace\n" CTRL,
+     "t.conf:2: log_level = trace: must be error, warn, info or debug\n"},
+    {"relative mountpoint", "[daemon]\nmountpoint = mnt\n" CTRL,
+     "t.conf:2: mountpoint = mnt: must be an absolute path\n"},
+    {"bad octal mode", "[daemon]\nfile_mode = 0680\n" CTRL,
+     "t.conf:2: file_mode = 0680: must be an octal mode 0000..0777\n"},
+    {"mode above 0777", "[daemon]\nfile_mode = 04755\n" CTRL,
+     "t.conf:2: file_mode = 04755: must be an octal mode 0000..0777\n"},
+    {"unknown user", "[daemon]\nfile_owner = nosuchuser-nvmefs\n" CTRL,
+     "t.conf:2: file_owner = nosuchuser-nvmefs: must be a user name known to this system or "
+     "a numeric uid\n"},
+    {"unknown group", "[daemon]\nfile_group = nosuchgroup-nvmefs\n" CTRL,
+     "t.conf:2: file_group = nosuchgroup-nvmefs: must be a group name known to this system "
+     "or a numeric gid\n"},
+    {"duplicate controller", CTRL "[controller nvme0]\ndevice = sim\n",
+     "t.conf:3: [controller nvme0]: controller name given twice (first at line 1)\n"},
+    {"duplicate device",
+     "[controller a]\ndevice = 0000:01:00.0\n[controller b]\ndevice = 01:00.0\n",
+     "t.conf:4: device = 01:00.0: 0000:01:00.0 is already the device of [controller a]\n"},
+    {"bad pci function", "[controller a]\ndevice = 01:00.8\n",
+     "t.conf:2: device = 01:00.8: must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
+     "0000:01:00.0)\n"},
+    {"bad pci form", "[controller a]\ndevice = 0:1:0.0\n",
+     "t.conf:2: device = 0:1:0.0: must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
+     "0000:01:00.0)\n"},
+    {"bad controller name", "[controller this-name-is-too-long]\ndevice = sim\n",
+     "t.conf:1: [controller this-name-is-too-long]: must be [controller NAME], NAME 1..16 of "
+     "A-Z a-z 0-9 _ -\n"},
+    {"controller without name", "[controller]\ndevice = sim\n",
+     "t.conf:1: [controller]: must be [controller NAME], NAME 1..16 of A-Z a-z 0-9 _ -\n"},
+    {"missing device", "[controller a]\nsize = 1G\n",
+     "t.conf:1: [controller a]: device is missing: give device = sim or a PCI address\n"},
+    {"namespaces 0", CTRL "namespaces = 0\n", "t.conf:3: namespaces = 0: must be 1..16\n"},
+    {"namespaces 17", CTRL "namespaces = 17\n", "t.conf:3: namespaces = 17: must be 1..16\n"},
+    {"mdts 11", CTRL "mdts = 11\n", "t.conf:3: mdts = 11: must be 0..10\n"},
+    {"max_queues 0", CTRL "max_queues = 0\n", "t.conf:3: max_queues = 0: must be 1..64\n"},
+    {"max_queues 65", CTRL "max_queues = 65\n", "t.conf:3: max_queues = 65: must be 1..64\n"},
+    {"bad size suffix", CTRL "size = 4P\n",
+     "t.conf:3: size = 4P: must be a number of bytes with an optional K, M, G or T suffix "
+     "(powers of 1024), e.g. 1G\n"},
+    {"size overflow", CTRL "size = 16777216T\n",
+     "t.conf:3: size = 16777216T: must be a number of bytes with an optional K, M, G or T "
+     "suffix (powers of 1024), e.g. 1G\n"},
+    {"size not a multiple", CTRL "block_size = 512\nsize = 1000\n",
+     "t.conf:4: size = 1000: must be a multiple of block_size (512)\n"},
+    {"size below a block", CTRL "size = 2K\n",
+     "t.conf:3: size = 2K: must be at least one block (4096 bytes)\n"},
+    {"bad block size", CTRL "block_size = 2048\n",
+     "t.conf:3: block_size = 2048: must be 512 or 4096\n"},
+    {"bad exec", CTRL "exec = fork\n", "t.conf:3: exec = fork: must be inline or thread\n"},
+    {"relative backing", CTRL "backing = disk.img\n",
+     "t.conf:3: backing = disk.img: must be ram, null or an absolute file path (%c controller "
+     "name, %n nsid, %% a %)\n"},
+    {"bad backing escape", CTRL "backing = /srv/%x\n",
+     "t.conf:3: backing = /srv/%x: must be ram, null or an absolute file path (%c controller "
+     "name, %n nsid, %% a %)\n"},
+    {"pattern without %n", CTRL "backing = /srv/%c.img\nnamespaces = 3\n",
+     "t.conf:3: backing = /srv/%c.img: must contain %n when namespaces > 1 (one file per "
+     "namespace)\n"},
+    {"sim key on pci", "[controller a]\ndevice = 0000:01:00.0\nnamespaces = 2\nexec = thread\n",
+     "t.conf:3: namespaces = 2: only for device = sim, not for a PCI device (0000:01:00.0)\n"
+     "t.conf:4: exec = thread: only for device = sim, not for a PCI device (0000:01:00.0)\n"},
+    {"no controller", "[engine]\nmode = poll\n",
+     "t.conf: no [controller NAME] section: at least one is required\n"},
+    {"empty file", "", "t.conf: no [controller NAME] section: at least one is required\n"},
+    {"duplicate key", "[engine]\nmode = poll\nmode = poll\n" CTRL,
+     "t.conf:3: mode = poll: mode given twice in this section (first at line 2)\n"},
+    {"duplicate section", "[daemon]\n[daemon]\n" CTRL,
+     "t.conf:2: [daemon]: section given twice (first at line 1)\n"},
+    {"unterminated section", "[engine\n" CTRL,
+     "t.conf:1: [engine: a section header must be [NAME]\n"},
+    {"junk after section", "[engine] x\n" CTRL,
+     "t.conf:1: [engine] x: nothing may follow ] but a comment\n"},
+    {"line without =", CTRL "namespaces 2\n",
+     "t.conf:3: namespaces 2: expected KEY = VALUE or [SECTION]\n"},
+    {"key missing", CTRL "= 2\n", "t.conf:3: = 2: a key name is missing before '='\n"},
 };
 
 START_TEST(test_bad)
@@ -241,7 +243,8 @@ START_TEST(test_offline_cpu)
 	char want[512];
 
 	snprintf(want, sizeof(want),
-		 "t.conf:2: cpus = 4095: CPU 4095 is not online (online CPUs: %s)\n", online_cpus());
+	         "t.conf:2: cpus = 4095: CPU 4095 is not online (online CPUs: %s)\n",
+	         online_cpus());
 	expect_errors("[engine]\ncpus = 4095\n" CTRL, want);
 }
 END_TEST
@@ -249,30 +252,33 @@ END_TEST
 START_TEST(test_all_errors_reported)
 {
 	/* one error per bad line, in line order, though found in another order */
-	expect_errors("[controller x]\ndevice = sim\nsize = 3\n"
-		      "[engine]\nqueues = 0\nfoo = 1\n"
-		      "[daemon]\nfile_mode = 9\n"
-		      "[bogus]\nqueues = 1\n"
-		      "[controller x]\ndevice = sim\n",
-		      "t.conf:3: size = 3: must be at least one block (4096 bytes)\n"
-		      "t.conf:5: queues = 0: must be 1..64\n"
-		      "t.conf:6: foo = 1: unknown key in [engine]; allowed: queues, queue_depth, "
-		      "cq_budget, cpus, mode, io_timeout_ms, numa\n"
-		      "t.conf:8: file_mode = 9: must be an octal mode 0000..0777\n"
-		      "t.conf:9: [bogus]: unknown section; allowed: [daemon], [engine], [controller "
-		      "NAME]\n"
-		      "t.conf:11: [controller x]: controller name given twice (first at line 1)\n");
+	expect_errors(
+	    "[controller x]\ndevice = sim\nsize = 3\n"
+	    "[engine]\nqueues = 0\nfoo = 1\n"
+	    "[daemon]\nfile_mode = 9\n"
+	    "[bogus]\nqueues = 1\n"
+	    "[controller x]\ndevice = sim\n",
+	    "t.conf:3: size = 3: must be at least one block (4096 bytes)\n"
+	    "t.conf:5: queues = 0: must be 1..64\n"
+	    "t.conf:6: foo = 1: unknown key in [engine]; allowed: queues, queue_depth, "
+	    "cq_budget, cpus, mode, io_timeout_ms, numa\n"
+	    "t.conf:8: file_mode = 9: must be an octal mode 0000..0777\n"
+	    "t.conf:9: [bogus]: unknown section; allowed: [daemon], [engine], [controller "
+	    "NAME]\n"
+	    "t.conf:11: [controller x]: controller name given twice (first at line 1)\n");
 }
 END_TEST
 
 START_TEST(test_line_numbers)
 {
 	/* CRLF line ends, a BOM, comments, blank and indented lines all count */
-	expect_errors("\xef\xbb\xbf# comment\r\n\r\n; another\r\n  [engine]\r\n\tqueues = 99\r\n" CTRL,
-		      "t.conf:5: queues = 99: must be 1..64\n");
+	expect_errors(
+	    "\xef\xbb\xbf# comment\r\n\r\n; another\r\n  [engine]\r\n\tqueues = 99\r\n" CTRL,
+	    "t.conf:5: queues = 99: must be 1..64\n");
 	/* an indented line is a key of its own, never a continuation */
-	expect_errors("[engine]\nmode = poll\n   mode = poll\n" CTRL,
-		      "t.conf:3: mode = poll: mode given twice in this section (first at line 2)\n");
+	expect_errors(
+	    "[engine]\nmode = poll\n   mode = poll\n" CTRL,
+	    "t.conf:3: mode = poll: mode given twice in this section (first at line 2)\n");
 }
 END_TEST
 
@@ -320,8 +326,10 @@ START_TEST(test_long_lines)
 	len = sprintf(text, "[daemon]\nmountpoint = /");
 	memset(text + len, 'm', 2 * PATH_MAX - 200);
 	strcpy(text + len + 2 * PATH_MAX - 200, "\n[engine]\nqueues = 0\n" CTRL);
-	snprintf(want, 256, "t.conf:2: line too long: at most %d bytes\n"
-		 "t.conf:4: queues = 0: must be 1..64\n", PATH_MAX + 256 - 3);
+	snprintf(want, 256,
+	         "t.conf:2: line too long: at most %d bytes\n"
+	         "t.conf:4: queues = 0: must be 1..64\n",
+	         PATH_MAX + 256 - 3);
 	expect_errors(text, want);
 	free(text);
 	free(want);
@@ -391,14 +399,15 @@ END_TEST
 
 START_TEST(test_values)
 {
-	struct cfg *cfg = load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
-				  "allow_other = off\nlog_level = warn\n"
-				  "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
-				  "numa = false\nio_timeout_ms = 100\n"
-				  "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
-				  "namespaces = 4\nbacking = /srv/%c/ns%n-100%%\nexec = thread\n"
-				  "mdts = 0\nmax_queues = 1\n"
-				  "[controller ssd]\ndevice = 5E:1F.7\n");
+	struct cfg *cfg =
+	    load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
+	            "allow_other = off\nlog_level = warn\n"
+	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
+	            "numa = false\nio_timeout_ms = 100\n"
+	            "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
+	            "namespaces = 4\nbacking = /srv/%c/ns%n-100%%\nexec = thread\n"
+	            "mdts = 0\nmax_queues = 1\n"
+	            "[controller ssd]\ndevice = 5E:1F.7\n");
 	const struct cfg_controller *c = &cfg->ctrls[0];
 	char buf[64];
 
@@ -448,8 +457,8 @@ START_TEST(test_sizes)
 		const char *text;
 		uint64_t bytes;
 	} sizes[] = {
-		{"4096", 4096}, {"8K", 8192}, {"8k", 8192}, {"5M", 5ull << 20},
-		{"2G", 2ull << 30}, {"3T", 3ull << 40},
+	    {"4096", 4096},     {"8K", 8192},       {"8k", 8192},
+	    {"5M", 5ull << 20}, {"2G", 2ull << 30}, {"3T", 3ull << 40},
 	};
 	char text[128];
 
@@ -474,7 +483,8 @@ START_TEST(test_missing_file)
 	ck_assert_int_eq(cfg_load("/nonexistent/nvmefs.conf", &cfg, errs), -ENOENT);
 	fclose(errs);
 	ck_assert_ptr_null(cfg);
-	ck_assert_str_eq(msgs, "/nonexistent/nvmefs.conf: cannot open: No such file or directory\n");
+	ck_assert_str_eq(msgs,
+	                 "/nonexistent/nvmefs.conf: cannot open: No such file or directory\n");
 	free(msgs);
 }
 END_TEST
@@ -510,13 +520,13 @@ static void round_trip(const struct cfg *cfg)
 START_TEST(test_round_trip)
 {
 	static const char *const texts[] = {
-		CTRL,
-		"[daemon]\nfile_mode = 0\nfile_owner = nobody\nfile_group = 65534\n"
-		"mountpoint = /a b/c;d\nlog_level = error\n"
-		"[engine]\ncpus = 1,0\nqueues = 1\nqueue_depth = 2\ncq_budget = 1\nmode = poll\n"
-		"[controller a]\ndevice = sim\nsize = 1536\nblock_size = 512\nnamespaces = 16\n"
-		"backing = /tmp/%%%c%n\n"
-		"[controller b]\ndevice = 00:1f.3\n[controller c]\ndevice = sim\nbacking = null\n",
+	    CTRL,
+	    "[daemon]\nfile_mode = 0\nfile_owner = nobody\nfile_group = 65534\n"
+	    "mountpoint = /a b/c;d\nlog_level = error\n"
+	    "[engine]\ncpus = 1,0\nqueues = 1\nqueue_depth = 2\ncq_budget = 1\nmode = poll\n"
+	    "[controller a]\ndevice = sim\nsize = 1536\nblock_size = 512\nnamespaces = 16\n"
+	    "backing = /tmp/%%%c%n\n"
+	    "[controller b]\ndevice = 00:1f.3\n[controller c]\ndevice = sim\nbacking = null\n",
 	};
 
 	for (unsigned i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
@@ -532,14 +542,14 @@ START_TEST(test_equal_sees_differences)
 {
 	/* so that the round trip above could fail */
 	static const char *const variants[] = {
-		"[engine]\nqueue_depth = 128\n" CTRL,
-		"[engine]\ncpus = 0\n" CTRL,
-		"[daemon]\nfile_mode = 0666\n" CTRL,
-		"[daemon]\nfile_owner = 0\n" CTRL,
-		CTRL "size = 2G\n",
-		CTRL "backing = /x\n",
-		"[controller nvme1]\ndevice = sim\n",
-		CTRL "[controller b]\ndevice = sim\n",
+	    "[engine]\nqueue_depth = 128\n" CTRL,
+	    "[engine]\ncpus = 0\n" CTRL,
+	    "[daemon]\nfile_mode = 0666\n" CTRL,
+	    "[daemon]\nfile_owner = 0\n" CTRL,
+	    CTRL "size = 2G\n",
+	    CTRL "backing = /x\n",
+	    "[controller nvme1]\ndevice = sim\n",
+	    CTRL "[controller b]\ndevice = sim\n",
 	};
 	struct cfg *base = load_ok(CTRL), *same = load_ok("# comment\n" CTRL);
 
@@ -656,7 +666,8 @@ START_TEST(test_example_files)
 			char *want = expected(dir, name);
 
 			ck_assert_msg(rc == -EINVAL, "%s: %d", path, rc);
-			ck_assert_msg(!strcmp(msgs, want), "%s:\ngot:\n%swant:\n%s", path, msgs, want);
+			ck_assert_msg(!strcmp(msgs, want), "%s:\ngot:\n%swant:\n%s", path, msgs,
+			              want);
 			free(want);
 			nbad++;
 		}
