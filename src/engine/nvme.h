@@ -90,6 +90,13 @@ struct nvme_bus *nvme_ctrl_bus(struct nvme_ctrl *c);
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
 		    struct nvme_cqe *cqe_out);
 
+/* Controller reset for recovery: disable (wait RDY=0), re-create the admin
+ * queue, enable, and set Number of Queues again.  Every I/O queue on the
+ * device is gone afterwards: each owner must call nvme_qpair_reinit (on its
+ * reactor thread) before submitting again.  Any thread; not concurrently
+ * with I/O on this controller's qpairs. */
+int nvme_ctrl_reset(struct nvme_ctrl *c);
+
 /* Orderly shutdown (CC.SHN normal, wait SHST complete), then free all. */
 void nvme_ctrl_close(struct nvme_ctrl *c);
 
@@ -115,6 +122,10 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
 /* Delete the queues on the device and free (reactor stopped or on its thread). */
 void nvme_qpair_destroy(struct nvme_qpair *qp);
+/* After nvme_ctrl_reset: fail every command still in flight with -EIO (the
+ * device forgot them), release quarantined CIDs, and create the queue pair on
+ * the device again with the same memory.  Owning reactor thread only. */
+int nvme_qpair_reinit(struct nvme_qpair *qp);
 
 /* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before
  * start or from the reactor thread. */

@@ -1,0 +1,259 @@
+/* dma.c - pinned, NUMA-local DMA regions and the per-reactor buddy pool. */
+#include "dma.h"
+
+#include <errno.h>
+#include <numa.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "log.h"
+
+#define HUGE_SIZE (2u << 20)
+
+static size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static bool numa_ok(int node)
+{
+	return node >= 0 && numa_available() >= 0 && node <= numa_max_node();
+}
+
+/* Bind before the first touch: pages are placed when they fault in, so the
+ * policy must be set before mlock populates them. */
+static void bind_node(void *p, size_t len, int node)
+{
+	if (numa_ok(node))
+		numa_tonode_memory(p, len, node);
+}
+
+int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->node = numa_ok(node) ? node : -1;
+	if (len == 0)
+		return -EINVAL;
+	len = round_up(len, NVME_PAGE_SIZE);
+
+	/* Hugepages first when the request is big enough: fewer IOMMU entries
+	 * and TLB misses.  Without a reserved hugetlb pool this fails at once. */
+	void *p = MAP_FAILED;
+	if (len >= HUGE_SIZE) {
+		size_t hlen = round_up(len, HUGE_SIZE);
+		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+		if (p != MAP_FAILED) {
+			len = hlen;
+			out->huge = true;
+		}
+	}
+	if (p == MAP_FAILED) {
+		/* MAP_POPULATE only when no node binding is wanted: binding must
+		 * precede population. */
+		int pop = out->node < 0 ? MAP_POPULATE : 0;
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | pop, -1, 0);
+		if (p == MAP_FAILED) {
+			int e = errno;
+			log_err("dma: cannot map %zu bytes: %s", len, strerror(e));
+			return -e;
+		}
+	}
+	bind_node(p, len, out->node);
+	/* Pinned: the device holds these addresses; the kernel must never page
+	 * them out or migrate them under it. */
+	if (mlock(p, len) != 0) {
+		int e = errno;
+		log_err("dma: cannot lock %zu bytes in memory: %s (raise RLIMIT_MEMLOCK / LimitMEMLOCK)",
+			len, strerror(e));
+		munmap(p, len);
+		return -e;
+	}
+	out->vaddr = p;
+	out->len = len;
+	return 0;
+}
+
+void nvme_dma_free(struct nvme_dma_region *r)
+{
+	if (!r || !r->vaddr)
+		return;
+	munlock(r->vaddr, r->len);
+	munmap(r->vaddr, r->len);
+	r->vaddr = NULL;
+	r->len = 0;
+}
+
+int nvme_dma_map(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t *iova)
+{
+	int rc = bus->ops->dma_map(bus, r->vaddr, r->len, iova);
+	if (rc < 0)
+		log_err("%s: cannot map %zu bytes of DMA memory: %s", bus->name, r->len, strerror(-rc));
+	return rc;
+}
+
+void nvme_dma_unmap(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t iova)
+{
+	int rc = bus->ops->dma_unmap(bus, r->vaddr, r->len, iova);
+	if (rc < 0)
+		log_warn("%s: unmapping DMA memory failed: %s", bus->name, strerror(-rc));
+}
+
+void *nvme_mem_alloc(size_t len, int node)
+{
+	len = round_up(len ? len : 1, NVME_PAGE_SIZE);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	bind_node(p, len, node);
+	return p;
+}
+
+void nvme_mem_free(void *p, size_t len)
+{
+	if (p)
+		munmap(p, round_up(len ? len : 1, NVME_PAGE_SIZE));
+}
+
+/* ---- buddy pool ---- */
+
+#define NONE UINT32_MAX
+
+static unsigned order_of(size_t len)
+{
+	size_t pages = (len + NVME_PAGE_SIZE - 1) >> NVME_PAGE_SHIFT;
+	unsigned o = 0;
+	while (((size_t)1 << o) < pages)
+		o++;
+	return o;
+}
+
+static void list_push(struct nvme_buf_pool *p, uint32_t i, unsigned o)
+{
+	p->prev[i] = NONE;
+	p->next[i] = p->head[o];
+	if (p->head[o] != NONE)
+		p->prev[p->head[o]] = i;
+	p->head[o] = i;
+	p->free_order[i] = (uint8_t)(o + 1);
+}
+
+static void list_del(struct nvme_buf_pool *p, uint32_t i, unsigned o)
+{
+	if (p->prev[i] != NONE)
+		p->next[p->prev[i]] = p->next[i];
+	else
+		p->head[o] = p->next[i];
+	if (p->next[i] != NONE)
+		p->prev[p->next[i]] = p->prev[i];
+	p->free_order[i] = 0;
+}
+
+int nvme_pool_create(size_t bytes, int node, struct nvme_buf_pool **out)
+{
+	struct nvme_buf_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	int rc = nvme_dma_alloc(bytes, node, &p->region);
+	if (rc < 0)
+		goto err_free;
+	p->base = p->region.vaddr;
+	p->npages = (uint32_t)(p->region.len >> NVME_PAGE_SHIFT);
+	p->free_order = calloc(p->npages, 1);
+	p->next = calloc(p->npages, sizeof(uint32_t));
+	p->prev = calloc(p->npages, sizeof(uint32_t));
+	if (!p->free_order || !p->next || !p->prev) {
+		rc = -ENOMEM;
+		goto err_region;
+	}
+	p->max_order = (uint8_t)order_of(p->region.len);
+	if (p->max_order > 30)
+		p->max_order = 30;
+	for (unsigned o = 0; o < 32; o++)
+		p->head[o] = NONE;
+	/* Carve the region into the largest naturally aligned blocks. */
+	for (uint32_t i = 0; i < p->npages;) {
+		unsigned o = p->max_order;
+		while (o > 0 && ((i & ((1u << o) - 1)) != 0 || i + (1u << o) > p->npages))
+			o--;
+		list_push(p, i, o);
+		i += 1u << o;
+	}
+	p->free_pages = p->npages;
+	*out = p;
+	return 0;
+err_region:
+	free(p->free_order);
+	free(p->next);
+	free(p->prev);
+	nvme_dma_free(&p->region);
+err_free:
+	free(p);
+	return rc;
+}
+
+void nvme_pool_destroy(struct nvme_buf_pool *p)
+{
+	if (!p)
+		return;
+	nvme_dma_free(&p->region);
+	free(p->free_order);
+	free(p->next);
+	free(p->prev);
+	free(p);
+}
+
+void *nvme_pool_alloc(struct nvme_buf_pool *p, size_t len)
+{
+	if (len == 0)
+		len = 1;
+	unsigned want = order_of(len);
+	if (want > p->max_order)
+		return NULL;
+	unsigned o = want;
+	while (o <= p->max_order && p->head[o] == NONE)
+		o++;
+	if (o > p->max_order)
+		return NULL;
+	uint32_t i = p->head[o];
+	list_del(p, i, o);
+	/* split: the upper halves go back on the smaller lists */
+	while (o > want) {
+		o--;
+		list_push(p, i + (1u << o), o);
+	}
+	p->free_pages -= 1u << want;
+	return p->base + ((size_t)i << NVME_PAGE_SHIFT);
+}
+
+void nvme_pool_free(struct nvme_buf_pool *p, void *buf, size_t len)
+{
+	if (!buf)
+		return;
+	if (len == 0)
+		len = 1;
+	uint8_t *c = buf;
+	unsigned o = order_of(len);
+	if (c < p->base || ((size_t)(c - p->base) & (NVME_PAGE_SIZE - 1)) != 0 ||
+	    (size_t)(c - p->base) >> NVME_PAGE_SHIFT >= p->npages || o > p->max_order) {
+		log_err("dma pool: freeing %p (%zu bytes) that is not from this pool", buf, len);
+		return;
+	}
+	uint32_t i = (uint32_t)((size_t)(c - p->base) >> NVME_PAGE_SHIFT);
+	if (p->free_order[i] != 0 || (i & ((1u << o) - 1)) != 0) {
+		log_err("dma pool: bad or double free of %p (%zu bytes)", buf, len);
+		return;
+	}
+	p->free_pages += 1u << o;
+	while (o < p->max_order) {
+		uint32_t b = i ^ (1u << o);
+		if (b + (1u << o) > p->npages || p->free_order[b] != o + 1)
+			break;
+		list_del(p, b, o);
+		if (b < i)
+			i = b;
+		o++;
+	}
+	list_push(p, i, o);
+}

@@ -1,0 +1,718 @@
+/* qpair.c - one I/O queue pair: submission with deferred doorbells, budgeted
+ * reaping, the CID-indexed tracker table, PRP lists, splitting, timeouts.
+ *
+ * Owned by one reactor thread: no locks.  The invariants:
+ *  - trackers <= entries - 1 - cq_budget.  Every tracker has at most one CQE
+ *    the device may still post, and at most cq_budget consumed CQEs are not yet
+ *    returned by the (once per reap call) head doorbell; so the device never
+ *    sees more than entries - 1 occupied CQ slots: a deferred CQ doorbell can
+ *    never overflow the CQ.
+ *  - SQ occupancy (tail - last reported sq_head) <= trackers in flight, so the
+ *    SQ is full only when a device reports a wrong sq_head; the submit path
+ *    reaps only in that case.
+ *  - A CQE is trusted only if its CID names a tracker in flight with the same
+ *    generation; anything else is counted (bogus_cqes) and dropped.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+#include "log.h"
+
+/* PRP1 = the data address (any dword offset); PRP2 = the second page, or a
+ * list of the remaining pages when more than two are touched.  One list page
+ * (512 entries) covers NVME_ENGINE_MAX_XFER at any offset: no chaining. */
+int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova, uint64_t *prp1,
+		   uint64_t *prp2)
+{
+	if (iova & 3)
+		return -EINVAL;
+	*prp1 = iova;
+	size_t first = NVME_PAGE_SIZE - (iova & (NVME_PAGE_SIZE - 1));
+	if (len <= first) {
+		*prp2 = 0;
+		return 0;
+	}
+	uint64_t next = (iova & ~(uint64_t)(NVME_PAGE_SIZE - 1)) + NVME_PAGE_SIZE;
+	size_t rest = len - first;
+	if (rest <= NVME_PAGE_SIZE) {
+		*prp2 = next;
+		return 0;
+	}
+	size_t n = (rest + NVME_PAGE_SIZE - 1) >> NVME_PAGE_SHIFT;
+	if (n > NVME_PAGE_SIZE / sizeof(uint64_t) || !list)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		list[i] = next + ((uint64_t)i << NVME_PAGE_SHIFT);
+	*prp2 = list_iova;
+	return 0;
+}
+
+/* ---- trackers ---- */
+
+static inline struct nvme_tracker *trk_get(struct nvme_qpair *qp)
+{
+	uint16_t i = qp->free_head;
+	if (__builtin_expect(i == TRK_NONE, 0))
+		return NULL;
+	struct nvme_tracker *t = &qp->trk[i];
+	qp->free_head = t->next_free;
+	/* new generation: a stale CQE naming the old one no longer matches */
+	t->cid = (uint16_t)(t->cid + (1u << NVME_CID_IDX_BITS));
+	return t;
+}
+
+static inline void trk_put(struct nvme_qpair *qp, struct nvme_tracker *t)
+{
+	t->state = TRK_FREE;
+	t->next_free = qp->free_head;
+	qp->free_head = (uint16_t)(t->cid & NVME_CID_IDX_MASK);
+}
+
+static inline unsigned trk_free_count(const struct nvme_qpair *qp)
+{
+	return (unsigned)qp->ntrk - qp->inflight - qp->quarantined;
+}
+
+static inline unsigned sq_space(const struct nvme_qpair *qp)
+{
+	return (unsigned)((qp->sq_head - qp->sq_tail - 1u) & qp->mask);
+}
+
+static inline void inflight_link(struct nvme_qpair *qp, struct nvme_tracker *t)
+{
+	t->newer = NULL;
+	t->older = qp->newest;
+	if (qp->newest)
+		qp->newest->newer = t;
+	else
+		qp->oldest = t;
+	qp->newest = t;
+}
+
+static inline void inflight_unlink(struct nvme_qpair *qp, struct nvme_tracker *t)
+{
+	if (t->older)
+		t->older->newer = t->newer;
+	else
+		qp->oldest = t->newer;
+	if (t->newer)
+		t->newer->older = t->older;
+	else
+		qp->newest = t->older;
+	t->older = t->newer = NULL;
+}
+
+/* Write the SQE into the ring and advance the tail in memory only: the
+ * doorbell is rung once per pass by nvme_qpair_flush_sq. */
+static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t, const struct nvme_sqe *sqe,
+			   uint64_t now)
+{
+	t->sq_slot = qp->sq_tail;
+	qp->sq[qp->sq_tail] = *sqe;
+	qp->sq[qp->sq_tail].cid = t->cid;
+	qp->sq_tail = (uint16_t)((qp->sq_tail + 1u) & qp->mask);
+	qp->sq_dirty = 1;
+	t->state = TRK_INFLIGHT;
+	t->submit_ns = now;
+	inflight_link(qp, t);
+	qp->inflight++;
+	STAT_INC(qp->st.submitted);
+}
+
+/* End a tracker's command: stats, parent accounting, the callback.  The
+ * tracker is freed (or quarantined) before the callback so it may submit. */
+static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status, uint64_t now,
+		   bool quarantine)
+{
+	nvme_io_cb cb = t->cb;
+	void *arg = t->arg;
+	struct nvme_parent *p = t->parent;
+	uint64_t lat = now > t->submit_ns ? now - t->submit_ns : 0;
+	uint8_t opc = t->opc;
+	uint32_t len = t->len;
+
+	inflight_unlink(qp, t);
+	qp->inflight--;
+	if (quarantine) {
+		t->state = TRK_QUARANTINED;
+		qp->quarantined++;
+	} else {
+		trk_put(qp, t);
+	}
+	STAT_INC(qp->st.completed);
+	STAT_INC(qp->st.lat_ns[nvme_lat_bucket(lat)]);
+	if (status) {
+		STAT_INC(qp->st.errors[nvme_status_class(status)]);
+	} else if (opc == NVME_CMD_READ) {
+		STAT_ADD(qp->st.bytes_read, len);
+	} else if (opc == NVME_CMD_WRITE) {
+		STAT_ADD(qp->st.bytes_written, len);
+	}
+	if (p) {
+		if (err && !p->err) { /* first error wins */
+			p->err = err;
+			p->status = status;
+		}
+		if (--p->children)
+			return;
+		cb = p->cb;
+		arg = p->arg;
+		err = p->err;
+		status = p->status;
+		p->next_free = qp->parent_free;
+		qp->parent_free = p;
+	}
+	if (cb)
+		cb(arg, err, status);
+}
+
+/* ---- reaping ---- */
+
+unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
+{
+	/* A completion callback that reaps again would let consumed-but-not-
+	 * doorbelled CQEs exceed the budget the tracker count was sized for. */
+	if (qp->reaping)
+		return 0;
+	if (budget == 0 || budget > qp->cq_budget)
+		budget = qp->cq_budget;
+	qp->reaping = true;
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	unsigned n = 0;
+	while (n < budget) {
+		volatile struct nvme_cqe *e = &qp->cq[qp->cq_head];
+		uint16_t st = e->status;
+		if (NVME_CQE_PHASE(st) != qp->cq_phase)
+			break;
+		/* the phase tag is written last: read the rest only after it */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		uint16_t cid = e->cid, sqh = e->sq_head;
+		if (++qp->cq_head > qp->mask) {
+			qp->cq_head = 0;
+			qp->cq_phase ^= 1; /* the device flips its phase on each wrap */
+		}
+		n++;
+		/* sq_head must lie between what we knew and our tail; a wild value
+		 * would make the SQ look emptier than it is and overwrite live SQEs */
+		if (sqh <= qp->mask &&
+		    ((uint16_t)(sqh - qp->sq_head) & qp->mask) <= ((uint16_t)(qp->sq_tail - qp->sq_head) & qp->mask))
+			qp->sq_head = sqh;
+		else
+			qp->bad_sq_head++;
+		unsigned idx = cid & NVME_CID_IDX_MASK;
+		struct nvme_tracker *t = &qp->trk[idx];
+		if (__builtin_expect(idx >= qp->ntrk || t->cid != cid || t->state == TRK_FREE, 0)) {
+			STAT_INC(qp->st.bogus_cqes);
+			continue;
+		}
+		if (__builtin_expect(t->state == TRK_QUARANTINED, 0)) {
+			/* late completion of a command already failed with -ETIMEDOUT:
+			 * the result is dropped; the device has now let go of the CID */
+			STAT_INC(qp->st.bogus_cqes);
+			qp->quarantined--;
+			trk_put(qp, t);
+			continue;
+		}
+		uint16_t status = NVME_CQE_STATUS(st);
+		if (t->state == TRK_ABORTING && NVME_STATUS_SCT(status) == NVME_SCT_GENERIC &&
+		    NVME_STATUS_SC(status) == NVME_SC_ABORT_REQ)
+			status = NVME_STATUS_TIMEOUT; /* we aborted it because it timed out */
+		finish(qp, t, status ? nvme_status_errno(status) : 0, status, now, false);
+	}
+	if (n) {
+		nvme_bus_doorbell(qp->bus, qp->cq_db, qp->cq_head);
+		STAT_INC(qp->st.cq_doorbells);
+	}
+	STAT_INC(qp->st.reap_passes);
+	STAT_INC(qp->st.cpl_per_pass[n < NVME_CPP_BUCKETS - 1 ? n : NVME_CPP_BUCKETS - 1]);
+	if (n == budget)
+		STAT_INC(qp->st.budget_exhausted);
+	else if (n == 0)
+		STAT_INC(qp->st.idle_polls);
+	qp->reaping = false;
+	return n;
+}
+
+void nvme_qpair_flush_sq(struct nvme_qpair *qp)
+{
+	if (!qp->sq_dirty)
+		return;
+	qp->sq_dirty = 0;
+	nvme_bus_doorbell(qp->bus, qp->sq_db, qp->sq_tail);
+	STAT_INC(qp->st.sq_doorbells);
+}
+
+/* ---- submission ---- */
+
+static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
+{
+	const struct nvme_ctrl_info *in = qp->ctrl->info;
+	for (unsigned i = 0; i < in->nr_ns; i++)
+		if (in->ns[i].nsid == nsid)
+			return &in->ns[i];
+	return NULL;
+}
+
+/* Room for n commands now?  The SQ can only be full if the device reported
+ * a stale sq_head: then, and only then, reap in the submit path. */
+static bool room_for(struct nvme_qpair *qp, unsigned n)
+{
+	if (trk_free_count(qp) < n)
+		return false;
+	if (sq_space(qp) < n) {
+		nvme_qpair_reap(qp, 0);
+		if (sq_space(qp) < n || trk_free_count(qp) < n)
+			return false;
+	}
+	return true;
+}
+
+/* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
+ * each, data at buf (NULL: no data).  All or nothing: -EAGAIN leaves no
+ * command submitted. */
+static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns_info *ns,
+			uint64_t slba, uint64_t nlb, const void *buf, uint64_t chunk, uint32_t cdw12,
+			nvme_io_cb cb, void *arg)
+{
+	uint64_t nchild = (nlb + chunk - 1) / chunk;
+	if (nchild > qp->ntrk)
+		return -EINVAL; /* could never be in flight at once */
+	if (!room_for(qp, (unsigned)nchild))
+		return -EAGAIN;
+	struct nvme_buf_pool *pool = nvme_reactor_pool(qp->reactor);
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	struct nvme_parent *p = NULL;
+	if (nchild > 1) {
+		p = qp->parent_free; /* as many parents as trackers: never exhausted */
+		qp->parent_free = p->next_free;
+		p->cb = cb;
+		p->arg = arg;
+		p->children = (uint32_t)nchild;
+		p->err = 0;
+		p->status = 0;
+	}
+	const uint8_t *data = buf;
+	for (uint64_t i = 0; i < nchild; i++) {
+		uint64_t n = nlb - i * chunk < chunk ? nlb - i * chunk : chunk;
+		struct nvme_tracker *t = trk_get(qp);
+		struct nvme_sqe sqe = {.opc = opc, .nsid = ns->nsid};
+		uint64_t lba = slba + i * chunk;
+		sqe.cdw10 = (uint32_t)lba;
+		sqe.cdw11 = (uint32_t)(lba >> 32);
+		sqe.cdw12 = (uint32_t)(n - 1) | cdw12;
+		uint32_t bytes = 0;
+		if (data) {
+			bytes = (uint32_t)(n << ns->lba_shift);
+			const uint8_t *d = data + ((i * chunk) << ns->lba_shift);
+			/* cannot fail: alignment and size were checked by the caller */
+			nvme_prp_build(nvme_pool_iova(pool, qp->pool_iova, d), bytes, t->prp_list, t->prp_iova,
+				       &sqe.prp1, &sqe.prp2);
+		}
+		t->opc = opc;
+		t->len = bytes;
+		t->cb = cb;
+		t->arg = arg;
+		t->parent = p;
+		sq_push(qp, t, &sqe, now);
+	}
+	return 0;
+}
+
+static int rw(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid, uint64_t slba, const void *buf, size_t len,
+	      uint32_t cdw12, nvme_io_cb cb, void *arg)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns || len == 0 || (len & (ns->lba_size - 1)) || ((uintptr_t)buf & 3))
+		return -EINVAL;
+	uint64_t nlb = len >> ns->lba_shift;
+	if (slba >= ns->nlba || nlb > ns->nlba - slba)
+		return -EINVAL;
+	if (!nvme_pool_contains(nvme_reactor_pool(qp->reactor), buf, len))
+		return -EINVAL; /* the device can reach only the reactor's pool */
+	return submit_range(qp, opc, ns, slba, nlb, buf, qp->max_xfer >> ns->lba_shift, cdw12, cb, arg);
+}
+
+int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
+		    nvme_io_cb cb, void *arg)
+{
+	return rw(qp, NVME_CMD_READ, nsid, slba, buf, len, 0, cb, arg);
+}
+
+int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf, size_t len,
+		     bool fua, nvme_io_cb cb, void *arg)
+{
+	return rw(qp, NVME_CMD_WRITE, nsid, slba, buf, len, fua ? NVME_RW_FUA : 0, cb, arg);
+}
+
+int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *arg)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns)
+		return -EINVAL;
+	if (!room_for(qp, 1))
+		return -EAGAIN;
+	struct nvme_tracker *t = trk_get(qp);
+	struct nvme_sqe sqe = {.opc = NVME_CMD_FLUSH, .nsid = nsid};
+	t->opc = NVME_CMD_FLUSH;
+	t->len = 0;
+	t->cb = cb;
+	t->arg = arg;
+	t->parent = NULL;
+	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
+	return 0;
+}
+
+int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
+			    nvme_io_cb cb, void *arg)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+		return -EINVAL;
+	if (!(qp->ctrl->info->oncs & NVME_ONCS_WRITE_ZEROES))
+		return -EOPNOTSUPP;
+	/* NLB is a 16-bit 0-based field: 65536 blocks per command */
+	return submit_range(qp, NVME_CMD_WRITE_ZEROES, ns, slba, nlb, NULL, 65536, 0, cb, arg);
+}
+
+int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
+			  nvme_io_cb cb, void *arg)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+		return -EINVAL;
+	if (!(qp->ctrl->info->oncs & NVME_ONCS_DSM))
+		return -EOPNOTSUPP;
+	const uint64_t per = 1u << 31;
+	uint64_t nranges = (nlb + per - 1) / per;
+	if (nranges > NVME_DSM_MAX_RANGES)
+		return -EINVAL;
+	if (!room_for(qp, 1))
+		return -EAGAIN;
+	struct nvme_tracker *t = trk_get(qp);
+	/* the range list lives in the tracker's PRP page: already DMA-mapped */
+	struct nvme_dsm_range *rg = (struct nvme_dsm_range *)t->prp_list;
+	for (uint64_t i = 0; i < nranges; i++) {
+		uint64_t n = nlb - i * per < per ? nlb - i * per : per;
+		rg[i].cattr = 0;
+		rg[i].nlb = (uint32_t)n;
+		rg[i].slba = slba + i * per;
+	}
+	struct nvme_sqe sqe = {.opc = NVME_CMD_DSM,
+			       .nsid = nsid,
+			       .prp1 = t->prp_iova,
+			       .cdw10 = (uint32_t)(nranges - 1),
+			       .cdw11 = NVME_DSM_AD};
+	t->opc = NVME_CMD_DSM;
+	t->len = 0;
+	t->cb = cb;
+	t->arg = arg;
+	t->parent = NULL;
+	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
+	return 0;
+}
+
+/* ---- timeouts ---- */
+
+/* Called from the reactor's periodic timer.  Expired commands get an Abort
+ * through the admin queue; if they are still outstanding a grace period
+ * later (or the Abort could not be sent) they complete with -ETIMEDOUT and
+ * their tracker is quarantined: its CID is not reused until the device
+ * completes it late (then dropped) or the queue is reinitialised. */
+void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
+{
+	uint64_t tmo = (uint64_t)qp->io_timeout_ms * 1000000ull;
+	uint64_t grace = tmo / 2;
+	if (grace < 10000000ull)
+		grace = 10000000ull;
+	if (grace > 5000000000ull)
+		grace = 5000000000ull;
+	uint32_t abort_ms = (uint32_t)(grace / 1000000ull);
+	if (abort_ms > 1000)
+		abort_ms = 1000;
+	bool can_abort = true;
+	struct nvme_tracker *t = qp->oldest, *next;
+	/* callbacks below must not reap: that could free the tracker we walk to next */
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
+	for (; t; t = next) {
+		next = t->newer;
+		if (t->state == TRK_INFLIGHT) {
+			if (now < t->submit_ns || now - t->submit_ns < tmo)
+				break; /* the list is in submit order: the rest are younger */
+			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms", qp->ctrl->name,
+				 qp->qid, t->cid, t->opc, qp->io_timeout_ms);
+			t->state = TRK_ABORTING;
+			t->abort_ns = now;
+			if (can_abort) {
+				/* Synchronous and bounded: the reactor stalls at most abort_ms. */
+				struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT,
+						       .cdw10 = ((uint32_t)t->cid << 16) | qp->qid};
+				int rc = nvme_ctrl_admin_timeout(qp->ctrl, &cmd, NULL, 0, NULL, abort_ms);
+				if (rc < 0) {
+					can_abort = false; /* admin queue stuck too: do not stall on each */
+					t->abort_ns = now - grace;
+				}
+			} else {
+				t->abort_ns = now - grace;
+			}
+		}
+		if (t->state == TRK_ABORTING && now - t->abort_ns >= grace) {
+			finish(qp, t, -ETIMEDOUT, NVME_STATUS_TIMEOUT, now, true);
+		}
+	}
+	qp->reaping = was_reaping;
+}
+
+/* ---- creation and teardown ---- */
+
+static int create_io_queues(struct nvme_qpair *qp)
+{
+	struct nvme_ctrl *c = qp->ctrl;
+	size_t sq_bytes = (size_t)qp->entries * sizeof(struct nvme_sqe);
+	size_t sq_off = (sq_bytes + NVME_PAGE_SIZE - 1) & ~(size_t)(NVME_PAGE_SIZE - 1);
+	uint32_t cdw11 = NVME_QUEUE_PC;
+	if (qp->efd >= 0)
+		cdw11 |= NVME_CQ_IEN | ((uint32_t)qp->vector << 16);
+	struct nvme_sqe cq = {.opc = NVME_ADM_CREATE_CQ,
+			      .prp1 = qp->ring_iova + sq_off,
+			      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
+			      .cdw11 = cdw11};
+	int rc = nvme_ctrl_admin(c, &cq, NULL, 0, NULL);
+	if (rc < 0) {
+		log_err("%s: Create I/O CQ %u (%u entries) failed: %s", c->name, qp->qid, qp->entries,
+			strerror(-rc));
+		return rc;
+	}
+	struct nvme_sqe sq = {.opc = NVME_ADM_CREATE_SQ,
+			      .prp1 = qp->ring_iova,
+			      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
+			      .cdw11 = ((uint32_t)qp->qid << 16) | NVME_QUEUE_PC};
+	rc = nvme_ctrl_admin(c, &sq, NULL, 0, NULL);
+	if (rc < 0) {
+		log_err("%s: Create I/O SQ %u failed: %s", c->name, qp->qid, strerror(-rc));
+		struct nvme_sqe del = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qp->qid};
+		nvme_ctrl_admin(c, &del, NULL, 0, NULL);
+		return rc;
+	}
+	qp->created_on_dev = true;
+	return 0;
+}
+
+static void rings_reset(struct nvme_qpair *qp)
+{
+	memset(qp->ring_mem.vaddr, 0, qp->ring_mem.len);
+	qp->sq_tail = qp->sq_head = qp->cq_head = 0;
+	qp->cq_phase = 1;
+	qp->sq_dirty = 0;
+	qp->free_head = TRK_NONE;
+	for (unsigned i = qp->ntrk; i-- > 0;) {
+		qp->trk[i].state = TRK_FREE;
+		qp->trk[i].next_free = qp->free_head;
+		qp->free_head = (uint16_t)i;
+	}
+	qp->inflight = 0;
+	qp->quarantined = 0;
+	qp->oldest = qp->newest = NULL;
+	qp->parent_free = NULL;
+	for (unsigned i = 0; i < qp->ntrk; i++) {
+		qp->parents[i].next_free = qp->parent_free;
+		qp->parent_free = &qp->parents[i];
+	}
+}
+
+/* Complete every command still in flight with err (the device will not). */
+static void fail_all(struct nvme_qpair *qp, int err, uint16_t status)
+{
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	while (qp->oldest)
+		finish(qp, qp->oldest, err, status, now, false);
+}
+
+static void free_qpair(struct nvme_qpair *qp)
+{
+	struct nvme_buf_pool *pool = nvme_reactor_pool(qp->reactor);
+	if (qp->trk) {
+		for (unsigned i = 0; i < qp->ntrk; i++)
+			if (qp->trk[i].prp_list)
+				nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
+		nvme_mem_free(qp->trk, qp->ntrk * sizeof(struct nvme_tracker));
+	}
+	nvme_mem_free(qp->parents, qp->ntrk * sizeof(struct nvme_parent));
+	if (qp->pool_mapped)
+		nvme_dma_unmap(qp->bus, &pool->region, qp->pool_iova);
+	if (qp->ring_mem.vaddr) {
+		nvme_dma_unmap(qp->bus, &qp->ring_mem, qp->ring_iova);
+		nvme_dma_free(&qp->ring_mem);
+	}
+	if (qp->efd >= 0) {
+		nvme_ctrl_wire_vector(qp->ctrl, (unsigned)qp->vector, -1);
+		close(qp->efd);
+	}
+	nvme_mem_free(qp, sizeof(*qp));
+}
+
+int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid, struct nvme_qpair **out)
+{
+	const struct nvme_ctrl_info *in = c->info;
+	if (qid == 0 || qid > in->nr_io_queues) {
+		log_err("%s: I/O queue id %u out of range (1..%u granted)", c->name, qid, in->nr_io_queues);
+		return -EINVAL;
+	}
+	struct nvme_qpair *qp = nvme_mem_alloc(sizeof(*qp), r->node);
+	if (!qp)
+		return -ENOMEM;
+	int rc = -ENOMEM;
+	qp->ctrl = c;
+	qp->reactor = r;
+	qp->bus = c->bus;
+	qp->qid = qid;
+	qp->efd = -1;
+	qp->vector = -1;
+	qp->entries = (uint16_t)c->opts.queue_depth;
+	qp->mask = (uint16_t)(qp->entries - 1u);
+	qp->cq_budget = (uint16_t)c->opts.cq_budget;
+	unsigned ntrk = qp->entries - 1u - qp->cq_budget; /* see the invariant at the top */
+	if (ntrk > NVME_MAX_TRACKERS)
+		ntrk = NVME_MAX_TRACKERS;
+	qp->ntrk = (uint16_t)ntrk;
+	qp->max_xfer = in->max_xfer;
+	qp->io_timeout_ms = c->opts.io_timeout_ms;
+	snprintf(qp->name, sizeof(qp->name), "%s/q%u", c->name, qid);
+
+	qp->trk = nvme_mem_alloc(ntrk * sizeof(struct nvme_tracker), r->node);
+	qp->parents = nvme_mem_alloc(ntrk * sizeof(struct nvme_parent), r->node);
+	if (!qp->trk || !qp->parents)
+		goto err;
+	for (unsigned i = 0; i < ntrk; i++)
+		qp->trk[i].cid = (uint16_t)i;
+
+	size_t sq_bytes = (size_t)qp->entries * sizeof(struct nvme_sqe);
+	size_t sq_off = (sq_bytes + NVME_PAGE_SIZE - 1) & ~(size_t)(NVME_PAGE_SIZE - 1);
+	rc = nvme_dma_alloc(sq_off + (size_t)qp->entries * sizeof(struct nvme_cqe), r->node, &qp->ring_mem);
+	if (rc < 0)
+		goto err;
+	rc = nvme_dma_map(c->bus, &qp->ring_mem, &qp->ring_iova);
+	if (rc < 0) {
+		nvme_dma_free(&qp->ring_mem);
+		goto err;
+	}
+	qp->sq = qp->ring_mem.vaddr;
+	qp->cq = (volatile struct nvme_cqe *)((uint8_t *)qp->ring_mem.vaddr + sq_off);
+
+	/* the reactor's pool, mapped into this controller: its own IOVA base */
+	struct nvme_buf_pool *pool = nvme_reactor_pool(r);
+	rc = nvme_dma_map(c->bus, &pool->region, &qp->pool_iova);
+	if (rc < 0)
+		goto err;
+	qp->pool_mapped = true;
+	for (unsigned i = 0; i < ntrk; i++) {
+		void *pg = nvme_pool_alloc(pool, NVME_PAGE_SIZE);
+		if (!pg) {
+			log_err("%s: reactor %u's buffer pool too small for %u PRP list pages", qp->name,
+				r->opts.id, ntrk);
+			rc = -ENOMEM;
+			goto err;
+		}
+		qp->trk[i].prp_list = pg;
+		qp->trk[i].prp_iova = nvme_pool_iova(pool, qp->pool_iova, pg);
+	}
+	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qid, c->dstrd));
+	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qid, c->dstrd));
+
+	if (c->opts.interrupts && r->opts.mode != NVME_MODE_POLL) {
+		if (qid < c->bus->nr_vectors) {
+			qp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+			if (qp->efd >= 0 && nvme_ctrl_wire_vector(c, qid, qp->efd) == 0) {
+				qp->vector = qid;
+			} else {
+				if (qp->efd >= 0)
+					close(qp->efd);
+				qp->efd = -1;
+			}
+		}
+		if (qp->efd < 0)
+			log_warn("%s: no MSI-X vector for this queue; it will be polled", qp->name);
+	}
+	rings_reset(qp);
+	rc = create_io_queues(qp);
+	if (rc < 0)
+		goto err;
+	rc = nvme_reactor_attach(r, qp);
+	if (rc < 0)
+		goto err_dev;
+	__atomic_add_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
+	*out = qp;
+	return 0;
+err_dev: {
+	struct nvme_sqe ds = {.opc = NVME_ADM_DELETE_SQ, .cdw10 = qid};
+	struct nvme_sqe dc = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qid};
+	nvme_ctrl_admin(c, &ds, NULL, 0, NULL);
+	nvme_ctrl_admin(c, &dc, NULL, 0, NULL);
+}
+err:
+	free_qpair(qp);
+	return rc;
+}
+
+static void delete_io_queues(struct nvme_qpair *qp)
+{
+	if (!qp->created_on_dev)
+		return;
+	struct nvme_sqe ds = {.opc = NVME_ADM_DELETE_SQ, .cdw10 = qp->qid};
+	struct nvme_sqe dc = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qp->qid};
+	int rc = nvme_ctrl_admin(qp->ctrl, &ds, NULL, 0, NULL);
+	if (rc < 0)
+		log_warn("%s: Delete I/O SQ failed: %s", qp->name, strerror(-rc));
+	/* commands the deletion aborted may have posted their CQEs */
+	while (nvme_qpair_reap(qp, 0) > 0)
+		;
+	rc = nvme_ctrl_admin(qp->ctrl, &dc, NULL, 0, NULL);
+	if (rc < 0)
+		log_warn("%s: Delete I/O CQ failed: %s", qp->name, strerror(-rc));
+	qp->created_on_dev = false;
+}
+
+void nvme_qpair_destroy(struct nvme_qpair *qp)
+{
+	if (!qp)
+		return;
+	nvme_qpair_flush_sq(qp);
+	delete_io_queues(qp);
+	if (qp->inflight)
+		log_warn("%s: %u command(s) still in flight at destroy: failed", qp->name, qp->inflight);
+	fail_all(qp, -ECANCELED, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
+	nvme_reactor_detach(qp->reactor, qp);
+	__atomic_sub_fetch(&qp->ctrl->nr_qpairs, 1, __ATOMIC_RELAXED);
+	free_qpair(qp);
+}
+
+int nvme_qpair_reinit(struct nvme_qpair *qp)
+{
+	/* After nvme_ctrl_reset the device has forgotten this queue and every
+	 * command on it: fail them, and forget the quarantine with them. */
+	qp->created_on_dev = false;
+	if (qp->inflight)
+		log_warn("%s: failing %u command(s) lost in the reset", qp->name, qp->inflight);
+	fail_all(qp, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
+	rings_reset(qp);
+	return create_io_queues(qp);
+}
+
+unsigned nvme_qpair_inflight(const struct nvme_qpair *qp)
+{
+	return qp->inflight;
+}
+
+uint16_t nvme_qpair_id(const struct nvme_qpair *qp)
+{
+	return qp->qid;
+}
+
+struct nvme_ctrl *nvme_qpair_ctrl(struct nvme_qpair *qp)
+{
+	return qp->ctrl;
+}

@@ -1,0 +1,452 @@
+/* reactor.c - one pinned thread per core running a libev loop that owns its
+ * qpairs and its DMA buffer pool.
+ *
+ * One loop iteration is one pass:
+ *   ev_check   (first after the loop wakes) cache the time, run the pass hook,
+ *              reap the qpairs due this pass, round robin, cq_budget each
+ *   other watchers (FUSE fd, eventfds, timer, calls) may submit more
+ *   ev_prepare (last before the loop may block) ring every dirty SQ tail
+ *              doorbell once, decide whether the next iteration may block
+ * Modes:
+ *   poll       an ev_idle watcher keeps the loop from blocking; every qpair is
+ *              reaped every pass.
+ *   interrupt  an ev_io per CQ eventfd.  On a wake: read the eventfd, reap
+ *              with budget; a qpair that filled its budget stays on the
+ *              polling list and is reaped on the following passes until one
+ *              reaps less than the budget, then the loop may sleep (NAPI).
+ *   hybrid     poll while anything is in flight; block when nothing is.  No
+ *              completion can arrive for a queue with nothing in flight, so
+ *              this needs no interrupts; eventfds, when wired, are armed only
+ *              while the loop sleeps.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <numa.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+#include "log.h"
+
+#define DEFAULT_POOL_BYTES (64u << 20)
+
+/* ---- MPSC queue of calls (Vyukov, intrusive) ---- */
+
+static void mpsc_push(struct nvme_reactor *r, struct nvme_call *n)
+{
+	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+	struct nvme_call *prev = atomic_exchange_explicit(&r->q_head, n, memory_order_acq_rel);
+	/* between the exchange and this store the consumer sees a gap and waits
+	 * for the next ev_async wake, which the producer sends after this */
+	atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+static struct nvme_call *mpsc_pop(struct nvme_reactor *r)
+{
+	struct nvme_call *tail = r->q_tail;
+	struct nvme_call *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+	if (tail == &r->q_stub) {
+		if (!next)
+			return NULL;
+		r->q_tail = next;
+		tail = next;
+		next = atomic_load_explicit(&tail->next, memory_order_acquire);
+	}
+	if (next) {
+		r->q_tail = next;
+		return tail;
+	}
+	if (tail != atomic_load_explicit(&r->q_head, memory_order_acquire))
+		return NULL; /* a producer is mid-push */
+	mpsc_push(r, &r->q_stub);
+	next = atomic_load_explicit(&tail->next, memory_order_acquire);
+	if (next) {
+		r->q_tail = next;
+		return tail;
+	}
+	return NULL;
+}
+
+/* ---- the pass ---- */
+
+static unsigned total_inflight(const struct nvme_reactor *r)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < r->nqps; i++)
+		n += r->qps[i]->inflight;
+	return n;
+}
+
+static void set_polling(struct nvme_reactor *r, bool on)
+{
+	if (on == r->polling)
+		return;
+	r->polling = on;
+	if (on)
+		ev_idle_start(r->loop, &r->idle_w);
+	else
+		ev_idle_stop(r->loop, &r->idle_w);
+	if (r->mode == NVME_MODE_HYBRID) {
+		/* eventfds armed only while sleeping: no read(2) per polled pass */
+		for (unsigned i = 0; i < r->nqps; i++) {
+			struct nvme_qpair *qp = r->qps[i];
+			if (qp->efd < 0)
+				continue;
+			if (on && qp->io_active) {
+				ev_io_stop(r->loop, &qp->io_w);
+				qp->io_active = false;
+			} else if (!on && !qp->io_active) {
+				ev_io_start(r->loop, &qp->io_w);
+				qp->io_active = true;
+			}
+		}
+	}
+}
+
+static void flush_all(struct nvme_reactor *r)
+{
+	for (unsigned i = 0; i < r->nqps; i++)
+		nvme_qpair_flush_sq(r->qps[i]);
+}
+
+static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+	r->now_ns = nvme_now_ns(); /* one clock read per pass, shared by every I/O in it */
+	r->in_pass = true;
+	STAT_INC(r->st.passes);
+	if (r->hook)
+		r->hook(r->hook_arg);
+	unsigned n = r->nqps;
+	if (n == 0)
+		return;
+	/* round robin: a different qpair goes first each pass, each gets at most
+	 * its budget, so a flooded queue cannot starve the others */
+	unsigned start = r->rr++ % n;
+	for (unsigned k = 0; k < n; k++) {
+		struct nvme_qpair *qp = r->qps[(start + k) % n];
+		if (r->mode == NVME_MODE_INTERRUPT) {
+			if (qp->napi_polling && nvme_qpair_reap(qp, 0) < qp->cq_budget)
+				qp->napi_polling = false;
+		} else if (r->polling) {
+			nvme_qpair_reap(qp, 0);
+		}
+	}
+}
+
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+	/* the one SQ tail doorbell per queue per pass */
+	flush_all(r);
+	unsigned inflight = total_inflight(r);
+	if (r->mode == NVME_MODE_HYBRID) {
+		set_polling(r, inflight > 0);
+	} else if (r->mode == NVME_MODE_INTERRUPT) {
+		bool any = false;
+		for (unsigned i = 0; i < r->nqps; i++)
+			any |= r->qps[i]->napi_polling;
+		set_polling(r, any);
+	}
+	if (atomic_load_explicit(&r->stop, memory_order_acquire) && inflight == 0) {
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	if (!r->polling)
+		STAT_INC(r->st.sleeps);
+	r->in_pass = false;
+}
+
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	/* its being active is the point: the loop polls instead of blocking */
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_qpair *qp = w->data;
+	struct nvme_reactor *r = qp->reactor;
+	uint64_t v;
+	if (read(qp->efd, &v, sizeof(v)) != sizeof(v))
+		return; /* spurious: another pass already consumed it */
+	STAT_INC(qp->st.interrupts);
+	STAT_INC(r->st.wakeups);
+	if (nvme_qpair_reap(qp, 0) >= qp->cq_budget && r->mode == NVME_MODE_INTERRUPT) {
+		/* more may be waiting: keep reaping on the next passes, fairly */
+		qp->napi_polling = true;
+	}
+}
+
+static void async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+	struct nvme_call *c;
+	while ((c = mpsc_pop(r)) != NULL) {
+		STAT_INC(r->st.calls);
+		c->fn(c->arg);
+		free(c);
+	}
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+	uint64_t now = nvme_now_ns();
+	for (unsigned i = 0; i < r->nqps; i++)
+		if (r->qps[i]->oldest)
+			nvme_qpair_check_timeouts(r->qps[i], now);
+}
+
+static void retune_timer(struct nvme_reactor *r)
+{
+	double tick = 1.0;
+	for (unsigned i = 0; i < r->nqps; i++) {
+		double t = r->qps[i]->io_timeout_ms / 4000.0;
+		if (t < tick)
+			tick = t;
+	}
+	if (tick < 0.01)
+		tick = 0.01;
+	r->timer_w.repeat = tick;
+	ev_timer_again(r->loop, &r->timer_w);
+}
+
+/* ---- public ---- */
+
+int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor **out)
+{
+	int node = -1;
+	if (o->numa && o->cpu >= 0 && numa_available() >= 0)
+		node = numa_node_of_cpu(o->cpu);
+	struct nvme_reactor *r = nvme_mem_alloc(sizeof(*r), node);
+	if (!r)
+		return -ENOMEM;
+	int rc;
+	r->opts = *o;
+	r->node = node;
+	r->mode = o->mode;
+	/* NOSIGMASK: the loop has no signal watchers; signals belong to the
+	 * daemon's main thread and stay blocked in reactor threads */
+	r->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+	if (!r->loop) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	rc = nvme_pool_create(o->buf_pool_bytes ? o->buf_pool_bytes : DEFAULT_POOL_BYTES, node, &r->pool);
+	if (rc < 0) {
+		log_err("reactor %u: cannot allocate its DMA buffer pool: %s", o->id, strerror(-rc));
+		goto err_loop;
+	}
+	atomic_store(&r->q_stub.next, NULL);
+	atomic_store(&r->q_head, &r->q_stub);
+	r->q_tail = &r->q_stub;
+
+	ev_set_userdata(r->loop, r);
+	ev_check_init(&r->check_w, check_cb);
+	ev_prepare_init(&r->prepare_w, prepare_cb);
+	ev_idle_init(&r->idle_w, idle_cb);
+	ev_async_init(&r->async_w, async_cb);
+	ev_init(&r->timer_w, timer_cb);
+	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->async_w.data = r->timer_w.data = r;
+	ev_check_start(r->loop, &r->check_w);
+	ev_prepare_start(r->loop, &r->prepare_w);
+	ev_async_start(r->loop, &r->async_w);
+	retune_timer(r);
+	if (r->mode == NVME_MODE_POLL)
+		set_polling(r, true);
+	*out = r;
+	return 0;
+err_loop:
+	ev_loop_destroy(r->loop);
+err:
+	nvme_mem_free(r, sizeof(*r));
+	return rc;
+}
+
+int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
+{
+	if (r->nqps == NVME_REACTOR_MAX_QPAIRS)
+		return -ENOSPC;
+	r->qps[r->nqps++] = qp;
+	if (qp->efd >= 0) {
+		ev_io_init(&qp->io_w, io_cb, qp->efd, EV_READ);
+		qp->io_w.data = qp;
+		if (r->mode == NVME_MODE_INTERRUPT || (r->mode == NVME_MODE_HYBRID && !r->polling)) {
+			ev_io_start(r->loop, &qp->io_w);
+			qp->io_active = true;
+		}
+	} else if (r->mode == NVME_MODE_INTERRUPT) {
+		log_warn("reactor %u: %s has no interrupt; the reactor falls back to polling", r->opts.id,
+			 qp->name);
+		r->mode = NVME_MODE_POLL;
+		for (unsigned i = 0; i < r->nqps - 1; i++) {
+			struct nvme_qpair *o = r->qps[i];
+			if (o->io_active) {
+				ev_io_stop(r->loop, &o->io_w);
+				o->io_active = false;
+			}
+		}
+		set_polling(r, true);
+	}
+	retune_timer(r);
+	return 0;
+}
+
+void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp)
+{
+	if (qp->io_active) {
+		ev_io_stop(r->loop, &qp->io_w);
+		qp->io_active = false;
+	}
+	for (unsigned i = 0; i < r->nqps; i++) {
+		if (r->qps[i] == qp) {
+			r->qps[i] = r->qps[--r->nqps];
+			break;
+		}
+	}
+}
+
+struct nvme_buf_pool *nvme_reactor_pool(struct nvme_reactor *r)
+{
+	return r->pool;
+}
+
+struct ev_loop *nvme_reactor_loop(struct nvme_reactor *r)
+{
+	return r->loop;
+}
+
+unsigned nvme_reactor_id(const struct nvme_reactor *r)
+{
+	return r->opts.id;
+}
+
+int nvme_reactor_cpu(const struct nvme_reactor *r)
+{
+	return r->opts.cpu;
+}
+
+int nvme_reactor_node(const struct nvme_reactor *r)
+{
+	return r->node;
+}
+
+void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
+{
+	r->hook = fn;
+	r->hook_arg = arg;
+}
+
+static void pin_self(struct nvme_reactor *r)
+{
+	if (r->opts.cpu < 0)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(r->opts.cpu, &set);
+	int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (rc != 0)
+		log_warn("reactor %u: cannot pin to CPU %d: %s", r->opts.id, r->opts.cpu, strerror(rc));
+}
+
+static void *reactor_main(void *arg)
+{
+	struct nvme_reactor *r = arg;
+	pin_self(r);
+	ev_run(r->loop, 0);
+	return NULL;
+}
+
+int nvme_reactor_start(struct nvme_reactor *r)
+{
+	if (r->thread_started)
+		return -EALREADY;
+	sigset_t all, old;
+	sigfillset(&all);
+	/* the thread inherits a fully blocked mask: no signal lands mid-pass */
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int rc = pthread_create(&r->thread, NULL, reactor_main, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		log_err("reactor %u: cannot start its thread: %s", r->opts.id, strerror(rc));
+		return -rc;
+	}
+	r->thread_started = true;
+	char name[16];
+	snprintf(name, sizeof(name), "nvme-r%u", r->opts.id);
+	pthread_setname_np(r->thread, name);
+	return 0;
+}
+
+int nvme_reactor_run(struct nvme_reactor *r)
+{
+	pin_self(r);
+	ev_run(r->loop, 0);
+	return 0;
+}
+
+int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
+{
+	struct nvme_call *c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	mpsc_push(r, c);
+	ev_async_send(r->loop, &r->async_w);
+	return 0;
+}
+
+void nvme_reactor_stop(struct nvme_reactor *r)
+{
+	atomic_store_explicit(&r->stop, true, memory_order_release);
+	ev_async_send(r->loop, &r->async_w);
+}
+
+void nvme_reactor_join(struct nvme_reactor *r)
+{
+	if (r->thread_started) {
+		pthread_join(r->thread, NULL);
+		r->thread_started = false;
+	}
+}
+
+void nvme_reactor_destroy(struct nvme_reactor *r)
+{
+	if (!r)
+		return;
+	if (r->nqps)
+		log_warn("reactor %u: destroyed with %u qpair(s) still attached", r->opts.id, r->nqps);
+	struct nvme_call *c;
+	while ((c = mpsc_pop(r)) != NULL)
+		free(c);
+	ev_loop_destroy(r->loop);
+	nvme_pool_destroy(r->pool);
+	nvme_mem_free(r, sizeof(*r));
+}
+
+void *nvme_reactor_buf_alloc(struct nvme_reactor *r, size_t len)
+{
+	return nvme_pool_alloc(r->pool, len);
+}
+
+void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len)
+{
+	nvme_pool_free(r->pool, buf, len);
+}
