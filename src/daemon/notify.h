@@ -1,0 +1,13 @@
+/* notify.h - the daemon's state for systemd (Type=notify), through sd_notify.
+ * Without NOTIFY_SOCKET (not started by systemd) every call does nothing. */
+#ifndef NVMEFS_NOTIFY_H
+#define NVMEFS_NOTIFY_H
+
+/* READY=1 with a STATUS= line (printf format). */
+void notify_ready(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* STOPPING=1 with a STATUS= line. */
+void notify_stopping(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* STATUS= only. */
+void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

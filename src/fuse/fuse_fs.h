@@ -1,0 +1,113 @@
+/* fuse_fs.h - the FUSE front end: every namespace as a file in one mount.
+ *
+ * The mount's root directory holds one regular file per active namespace,
+ * named <controller>n<nsid> (nvme0n1), whose size is the namespace capacity.
+ * Reads and writes at any offset and length become NVMe Read/Write commands
+ * on the serving reactor's qpair (unaligned writes by read-modify-write,
+ * serialised per block range); fsync becomes Flush when the controller has a
+ * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Dataset
+ * Management deallocate (Write Zeroes when deallocated blocks do not read as
+ * zeroes) and fallocate(ZERO_RANGE) Write Zeroes.  Nothing else changes a
+ * file: create, unlink, truncate, chmod and chown fail with EPERM.
+ *
+ * Threading: the FUSE channel is read by reactors, in their own libev loops
+ * (the session fd is non-blocking, one ev_io watcher per reading reactor).  A
+ * request is served entirely on the reactor that read it: its qpairs, its DMA
+ * buffers, and the reply from the completion callback.  Only the per-
+ * namespace range lock is shared (a mutex, held for list updates only).
+ *
+ * Prefix fusefs_: libfuse owns fuse_ and exports fuse_fs_* symbols.
+ *
+ * Every function returns 0 or a negative errno unless it says otherwise.
+ */
+#ifndef NVMEFS_FUSE_FS_H
+#define NVMEFS_FUSE_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct nvme_ctrl;
+struct nvme_qpair;
+struct nvme_reactor;
+struct fusefs;
+
+#define FUSEFS_MAX_IO (1u << 20) /* max_read and max_write */
+
+struct fusefs_opts {
+	const char *mountpoint;
+	mode_t file_mode;  /* permission bits of the namespace files */
+	uid_t uid;
+	gid_t gid;
+	bool allow_other;
+	bool debug;        /* libfuse's request trace on stderr */
+
+	/* Controllers and their names (files are <name>n<nsid>). */
+	unsigned nr_ctrls;
+	struct nvme_ctrl **ctrls;
+	const char *const *ctrl_names;
+
+	/* Reactors and their qpairs: qpairs[r * nr_ctrls + c] is reactor r's
+	 * qpair on controller c (none may be NULL). */
+	unsigned nr_reactors;
+	struct nvme_reactor **reactors;
+	struct nvme_qpair **qpairs;
+
+	/* How many reactors read the channel (reactors 0..readers-1); 0 or
+	 * more than nr_reactors means all of them. */
+	unsigned readers;
+
+	/* Called once, on a reactor thread, when the session ends by itself
+	 * (unmounted from outside, connection aborted). */
+	void (*on_exit)(void *arg);
+	void *on_exit_arg;
+};
+
+/* One namespace file, as shown in the mount. */
+struct fusefs_ns_desc {
+	const char *name;
+	unsigned ctrl;     /* index into opts.ctrls */
+	uint32_t nsid;
+	uint64_t size;     /* bytes */
+	uint32_t lba_size;
+};
+
+/* Make the mountpoint usable: create it if missing; clear a stale FUSE mount
+ * left by a crashed daemon (stat fails with ENOTCONN) with a lazy unmount and
+ * a log line; fail with -EBUSY and a message naming what is mounted there when
+ * it is a live mount.  fusefs_create calls it. */
+int fusefs_prepare_mountpoint(const char *path);
+
+/* Build the namespace table, create the session, mount, and add the channel
+ * watcher to the reading reactors' loops and the pass hook to every reactor.
+ * Call before the reactors start. */
+int fusefs_create(const struct fusefs_opts *o, struct fusefs **out);
+
+const struct fusefs_ns_desc *fusefs_namespaces(const struct fusefs *fs, unsigned *nr);
+
+/* Stop taking requests (any thread): each reading reactor stops its watcher
+ * soon.  Requests already taken go on to their replies. */
+void fusefs_stop(struct fusefs *fs);
+/* True once every reader has stopped and no request is in flight (any
+ * thread). */
+bool fusefs_drained(const struct fusefs *fs);
+/* Requests taken and not yet replied to (any thread). */
+unsigned fusefs_inflight(const struct fusefs *fs);
+
+/* Unmount (lazily: open files do not keep it) and close the channel; the
+ * kernel fails what it had not handed over yet.  Call after fusefs_drained
+ * or with the reactors stopped. */
+void fusefs_unmount(struct fusefs *fs);
+/* Free everything (reactors stopped and joined).  NULL is a no-op. */
+void fusefs_destroy(struct fusefs *fs);
+
+struct fusefs_stats {
+	uint64_t reads, writes, rmw_writes, fsyncs, flushes_sent, fallocs;
+	uint64_t errors;      /* requests answered with an errno */
+	uint64_t lock_waits;  /* writes that waited for an overlapping write */
+	uint64_t resource_waits; /* requests that waited for a buffer or queue slot */
+};
+/* Summed over reactors; approximate while running. */
+void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out);
+
+#endif

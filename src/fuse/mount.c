@@ -1,0 +1,140 @@
+/* mount.c - make a mountpoint usable: create it, clear a stale FUSE mount,
+ * refuse a live one. */
+#include "fuse_fs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = 0;
+}
+
+/* The file system type and source of the topmost mount at path, if any. */
+static bool mounted_at(const char *path, char *fstype, size_t tlen, char *src, size_t slen)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		/* id parent major:minor root mountpoint opts [optional...] - type source superopts */
+		char mnt[PATH_MAX], type[64], source[PATH_MAX];
+		char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		if (sscanf(sep + 3, "%63s %4095s", type, source) != 2)
+			continue;
+		unescape(mnt);
+		if (strcmp(mnt, path) == 0) {
+			found = true; /* keep scanning: the last one is on top */
+			snprintf(fstype, tlen, "%s", type);
+			unescape(source);
+			snprintf(src, slen, "%s", source);
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int fusefs_prepare_mountpoint(const char *path)
+{
+	char real[PATH_MAX], type[64], src[PATH_MAX];
+	struct stat st;
+	int err;
+
+	if (stat(path, &st) < 0) {
+		err = errno;
+		if (err == ENOTCONN) {
+			/* a crashed server leaves its mount behind, answering
+			 * ENOTCONN to everything: detach it */
+			log_warn("%s: stale FUSE mount of an earlier run (transport endpoint is not "
+				 "connected): unmounting it lazily",
+				 path);
+			if (umount2(path, MNT_DETACH) < 0) {
+				err = errno;
+				log_err("%s: cannot unmount the stale mount: %s", path, strerror(err));
+				return -err;
+			}
+			if (stat(path, &st) < 0) {
+				err = errno;
+				log_err("%s: still unusable after unmounting: %s", path, strerror(err));
+				return -err;
+			}
+		} else if (err == ENOENT) {
+			err = -mkdir_p(path);
+			if (err) {
+				log_err("%s: cannot create the mountpoint: %s", path, strerror(err));
+				return -err;
+			}
+			log_info("%s: created the mountpoint", path);
+			if (stat(path, &st) < 0)
+				return -errno;
+		} else {
+			log_err("%s: mountpoint: %s", path, strerror(err));
+			return -err;
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		log_err("%s: mountpoint is not a directory", path);
+		return -ENOTDIR;
+	}
+	if (!realpath(path, real)) {
+		err = errno;
+		log_err("%s: mountpoint: %s", path, strerror(err));
+		return -err;
+	}
+	if (mounted_at(real, type, sizeof(type), src, sizeof(src))) {
+		log_err("%s: mountpoint is busy: %s (%s) is mounted there; unmount it or choose "
+			"another mountpoint",
+			path, src, type);
+		return -EBUSY;
+	}
+	return 0;
+}
