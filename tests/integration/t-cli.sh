@@ -1,0 +1,211 @@
+#!/bin/sh
+# t-cli.sh - nvmefsctl against a running nvmefsd over the software controller:
+# every command in human and --json form, counters that move by exactly the
+# I/O a dd did, a user outside the admin group refused, and the exit codes.
+set -u
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
+D=$BUILD/nvmefsd
+C=$BUILD/nvmefsctl
+[ -x "$D" ] && [ -x "$C" ] || { echo "no $D or $C: build them first"; exit 1; }
+command -v python3 > /dev/null || { echo "skip: python3 is needed to check the JSON"; exit 77; }
+[ -c /dev/fuse ] || { echo "skip: no /dev/fuse"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (FUSE mount, setpriv)"; exit 77; }
+VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
+
+TMP=$(mktemp -d /tmp/t-cli.XXXXXX)
+# searchable by everyone, so that only the socket's own mode keeps others out
+chmod 755 "$TMP"
+MNT=$TMP/mnt
+SOCK=$TMP/admin.sock
+CONF=$TMP/nvmefs.conf
+LOG=$TMP/nvmefsd.log
+NS=$MNT/nvme0n1
+PID=
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+cleanup() {
+	if [ -n "$PID" ] && kill -0 "$PID" 2> /dev/null; then
+		kill -TERM "$PID"
+		i=0
+		while kill -0 "$PID" 2> /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -0 "$PID" 2> /dev/null && { echo "nvmefsd ignored SIGTERM for 10 s"; kill -KILL "$PID"; }
+	fi
+	mountpoint -q "$MNT" 2> /dev/null && fusermount3 -u "$MNT" 2> /dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+mkdir "$MNT"
+cat > "$CONF" << EOF
+[daemon]
+mountpoint = $MNT
+admin_socket = $SOCK
+# the admin group: uid/gid 65534 is not in it
+file_group = root
+[engine]
+queues = 1
+queue_depth = 64
+cq_budget = 16
+[controller nvme0]
+device = sim
+size = 64M
+block_size = 4096
+EOF
+
+"$D" -f -c "$CONF" > "$LOG" 2>&1 &
+PID=$!
+i=0
+while [ ! -S "$SOCK" ] || [ ! -e "$NS" ]; do
+	if ! kill -0 "$PID" 2> /dev/null; then
+		wait "$PID"
+		echo "nvmefsd exited ($?) before its admin socket and mount appeared:"
+		cat "$LOG"
+		PID=
+		exit 1
+	fi
+	i=$((i + 1))
+	if [ $i -gt 100 ]; then
+		cat "$LOG"
+		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support"; exit 77; }
+		echo "FAIL: $NS did not appear within 10 s"
+		exit 1
+	fi
+	sleep 0.1
+done
+
+ctl() { "$C" -s "$SOCK" "$@"; }
+
+# json FILE EXPR: evaluate a Python expression over the parsed JSON d
+json() {
+	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# ---- every command, human and JSON ----
+for cmd in status stats queues namespaces "identify nvme0" config metrics "stats --prometheus"; do
+	# shellcheck disable=SC2086
+	ctl $cmd > "$TMP/human" 2> "$TMP/err" || fail "$cmd: exit $?: $(cat "$TMP/err")"
+	[ -s "$TMP/human" ] || fail "$cmd: printed nothing"
+	[ -s "$TMP/err" ] && fail "$cmd: wrote to stderr: $(cat "$TMP/err")"
+	# shellcheck disable=SC2086
+	ctl $cmd --json > "$TMP/json" 2> "$TMP/err" || fail "$cmd --json: exit $?: $(cat "$TMP/err")"
+	python3 -m json.tool "$TMP/json" > /dev/null 2>&1 || fail "$cmd --json: not JSON: $(head -c 300 "$TMP/json")"
+	[ "$(json "$TMP/json" 'd["ok"]')" = True ] || fail "$cmd --json: ok is not true"
+	name=$(echo "$cmd" | tr ' ' '_')
+	cp "$TMP/human" "$TMP/h_$name"
+	cp "$TMP/json" "$TMP/j_$name"
+done
+
+grep -q "^nvmefsd $VERSION, pid $PID, up " "$TMP/h_status" || fail "status: no version/pid line: $(head -1 "$TMP/h_status")"
+grep -q "^mountpoint *$MNT$" "$TMP/h_status" || fail "status: mountpoint missing"
+grep -Eq '^nvme0 +sim +sim +hybrid ' "$TMP/h_status" || fail "status: no controller row: $(cat "$TMP/h_status")"
+[ "$(json "$TMP/j_status" 'd["controllers"][0]["device"], d["config_file"], d["pid"]')" = "('sim', '$CONF', $PID)" ] ||
+	fail "status --json: $(json "$TMP/j_status" 'd["controllers"][0]["device"], d["config_file"], d["pid"]')"
+grep -Eq "^nvme0n1 +nvme0 +1 +64.0 MiB +4096  $NS$" "$TMP/h_namespaces" || fail "namespaces: $(cat "$TMP/h_namespaces")"
+[ "$(json "$TMP/j_namespaces" 'd["namespaces"][0]["size"]')" = 67108864 ] || fail "namespaces --json: size"
+grep -Eq '^0 +-?[0-9]+ +-?[0-9]+ +nvme0 +1 +1 +64 +0$' "$TMP/h_queues" ||
+	fail "queues: no row reactor 0 -> nvme0 qid 1, vector 1, depth 64: $(cat "$TMP/h_queues")"
+[ "$(json "$TMP/j_queues" 'len(d["queues"]), d["queues"][0]["qid"], d["queues"][0]["vector"]')" = "(1, 1, 1)" ] ||
+	fail "queues --json: $(json "$TMP/j_queues" 'd["queues"]')"
+grep -q '^model ' "$TMP/h_identify_nvme0" || fail "identify: no model"
+grep -q '^ONCS ' "$TMP/h_identify_nvme0" || fail "identify: no ONCS"
+[ "$(json "$TMP/j_identify_nvme0" 'd["controller"], d["namespaces"][0]["blocks"]')" = "('nvme0', 16384)" ] ||
+	fail "identify --json: $(json "$TMP/j_identify_nvme0" 'd["controller"], d["namespaces"]')"
+# the daemon's effective config is what --check-config prints for the same file
+"$D" --check-config -c "$CONF" > "$TMP/effective" 2> /dev/null || fail "--check-config failed"
+cmp -s "$TMP/effective" "$TMP/h_config" || { fail "config differs from --check-config"; diff "$TMP/effective" "$TMP/h_config"; }
+for f in "$TMP/h_metrics" "$TMP/h_stats_--prometheus"; do
+	grep -q '^# TYPE nvmefs_qpair_submitted_total counter$' "$f" || fail "$f: no TYPE line"
+	grep -Eq '^nvmefs_qpair_completed_total\{controller="nvme0",qid="1",reactor="0"\} [0-9]+$' "$f" ||
+		fail "$f: no completed counter"
+	grep -q '^# TYPE nvmefs_qpair_latency_seconds histogram$' "$f" || fail "$f: no latency histogram"
+done
+grep -q '^REACTOR .*SUBMITTED .*COMPLETED' "$TMP/h_stats" || fail "stats: no header"
+grep -q '^total ' "$TMP/h_stats" || fail "stats: no total row"
+
+# ---- counters move by exactly the I/O done ----
+snap() { # FILE: totals as "completed submitted bytes_read bytes_written errors"
+	ctl stats --json > "$1" || fail "stats --json: exit $?"
+	json "$1" '" ".join(str(d["totals"][k]) for k in ("completed", "submitted", "bytes_read", "bytes_written")) + " " + str(d["totals"]["errors"]["total"])'
+}
+snap "$TMP/s0" > "$TMP/v0"
+dd if=/dev/urandom of="$TMP/data" bs=1M count=4 2> /dev/null
+dd if="$TMP/data" of="$NS" bs=4k count=1024 oflag=direct conv=notrunc 2> "$TMP/dd" || fail "dd write: $(cat "$TMP/dd")"
+snap "$TMP/s1" > "$TMP/v1"
+read -r c0 s0 r0 w0 e0 < "$TMP/v0"
+read -r c1 s1 r1 w1 e1 < "$TMP/v1"
+[ $((c1 - c0)) = 1024 ] || fail "writes completed delta $((c1 - c0)), want 1024"
+[ $((s1 - s0)) = 1024 ] || fail "submitted delta $((s1 - s0)), want 1024"
+[ $((r1 - r0)) = 0 ] || fail "bytes read delta $((r1 - r0)), want 0"
+[ $((w1 - w0)) = 4194304 ] || fail "bytes written delta $((w1 - w0)), want 4194304"
+[ "$e0" = "$e1" ] || fail "errors went from $e0 to $e1"
+
+snap "$TMP/s2" > "$TMP/v2"
+dd if="$NS" of="$TMP/back" bs=64k count=64 iflag=direct 2> "$TMP/dd" || fail "dd read: $(cat "$TMP/dd")"
+snap "$TMP/s3" > "$TMP/v3"
+read -r c2 s2 r2 w2 e2 < "$TMP/v2"
+read -r c3 s3 r3 w3 e3 < "$TMP/v3"
+[ $((c3 - c2)) = 64 ] || fail "reads completed delta $((c3 - c2)), want 64"
+[ $((r3 - r2)) = 4194304 ] || fail "bytes read delta $((r3 - r2)), want 4194304"
+[ $((w3 - w2)) = 0 ] || fail "bytes written delta $((w3 - w2)), want 0"
+[ "$e2" = "$e3" ] || fail "errors went from $e2 to $e3"
+cmp -s "$TMP/data" "$TMP/back" || fail "data read back differs"
+# the per-qpair view agrees with the totals (one queue here)
+[ "$(json "$TMP/s3" 'd["reactors"][0]["qpairs"][0]["completed"] == d["totals"]["completed"]')" = True ] ||
+	fail "qpair and totals disagree"
+
+# ---- stats -w: rates until Ctrl-C ----
+timeout --preserve-status -s INT 2.5 "$C" -s "$SOCK" stats -w 1 > "$TMP/watch" 2>&1
+rc=$?
+[ $rc = 0 ] || fail "stats -w ended by SIGINT: exit $rc, want 0: $(cat "$TMP/watch")"
+[ "$(grep -c '^REACTOR .*IOPS' "$TMP/watch")" -ge 1 ] || fail "stats -w: no interval printed: $(cat "$TMP/watch")"
+grep -Eq '^0 +nvme0 +1 ' "$TMP/watch" || fail "stats -w: no qpair row"
+
+# ---- who may connect ----
+cp "$C" "$TMP/nvmefsctl" && chmod 755 "$TMP/nvmefsctl"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$TMP/nvmefsctl" -s "$SOCK" status > "$TMP/out" 2> "$TMP/err"
+rc=$?
+[ $rc = 3 ] || fail "non-group user: exit $rc, want 3"
+grep -q "access denied" "$TMP/err" || fail "non-group user: no 'access denied': $(cat "$TMP/err")"
+[ "$(stat -c '%a %G' "$SOCK")" = "660 root" ] || fail "socket mode/group: $(stat -c '%a %G' "$SOCK")"
+# a member of the group may
+setpriv --reuid=65534 --regid=65534 --groups=0 "$TMP/nvmefsctl" -s "$SOCK" status > /dev/null 2> "$TMP/err" ||
+	fail "group member refused: $(cat "$TMP/err")"
+
+# ---- exit codes ----
+expect() { # WANT PATTERN ARGS...: exit status and a pattern on stdout+stderr
+	want=$1 pat=$2
+	shift 2
+	"$C" "$@" > "$TMP/out" 2>&1
+	rc=$?
+	[ $rc = "$want" ] || fail "nvmefsctl $*: exit $rc, want $want"
+	grep -q -- "$pat" "$TMP/out" || fail "nvmefsctl $*: no '$pat' in: $(cat "$TMP/out")"
+}
+expect 0 "^Usage: " --help
+expect 0 "^nvmefsctl $VERSION$" --version
+expect 2 "no command given"
+expect 2 "unknown command 'frobnicate'" -s "$SOCK" frobnicate
+expect 2 "identify needs a CONTROLLER" -s "$SOCK" identify
+expect 2 "unexpected argument" -s "$SOCK" status extra
+expect 2 "go with stats only" -s "$SOCK" queues -w 1
+expect 2 "seconds from" -s "$SOCK" stats -w 0
+expect 1 'no controller named "nope"' -s "$SOCK" identify nope
+expect 3 "no such socket" -s "$TMP/none.sock" status
+python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$TMP/stale.sock"
+expect 3 "nobody listens" -s "$TMP/stale.sock" status
+expect 0 "^nvmefsd $VERSION" -c "$CONF" status
+
+# the daemon still serves after all that, and stops cleanly
+ctl status > /dev/null || fail "daemon stopped answering"
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=
+[ $rc = 0 ] || { fail "nvmefsd exit $rc after SIGTERM"; tail -n 20 "$LOG"; }
+[ -e "$SOCK" ] && fail "admin socket left behind after a clean stop"
+
+[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "nvmefsctl: every command, counters, permissions and exit codes checked"
