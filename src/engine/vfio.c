@@ -167,10 +167,12 @@ static int vfio_normalize_bdf(const char *in, char *out, size_t len)
 	return 0;
 }
 
-/* Name every device of the group that keeps it from being viable. */
+/* Name every device of the group that keeps it from being viable: bound to
+ * a driver other than vfio-pci or pci-stub.  Bridges do not count (VFIO
+ * ignores their driver), nor do devices with no driver. */
 static void vfio_explain_group(int group_id)
 {
-	char path[PATH_MAX], drv[64];
+	char path[PATH_MAX], drv[64], cls[16];
 	struct dirent *de;
 	DIR *d;
 
@@ -179,14 +181,25 @@ static void vfio_explain_group(int group_id)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
+		FILE *f;
+
 		if (de->d_name[0] == '.')
 			continue;
 		vfio_pci_driver(de->d_name, drv, sizeof(drv));
-		if (strcmp(drv, "vfio-pci") == 0)
+		if (!drv[0] || strcmp(drv, "vfio-pci") == 0 || strcmp(drv, "pci-stub") == 0)
 			continue;
-		log_err("  %s in IOMMU group %d is bound to %s%s", de->d_name, group_id,
-			drv[0] ? drv : "no driver",
-			drv[0] ? ": unbind it or bind it to vfio-pci (vfio-bind BDF)" : "");
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/class", de->d_name);
+		cls[0] = '\0';
+		f = fopen(path, "r");
+		if (f) {
+			if (!fgets(cls, sizeof(cls), f))
+				cls[0] = '\0';
+			fclose(f);
+		}
+		if (strncmp(cls, "0x0604", 6) == 0)
+			continue;
+		log_err("  %s in IOMMU group %d is bound to %s: bind it to vfio-pci too "
+			"(scripts/vfio-bind %s) or unbind it", de->d_name, group_id, drv, de->d_name);
 	}
 	closedir(d);
 }

@@ -1,6 +1,6 @@
 /* vfio-smoke - drive an NVMe controller through vfio_bus_open() alone.
  *
- *   vfio-smoke [-o] [-b LBA] BDF
+ *   vfio-smoke [-o] [-b LBA] [-n NSID] BDF
  *
  * Proves the VFIO bus on its own, without the engine: it uses only bus.h,
  * nvme_spec.h and vfio_bus_open().  Steps: CAP/VS, disable, admin queue,
@@ -10,6 +10,7 @@
  * queues, shut down, function reset.  Exit 0 only when every step checked out.
  * -o: open the bus and close it again (for the error-path tests).
  * -b LBA: first block written (default 64).
+ * -n NSID: the namespace to write (default: the first active one).
  */
 #include "bus.h"
 #include "nvme_spec.h"
@@ -238,7 +239,7 @@ static void rw_cmd(struct nvme_sqe *c, uint8_t opc, uint32_t nsid, uint64_t lba,
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: vfio-smoke [-o] [-b LBA] BDF\n");
+	fprintf(stderr, "usage: vfio-smoke [-o] [-b LBA] [-n NSID] BDF\n");
 	return 2;
 }
 
@@ -252,15 +253,17 @@ int main(int argc, char **argv)
 	int efd[2] = {-1, -1}, opt, ret;
 	bool open_only = false, ioq_cq = false, ioq_sq = false;
 	uint64_t lba0 = 64;
-	uint32_t nsid = 0, lba_size = 0, nblocks, seed;
+	uint32_t nsid = 0, want_nsid = 0, lba_size = 0, nblocks, seed;
 	double t_start = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "ob:")) != -1) {
+	while ((opt = getopt(argc, argv, "ob:n:")) != -1) {
 		if (opt == 'o')
 			open_only = true;
 		else if (opt == 'b')
 			lba0 = strtoull(optarg, NULL, 0);
+		else if (opt == 'n')
+			want_nsid = (uint32_t)strtoul(optarg, NULL, 0);
 		else
 			return usage();
 	}
@@ -364,9 +367,16 @@ int main(int argc, char **argv)
 	c.cdw10 = NVME_ID_CNS_NS_ACTIVE_LIST;
 	if (run(&aq, &c, "active namespace list"))
 		goto out;
-	nsid = ((uint32_t *)idb.va)[0];
+	for (unsigned i = 0; i < PAGE / 4 && ((uint32_t *)idb.va)[i]; i++) {
+		uint32_t id = ((uint32_t *)idb.va)[i];
+
+		if (!want_nsid || id == want_nsid) {
+			nsid = id;
+			break;
+		}
+	}
 	if (!nsid) {
-		FAIL("no active namespace");
+		FAIL("namespace %u is not active", want_nsid);
 		goto out;
 	}
 	memset(&c, 0, sizeof(c));

@@ -17,10 +17,14 @@
 #   -V            bind every NVMe controller to vfio-pci (scripts/vfio-bind)
 #                 before COMMAND runs
 #   -f FILE       run this host shell script instead of COMMAND
-#   -n SIZE       add a namespace of SIZE (e.g. 64M, 1G; sparse file in a temp
-#                 dir); repeatable, default one namespace of 256M
+#   -n SIZE[:LBS] add a namespace of SIZE (e.g. 64M, 1G; sparse file in a temp
+#                 dir) with LBS-byte blocks (default 512); repeatable, default
+#                 one namespace of 256M
 #   -I FILE       use FILE (raw) as the next namespace instead of a temp file
 #   -N OPTS       extra properties for -device nvme (e.g. mdts=5,max_ioqpairs=4)
+#   -G            put the controller behind a conventional PCI bridge together
+#                 with a second controller (serial feedface, 64M namespace):
+#                 both land in one IOMMU group (for the group refusals)
 #   -m MEM        guest RAM (default 1G)
 #   -c CPUS       guest vCPUs (default 2)
 #   -t SECS       timeout for the whole run (default 900)
@@ -60,9 +64,10 @@ QARGS=()
 INTERACTIVE=0
 VERBOSE=0
 FAILDMA=0
+GROUP2=0
 
-usage() { sed -n '2,40p' "$0"; exit "${1:-0}"; }
-while getopts "d:p:s:UVf:n:I:N:m:c:t:a:M:l:A:Q:ivDh" o; do
+usage() { sed -n '2,44p' "$0"; exit "${1:-0}"; }
+while getopts "d:p:s:UVf:n:I:N:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	case "$o" in
 	d) DIR=$OPTARG ;;
 	p) PAYLOADS+=("$OPTARG") ;;
@@ -73,6 +78,7 @@ while getopts "d:p:s:UVf:n:I:N:m:c:t:a:M:l:A:Q:ivDh" o; do
 	n) NS+=("size:$OPTARG") ;;
 	I) NS+=("file:$OPTARG") ;;
 	N) NVME_OPTS=$OPTARG ;;
+	G) GROUP2=1 ;;
 	m) MEM=$OPTARG ;;
 	c) CPUS=$OPTARG ;;
 	t) TIMEOUT=$OPTARG ;;
@@ -170,15 +176,30 @@ none) ;;
 *) die "bad -M $IOMMU" ;;
 esac
 [ ${#NS[@]} -gt 0 ] || NS=("size:256M")
-Q+=(-device "nvme,id=nvme0,serial=deadbeef${NVME_OPTS:+,$NVME_OPTS}")
+BUSARG=
+if [ $GROUP2 = 1 ]; then
+	# devices behind a conventional PCI bridge share its requester ID, so
+	# the IOMMU cannot tell them apart: one group for both
+	Q+=(-device pci-bridge,id=br1,chassis_nr=1)
+	BUSARG=",bus=br1,addr=1"
+	truncate -s 64M "$WORK/nsb.img"
+	Q+=(-device nvme,id=nvme1,serial=feedface,bus=br1,addr=2
+		-drive "file=$WORK/nsb.img,if=none,id=nvmb,format=raw"
+		-device nvme-ns,drive=nvmb,bus=nvme1,nsid=1)
+fi
+Q+=(-device "nvme,id=nvme0,serial=deadbeef$BUSARG${NVME_OPTS:+,$NVME_OPTS}")
 i=1
 for n in "${NS[@]}"; do
+	lbs=
 	case "$n" in
-	size:*) img=$WORK/ns$i.img; truncate -s "${n#size:}" "$img" || die "bad size ${n#size:}" ;;
+	size:*)
+		sz=${n#size:}
+		case "$sz" in *:*) lbs=${sz#*:}; sz=${sz%%:*} ;; esac
+		img=$WORK/ns$i.img; truncate -s "$sz" "$img" || die "bad size $sz" ;;
 	file:*) img=${n#file:}; [ -f "$img" ] || die "no image $img" ;;
 	esac
 	Q+=(-drive "file=$img,if=none,id=nvm$i,format=raw"
-		-device "nvme-ns,drive=nvm$i,bus=nvme0,nsid=$i")
+		-device "nvme-ns,drive=nvm$i,bus=nvme0,nsid=$i${lbs:+,logical_block_size=$lbs,physical_block_size=$lbs}")
 	i=$((i + 1))
 done
 if [ -n "$SHARE" ]; then
