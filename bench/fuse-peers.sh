@@ -19,7 +19,8 @@
 #   -m  nvmefs engine mode: poll, interrupt or hybrid (default hybrid)
 #   -t  targets to run (default all four)
 # Installs nothing: it says what is missing (scripts/deps.sh bench installs
-# the peers).  Every mount and process it starts is removed on exit.
+# the peers).  NVMEFSD=PATH runs that daemon instead of BUILD/nvmefsd.
+# Every mount and process it starts is removed on exit.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,6 +60,7 @@ for t in $TARGETS; do
 	case $t in ceiling | nvmefs | qsd | nbd) ;; *) echo "fuse-peers: -t: unknown target $t" >&2; exit 2 ;; esac
 done
 BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 
 # ---- what is there ----
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -91,7 +93,7 @@ done
 for t in $LIST; do
 	case $t in
 	ceiling) [ -x "$BUILDDIR/tools/fuse-null" ] || echo "fuse-peers: missing $BUILDDIR/tools/fuse-null" >&2 ;;
-	nvmefs-q*) [ -x "$BUILDDIR/nvmefsd" ] || echo "fuse-peers: missing $BUILDDIR/nvmefsd (its rows: not available)" >&2 ;;
+	nvmefs-q*) [ -x "$NVMEFSD" ] || echo "fuse-peers: missing $NVMEFSD (its rows: not available)" >&2 ;;
 	qsd) have qemu-storage-daemon || echo "fuse-peers: missing qemu-storage-daemon (package qemu-system-common; scripts/deps.sh bench)" >&2 ;;
 	nbd) have nbdkit && have nbdfuse || echo "fuse-peers: missing nbdkit or nbdfuse (packages nbdkit, libnbd-bin; scripts/deps.sh bench)" >&2 ;;
 	esac
@@ -105,6 +107,7 @@ echo "fuse-peers: $ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP}
 # ---- bookkeeping, cleanup ----
 WORK=$(mktemp -d /tmp/fuse-peers.XXXXXX)
 SHM=
+FIOPID=
 PIDS=()
 MOUNTS=()
 RES=$WORK/results.tsv
@@ -141,6 +144,7 @@ stop_all() {
 }
 
 cleanup() {
+	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
 	stop_all
 	if [ -n "$SHM" ]; then rm -f "$SHM"; fi
 	rm -rf "$WORK"
@@ -149,15 +153,23 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# wait_file PATH PID SECONDS: PATH on a FUSE mount at MNT appears while PID lives
+# wait_mount MNT FILE PID SECONDS NAME LOG: MNT is a mount and FILE exists
+# while PID lives; otherwise WHY says what happened, with the log's last line
 wait_mount() {
-	local mnt=$1 file=$2 pid=$3 n=$(($4 * 10))
+	local mnt=$1 file=$2 pid=$3 n=$(($4 * 10)) name=$5 log=$6 last
 	while [ $n -gt 0 ]; do
-		kill -0 "$pid" 2>/dev/null || return 1
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			WHY="$name exited ($?) before mounting"
+			break
+		fi
 		is_mounted "$mnt" && [ -e "$file" ] && return 0
 		sleep 0.1
 		n=$((n - 1))
 	done
+	[ $n -gt 0 ] || WHY="$name did not mount within $4 s"
+	last=$(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n 1 | tr '|\t' '/ ')
+	[ -z "$last" ] || WHY="$WHY: $last"
 	return 1
 }
 
@@ -183,12 +195,12 @@ start_ceiling() {
 	PIDS+=($!)
 	MOUNTS+=("$mnt")
 	FILE=$mnt/null
-	wait_mount "$mnt" "$FILE" $! 10 || { WHY="fuse-null did not mount"; logtail "$log"; return 1; }
+	wait_mount "$mnt" "$FILE" $! 10 fuse-null "$log"
 }
 
 start_nvmefs() {
 	local q=$1
-	local bin=$BUILDDIR/nvmefsd mnt=$WORK/nvmefs-q$q conf=$WORK/nvmefs-q$q.conf
+	local bin=$NVMEFSD mnt=$WORK/nvmefs-q$q conf=$WORK/nvmefs-q$q.conf
 	local log=$WORK/nvmefs-q$q.log
 	[ -x "$bin" ] || { WHY="no $bin"; return 1; }
 	mkdir -p "$mnt"
@@ -218,7 +230,7 @@ start_nvmefs() {
 	PIDS+=($!)
 	MOUNTS+=("$mnt")
 	FILE=$mnt/nvme0n1
-	wait_mount "$mnt" "$FILE" $! 10 || { WHY="nvmefsd did not mount $FILE within 10 s"; logtail "$log"; return 1; }
+	wait_mount "$mnt" "$FILE" $! 10 nvmefsd "$log"
 }
 
 start_qsd() {
@@ -235,7 +247,7 @@ start_qsd() {
 	PIDS+=($!)
 	MOUNTS+=("$file")
 	FILE=$file
-	wait_mount "$file" "$file" $! 10 || { WHY="qemu-storage-daemon did not export within 10 s"; logtail "$log"; return 1; }
+	wait_mount "$file" "$file" $! 10 qemu-storage-daemon "$log"
 }
 
 start_nbd() {
@@ -251,17 +263,23 @@ start_nbd() {
 	PIDS+=($!)
 	MOUNTS+=("$mnt")
 	FILE=$mnt/nbd
-	wait_mount "$mnt" "$FILE" $! 10 || { WHY="nbdfuse did not mount within 10 s"; logtail "$WORK/nbdfuse.log"; return 1; }
+	wait_mount "$mnt" "$FILE" $! 10 nbdfuse "$WORK/nbdfuse.log"
 }
 
 # run_job TARGET "name|rw|bs|qd|jobs": one fio run, one result line
 run_job() {
-	local t=$1 name rw bs qd nj json=$WORK/fio.json err=$WORK/fio.err
+	local t=$1 name rw bs qd nj rc json=$WORK/fio.json err=$WORK/fio.err
 	IFS='|' read -r name rw bs qd nj <<<"$2"
-	if ! fio --name="${name// /_}" --filename="$FILE" --ioengine=libaio --direct=1 \
+	# in the background, so that a signal ends the run at once (see cleanup)
+	fio --name="${name// /_}" --filename="$FILE" --ioengine=libaio --direct=1 \
 		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
 		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
-		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err"; then
+		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
+	FIOPID=$!
+	wait $FIOPID
+	rc=$?
+	FIOPID=
+	if [ $rc -ne 0 ]; then
 		echo "$t: $name: fio failed" >&2
 		logtail "$err"
 		printf '%s\t%s\tNA\tfio failed\n' "$t" "$name" >>"$RES"
