@@ -1,0 +1,1696 @@
+/* sim.c - the built-in software NVMe controller (see sim.h).
+ *
+ * Layout: registers and the controller state machine, the DMA map, queue
+ * processing (fetch, execute, post), admin commands, I/O commands, the device
+ * thread, fault injection, the bus ops.
+ *
+ * Concurrency: each submission queue is processed by one thread at a time
+ * (inline: the thread that rang its doorbell, which for I/O queues is the
+ * owning reactor; threaded: the device thread), so per-queue state and
+ * per-queue statistics need no lock.  Register writes, fault settings and
+ * deferred completions take s->lock; the inline I/O path never does.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "nvme_spec.h"
+
+#define SIM_PAGE 4096u
+#define SIM_MAX_QID 64           /* I/O queues 1..64 besides the admin queue */
+#define SIM_NQ (SIM_MAX_QID + 1)
+#define SIM_MAX_MAPS 256
+#define SIM_IOVA_BASE 0x100000000ull
+#define SIM_MAX_AER 4
+#define SIM_ERRLOG 16
+#define SIM_MAX_DEFERRED 4096
+#define SIM_BOGUS_CID 0xfffe     /* never a tracker index: entries <= 4096 */
+
+struct sim_map {
+	uint8_t *vaddr;
+	uint64_t iova;
+	_Atomic uint64_t len; /* 0: free slot */
+};
+
+struct sim_qstats {
+	uint64_t cmds, reads, writes, flushes, write_zeroes, dsm, admin_cmds;
+	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds;
+	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
+};
+
+struct sim_cq {
+	bool valid;
+	bool ien;
+	uint16_t size;
+	uint16_t vector;
+	uint16_t head;  /* from the host's head doorbell */
+	uint16_t tail;  /* next slot we post into */
+	uint8_t phase;
+	unsigned nr_sqs;
+	struct nvme_cqe *ring;
+	struct sim_qstats st; /* irqs, cq_doorbells */
+};
+
+struct sim_sq {
+	bool valid;
+	uint16_t size;
+	uint16_t head;
+	uint16_t tail;  /* from the host's tail doorbell */
+	uint16_t cqid;
+	struct nvme_sqe *ring;
+	struct sim_qstats st;
+};
+
+struct sim_ns {
+	uint64_t nlba;
+	unsigned lba_size;
+	unsigned lba_shift;
+	enum sim_backing backing;
+	uint8_t *mem;  /* RAM */
+	size_t mem_len;
+	int fd;        /* FILE */
+	char path[4096];
+};
+
+struct sim_deferred {
+	uint64_t due_ns;
+	uint16_t cqid;
+	struct nvme_cqe cqe;
+};
+
+struct sim {
+	struct nvme_bus bus; /* first: sim_from_bus checks bus.ops */
+	struct sim_opts o;
+	char name[48];
+	pthread_mutex_t lock;
+
+	/* registers */
+	uint64_t cap;
+	uint32_t vs, intms, cc, csts, aqa;
+	uint64_t asq, acq;
+	uint64_t ready_due_ns; /* CC.EN 0->1 pending RDY, 0: none */
+	bool enabled;          /* CC.EN seen as 1 and accepted */
+	uint32_t dstrd_bytes;
+
+	/* features */
+	uint16_t nr_queues_granted; /* 1-based, 0 until Set Features */
+	bool wc_enabled;
+	uint32_t irq_coalesce;
+
+	/* MSI-X */
+	int efds[128];
+	unsigned nr_efds;
+
+	/* DMA */
+	struct sim_map maps[SIM_MAX_MAPS];
+	_Atomic unsigned nr_maps;
+	uint64_t next_iova;
+
+	struct sim_sq sq[SIM_NQ];
+	struct sim_cq cq[SIM_NQ];
+	struct sim_ns ns[SIM_MAX_NS];
+
+	/* async events and the error log */
+	uint16_t aer_cid[SIM_MAX_AER];
+	unsigned nr_aer;
+	uint32_t pending_event; /* dw0 of an event not yet reported, 0: none */
+	struct nvme_error_log errlog[SIM_ERRLOG];
+	uint64_t error_count;
+	uint64_t host_reads, host_writes, units_read, units_written, media_errors;
+
+	/* faults: counters taken with atomics from the processing thread */
+	_Atomic unsigned f_fail_n;
+	_Atomic uint16_t f_fail_status;
+	_Atomic unsigned f_delay_us;
+	_Atomic unsigned f_lose_n;
+	_Atomic unsigned f_bogus_n;
+	_Atomic unsigned f_dup_n;
+	_Atomic bool f_hang;
+	_Atomic bool f_never_ready;
+	_Atomic bool cfs;
+
+	/* completions held back by sim_fault_delay (s->lock) */
+	struct sim_deferred *deferred;
+	unsigned nr_deferred;
+	_Atomic unsigned any_deferred;
+
+	/* device thread (threaded mode) */
+	pthread_t thread;
+	bool thread_started;
+	_Atomic bool stop;
+	_Atomic int kick;
+	_Atomic int sleeping;
+	pthread_cond_t cond;
+
+	struct sim_qstats admin_st; /* register-level counters under s->lock */
+	struct sim_qstats retired;  /* counters of queues deleted or reset */
+	/* threaded mode: held by the device thread while it processes, and by
+	 * register writes that reset queues, so a reset never races a fetch */
+	pthread_mutex_t qlock;
+};
+
+static const struct nvme_bus_ops sim_ops;
+static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
+
+static uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ DMA map */
+
+/* Host vaddr for [iova, iova+len) if it lies inside one mapping, else NULL:
+ * a device behind an IOMMU can reach nothing else. */
+static void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
+{
+	unsigned n = atomic_load_explicit(&s->nr_maps, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct sim_map *m = &s->maps[i];
+		uint64_t mlen = atomic_load_explicit(&m->len, memory_order_acquire);
+
+		if (mlen && iova >= m->iova && iova - m->iova < mlen && len <= mlen - (iova - m->iova))
+			return m->vaddr + (iova - m->iova);
+	}
+	return NULL;
+}
+
+static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *iova)
+{
+	struct sim *s = (struct sim *)bus;
+	int rc = -ENOSPC;
+
+	if (!len || ((uintptr_t)vaddr | len) & (SIM_PAGE - 1))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	unsigned n = atomic_load(&s->nr_maps);
+	for (unsigned i = 0; i <= n && i < SIM_MAX_MAPS; i++) {
+		struct sim_map *m = &s->maps[i];
+
+		if (i < n && atomic_load(&m->len))
+			continue;
+		m->vaddr = vaddr;
+		m->iova = s->next_iova;
+		/* leave a guard page between mappings so an overrun is a DMA error */
+		s->next_iova += len + SIM_PAGE;
+		atomic_store_explicit(&m->len, len, memory_order_release);
+		if (i == n)
+			atomic_store_explicit(&s->nr_maps, n + 1, memory_order_release);
+		*iova = m->iova;
+		rc = 0;
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sim_dma_unmap(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t iova)
+{
+	struct sim *s = (struct sim *)bus;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&s->lock);
+	unsigned n = atomic_load(&s->nr_maps);
+	for (unsigned i = 0; i < n; i++) {
+		struct sim_map *m = &s->maps[i];
+
+		if (atomic_load(&m->len) == len && m->iova == iova && m->vaddr == vaddr) {
+			atomic_store(&m->len, 0);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------- PRP walking */
+
+/* One contiguous host run of a transfer. */
+struct sim_seg {
+	uint8_t *p;
+	size_t len;
+};
+
+#define SIM_MAX_SEGS 64
+
+/* Calls fn for each run of host memory covering len bytes described by
+ * prp1/prp2, coalescing runs that are contiguous in host memory.  Returns 0
+ * or an NVMe status (data transfer error, invalid PRP offset). */
+typedef int (*sim_seg_fn)(void *ctx, uint8_t *p, size_t len, size_t off);
+
+static uint16_t sim_prp_walk(struct sim *s, uint64_t prp1, uint64_t prp2, size_t len, sim_seg_fn fn,
+			     void *ctx)
+{
+	size_t done = 0;
+	uint8_t *run = NULL;
+	size_t run_len = 0, run_off = 0;
+	uint64_t *list = NULL;
+	unsigned li = 0, lmax = 0;
+
+#define EMIT(ptr, n)                                                                               \
+	do {                                                                                       \
+		uint8_t *p_ = (ptr);                                                               \
+		size_t n_ = (n);                                                                   \
+		if (run && run + run_len == p_) {                                                  \
+			run_len += n_;                                                             \
+		} else {                                                                           \
+			if (run && fn(ctx, run, run_len, run_off))                                 \
+				return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);        \
+			run = p_;                                                                  \
+			run_len = n_;                                                              \
+			run_off = done;                                                            \
+		}                                                                                  \
+		done += n_;                                                                        \
+	} while (0)
+
+	size_t first = SIM_PAGE - (prp1 & (SIM_PAGE - 1));
+	if (first > len)
+		first = len;
+	uint8_t *p = sim_xlate(s, prp1, first);
+	if (!p)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+	EMIT(p, first);
+	if (done < len && len - done <= SIM_PAGE) {
+		/* PRP2 is the second page itself */
+		if (prp2 & (SIM_PAGE - 1))
+			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+		p = sim_xlate(s, prp2, len - done);
+		if (!p)
+			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+		EMIT(p, len - done);
+	} else if (done < len) {
+		/* PRP2 points to a list; it may start inside a page (qword aligned) */
+		uint64_t lp = prp2;
+		for (;;) {
+			if (lp & 7)
+				return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+			lmax = (SIM_PAGE - (lp & (SIM_PAGE - 1))) / 8;
+			list = sim_xlate(s, lp, lmax * 8ull);
+			if (!list)
+				return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+			for (li = 0; li < lmax && done < len; li++) {
+				uint64_t e = list[li];
+				size_t left = len - done;
+				if (li == lmax - 1 && left > SIM_PAGE) {
+					lp = e; /* the last entry chains to the next list */
+					break;
+				}
+				if (e & (SIM_PAGE - 1))
+					return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+				size_t n = left < SIM_PAGE ? left : SIM_PAGE;
+				p = sim_xlate(s, e, n);
+				if (!p)
+					return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+				EMIT(p, n);
+			}
+			if (done >= len)
+				break;
+		}
+	}
+	if (run && fn(ctx, run, run_len, run_off))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+#undef EMIT
+	return 0;
+}
+
+static int sim_seg_count(void *ctx, uint8_t *p, size_t len, size_t off)
+{
+	(void)p, (void)len, (void)off;
+	(*(unsigned *)ctx)++;
+	return 0;
+}
+
+struct sim_copy {
+	uint8_t *buf;
+	bool to_host;
+};
+
+static int sim_seg_copy(void *ctx, uint8_t *p, size_t len, size_t off)
+{
+	struct sim_copy *c = ctx;
+
+	if (c->to_host)
+		memcpy(p, c->buf + off, len);
+	else
+		memcpy(c->buf + off, p, len);
+	return 0;
+}
+
+static int sim_seg_zero(void *ctx, uint8_t *p, size_t len, size_t off)
+{
+	(void)ctx, (void)off;
+	memset(p, 0, len);
+	return 0;
+}
+
+struct sim_fileio {
+	int fd;
+	off_t base;
+	bool write;
+};
+
+static int sim_seg_file(void *ctx, uint8_t *p, size_t len, size_t off)
+{
+	struct sim_fileio *f = ctx;
+
+	while (len) {
+		ssize_t n = f->write ? pwrite(f->fd, p, len, f->base + (off_t)off)
+				     : pread(f->fd, p, len, f->base + (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) { /* past the end of a sparse file: zeroes */
+			if (f->write)
+				return -EIO;
+			memset(p, 0, len);
+			return 0;
+		}
+		p += n, off += (size_t)n, len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Validate every PRP first so a bad entry fails the command before any data
+ * moves (no half-written blocks from a malformed list). */
+static uint16_t sim_xfer(struct sim *s, const struct nvme_sqe *c, size_t len, sim_seg_fn fn, void *ctx)
+{
+	unsigned segs = 0;
+	uint16_t st;
+
+	if (len > SIM_PAGE) {
+		st = sim_prp_walk(s, c->prp1, c->prp2, len, sim_seg_count, &segs);
+		if (st)
+			return st;
+	}
+	return sim_prp_walk(s, c->prp1, c->prp2, len, fn, ctx);
+}
+
+/* ------------------------------------------------------------- completions */
+
+static void sim_errlog_add(struct sim *s, uint16_t sqid, uint16_t cid, uint16_t status, uint64_t lba,
+			   uint32_t nsid)
+{
+	pthread_mutex_lock(&s->lock);
+	struct nvme_error_log *e = &s->errlog[s->error_count % SIM_ERRLOG];
+	memset(e, 0, sizeof(*e));
+	e->error_count = ++s->error_count;
+	e->sqid = sqid;
+	e->cmdid = cid;
+	e->status_field = (uint16_t)(status << 1);
+	e->parm_error_location = 0xffff;
+	e->lba = lba;
+	e->nsid = nsid;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
+{
+	unsigned used = (unsigned)(cq->tail - cq->head + cq->size) % cq->size;
+	return used + need > (unsigned)cq->size - 1u;
+}
+
+/* Post one CQE; the status word (with the phase tag) is stored last with
+ * release order so the host never sees a torn entry. */
+static void sim_cq_post(struct sim_cq *cq, const struct nvme_cqe *e)
+{
+	struct nvme_cqe *slot = &cq->ring[cq->tail];
+
+	slot->dw0 = e->dw0;
+	slot->dw1 = e->dw1;
+	slot->sq_head = e->sq_head;
+	slot->sq_id = e->sq_id;
+	slot->cid = e->cid;
+	atomic_store_explicit((_Atomic uint16_t *)&slot->status, (uint16_t)((e->status & ~1u) | cq->phase),
+			      memory_order_release);
+	if (++cq->tail == cq->size) {
+		cq->tail = 0;
+		cq->phase ^= 1;
+	}
+}
+
+static void sim_irq(struct sim *s, struct sim_cq *cq)
+{
+	if (!cq->ien || cq->vector >= s->nr_efds || s->efds[cq->vector] < 0)
+		return;
+	uint64_t one = 1;
+	if (write(s->efds[cq->vector], &one, sizeof(one)) == sizeof(one))
+		cq->st.irqs++;
+}
+
+static void sim_defer(struct sim *s, uint16_t cqid, const struct nvme_cqe *e, unsigned delay_us)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->deferred)
+		s->deferred = calloc(SIM_MAX_DEFERRED, sizeof(*s->deferred));
+	if (s->deferred && s->nr_deferred < SIM_MAX_DEFERRED) {
+		struct sim_deferred *d = &s->deferred[s->nr_deferred++];
+		d->due_ns = sim_now_ns() + delay_us * 1000ull;
+		d->cqid = cqid;
+		d->cqe = *e;
+		atomic_store(&s->any_deferred, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Post deferred completions whose time has come, in order, while their CQ
+ * has room.  Returns how many were posted. */
+static int sim_post_deferred(struct sim *s)
+{
+	int posted = 0;
+
+	if (!atomic_load(&s->any_deferred))
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	uint64_t now = sim_now_ns();
+	unsigned j = 0;
+	for (unsigned i = 0; i < s->nr_deferred; i++) {
+		struct sim_deferred *d = &s->deferred[i];
+		struct sim_cq *cq = &s->cq[d->cqid];
+		if (d->due_ns <= now && cq->valid && !sim_cq_full(cq, 1)) {
+			sim_cq_post(cq, &d->cqe);
+			sim_irq(s, cq);
+			posted++;
+		} else if (cq->valid) {
+			s->deferred[j++] = *d;
+		}
+	}
+	s->nr_deferred = j;
+	if (!j)
+		atomic_store(&s->any_deferred, 0);
+	pthread_mutex_unlock(&s->lock);
+	return posted;
+}
+
+static bool sim_take(_Atomic unsigned *n)
+{
+	unsigned v = atomic_load_explicit(n, memory_order_relaxed);
+
+	while (v) {
+		if (atomic_compare_exchange_weak(n, &v, v - 1))
+			return true;
+	}
+	return false;
+}
+
+/* Complete a command of sq: faults first, then the normal post. */
+static void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid, uint16_t status,
+			 uint32_t dw0, bool io)
+{
+	struct sim_cq *cq = &s->cq[sq->cqid];
+	struct nvme_cqe e = {.dw0 = dw0, .sq_head = sq->head, .sq_id = sqid, .cid = cid,
+			     .status = (uint16_t)(status << 1)};
+
+	if (io && sim_take(&s->f_lose_n))
+		return;
+	unsigned delay = atomic_load_explicit(&s->f_delay_us, memory_order_relaxed);
+	if (io && delay) {
+		sim_defer(s, sq->cqid, &e, delay);
+		return;
+	}
+	if (io && atomic_load_explicit(&s->f_bogus_n, memory_order_relaxed) && !sim_cq_full(cq, 2) &&
+	    sim_take(&s->f_bogus_n)) {
+		struct nvme_cqe b = e;
+		b.cid = SIM_BOGUS_CID;
+		sim_cq_post(cq, &b);
+	}
+	sim_cq_post(cq, &e);
+	if (io && atomic_load_explicit(&s->f_dup_n, memory_order_relaxed) && !sim_cq_full(cq, 1) &&
+	    sim_take(&s->f_dup_n))
+		sim_cq_post(cq, &e);
+}
+
+/* ------------------------------------------------------------ admin commands */
+
+static void sim_pad(char *dst, size_t n, const char *src)
+{
+	size_t l = strlen(src);
+
+	memset(dst, ' ', n);
+	memcpy(dst, src, l < n ? l : n);
+}
+
+static uint16_t sim_to_host(struct sim *s, const struct nvme_sqe *c, const void *data, size_t len)
+{
+	struct sim_copy cp = {.buf = (uint8_t *)data, .to_host = true};
+
+	return sim_xfer(s, c, len, sim_seg_copy, &cp);
+}
+
+static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
+{
+	uint8_t cns = c->cdw10 & 0xff;
+	union {
+		struct nvme_id_ctrl ctrl;
+		struct nvme_id_ns ns;
+		uint32_t list[1024];
+	} *buf = calloc(1, sizeof(*buf));
+	uint16_t st = 0;
+
+	if (!buf)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+	switch (cns) {
+	case NVME_ID_CNS_CTRL: {
+		struct nvme_id_ctrl *id = &buf->ctrl;
+		char sn[32];
+		id->vid = 0x1de5; /* any: the engine does not depend on it */
+		id->ssvid = id->vid;
+		snprintf(sn, sizeof(sn), "SIM-%s", s->o.name ? s->o.name : "0");
+		sim_pad(id->sn, sizeof(id->sn), sn);
+		sim_pad(id->mn, sizeof(id->mn), "nvmefs software controller");
+		sim_pad(id->fr, sizeof(id->fr), NVMEFS_VERSION);
+		id->rab = 0;
+		id->mdts = (uint8_t)s->o.mdts;
+		id->cntlid = 1;
+		id->ver = s->vs;
+		id->oacs = 0;
+		id->acl = 3;
+		id->aerl = SIM_MAX_AER - 1;
+		id->lpa = 0;
+		id->elpe = SIM_ERRLOG - 1;
+		id->wctemp = 343;
+		id->cctemp = 373;
+		id->sqes = 0x66;
+		id->cqes = 0x44;
+		id->maxcmd = 0;
+		id->nn = s->o.nr_ns;
+		id->oncs = NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES;
+		/* bits 2:1 = 11b: Flush with NSID FFFFFFFFh applies to all */
+		id->vwc = s->o.vwc ? (NVME_VWC_PRESENT | 0x6) : 0;
+		id->sgls = s->o.sgl ? 0x1 : 0;
+		snprintf(id->subnqn, sizeof(id->subnqn), "nqn.2026-12.io.nvmefs:sim:%s",
+			 s->o.name ? s->o.name : "0");
+		break;
+	}
+	case NVME_ID_CNS_NS: {
+		if (c->nsid == 0 || c->nsid > s->o.nr_ns) {
+			st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+			break;
+		}
+		struct sim_ns *ns = &s->ns[c->nsid - 1];
+		struct nvme_id_ns *id = &buf->ns;
+		id->nsze = id->ncap = id->nuse = ns->nlba;
+		id->nlbaf = 0;
+		id->flbas = 0;
+		id->lbaf[0].lbads = (uint8_t)ns->lba_shift;
+		id->dlfeat = 0x1; /* deallocated blocks read as zeroes */
+		id->eui64[0] = 0x02;
+		id->eui64[7] = (uint8_t)c->nsid;
+		break;
+	}
+	case NVME_ID_CNS_NS_ACTIVE_LIST: {
+		unsigned k = 0;
+		for (unsigned i = 1; i <= s->o.nr_ns; i++)
+			if (i > c->nsid)
+				buf->list[k++] = i;
+		break;
+	}
+	default:
+		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	}
+	if (!st)
+		st = sim_to_host(s, c, buf, 4096);
+	free(buf);
+	return st;
+}
+
+static uint16_t sim_features(struct sim *s, const struct nvme_sqe *c, bool set, uint32_t *dw0)
+{
+	uint8_t fid = c->cdw10 & 0xff;
+
+	switch (fid) {
+	case NVME_FEAT_NUM_QUEUES:
+		if (set) {
+			unsigned nsq = (c->cdw11 & 0xffff) + 1u, ncq = (c->cdw11 >> 16) + 1u;
+			if ((c->cdw11 & 0xffff) == 0xffff || (c->cdw11 >> 16) == 0xffff)
+				return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+			unsigned want = nsq > ncq ? nsq : ncq;
+			s->nr_queues_granted = (uint16_t)(want < s->o.max_queues ? want : s->o.max_queues);
+		}
+		{
+			unsigned g = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
+			*dw0 = (g - 1) | ((g - 1) << 16);
+		}
+		return 0;
+	case NVME_FEAT_VOLATILE_WC:
+		if (!s->o.vwc)
+			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+		if (set)
+			s->wc_enabled = c->cdw11 & 1;
+		*dw0 = s->wc_enabled;
+		return 0;
+	case NVME_FEAT_IRQ_COALESCE:
+		if (set)
+			s->irq_coalesce = c->cdw11 & 0xffff;
+		*dw0 = s->irq_coalesce;
+		return 0;
+	case NVME_FEAT_ARBITRATION:
+	case NVME_FEAT_POWER_MGMT:
+	case NVME_FEAT_ASYNC_EVENT:
+		*dw0 = 0;
+		return 0;
+	default:
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	}
+}
+
+static void sim_u128(uint8_t *dst, uint64_t v)
+{
+	memset(dst, 0, 16);
+	memcpy(dst, &v, sizeof(v));
+}
+
+static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
+{
+	uint8_t lid = c->cdw10 & 0xff;
+	size_t len = ((((size_t)(c->cdw11 & 0xffff)) << 16 | (c->cdw10 >> 16)) + 1) * 4;
+	uint8_t *buf;
+	size_t have;
+	uint16_t st;
+
+	if (len > 1u << 20)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	buf = calloc(1, len < 4096 ? 4096 : len);
+	if (!buf)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+	pthread_mutex_lock(&s->lock);
+	switch (lid) {
+	case NVME_LOG_ERROR: {
+		/* newest first, as the spec orders them */
+		unsigned n = s->error_count < SIM_ERRLOG ? (unsigned)s->error_count : SIM_ERRLOG;
+		for (unsigned i = 0; i < n && (i + 1) * 64 <= len; i++)
+			memcpy(buf + i * 64, &s->errlog[(s->error_count - 1 - i) % SIM_ERRLOG], 64);
+		have = len;
+		break;
+	}
+	case NVME_LOG_SMART: {
+		struct nvme_smart_log sl = {0};
+		sl.temperature[0] = (uint8_t)(313 & 0xff);
+		sl.temperature[1] = (uint8_t)(313 >> 8);
+		sl.avail_spare = 100;
+		sl.spare_thresh = 10;
+		sim_u128(sl.data_units_read, s->units_read / 1000);
+		sim_u128(sl.data_units_written, s->units_written / 1000);
+		sim_u128(sl.host_reads, s->host_reads);
+		sim_u128(sl.host_writes, s->host_writes);
+		sim_u128(sl.power_cycles, 1);
+		sim_u128(sl.media_errors, s->media_errors);
+		sim_u128(sl.num_err_log_entries, s->error_count);
+		memcpy(buf, &sl, sizeof(sl) < len ? sizeof(sl) : len);
+		have = len;
+		break;
+	}
+	case NVME_LOG_FW_SLOT:
+		buf[0] = 1;
+		memcpy(buf + 8, NVMEFS_VERSION "        ", 8);
+		have = len;
+		break;
+	default:
+		pthread_mutex_unlock(&s->lock);
+		free(buf);
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
+	}
+	pthread_mutex_unlock(&s->lock);
+	st = sim_to_host(s, c, buf, have);
+	free(buf);
+	return st;
+}
+
+static uint16_t sim_create_cq(struct sim *s, const struct nvme_sqe *c)
+{
+	uint16_t qid = c->cdw10 & 0xffff, qsize = (uint16_t)((c->cdw10 >> 16) + 1);
+	uint16_t iv = c->cdw11 >> 16;
+	unsigned granted = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
+
+	if (qid == 0 || qid > granted || s->cq[qid].valid)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+	if ((c->cdw10 >> 16) == 0 || (c->cdw10 >> 16) > NVME_CAP_MQES(s->cap))
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
+	if (!(c->cdw11 & NVME_QUEUE_PC)) /* CAP.CQR: contiguous queues required */
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	if ((c->cdw11 & NVME_CQ_IEN) && iv >= s->o.nr_vectors)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_VECTOR);
+	if (c->prp1 & (SIM_PAGE - 1))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+	void *ring = sim_xlate(s, c->prp1, (uint64_t)qsize * sizeof(struct nvme_cqe));
+	if (!ring)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+	struct sim_cq *cq = &s->cq[qid];
+	memset(cq, 0, sizeof(*cq));
+	cq->ring = ring;
+	cq->size = qsize;
+	cq->vector = iv;
+	cq->ien = c->cdw11 & NVME_CQ_IEN;
+	cq->phase = 1;
+	*(volatile uint32_t *)(s->bus.bar0 + nvme_cq_hdbl_off(qid, NVME_CAP_DSTRD(s->cap))) = 0;
+	atomic_thread_fence(memory_order_release);
+	cq->valid = true;
+	return 0;
+}
+
+static uint16_t sim_create_sq(struct sim *s, const struct nvme_sqe *c)
+{
+	uint16_t qid = c->cdw10 & 0xffff, qsize = (uint16_t)((c->cdw10 >> 16) + 1);
+	uint16_t cqid = c->cdw11 >> 16;
+	unsigned granted = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
+
+	if (qid == 0 || qid > granted || s->sq[qid].valid)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+	if ((c->cdw10 >> 16) == 0 || (c->cdw10 >> 16) > NVME_CAP_MQES(s->cap))
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
+	if (cqid == 0 || cqid >= SIM_NQ || !s->cq[cqid].valid)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_CQ_INVALID);
+	if (!(c->cdw11 & NVME_QUEUE_PC))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	if (c->prp1 & (SIM_PAGE - 1))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
+	void *ring = sim_xlate(s, c->prp1, (uint64_t)qsize * sizeof(struct nvme_sqe));
+	if (!ring)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
+	struct sim_sq *sq = &s->sq[qid];
+	memset(sq, 0, sizeof(*sq));
+	sq->ring = ring;
+	sq->size = qsize;
+	sq->cqid = cqid;
+	s->cq[cqid].nr_sqs++;
+	*(volatile uint32_t *)(s->bus.bar0 + nvme_sq_tdbl_off(qid, NVME_CAP_DSTRD(s->cap))) = 0;
+	atomic_thread_fence(memory_order_release);
+	sq->valid = true;
+	return 0;
+}
+
+static uint16_t sim_delete_sq(struct sim *s, uint16_t qid)
+{
+	if (qid == 0 || qid >= SIM_NQ || !s->sq[qid].valid)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+	s->sq[qid].valid = false;
+	s->cq[s->sq[qid].cqid].nr_sqs--;
+	sim_add_q(&s->retired, &s->sq[qid].st);
+	memset(&s->sq[qid].st, 0, sizeof(s->sq[qid].st));
+	return 0;
+}
+
+static uint16_t sim_delete_cq(struct sim *s, uint16_t qid)
+{
+	if (qid == 0 || qid >= SIM_NQ || !s->cq[qid].valid)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
+	if (s->cq[qid].nr_sqs)
+		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_QUEUE_DELETION);
+	s->cq[qid].valid = false;
+	sim_add_q(&s->retired, &s->cq[qid].st);
+	memset(&s->cq[qid].st, 0, sizeof(s->cq[qid].st));
+	return 0;
+}
+
+/* Report a pending event on a held Async Event Request, if any. */
+static void sim_aer_flush(struct sim *s)
+{
+	struct sim_sq *sq = &s->sq[0];
+
+	if (!s->pending_event || !s->nr_aer || !s->cq[0].valid || sim_cq_full(&s->cq[0], 1))
+		return;
+	sim_complete(s, 0, sq, s->aer_cid[--s->nr_aer], 0, s->pending_event, false);
+	s->pending_event = 0;
+	sim_irq(s, &s->cq[0]);
+}
+
+/* Returns true when the command completes now (false: held, as AER). */
+static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t *status,
+		      uint32_t *dw0)
+{
+	sq->st.admin_cmds++;
+	*dw0 = 0;
+	switch (c->opc) {
+	case NVME_ADM_IDENTIFY:
+		*status = sim_identify(s, c);
+		break;
+	case NVME_ADM_SET_FEATURES:
+		*status = sim_features(s, c, true, dw0);
+		break;
+	case NVME_ADM_GET_FEATURES:
+		*status = sim_features(s, c, false, dw0);
+		break;
+	case NVME_ADM_CREATE_CQ:
+		*status = sim_create_cq(s, c);
+		break;
+	case NVME_ADM_CREATE_SQ:
+		*status = sim_create_sq(s, c);
+		break;
+	case NVME_ADM_DELETE_SQ:
+		*status = sim_delete_sq(s, c->cdw10 & 0xffff);
+		break;
+	case NVME_ADM_DELETE_CQ:
+		*status = sim_delete_cq(s, c->cdw10 & 0xffff);
+		break;
+	case NVME_ADM_GET_LOG_PAGE:
+		*status = sim_get_log(s, c);
+		break;
+	case NVME_ADM_ABORT:
+		/* commands execute as soon as they are fetched, so there is never
+		 * one left to abort: dw0 bit 0 = 1, "not aborted" */
+		*status = 0;
+		*dw0 = 1;
+		break;
+	case NVME_ADM_ASYNC_EVENT:
+		if (s->nr_aer >= SIM_MAX_AER) {
+			*status = NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_ASYNC_LIMIT);
+			break;
+		}
+		s->aer_cid[s->nr_aer++] = c->cid;
+		return false;
+	default:
+		*status = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
+	}
+	return true;
+}
+
+/* --------------------------------------------------------------- I/O commands */
+
+static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, struct sim_ns *ns,
+		       bool write)
+{
+	uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
+	uint32_t nlb = (c->cdw12 & 0xffff) + 1u;
+	size_t len = (size_t)nlb << ns->lba_shift;
+	uint16_t st;
+
+	if (slba >= ns->nlba || nlb > ns->nlba - slba)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+	if (s->o.mdts && len > ((size_t)SIM_PAGE << s->o.mdts))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	if (c->flags & 0xc0) /* PSDT: SGLs not offered unless configured */
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	switch (ns->backing) {
+	case SIM_BACKING_NULL:
+		st = write ? sim_xfer(s, c, len, sim_seg_count, &(unsigned){0})
+			   : sim_xfer(s, c, len, sim_seg_zero, NULL);
+		break;
+	case SIM_BACKING_RAM: {
+		struct sim_copy cp = {.buf = ns->mem + (slba << ns->lba_shift), .to_host = !write};
+		st = sim_xfer(s, c, len, sim_seg_copy, &cp);
+		break;
+	}
+	case SIM_BACKING_FILE: {
+		struct sim_fileio f = {.fd = ns->fd, .base = (off_t)(slba << ns->lba_shift), .write = write};
+		st = sim_xfer(s, c, len, sim_seg_file, &f);
+		if (st == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL))
+			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, write ? NVME_SC_WRITE_FAULT : NVME_SC_READ_ERROR);
+		if (!st && write && (c->cdw12 & NVME_RW_FUA) && fdatasync(ns->fd))
+			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		break;
+	}
+	default:
+		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+	}
+	if (!st) {
+		if (write) {
+			sq->st.writes++;
+			sq->st.bytes_written += len;
+		} else {
+			sq->st.reads++;
+			sq->st.bytes_read += len;
+		}
+	}
+	return st;
+}
+
+/* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT). */
+static uint16_t sim_zero(struct sim_ns *ns, uint64_t slba, uint64_t nlb)
+{
+	if (slba >= ns->nlba || nlb > ns->nlba - slba)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+	off_t off = (off_t)(slba << ns->lba_shift);
+	size_t len = (size_t)nlb << ns->lba_shift;
+	switch (ns->backing) {
+	case SIM_BACKING_NULL:
+		break;
+	case SIM_BACKING_RAM: {
+		/* whole pages go back to the kernel (and read as zero); edges memset */
+		uint8_t *p = ns->mem + off, *e = p + len;
+		uint8_t *a = (uint8_t *)(((uintptr_t)p + SIM_PAGE - 1) & ~(uintptr_t)(SIM_PAGE - 1));
+		uint8_t *b = (uint8_t *)((uintptr_t)e & ~(uintptr_t)(SIM_PAGE - 1));
+		if (b > a + SIM_PAGE * 16) {
+			memset(p, 0, (size_t)(a - p));
+			if (madvise(a, (size_t)(b - a), MADV_DONTNEED))
+				memset(a, 0, (size_t)(b - a));
+			memset(b, 0, (size_t)(e - b));
+		} else {
+			memset(p, 0, len);
+		}
+		break;
+	}
+	case SIM_BACKING_FILE:
+		if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, (off_t)len)) {
+			static const uint8_t zero[SIM_PAGE];
+			for (size_t done = 0; done < len;) {
+				size_t n = len - done < SIM_PAGE ? len - done : SIM_PAGE;
+				if (pwrite(ns->fd, zero, n, off + (off_t)done) != (ssize_t)n)
+					return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+				done += n;
+			}
+		}
+		break;
+	}
+	return 0;
+}
+
+static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns)
+{
+	unsigned nr = (c->cdw10 & 0xff) + 1u;
+	struct nvme_dsm_range r[NVME_DSM_MAX_RANGES];
+	struct sim_copy cp = {.buf = (uint8_t *)r, .to_host = false};
+	uint16_t st = sim_xfer(s, c, nr * sizeof(r[0]), sim_seg_copy, &cp);
+
+	if (st)
+		return st;
+	if (!(c->cdw11 & NVME_DSM_AD))
+		return 0; /* attributes only: hints, nothing to do */
+	for (unsigned i = 0; i < nr; i++)
+		if (r[i].slba >= ns->nlba || r[i].nlb > ns->nlba - r[i].slba)
+			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+	for (unsigned i = 0; i < nr; i++)
+		if ((st = sim_zero(ns, r[i].slba, r[i].nlb)))
+			return st;
+	return 0;
+}
+
+static uint16_t sim_flush_ns(struct sim_ns *ns)
+{
+	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
+		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	return 0;
+}
+
+static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
+{
+	if (c->opc == NVME_CMD_FLUSH && c->nsid == 0xffffffffu) {
+		sq->st.flushes++;
+		for (unsigned i = 0; i < s->o.nr_ns; i++) {
+			uint16_t st = sim_flush_ns(&s->ns[i]);
+			if (st)
+				return st;
+		}
+		return 0;
+	}
+	if (c->nsid == 0 || c->nsid > s->o.nr_ns)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+	struct sim_ns *ns = &s->ns[c->nsid - 1];
+	switch (c->opc) {
+	case NVME_CMD_READ:
+		return sim_rw(s, sq, c, ns, false);
+	case NVME_CMD_WRITE:
+		return sim_rw(s, sq, c, ns, true);
+	case NVME_CMD_FLUSH:
+		sq->st.flushes++;
+		return sim_flush_ns(ns);
+	case NVME_CMD_WRITE_ZEROES: {
+		uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
+		sq->st.write_zeroes++;
+		return sim_zero(ns, slba, (c->cdw12 & 0xffff) + 1u);
+	}
+	case NVME_CMD_DSM:
+		sq->st.dsm++;
+		return sim_dsm(s, c, ns);
+	default:
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
+	}
+}
+
+/* -------------------------------------------------------- queue processing */
+
+static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
+{
+	return atomic_load_explicit((_Atomic uint32_t *)(s->bus.bar0 + off), memory_order_acquire);
+}
+
+static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t info)
+{
+	st->invalid_doorbells++;
+	/* an Error Status async event, pointing at the error log */
+	s->pending_event = 0x00u | ((uint32_t)info << 8) | ((uint32_t)NVME_LOG_ERROR << 16);
+}
+
+static bool sim_running(struct sim *s)
+{
+	return s->enabled && (s->csts & NVME_CSTS_RDY) && !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
+	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
+}
+
+/* Fetch and execute everything between head and the tail doorbell, stopping
+ * while the CQ is full.  Returns the number of commands executed. */
+static unsigned sim_process_sq(struct sim *s, uint16_t qid)
+{
+	struct sim_sq *sq = &s->sq[qid];
+	unsigned n = 0;
+
+	if (!sq->valid || !sim_running(s))
+		return 0;
+	struct sim_cq *cq = &s->cq[sq->cqid];
+	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
+	uint32_t tail = sim_db_read(s, nvme_sq_tdbl_off(qid, dstrd));
+	if (tail >= sq->size) {
+		sim_invalid_doorbell(s, &sq->st, 0x01);
+		return 0;
+	}
+	sq->tail = (uint16_t)tail;
+	cq->head = (uint16_t)sim_db_read(s, nvme_cq_hdbl_off(sq->cqid, dstrd));
+	while (sq->head != sq->tail && !sim_cq_full(cq, 1)) {
+		struct nvme_sqe c = sq->ring[sq->head];
+		uint16_t status = 0;
+		uint32_t dw0 = 0;
+		bool io = qid != 0;
+
+		if (++sq->head == sq->size)
+			sq->head = 0;
+		sq->st.cmds++;
+		n++;
+		if (!io) {
+			if (!sim_admin(s, sq, &c, &status, &dw0))
+				continue;
+		} else if (atomic_load_explicit(&s->f_fail_n, memory_order_relaxed) && sim_take(&s->f_fail_n)) {
+			status = atomic_load(&s->f_fail_status);
+		} else {
+			status = sim_io(s, sq, &c);
+		}
+		if (status) {
+			sq->st.invalid_cmds++;
+			if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
+				sq->st.dma_errors++;
+			if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
+				s->media_errors++;
+			sim_errlog_add(s, qid, c.cid, status, (uint64_t)c.cdw11 << 32 | c.cdw10, c.nsid);
+		}
+		sim_complete(s, qid, sq, c.cid, status, dw0, io);
+	}
+	if (n)
+		sim_irq(s, cq);
+	if (qid == 0)
+		sim_aer_flush(s);
+	return n;
+}
+
+/* The doorbell at BAR0 offset off was written. */
+static void sim_doorbell(struct sim *s, uint32_t off)
+{
+	uint32_t idx = (off - NVME_REG_DBS) / s->dstrd_bytes;
+	uint16_t qid = (uint16_t)(idx / 2);
+
+	if (qid >= SIM_NQ || (off - NVME_REG_DBS) % s->dstrd_bytes) {
+		s->admin_st.invalid_doorbells++;
+		return;
+	}
+	if (!(idx & 1)) {
+		if (!s->sq[qid].valid) {
+			sim_invalid_doorbell(s, &s->admin_st, 0x00);
+			return;
+		}
+		s->sq[qid].st.sq_doorbells++;
+		sim_process_sq(s, qid);
+		return;
+	}
+	struct sim_cq *cq = &s->cq[qid];
+	if (!cq->valid) {
+		sim_invalid_doorbell(s, &s->admin_st, 0x00);
+		return;
+	}
+	uint32_t head = sim_db_read(s, off);
+	if (head >= cq->size) {
+		sim_invalid_doorbell(s, &cq->st, 0x01);
+		return;
+	}
+	cq->st.cq_doorbells++;
+	cq->head = (uint16_t)head;
+	/* room in the CQ may unblock its stalled SQs */
+	for (uint16_t q = 0; q < SIM_NQ; q++)
+		if (s->sq[q].valid && s->sq[q].cqid == qid && s->sq[q].head != s->sq[q].tail)
+			sim_process_sq(s, q);
+}
+
+static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
+{
+	struct sim *s = (struct sim *)bus;
+
+	(void)val; /* the value is in BAR memory already; read it from there */
+	if (s->o.threaded) {
+		atomic_store(&s->kick, 1);
+		if (atomic_load(&s->sleeping)) {
+			pthread_mutex_lock(&s->lock);
+			pthread_cond_signal(&s->cond);
+			pthread_mutex_unlock(&s->lock);
+		}
+		return;
+	}
+	if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
+		sim_post_deferred(s);
+	sim_doorbell(s, off);
+}
+
+/* Threaded mode: scan every queue's doorbells. */
+static unsigned sim_scan(struct sim *s)
+{
+	unsigned work = 0;
+	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
+
+	for (uint16_t q = 0; q < SIM_NQ; q++) {
+		struct sim_cq *cq = &s->cq[q];
+		if (cq->valid) {
+			uint32_t h = sim_db_read(s, nvme_cq_hdbl_off(q, dstrd));
+			if (h < cq->size && h != cq->head) {
+				cq->head = (uint16_t)h;
+				cq->st.cq_doorbells++;
+			}
+		}
+	}
+	for (uint16_t q = 0; q < SIM_NQ; q++) {
+		struct sim_sq *sq = &s->sq[q];
+		if (!sq->valid)
+			continue;
+		uint32_t t = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
+		if (t != sq->tail && t < sq->size)
+			sq->st.sq_doorbells++;
+		work += sim_process_sq(s, q);
+	}
+	work += (unsigned)sim_post_deferred(s);
+	return work;
+}
+
+static void *sim_thread(void *arg)
+{
+	struct sim *s = arg;
+	unsigned idle = 0;
+
+	while (!atomic_load(&s->stop)) {
+		atomic_store(&s->kick, 0);
+		pthread_mutex_lock(&s->qlock);
+		unsigned work = sim_scan(s);
+		pthread_mutex_unlock(&s->qlock);
+		if (work) {
+			idle = 0;
+			continue;
+		}
+		if (++idle < 2000) { /* spin a little: completions arrive sooner */
+			__builtin_ia32_pause();
+			continue;
+		}
+		pthread_mutex_lock(&s->lock);
+		atomic_store(&s->sleeping, 1);
+		if (!atomic_load(&s->kick) && !atomic_load(&s->stop)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 1000000; /* at most 1 ms: deferred completions come due */
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		}
+		atomic_store(&s->sleeping, 0);
+		pthread_mutex_unlock(&s->lock);
+		idle = 0;
+	}
+	return NULL;
+}
+
+/* ----------------------------------------------------------------- registers */
+
+static void sim_reset_queues(struct sim *s)
+{
+	for (unsigned q = 0; q < SIM_NQ; q++) {
+		sim_add_q(&s->retired, &s->sq[q].st);
+		sim_add_q(&s->retired, &s->cq[q].st);
+	}
+	memset(s->sq, 0, sizeof(s->sq));
+	memset(s->cq, 0, sizeof(s->cq));
+	s->nr_aer = 0;
+	s->pending_event = 0;
+	s->nr_queues_granted = 0;
+	pthread_mutex_lock(&s->lock);
+	s->nr_deferred = 0;
+	atomic_store(&s->any_deferred, 0);
+	pthread_mutex_unlock(&s->lock);
+	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
+}
+
+/* CC.EN 0 -> 1: check the admin queue set-up and CC fields. */
+static bool sim_enable(struct sim *s)
+{
+	uint32_t asqs = (s->aqa & 0xfff) + 1, acqs = ((s->aqa >> 16) & 0xfff) + 1;
+	uint32_t mps = (s->cc >> NVME_CC_MPS_SHIFT) & 0xf, css = (s->cc >> NVME_CC_CSS_SHIFT) & 0x7;
+
+	if (asqs < 2 || acqs < 2 || (s->asq | s->acq) & (SIM_PAGE - 1) || mps != 0 || css != 0)
+		return false;
+	void *sq = sim_xlate(s, s->asq, asqs * 64ull), *cq = sim_xlate(s, s->acq, acqs * 16ull);
+	if (!sq || !cq)
+		return false;
+	sim_reset_queues(s);
+	s->sq[0] = (struct sim_sq){.valid = true, .size = (uint16_t)asqs, .cqid = 0, .ring = sq};
+	s->cq[0] = (struct sim_cq){.valid = true, .size = (uint16_t)acqs, .phase = 1, .ring = cq,
+				   .ien = true, .vector = 0, .nr_sqs = 1};
+	return true;
+}
+
+static void sim_flush_all(struct sim *s)
+{
+	for (unsigned i = 0; i < s->o.nr_ns; i++)
+		sim_flush_ns(&s->ns[i]);
+}
+
+static void sim_write_cc(struct sim *s, uint32_t val)
+{
+	uint32_t old = s->cc;
+
+	s->cc = val;
+	if ((val & NVME_CC_SHN_MASK) && !(old & NVME_CC_SHN_MASK)) {
+		/* orderly shutdown: make everything durable, then report complete */
+		sim_flush_all(s);
+		s->csts = (s->csts & ~NVME_CSTS_SHST_MASK) | NVME_CSTS_SHST_CMPLT;
+	}
+	if ((val & NVME_CC_EN) && !(old & NVME_CC_EN)) {
+		if (atomic_load(&s->cfs))
+			return;
+		if (!sim_enable(s)) {
+			s->csts |= NVME_CSTS_CFS; /* a bad admin queue set-up is fatal */
+			return;
+		}
+		s->enabled = true;
+		s->ready_due_ns = sim_now_ns() + s->o.ready_delay_ms * 1000000ull;
+		if (!s->ready_due_ns)
+			s->ready_due_ns = 1;
+	} else if (!(val & NVME_CC_EN) && (old & NVME_CC_EN)) {
+		s->enabled = false;
+		s->ready_due_ns = 0;
+		sim_reset_queues(s);
+		atomic_store(&s->cfs, false);
+		s->csts &= ~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK);
+	}
+}
+
+static uint32_t sim_csts(struct sim *s)
+{
+	if (s->ready_due_ns && sim_now_ns() >= s->ready_due_ns && !atomic_load(&s->f_never_ready)) {
+		s->csts |= NVME_CSTS_RDY;
+		s->ready_due_ns = 0;
+	}
+	return s->csts | (atomic_load(&s->cfs) ? NVME_CSTS_CFS : 0);
+}
+
+static uint32_t sim_read32(struct nvme_bus *bus, uint32_t off)
+{
+	struct sim *s = (struct sim *)bus;
+	uint32_t v;
+
+	pthread_mutex_lock(&s->lock);
+	switch (off) {
+	case NVME_REG_CAP: v = (uint32_t)s->cap; break;
+	case NVME_REG_CAP + 4: v = (uint32_t)(s->cap >> 32); break;
+	case NVME_REG_VS: v = s->vs; break;
+	case NVME_REG_INTMS:
+	case NVME_REG_INTMC: v = s->intms; break;
+	case NVME_REG_CC: v = s->cc; break;
+	case NVME_REG_CSTS: v = sim_csts(s); break;
+	case NVME_REG_AQA: v = s->aqa; break;
+	case NVME_REG_ASQ: v = (uint32_t)s->asq; break;
+	case NVME_REG_ASQ + 4: v = (uint32_t)(s->asq >> 32); break;
+	case NVME_REG_ACQ: v = (uint32_t)s->acq; break;
+	case NVME_REG_ACQ + 4: v = (uint32_t)(s->acq >> 32); break;
+	default:
+		/* doorbells are write-only: reads return 0 */
+		v = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+static uint64_t sim_read64(struct nvme_bus *bus, uint32_t off)
+{
+	return sim_read32(bus, off) | (uint64_t)sim_read32(bus, off + 4) << 32;
+}
+
+static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
+{
+	struct sim *s = (struct sim *)bus;
+
+	if (off >= NVME_REG_DBS && off < bus->bar0_len) {
+		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
+		return;
+	}
+	if (s->o.threaded)
+		pthread_mutex_lock(&s->qlock);
+	pthread_mutex_lock(&s->lock);
+	switch (off) {
+	case NVME_REG_INTMS: s->intms |= val; break;
+	case NVME_REG_INTMC: s->intms &= ~val; break;
+	case NVME_REG_CC: sim_write_cc(s, val); break;
+	case NVME_REG_AQA: s->aqa = val & 0x0fff0fff; break;
+	case NVME_REG_ASQ: s->asq = (s->asq & ~0xffffffffull) | val; break;
+	case NVME_REG_ASQ + 4: s->asq = (s->asq & 0xffffffffull) | (uint64_t)val << 32; break;
+	case NVME_REG_ACQ: s->acq = (s->acq & ~0xffffffffull) | val; break;
+	case NVME_REG_ACQ + 4: s->acq = (s->acq & 0xffffffffull) | (uint64_t)val << 32; break;
+	case NVME_REG_NSSR:
+		if (val == 0x4e564d65) { /* "NVMe": subsystem reset */
+			s->enabled = false;
+			sim_reset_queues(s);
+			s->cc = 0;
+			s->csts = NVME_CSTS_NSSRO;
+		}
+		break;
+	default:
+		break; /* read-only or reserved: ignored, as hardware does */
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (s->o.threaded)
+		pthread_mutex_unlock(&s->qlock);
+}
+
+static void sim_write64(struct nvme_bus *bus, uint32_t off, uint64_t val)
+{
+	sim_write32(bus, off, (uint32_t)val);
+	sim_write32(bus, off + 4, (uint32_t)(val >> 32));
+}
+
+static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
+{
+	struct sim *s = (struct sim *)bus;
+
+	if (n > s->o.nr_vectors || n > sizeof(s->efds) / sizeof(s->efds[0]))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
+		s->efds[i] = i < n ? efds[i] : -1;
+	s->nr_efds = n;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static int sim_reset(struct nvme_bus *bus)
+{
+	struct sim *s = (struct sim *)bus;
+
+	if (s->o.threaded)
+		pthread_mutex_lock(&s->qlock);
+	pthread_mutex_lock(&s->lock);
+	s->enabled = false;
+	s->ready_due_ns = 0;
+	sim_reset_queues(s);
+	s->cc = 0;
+	s->csts = 0;
+	s->aqa = 0;
+	s->asq = s->acq = 0;
+	atomic_store(&s->cfs, false);
+	pthread_mutex_unlock(&s->lock);
+	if (s->o.threaded)
+		pthread_mutex_unlock(&s->qlock);
+	return 0;
+}
+
+static void sim_close(struct nvme_bus *bus)
+{
+	sim_destroy((struct sim *)bus);
+}
+
+static const struct nvme_bus_ops sim_ops = {
+	.read32 = sim_read32,
+	.read64 = sim_read64,
+	.write32 = sim_write32,
+	.write64 = sim_write64,
+	.dma_map = sim_dma_map,
+	.dma_unmap = sim_dma_unmap,
+	.irq_set = sim_irq_set,
+	.reset = sim_reset,
+	.close = sim_close,
+};
+
+/* -------------------------------------------------------------- life cycle */
+
+static int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
+{
+	ns->nlba = o->nlba;
+	ns->lba_size = o->lba_size;
+	ns->lba_shift = o->lba_size == 512 ? 9 : 12;
+	ns->backing = o->backing;
+	ns->fd = -1;
+	size_t len = (size_t)(o->nlba << ns->lba_shift);
+	switch (o->backing) {
+	case SIM_BACKING_NULL:
+		return 0;
+	case SIM_BACKING_RAM:
+		/* lazily zero: untouched pages cost nothing */
+		ns->mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			       -1, 0);
+		if (ns->mem == MAP_FAILED) {
+			ns->mem = NULL;
+			return -errno;
+		}
+		ns->mem_len = len;
+		return 0;
+	case SIM_BACKING_FILE: {
+		struct stat st;
+		if (!o->path || !*o->path)
+			return -EINVAL;
+		snprintf(ns->path, sizeof(ns->path), "%s", o->path);
+		ns->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (ns->fd < 0) {
+			int e = -errno;
+			log_err("sim: cannot open backing file %s: %s", o->path, strerror(-e));
+			return e;
+		}
+		if (fstat(ns->fd, &st) || ((uint64_t)st.st_size < len && ftruncate(ns->fd, (off_t)len))) {
+			int e = -errno;
+			log_err("sim: cannot size backing file %s to %zu bytes: %s", o->path, len, strerror(-e));
+			return e;
+		}
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static void sim_ns_close(struct sim_ns *ns)
+{
+	if (ns->mem)
+		munmap(ns->mem, ns->mem_len);
+	if (ns->fd >= 0) {
+		fdatasync(ns->fd);
+		close(ns->fd);
+	}
+	ns->mem = NULL;
+	ns->fd = -1;
+}
+
+int sim_create(const struct sim_opts *o, struct sim **out)
+{
+	struct sim *s;
+	int rc = -EINVAL;
+
+	if (!o || o->nr_ns < 1 || o->nr_ns > SIM_MAX_NS || o->dstrd > 8 || o->mdts > 15)
+		return -EINVAL;
+	for (unsigned i = 0; i < o->nr_ns; i++)
+		if (!o->ns[i].nlba || (o->ns[i].lba_size != 512 && o->ns[i].lba_size != 4096))
+			return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = *o;
+	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : "sim");
+	s->o.name = s->name;
+	if (!s->o.max_queues || s->o.max_queues > SIM_MAX_QID)
+		s->o.max_queues = s->o.max_queues ? SIM_MAX_QID : 64;
+	if (!s->o.mqes || s->o.mqes > 4095)
+		s->o.mqes = 4095;
+	if (!s->o.nr_vectors)
+		s->o.nr_vectors = 65;
+	if (s->o.nr_vectors > 128)
+		s->o.nr_vectors = 128;
+	for (unsigned i = 0; i < 128; i++)
+		s->efds[i] = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	for (unsigned i = 0; i < SIM_MAX_NS; i++)
+		s->ns[i].fd = -1;
+
+	/* CAP: MQES, CQR=1, TO=15 (7.5 s; the engine waits up to that), DSTRD,
+	 * CSS = NVM, MPSMIN = MPSMAX = 0 (4 KiB) */
+	s->cap = (uint64_t)s->o.mqes | 1ull << 16 | 15ull << 24 | (uint64_t)s->o.dstrd << 32 |
+		 (uint64_t)NVME_CAP_CSS_NVM << 37;
+	s->vs = NVME_VS(1, 4, 0);
+	s->dstrd_bytes = 4u << s->o.dstrd;
+	s->next_iova = SIM_IOVA_BASE;
+	s->bus.ops = &sim_ops;
+	s->bus.db_notify = sim_db_notify;
+	s->bus.nr_vectors = s->o.nr_vectors;
+	s->bus.numa_node = -1;
+	snprintf(s->bus.name, sizeof(s->bus.name), "sim:%s", s->name);
+	s->bus.bar0_len = NVME_REG_DBS + (size_t)2 * SIM_NQ * s->dstrd_bytes;
+	s->bus.bar0_len = (s->bus.bar0_len + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
+	s->bus.bar0 = aligned_alloc(SIM_PAGE, s->bus.bar0_len);
+	if (!s->bus.bar0) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	memset((void *)s->bus.bar0, 0, s->bus.bar0_len);
+	for (unsigned i = 0; i < o->nr_ns; i++)
+		if ((rc = sim_ns_open(&s->ns[i], &o->ns[i])))
+			goto fail;
+	if (s->o.threaded) {
+		if ((rc = -pthread_create(&s->thread, NULL, sim_thread, s)))
+			goto fail;
+		s->thread_started = true;
+		pthread_setname_np(s->thread, "nvmefs-sim");
+	}
+	*out = s;
+	return 0;
+fail:
+	sim_destroy(s);
+	return rc;
+}
+
+void sim_destroy(struct sim *s)
+{
+	if (!s)
+		return;
+	if (s->thread_started) {
+		atomic_store(&s->stop, true);
+		pthread_mutex_lock(&s->lock);
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
+	}
+	for (unsigned i = 0; i < SIM_MAX_NS; i++)
+		sim_ns_close(&s->ns[i]);
+	free(s->deferred);
+	free((void *)s->bus.bar0);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->qlock);
+	free(s);
+}
+
+struct nvme_bus *sim_bus(struct sim *s)
+{
+	return &s->bus;
+}
+
+struct sim *sim_from_bus(struct nvme_bus *bus)
+{
+	return bus && bus->ops == &sim_ops ? (struct sim *)bus : NULL;
+}
+
+/* ---------------------------------------------------------- fault injection */
+
+void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status)
+{
+	atomic_store(&s->f_fail_status, status);
+	atomic_store(&s->f_fail_n, n);
+}
+
+void sim_fault_delay(struct sim *s, unsigned usec)
+{
+	atomic_store(&s->f_delay_us, usec);
+}
+
+void sim_fault_lose_next(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_lose_n, n);
+}
+
+void sim_fault_bogus_cid(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_bogus_n, n);
+}
+
+void sim_fault_duplicate(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_dup_n, n);
+}
+
+void sim_fault_cfs(struct sim *s)
+{
+	atomic_store(&s->cfs, true);
+}
+
+void sim_fault_hang(struct sim *s, bool hang)
+{
+	atomic_store(&s->f_hang, hang);
+	if (!hang && s->o.threaded) {
+		atomic_store(&s->kick, 1);
+		pthread_mutex_lock(&s->lock);
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+void sim_fault_never_ready(struct sim *s, bool on)
+{
+	atomic_store(&s->f_never_ready, on);
+}
+
+int sim_poll(struct sim *s)
+{
+	int n;
+
+	if (s->o.threaded)
+		return 0;
+	n = sim_post_deferred(s);
+	for (uint16_t q = 0; q < SIM_NQ; q++)
+		if (s->sq[q].valid)
+			n += (int)sim_process_sq(s, q);
+	return n;
+}
+
+static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q)
+{
+	const uint64_t *a = (const uint64_t *)q;
+	uint64_t *b = (uint64_t *)t;
+
+	for (size_t i = 0; i < sizeof(*q) / sizeof(uint64_t); i++)
+		b[i] += a[i];
+}
+
+static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
+{
+	t->cmds += q->cmds;
+	t->reads += q->reads;
+	t->writes += q->writes;
+	t->flushes += q->flushes;
+	t->write_zeroes += q->write_zeroes;
+	t->dsm += q->dsm;
+	t->admin_cmds += q->admin_cmds;
+	t->bytes_read += q->bytes_read;
+	t->bytes_written += q->bytes_written;
+	t->dma_errors += q->dma_errors;
+	t->invalid_cmds += q->invalid_cmds;
+	t->sq_doorbells += q->sq_doorbells;
+	t->cq_doorbells += q->cq_doorbells;
+	t->irqs += q->irqs;
+	t->invalid_doorbells += q->invalid_doorbells;
+}
+
+/* Per-queue counters are written by the queue's processing thread only;
+ * a snapshot may lag by a command, never tears a 64-bit counter on x86_64. */
+void sim_get_stats(struct sim *s, struct sim_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (unsigned q = 0; q < SIM_NQ; q++) {
+		sim_add(st, &s->sq[q].st);
+		sim_add(st, &s->cq[q].st);
+	}
+	sim_add(st, &s->admin_st);
+	sim_add(st, &s->retired);
+}
