@@ -24,7 +24,7 @@ NS=$MNT/nvme0n1
 PID=
 fails=0
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 cleanup() {
 	if [ -n "$PID" ] && kill -0 "$PID" 2> /dev/null; then
@@ -70,7 +70,7 @@ while [ ! -S "$SOCK" ] || [ ! -e "$NS" ]; do
 	i=$((i + 1))
 	if [ $i -gt 100 ]; then
 		cat "$LOG"
-		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support"; exit 77; }
+		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support (or is stuck in start-up: its log is above)"; exit 77; }
 		echo "FAIL: $NS did not appear within 10 s"
 		exit 1
 	fi
