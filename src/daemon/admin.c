@@ -625,7 +625,7 @@ static const struct prom_counter prom_counters[] = {
 	{"nvmefs_qpair_reap_passes_total", "Completion reaping passes over the queue.",
 	 QS_FIELD(reap_passes)},
 	{"nvmefs_qpair_budget_exhausted_total",
-	 "Reaping passes that stopped at cq_budget with more completions waiting.",
+	 "Reaping passes that reaped a full cq_budget (more may have been waiting).",
 	 QS_FIELD(budget_exhausted)},
 	{"nvmefs_qpair_sq_doorbells_total", "Submission queue tail doorbell writes.",
 	 QS_FIELD(sq_doorbells)},
