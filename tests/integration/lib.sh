@@ -1,0 +1,184 @@
+# lib.sh - shared set-up of the FUSE integration tests (sourced, POSIX sh).
+#
+#   . "$(dirname "$0")/lib.sh"
+#   lib_init                     root, /dev/fuse and the binary, or exit 77;
+#                                TMP (removed at exit), MNT, CONF, LOG
+#   conf_write <<EOF ... EOF     CONF = [daemon] + [engine] from the variables
+#                                below, then stdin (the [controller] sections)
+#   daemon_start NAME...         start nvmefsd -f -c CONF, wait until every
+#                                $MNT/NAME exists (10 s), or fail
+#   daemon_stop                  SIGTERM, wait; DAEMON_RC is its exit status
+#   sim_stat CTRL KEY            a counter of the sim's stats line (SIGUSR1)
+#   fuse_mounted                 true while a FUSE file system is on $MNT
+#   fail MSG / finish            count a failure / exit 0 or 1
+# Variables for conf_write: MODE (hybrid), QUEUES (1), CPUS (0), QD (64),
+# LOG_LEVEL (info), FILE_MODE (0660), FILE_GROUP (0), ALLOW_OTHER (yes),
+# IO_TIMEOUT (5000).
+set -u
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
+D=$BUILD/nvmefsd
+FAILS=0
+DPID=
+DAEMON_RC=
+
+fail() {
+	echo "FAIL: $*"
+	FAILS=$((FAILS + 1))
+}
+
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+lib_cleanup() {
+	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+		kill -9 "$DPID" 2>/dev/null
+		wait "$DPID" 2>/dev/null
+	fi
+	if [ -n "${MNT:-}" ]; then
+		umount -l "$MNT" 2>/dev/null
+	fi
+	[ -n "${TMP:-}" ] && rm -rf "$TMP"
+}
+
+lib_init() {
+	[ "$(id -u)" = 0 ] || skip "needs root (mounts FUSE)"
+	[ -c /dev/fuse ] || skip "no /dev/fuse"
+	[ -x "$D" ] || { echo "FAIL: no $D (make)"; exit 1; }
+	TMP=$(mktemp -d /tmp/nvmefs-test.XXXXXX)
+	chmod 755 "$TMP"
+	MNT=$TMP/mnt
+	CONF=$TMP/nvmefs.conf
+	LOG=$TMP/daemon.log
+	: > "$LOG"
+	trap lib_cleanup EXIT
+	trap 'exit 1' INT TERM
+}
+
+conf_write() {
+	{
+		cat <<EOF
+[daemon]
+mountpoint = $MNT
+admin_socket = $TMP/admin.sock
+file_mode = ${FILE_MODE:-0660}
+file_owner = 0
+file_group = ${FILE_GROUP:-0}
+allow_other = ${ALLOW_OTHER:-yes}
+log_level = ${LOG_LEVEL:-info}
+[engine]
+queues = ${QUEUES:-1}
+cpus = ${CPUS:-0}
+mode = ${MODE:-hybrid}
+queue_depth = ${QD:-64}
+io_timeout_ms = ${IO_TIMEOUT:-5000}
+EOF
+		cat
+	} > "$CONF"
+}
+
+daemon_alive() {
+	[ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null
+}
+
+# daemon_start NAME... : every NAME must appear in the mount
+daemon_start() {
+	echo "--- start $(date +%T)" >> "$LOG"
+	"$D" -f -c "$CONF" >> "$LOG" 2>&1 &
+	DPID=$!
+	i=0
+	while [ $i -lt 100 ]; do
+		ok=1
+		for n in "$@"; do [ -f "$MNT/$n" ] || ok=0; done
+		[ $ok = 1 ] && return 0
+		if ! daemon_alive; then
+			wait "$DPID"
+			DAEMON_RC=$?
+			DPID=
+			echo "daemon exited $DAEMON_RC during start-up:"
+			tail -n 20 "$LOG"
+			return 1
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "namespace files $* did not appear within 10 s:"
+	tail -n 20 "$LOG"
+	return 1
+}
+
+daemon_stop() {
+	DAEMON_RC=
+	[ -n "$DPID" ] || return 0
+	kill -TERM "$DPID"
+	wait "$DPID"
+	DAEMON_RC=$?
+	DPID=
+}
+
+fuse_mounted() {
+	awk -v m="$MNT" '$5 == m { for (i = 7; i <= NF; i++) if ($i == "-") { t = $(i + 1); break }
+		if (t ~ /^fuse/) f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+
+# sim_stat CTRL KEY: ask for a stats line, print the value of KEY in it
+sim_stat() {
+	before=$(grep -c "stats: $1: sim " "$LOG")
+	kill -USR1 "$DPID"
+	i=0
+	while [ $i -lt 50 ]; do
+		[ "$(grep -c "stats: $1: sim " "$LOG")" -gt "$before" ] && break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep "stats: $1: sim " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# fio_verify FILE SECONDS MIB_PER_JOB [JOBS] [QD]: randrw 4K-128K, libaio
+# direct, crc32c verify of what each job wrote (its own region), JSON
+# output; fails unless every job ran I/O and reports error 0.
+fio_verify() {
+	command -v fio >/dev/null || { fail "fio missing"; return 1; }
+	out=$TMP/fio.json
+	fio --name=verify --filename="$1" --ioengine=libaio --direct=1 --rw=randrw \
+		--bsrange=4k-128k --iodepth="${5:-16}" --numjobs="${4:-2}" --runtime="$2" \
+		--time_based --size="$3M" --offset_increment="$3M" --verify=crc32c \
+		--verify_backlog=64 --verify_fatal=1 --output-format=json --output="$out" \
+		> "$TMP/fio.err" 2>&1
+	rc=$?
+	python3 - "$out" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("FAIL: fio output unreadable:", e)
+    sys.exit(1)
+bad = 0
+for j in d["jobs"]:
+    r, w = j["read"], j["write"]
+    print("fio job %s: error %d, read %d MiB %.0f IOPS, write %d MiB %.0f IOPS" % (
+        j["jobname"], j["error"], r["io_bytes"] >> 20, r["iops"], w["io_bytes"] >> 20, w["iops"]))
+    if j["error"] != 0 or r["io_bytes"] == 0 or w["io_bytes"] == 0:
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+	prc=$?
+	if [ $rc != 0 ] || [ $prc != 0 ]; then
+		cat "$TMP/fio.err"
+		fail "fio verify on $1 (fio exit $rc)"
+		return 1
+	fi
+	return 0
+}
+
+finish() {
+	if [ "$FAILS" -gt 0 ]; then
+		echo "$FAILS failure(s); daemon log:"
+		tail -n 30 "$LOG"
+		exit 1
+	fi
+	echo "all checks passed"
+	exit 0
+}

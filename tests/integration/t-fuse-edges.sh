@@ -1,0 +1,68 @@
+#!/bin/sh
+# t-fuse-edges.sh - I/O at and past the end of a namespace, exact errnos
+# (python3 os.pread/os.pwrite): a read at the end returns 0 bytes, one that
+# crosses the end is short, one past it returns 0; a write past the end or
+# crossing it fails with ENOSPC and changes nothing; a write ending exactly at
+# the end succeeds.  On a 4 KiB and a 512 B namespace.
+. "$(dirname "$0")/lib.sh"
+lib_init
+command -v python3 >/dev/null || skip "no python3"
+conf_write <<EOF
+[controller nvme0]
+device = sim
+namespaces = 1
+size = 8M
+block_size = 4096
+backing = ram
+[controller sd]
+device = sim
+namespaces = 1
+size = 1M
+block_size = 512
+backing = ram
+EOF
+daemon_start nvme0n1 sdn1 || { fail "start"; finish; }
+
+for f in "$MNT/nvme0n1" "$MNT/sdn1"; do
+	python3 - "$f" <<'PY' || fail "edge cases on $f"
+import errno, os, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR)
+size = os.fstat(fd).st_size
+bad = 0
+def check(what, ok):
+    global bad
+    if not ok:
+        print("FAIL:", path, what)
+        bad += 1
+
+pat = bytes((i * 7 + 3) & 0xff for i in range(9000))
+# the last 9000 bytes hold a known pattern
+check("pwrite ending at the end", os.pwrite(fd, pat, size - len(pat)) == len(pat))
+check("read at the end is empty", os.pread(fd, 4096, size) == b"")
+check("read past the end is empty", os.pread(fd, 4096, size + 123456) == b"")
+r = os.pread(fd, 10000, size - 1000)
+check("read crossing the end is short (%d)" % len(r), r == pat[-1000:])
+r = os.pread(fd, 1, size - 1)
+check("last byte", r == pat[-1:])
+for off, n in ((size, 1), (size + 4096, 4096), (size - 100, 200), (size - 4096, 8192)):
+    try:
+        os.pwrite(fd, b"\xee" * n, off)
+        check("pwrite %d@%d succeeded" % (n, off), False)
+    except OSError as e:
+        check("pwrite %d@%d: errno %d, want ENOSPC" % (n, off, e.errno), e.errno == errno.ENOSPC)
+check("failed writes changed nothing", os.pread(fd, len(pat), size - len(pat)) == pat)
+# small unaligned reads and writes everywhere near the end
+for off, n in ((size - 4097, 3), (size - 513, 2), (size - 1, 1), (1, 1), (511, 2)):
+    b = bytes([(off + n) & 0xff]) * n
+    check("pwrite %d@%d" % (n, off), os.pwrite(fd, b, off) == n)
+    check("pread %d@%d" % (n, off), os.pread(fd, n, off) == b)
+check("zero-length write at the end", os.pwrite(fd, b"", size) == 0)
+os.close(fd)
+sys.exit(1 if bad else 0)
+PY
+done
+
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC"
+finish
