@@ -38,7 +38,7 @@ SIM_FN=${SIM_FN:-$(grep -ho 'db_notify *= *[A-Za-z_0-9]*' "$ROOT"/src/sim/*.c | 
 [ -n "$SIM_FN" ] || { echo "$0: cannot find the software controller's db_notify handler; set SIM_FN" >&2; exit 2; }
 
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT INT TERM
+[ -n "${KEEP:-}" ] && echo "keeping $TMP" >&2 || trap 'rm -rf "$TMP"' EXIT INT TERM
 cat > "$TMP/null.conf" <<CONF
 [daemon]
 log_level = warn
@@ -60,19 +60,23 @@ run() { # tool N
 	callgrind) valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.$2" \
 		"$PERF" -c "$TMP/null.conf" -w randread -s 4096 -q "$QD" -n "$2" > "$TMP/out.cg.$2" 2> "$TMP/vg.cg.$2" ;;
 	cachegrind) valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file="$TMP/cachegrind.$2" \
-		"$PERF" -c "$TMP/null.conf" -w randread -s 4096 -q "$QD" -n "$2" > "$TMP/out.cachegrind.$2" 2> "$TMP/vg.cachegrind.$2" ;;
+		"$PERF" -c "$TMP/null.conf" -w randwrite -s 4096 -q "$QD" -n "$2" > "$TMP/out.cachegrind.$2" 2> "$TMP/vg.cachegrind.$2" ;;
 	esac || { echo "$0: $1 run with -n $2 failed:" >&2; cat "$TMP/vg.$1.$2" "$TMP/out.$1.$2" >&2; exit 1; }
 }
 for n in "$N1" "$N2"; do
 	run callgrind "$n"
-	callgrind_annotate --inclusive=yes --threshold=100 "$TMP/cg.$n" > "$TMP/incl.$n"
-	callgrind_annotate --threshold=100 "$TMP/cg.$n" > "$TMP/self.$n"
+	callgrind_annotate --auto=no --inclusive=yes --threshold=100 "$TMP/cg.$n" > "$TMP/incl.$n"
+	callgrind_annotate --auto=no --threshold=100 "$TMP/cg.$n" > "$TMP/self.$n"
 	run cachegrind "$n"
-	cg_annotate --threshold=100 "$TMP/cachegrind.$n" > "$TMP/cga.$n" 2>/dev/null || \
+	cg_annotate --auto=no --threshold=100 "$TMP/cachegrind.$n" > "$TMP/cga.$n" 2>/dev/null || \
 		cg_annotate "$TMP/cachegrind.$n" > "$TMP/cga.$n"
 done
 
-gdb -batch -ex 'ptype /o struct nvme_qpair' "$PERF" 2>/dev/null | sed -n '1,/cold\|qid;/p' | head -30 > "$TMP/layout" || true
+gdb -batch -ex 'ptype /o struct nvme_qpair' "$PERF" > "$TMP/ptype" 2>/dev/null || true
+sed -n '1,/qid;/p' "$TMP/ptype" | head -30 > "$TMP/layout"
+# fields past the first line that the submit/reap path also reads or writes
+# (qpair.c: trk_free_count, rw, submit_range, finish, nvme_qpair_reap)
+grep -E ' (ntrk|quarantined|ctrl|reactor|max_xfer|oldest|newest|parent_free|pool_iova|reaping|bad_sq_head);' "$TMP/ptype" > "$TMP/coldhot" || true
 
 python3 - "$TMP" "$N1" "$N2" "$QD" "$SIM_FN" <<'PY' | tee "$TMP/report"
 import re, sys
@@ -86,7 +90,7 @@ def funcs(path):
     total, fn = None, {}
     for line in open(path):
         m = row.match(line)
-        if not m:
+        if not m or '=>' in line:
             continue
         v, label = num(m.group(1)), m.group(2)
         if 'PROGRAM TOTALS' in label:
@@ -137,16 +141,20 @@ print('top functions, self instructions per I/O:')
 d = sorted(((per(s1.get(k, 0), s2.get(k, 0)), k) for k in set(s1) | set(s2)), reverse=True)
 for v, k in d[:15]:
     if v < 0.5: break
-    print(f'  {v:8.1f}  {klass(k):8s} {re.sub(r" \[.*\]$", "", k)}')
+    label = re.sub(r' \[.*\]$', '', k)
+    print(f'  {v:8.1f}  {klass(k):8s} {label}')
 
 # cachegrind: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
 def cg(path):
     ev, tot, fn = None, None, {}
     for line in open(path):
-        if line.startswith('Events shown:') or line.startswith('Events recorded:'):
-            ev = ev or line.split(':', 1)[1].split()
-        cells = line.split()
-        if not ev or len(cells) < len(ev) + 1:
+        if line.startswith('Events shown:'):
+            ev = line.split(':', 1)[1].split()
+            continue
+        if not ev:
+            continue
+        cells = re.sub(r'\(\s*[\d.]+%\)', ' ', line).split()
+        if len(cells) < len(ev) + 1:
             continue
         try:
             vals = [num(x) for x in cells[:len(ev)]]
@@ -162,13 +170,25 @@ c1, f1 = cg(f'{tmp}/cga.{n1}')
 c2, f2 = cg(f'{tmp}/cga.{n2}')
 if c1 and c2 and 'D1mr' in c1:
     dm = lambda a, b: per(a.get('D1mr', 0) + a.get('D1mw', 0), b.get('D1mr', 0) + b.get('D1mw', 0))
-    print(f'D1 misses per I/O (cachegrind), whole process: {dm(c1, c2):.3f}')
+    print('cachegrind, 4 KiB randwrite (the null device drops writes without touching the data;')
+    print('  its reads would memset 4 KiB per I/O and evict the D1 for reasons a DMA device does not have):')
+    print(f'D1 misses per I/O, whole process           : {dm(c1, c2):.4f}')
     eng = lambda f: {'D1mr': sum(v.get('D1mr', 0) for k, v in f.items() if klass(k) == 'engine'),
                      'D1mw': sum(v.get('D1mw', 0) for k, v in f.items() if klass(k) == 'engine')}
-    print(f'D1 misses per I/O in engine functions      : {dm(eng(f1), eng(f2)):.3f}')
+    print(f'D1 misses per I/O in engine functions      : {dm(eng(f1), eng(f2)):.4f}')
+    rows = []
+    for k in set(f1) | set(f2):
+        if klass(k) == 'engine':
+            a, b = f1.get(k, {}), f2.get(k, {})
+            rows.append((dm(a, b), per(a.get('D1mr', 0), b.get('D1mr', 0)), per(a.get('D1mw', 0), b.get('D1mw', 0)), k))
+    for v, r, w, k in sorted(rows, reverse=True)[:5]:
+        if v < 0.005: break
+        print(f'  {v:6.3f} (read {r:.3f}, write {w:.3f})  {k}')
 else:
     print('cachegrind: no D1 figures parsed')
 PY
 echo "qpair layout (gdb ptype /o, hot part):" | tee -a "$TMP/report"
 sed 's/^/  /' "$TMP/layout" | tee -a "$TMP/report"
+echo "fields beyond the first line that the I/O path touches too (plus the statistics block):" | tee -a "$TMP/report"
+sed 's/^/  /' "$TMP/coldhot" | tee -a "$TMP/report"
 [ -z "$OUT" ] || cp "$TMP/report" "$OUT"

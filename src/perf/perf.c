@@ -446,8 +446,6 @@ static void run_start(struct worker *w);
 static void worker_finish(struct worker *w)
 {
 	clock_now(&w->t1);
-	for (unsigned i = 0; i < w->njobs; i++)
-		nvme_qpair_stats_get(w->jobs[i].qp, &w->jobs[i].end);
 	atomic_store(&w->state, WS_DONE);
 	nvme_reactor_stop(w->r);
 	sem_post(&progress);
@@ -602,7 +600,7 @@ static void pass_hook(void *arg)
 struct ctl {
 	const struct cfg_controller *cc;
 	unsigned ci;
-	struct sim *sim;
+	struct nvme_bus *bus; /* until nvme_ctrl_open takes it over */
 	struct nvme_ctrl *ctrl;
 	const struct nvme_ns_info *ns;
 };
@@ -854,16 +852,17 @@ int main(int argc, char **argv)
 			continue;
 		struct ctl *c = &cs[nc];
 		struct nvme_bus *bus;
+		struct sim *sim;
 		c->cc = cc;
 		c->ci = i;
 		if (cc->sim) {
-			rc = sim_create_from_cfg(cc, &c->sim);
+			rc = sim_create_from_cfg(cc, &sim);
 			if (rc) {
 				fprintf(stderr, "nvmefs-perf: controller %s: software controller: %s\n",
 					cc->name, strerror(-rc));
 				goto out;
 			}
-			bus = sim_bus(c->sim);
+			bus = sim_bus(sim);
 		} else {
 			rc = vfio_bus_open(cc->device, &bus);
 			if (rc) {
@@ -872,6 +871,7 @@ int main(int argc, char **argv)
 				goto out;
 			}
 		}
+		c->bus = bus;
 		nc++;
 		struct nvme_ctrl_opts co = {
 			.name = cc->name,
@@ -887,6 +887,7 @@ int main(int argc, char **argv)
 				strerror(-rc));
 			goto out;
 		}
+		c->bus = NULL; /* closed by nvme_ctrl_close (for the sim: sim_destroy) */
 		const struct nvme_ctrl_info *ci = nvme_ctrl_get_info(c->ctrl);
 		for (unsigned k = 0; k < ci->nr_ns; k++)
 			if (ci->ns[k].nsid == o.nsid)
@@ -1034,6 +1035,10 @@ int main(int argc, char **argv)
 	stop_all(ws, nw);
 	for (unsigned i = 0; i < started; i++)
 		nvme_reactor_join(ws[i].r);
+	/* after the join: the last pass's doorbells and counts are in */
+	for (unsigned i = 0; i < started; i++)
+		for (unsigned k = 0; k < ws[i].njobs; k++)
+			nvme_qpair_stats_get(ws[i].jobs[k].qp, &ws[i].jobs[k].end);
 	if (started == nw && !got_signal) {
 		int setup_err = 0;
 		for (unsigned i = 0; i < nw; i++)
@@ -1065,8 +1070,8 @@ out:
 	for (unsigned i = 0; cs && i < nc; i++) {
 		if (cs[i].ctrl)
 			nvme_ctrl_close(cs[i].ctrl);
-		if (cs[i].sim)
-			sim_destroy(cs[i].sim);
+		else if (cs[i].bus && cs[i].bus->ops->close)
+			cs[i].bus->ops->close(cs[i].bus); /* sim_destroy for the sim */
 	}
 	free(cs);
 	cfg_free(cfg);
