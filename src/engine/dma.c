@@ -38,12 +38,13 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	len = round_up(len, NVME_PAGE_SIZE);
 
 	/* Hugepages first when the request is big enough: fewer IOMMU entries
-	 * and TLB misses.  Without a reserved hugetlb pool this fails at once. */
+	 * and TLB misses.  Without MAP_NORESERVE the mmap itself fails when the
+	 * hugetlb pool is short (with it, mlock would fail later instead). */
 	void *p = MAP_FAILED;
 	if (len >= HUGE_SIZE) {
 		size_t hlen = round_up(len, HUGE_SIZE);
 		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 		if (p != MAP_FAILED) {
 			len = hlen;
 			out->huge = true;

@@ -1240,10 +1240,13 @@ static void sim_reset_queues(struct sim *s)
 	s->nr_aer = 0;
 	s->pending_event = 0;
 	s->nr_queues_granted = 0;
-	pthread_mutex_lock(&s->lock);
-	s->nr_deferred = 0;
+	s->nr_deferred = 0; /* callers hold s->lock */
 	atomic_store(&s->any_deferred, 0);
-	pthread_mutex_unlock(&s->lock);
+	/* a reset ends transient misbehaviour: completions that were to be
+	 * lost, doubled or preceded by a bogus one are not carried over */
+	atomic_store(&s->f_lose_n, 0);
+	atomic_store(&s->f_bogus_n, 0);
+	atomic_store(&s->f_dup_n, 0);
 	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
 }
 

@@ -98,7 +98,9 @@ void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status);
  * sim_poll (or ring a doorbell) to see them. */
 void sim_fault_delay(struct sim *s, unsigned usec);
 
-/* Execute the next n I/O commands but never post their completions. */
+/* Execute the next n I/O commands but never post their completions.
+ * A controller reset (CC.EN 1->0, FLR) cancels what is left of this and of
+ * the bogus-CID and duplicate faults. */
 void sim_fault_lose_next(struct sim *s, unsigned n);
 
 /* For the next n I/O completions, first post an extra CQE whose CID was not
