@@ -180,10 +180,21 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 		}
 		/* spin briefly (a local or inline device answers in microseconds),
 		 * then back off so a device thread on the same core can run */
-		if (spins++ < 2000)
+		if (spins++ < 2000) {
 			__builtin_ia32_pause();
-		else
-			sleep_us(20);
+			continue;
+		}
+		sleep_us(20);
+		/* a failed controller will never answer: say so now, not at the timeout */
+		if ((spins & 63) == 0) {
+			uint32_t s = csts(c);
+			if (s == 0xffffffffu || (s & NVME_CSTS_CFS)) {
+				log_err("%s: admin opcode 0x%02x: %s (CSTS 0x%x)", c->name, cmd->opc,
+					s == 0xffffffffu ? "device not responding" : "controller fatal status", s);
+				rc = s == 0xffffffffu ? -ENODEV : -EIO;
+				goto out;
+			}
+		}
 	}
 	if (cqe_out) {
 		*cqe_out = cqe;
