@@ -151,9 +151,10 @@ fio_verify() {
 	python3 - "$out" <<'PY'
 import json, sys
 try:
-    d = json.load(open(sys.argv[1]))
+    t = open(sys.argv[1]).read()
+    d = json.loads(t[t.index("{"):])  # fio may print notes before the JSON
 except Exception as e:
-    print("FAIL: fio output unreadable:", e)
+    print("FAIL: fio output unreadable:", e, repr(open(sys.argv[1]).read()[:300]))
     sys.exit(1)
 bad = 0
 for j in d["jobs"]:
