@@ -140,14 +140,31 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 	}
 }
 
+static void drain_calls(struct nvme_reactor *r)
+{
+	struct nvme_call *c;
+	while ((c = mpsc_pop(r)) != NULL) {
+		STAT_INC(r->st.calls);
+		c->fn(c->arg);
+		free(c);
+	}
+}
+
 static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	(void)revents;
 	struct nvme_reactor *r = w->data;
+	bool stopping = atomic_load_explicit(&r->stop, memory_order_acquire);
+	/* calls queued before the stop request still run (they may submit) */
+	if (stopping)
+		drain_calls(r);
 	/* the one SQ tail doorbell per queue per pass */
 	flush_all(r);
 	unsigned inflight = total_inflight(r);
-	if (r->mode == NVME_MODE_HYBRID) {
+	if (r->st.passes == 0) {
+		/* the first pass runs at once (its hook may have work) in every mode */
+		set_polling(r, true);
+	} else if (r->mode == NVME_MODE_HYBRID) {
 		set_polling(r, inflight > 0);
 	} else if (r->mode == NVME_MODE_INTERRUPT) {
 		bool any = false;
@@ -155,7 +172,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 			any |= r->qps[i]->napi_polling;
 		set_polling(r, any);
 	}
-	if (atomic_load_explicit(&r->stop, memory_order_acquire) && inflight == 0) {
+	if (stopping && inflight == 0) {
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
@@ -193,13 +210,7 @@ static void async_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	struct nvme_reactor *r = w->data;
-	struct nvme_call *c;
-	while ((c = mpsc_pop(r)) != NULL) {
-		STAT_INC(r->st.calls);
-		c->fn(c->arg);
-		free(c);
-	}
+	drain_calls(w->data);
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
