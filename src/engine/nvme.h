@@ -77,7 +77,11 @@ struct nvme_ctrl_opts {
  * CC, enable (wait RDY=1), Identify controller, Number of Queues, active
  * namespaces and their formats.  Fails with a message naming the controller
  * when it never becomes ready (-ETIMEDOUT), reports CFS (-EIO), or the bus
- * reads all ones (-ENODEV).  The ctrl owns the bus from here on. */
+ * reads all ones (-ENODEV).  On success the ctrl owns the bus (closed by
+ * nvme_ctrl_close); on failure the bus stays the caller's.  queue_depth is
+ * rounded down to a power of two <= MQES + 1 (and <= 4096); cq_budget 0
+ * means min(depth / 4, 64) and is clamped to depth / 2; io_timeout_ms 0
+ * means 30 s. */
 int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct nvme_ctrl **out);
 const struct nvme_ctrl_info *nvme_ctrl_get_info(const struct nvme_ctrl *c);
 const char *nvme_ctrl_name(const struct nvme_ctrl *c);
@@ -182,7 +186,8 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 
 /* Ring this SQ's tail doorbell now if it has unsubmitted entries. */
 void nvme_qpair_flush_sq(struct nvme_qpair *qp);
-/* Reap at most budget CQEs (0: the configured budget), ring the CQ head
+/* Reap at most budget CQEs (0, or more than the configured budget: the
+ * configured budget, which the tracker count is sized for), ring the CQ head
  * doorbell once; returns the number reaped.  The reactor calls this; tests
  * and nvmefs-perf may too. */
 unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget);
