@@ -21,6 +21,7 @@
 #include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,16 @@ static int vfio_set_iommu(struct vfio_bus *vb)
 	return -ENOTSUP;
 }
 
+/* Capability chains sit at offsets the kernel chose, not necessarily
+ * aligned for their structures: read them with memcpy, bounded by argsz. */
+static bool vfio_cap_at(const void *buf, uint32_t argsz, uint32_t off, struct vfio_info_cap_header *h)
+{
+	if (off < sizeof(uint32_t) || off > argsz || argsz - off < sizeof(*h))
+		return false;
+	memcpy(h, (const char *)buf + off, sizeof(*h));
+	return true;
+}
+
 /* IOVA ranges the IOMMU accepts (the MSI window and reserved regions are
  * holes).  Without the capability (old kernels) assume the low 4 GiB minus
  * the x86 MSI window, which every IOMMU we know maps. */
@@ -342,21 +353,33 @@ static int vfio_read_iova_ranges(struct vfio_bus *vb)
 			log_err("%s: VFIO_IOMMU_GET_INFO (caps): %s", vb->bus.name, strerror(errno));
 			goto out;
 		}
-		for (off = info->cap_offset; off && off + sizeof(struct vfio_info_cap_header) <= info->argsz;) {
-			struct vfio_info_cap_header *h = (void *)((char *)info + off);
+		for (off = info->cap_offset; off;) {
+			struct vfio_info_cap_header h;
+			const char *base = (const char *)info;
+			const size_t ro = offsetof(struct vfio_iommu_type1_info_cap_iova_range, iova_ranges);
+			uint32_t nr;
 
-			if (h->id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE) {
-				struct vfio_iommu_type1_info_cap_iova_range *r = (void *)h;
+			if (!vfio_cap_at(info, info->argsz, off, &h))
+				break;
+			if (h.id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE &&
+			    off + ro <= info->argsz) {
+				memcpy(&nr, base + off + offsetof(struct vfio_iommu_type1_info_cap_iova_range, nr_iovas),
+				       sizeof(nr));
+				for (uint32_t i = 0; i < nr && vb->nr_ranges < VFIO_MAX_RANGES; i++) {
+					struct vfio_iova_range r;
+					size_t at = off + ro + i * sizeof(r);
 
-				for (uint32_t i = 0; i < r->nr_iovas && vb->nr_ranges < VFIO_MAX_RANGES; i++) {
-					vb->ranges[vb->nr_ranges].start = r->iova_ranges[i].start;
-					vb->ranges[vb->nr_ranges].end = r->iova_ranges[i].end;
+					if (at + sizeof(r) > info->argsz)
+						break;
+					memcpy(&r, base + at, sizeof(r));
+					vb->ranges[vb->nr_ranges].start = r.start;
+					vb->ranges[vb->nr_ranges].end = r.end;
 					vb->nr_ranges++;
 				}
 			}
-			if (h->next <= off)
-				break; /* a loop in the chain: stop rather than spin */
-			off = h->next;
+			if (h.next <= off)
+				break; /* end, or a loop in the chain: stop rather than spin */
+			off = h.next;
 		}
 	}
 	if (vb->nr_ranges == 0) {
@@ -414,7 +437,7 @@ static int vfio_map_bar0(struct vfio_bus *vb)
 {
 	struct vfio_region_info ri = {.argsz = sizeof(ri), .index = VFIO_PCI_BAR0_REGION_INDEX};
 	struct vfio_region_info *full = NULL;
-	struct vfio_region_info_cap_sparse_mmap *sparse = NULL;
+	uint32_t sparse_off = 0, nr_areas = 0; /* the sparse mmap capability, if any */
 	uint8_t *base;
 	int ret = 0;
 
@@ -440,18 +463,25 @@ static int vfio_map_bar0(struct vfio_bus *vb)
 			log_err("%s: BAR0 region caps: %s", vb->bus.name, strerror(errno));
 			goto out;
 		}
-		for (uint32_t off = full->cap_offset; off && off < full->argsz;) {
-			struct vfio_info_cap_header *h = (void *)((char *)full + off);
+		for (uint32_t off = full->cap_offset; off;) {
+			struct vfio_info_cap_header h;
 
-			if (h->id == VFIO_REGION_INFO_CAP_SPARSE_MMAP)
-				sparse = (void *)h;
-			if (h->next <= off)
+			if (!vfio_cap_at(full, full->argsz, off, &h))
 				break;
-			off = h->next;
+			if (h.id == VFIO_REGION_INFO_CAP_SPARSE_MMAP &&
+			    off + offsetof(struct vfio_region_info_cap_sparse_mmap, areas) <= full->argsz) {
+				sparse_off = off;
+				memcpy(&nr_areas,
+				       (char *)full + off + offsetof(struct vfio_region_info_cap_sparse_mmap, nr_areas),
+				       sizeof(nr_areas));
+			}
+			if (h.next <= off)
+				break;
+			off = h.next;
 		}
 	}
 	vb->bar_map_len = ri.size;
-	if (!sparse) {
+	if (!sparse_off) {
 		base = mmap(NULL, ri.size, PROT_READ | PROT_WRITE, MAP_SHARED, vb->device, (off_t)ri.offset);
 		if (base == MAP_FAILED) {
 			ret = -errno;
@@ -466,8 +496,17 @@ static int vfio_map_bar0(struct vfio_bus *vb)
 			ret = -errno;
 			goto out;
 		}
-		for (uint32_t i = 0; i < sparse->nr_areas; i++) {
-			uint64_t ao = sparse->areas[i].offset, as = sparse->areas[i].size;
+		for (uint32_t i = 0; i < nr_areas; i++) {
+			struct vfio_region_sparse_mmap_area a;
+			size_t at = sparse_off + offsetof(struct vfio_region_info_cap_sparse_mmap, areas) +
+				    i * sizeof(a);
+			uint64_t ao, as;
+
+			if (at + sizeof(a) > full->argsz)
+				break;
+			memcpy(&a, (char *)full + at, sizeof(a));
+			ao = a.offset;
+			as = a.size;
 
 			if (!as || ao + as > ri.size)
 				continue;

@@ -68,6 +68,16 @@ vm_build_smoke() {
 	vm_cc vfio-smoke "$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/log.c"
 }
 
+# The same under ASan+UBSan (dynamic: the sanitizer runtimes come along
+# into the guest as shared libraries).
+vm_build_smoke_san() {
+	gcc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+		-I"$ROOT/src" -I"$ROOT/src/common" -I"$ROOT/src/engine" -o "$VMBIN/vfio-smoke-san" \
+		"$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/log.c" ||
+		fail "building vfio-smoke-san"
+}
+
 # Boot once: vm_run LOG VMRUN-OPTIONS... [-- COMMAND].  Fails on IOMMU faults
 # (-D) and keeps the guest's output in LOG (printed as well).
 vm_run() {
