@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -86,6 +87,7 @@ static int mkdir_p(const char *path)
 int fusefs_prepare_mountpoint(const char *path)
 {
 	char real[PATH_MAX], type[64], src[PATH_MAX];
+	struct statfs sfs;
 	struct stat st;
 	int err;
 
@@ -129,6 +131,19 @@ int fusefs_prepare_mountpoint(const char *path)
 		err = errno;
 		log_err("%s: mountpoint: %s", path, strerror(err));
 		return -err;
+	}
+	if (mounted_at(real, type, sizeof(type), src, sizeof(src)) && strncmp(type, "fuse", 4) == 0 &&
+	    statfs(real, &sfs) < 0 && errno == ENOTCONN) {
+		/* cached attributes can hide a dead server from stat, never
+		 * from statfs, which always asks it */
+		log_warn("%s: stale FUSE mount of an earlier run (%s: transport endpoint is not "
+			 "connected): unmounting it lazily",
+			 path, src);
+		if (umount2(real, MNT_DETACH) < 0) {
+			err = errno;
+			log_err("%s: cannot unmount the stale mount: %s", path, strerror(err));
+			return -err;
+		}
 	}
 	if (mounted_at(real, type, sizeof(type), src, sizeof(src))) {
 		log_err("%s: mountpoint is busy: %s (%s) is mounted there; unmount it or choose "

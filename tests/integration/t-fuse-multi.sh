@@ -31,8 +31,9 @@ for n in nvme0n1:12 nvme0n2:12 nvme1n1:6 nvme1n2:6; do
 done
 for f in nvme0n1 nvme0n2 nvme1n1 nvme1n2; do
 	dd if="$TMP/$f" of="$MNT/$f" bs=256k oflag=direct conv=notrunc status=none &
+	PIDS="${PIDS:-} $!"
 done
-wait
+for p in $PIDS; do wait "$p" || fail "dd $p"; done
 for f in nvme0n1 nvme0n2 nvme1n1 nvme1n2; do
 	cmp "$TMP/$f" "$MNT/$f" || fail "$f: data differs"
 done
