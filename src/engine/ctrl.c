@@ -10,9 +10,9 @@
 
 #define ADMIN_BOUNCE (64u << 10)
 /* admin_mem layout, in 4 KiB pages: ASQ, ACQ, PRP list, bounce */
-#define ASQ_OFF 0
-#define ACQ_OFF (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
-#define PRPL_OFF (ACQ_OFF + 4096)
+#define ASQ_OFF    0
+#define ACQ_OFF    (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
+#define PRPL_OFF   (ACQ_OFF + 4096)
 #define BOUNCE_OFF (PRPL_OFF + 4096)
 static_assert(NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe) == 4096, "ASQ is one page");
 
@@ -30,24 +30,27 @@ static uint32_t csts(struct nvme_ctrl *c)
 /* Wait until (CSTS & mask) == want.  A controller reading all ones is gone;
  * one reporting CFS has failed (unless we are disabling it, which clears CFS). */
 static int wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t timeout_ms,
-		     bool cfs_fatal, const char *what)
+                     bool cfs_fatal, const char *what)
 {
 	uint64_t deadline = nvme_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	unsigned spins = 0;
 	for (;;) {
 		uint32_t s = csts(c);
 		if (s == 0xffffffffu) {
-			log_err("%s: device not responding (CSTS reads all ones) while %s", c->name, what);
+			log_err("%s: device not responding (CSTS reads all ones) while %s", c->name,
+			        what);
 			return -ENODEV;
 		}
 		if (cfs_fatal && (s & NVME_CSTS_CFS)) {
-			log_err("%s: controller fatal status (CSTS 0x%x) while %s", c->name, s, what);
+			log_err("%s: controller fatal status (CSTS 0x%x) while %s", c->name, s,
+			        what);
 			return -EIO;
 		}
 		if ((s & mask) == want)
 			return 0;
 		if (nvme_now_ns() > deadline) {
-			log_err("%s: timed out after %u ms %s (CSTS 0x%x)", c->name, timeout_ms, what, s);
+			log_err("%s: timed out after %u ms %s (CSTS 0x%x)", c->name, timeout_ms,
+			        what, s);
 			return -ETIMEDOUT;
 		}
 		sleep_us(spins++ < 100 ? 50 : 1000);
@@ -63,7 +66,8 @@ static int disable_locked(struct nvme_ctrl *c)
 	}
 	if (cc & NVME_CC_EN)
 		nvme_bus_write32(c->bus, NVME_REG_CC, cc & ~NVME_CC_EN);
-	return wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false, "waiting for the controller to disable");
+	return wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
+	                 "waiting for the controller to disable");
 }
 
 /* Program the admin queue and enable.  Rings are zeroed so no stale phase
@@ -77,20 +81,21 @@ static int enable_locked(struct nvme_ctrl *c)
 	c->acq_phase = 1;
 
 	nvme_bus_write32(c->bus, NVME_REG_AQA,
-			 ((NVME_ADMIN_ENTRIES - 1u) << 16) | (NVME_ADMIN_ENTRIES - 1u));
+	                 ((NVME_ADMIN_ENTRIES - 1u) << 16) | (NVME_ADMIN_ENTRIES - 1u));
 	nvme_bus_write64(c->bus, NVME_REG_ASQ, c->admin_iova + ASQ_OFF);
 	nvme_bus_write64(c->bus, NVME_REG_ACQ, c->admin_iova + ACQ_OFF);
 	/* CSS NVM, MPS 4 KiB, round robin, 64-byte SQEs, 16-byte CQEs; EN last */
-	uint32_t cc = (0u << NVME_CC_CSS_SHIFT) | (0u << NVME_CC_MPS_SHIFT) | (0u << NVME_CC_AMS_SHIFT) |
-		      (NVME_SQES_LOG2 << NVME_CC_IOSQES_SHIFT) | (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
+	uint32_t cc = (0u << NVME_CC_CSS_SHIFT) | (0u << NVME_CC_MPS_SHIFT) |
+	              (0u << NVME_CC_AMS_SHIFT) | (NVME_SQES_LOG2 << NVME_CC_IOSQES_SHIFT) |
+	              (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc | NVME_CC_EN);
 	return wait_csts(c, NVME_CSTS_RDY, NVME_CSTS_RDY, c->ready_timeout_ms, true,
-			 "waiting for the controller to become ready");
+	                 "waiting for the controller to become ready");
 }
 
 static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
-			struct nvme_cqe *cqe_out, uint32_t timeout_ms)
+                        struct nvme_cqe *cqe_out, uint32_t timeout_ms)
 {
 	struct nvme_dma_region tmp = {0};
 	uint64_t tmp_iova = 0;
@@ -127,15 +132,16 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 	sqe.flags = 0; /* PRPs */
 	sqe.cid = ++c->admin_cid;
 	if (len) {
-		rc = nvme_prp_build(diova, len, c->admin_prp_list, c->admin_iova + PRPL_OFF, &sqe.prp1,
-				    &sqe.prp2);
+		rc = nvme_prp_build(diova, len, c->admin_prp_list, c->admin_iova + PRPL_OFF,
+		                    &sqe.prp1, &sqe.prp2);
 		if (rc < 0)
 			goto out;
 	}
 	c->asq[c->asq_tail] = sqe;
 	c->asq_tail = (uint16_t)((c->asq_tail + 1) % NVME_ADMIN_ENTRIES);
-	nvme_bus_doorbell(c->bus, (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(0, c->dstrd)),
-			  c->asq_tail);
+	nvme_bus_doorbell(c->bus,
+	                  (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(0, c->dstrd)),
+	                  c->asq_tail);
 
 	uint64_t deadline = nvme_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	struct nvme_cqe cqe;
@@ -155,25 +161,28 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 				c->acq_head = 0;
 				c->acq_phase ^= 1;
 			}
-			nvme_bus_doorbell(c->bus,
-					  (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
-					  c->acq_head);
+			nvme_bus_doorbell(
+			    c->bus,
+			    (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
+			    c->acq_head);
 			if (cqe.cid == sqe.cid)
 				break;
 			/* a late completion of an earlier timed-out command */
 			c->admin_bogus++;
-			log_warn("%s: dropping admin completion for cid %u (waiting for %u)", c->name,
-				 cqe.cid, sqe.cid);
+			log_warn("%s: dropping admin completion for cid %u (waiting for %u)",
+			         c->name, cqe.cid, sqe.cid);
 			continue;
 		}
 		if (nvme_now_ns() > deadline) {
 			uint32_t s = csts(c);
 			if (s == 0xffffffffu) {
-				log_err("%s: device not responding (admin opcode 0x%02x)", c->name, cmd->opc);
+				log_err("%s: device not responding (admin opcode 0x%02x)", c->name,
+				        cmd->opc);
 				rc = -ENODEV;
 			} else {
-				log_err("%s: admin command opcode 0x%02x timed out after %u ms (CSTS 0x%x)",
-					c->name, cmd->opc, timeout_ms, s);
+				log_err("%s: admin command opcode 0x%02x timed out after %u ms "
+				        "(CSTS 0x%x)",
+				        c->name, cmd->opc, timeout_ms, s);
 				rc = -ETIMEDOUT;
 			}
 			goto out;
@@ -181,7 +190,7 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 		/* spin briefly (a local or inline device answers in microseconds),
 		 * then back off so a device thread on the same core can run */
 		if (spins++ < 2000) {
-			__builtin_ia32_pause();
+			nvme_cpu_relax();
 			continue;
 		}
 		sleep_us(20);
@@ -189,8 +198,11 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 		if ((spins & 63) == 0) {
 			uint32_t s = csts(c);
 			if (s == 0xffffffffu || (s & NVME_CSTS_CFS)) {
-				log_err("%s: admin opcode 0x%02x: %s (CSTS 0x%x)", c->name, cmd->opc,
-					s == 0xffffffffu ? "device not responding" : "controller fatal status", s);
+				log_err("%s: admin opcode 0x%02x: %s (CSTS 0x%x)", c->name,
+				        cmd->opc,
+				        s == 0xffffffffu ? "device not responding"
+				                         : "controller fatal status",
+				        s);
 				rc = s == 0xffffffffu ? -ENODEV : -EIO;
 				goto out;
 			}
@@ -206,7 +218,7 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 		memcpy(buf, dbuf, len);
 	if (rc < 0)
 		log_debug("%s: admin opcode 0x%02x failed: %s (status 0x%x)", c->name, cmd->opc,
-			  nvme_status_str(status), status);
+		          nvme_status_str(status), status);
 out:
 	if (tmp.vaddr) {
 		nvme_dma_unmap(c->bus, &tmp, tmp_iova);
@@ -216,7 +228,7 @@ out:
 }
 
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
-		    struct nvme_cqe *cqe_out)
+                    struct nvme_cqe *cqe_out)
 {
 	pthread_mutex_lock(&c->admin_lock);
 	int rc = admin_locked(c, cmd, buf, len, cqe_out, NVME_ADMIN_TIMEOUT_MS);
@@ -225,7 +237,7 @@ int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t
 }
 
 int nvme_ctrl_admin_timeout(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
-			    struct nvme_cqe *cqe_out, uint32_t timeout_ms)
+                            struct nvme_cqe *cqe_out, uint32_t timeout_ms)
 {
 	pthread_mutex_lock(&c->admin_lock);
 	int rc = admin_locked(c, cmd, buf, len, cqe_out, timeout_ms);
@@ -258,8 +270,8 @@ static int identify(struct nvme_ctrl *c, uint32_t cns, uint32_t nsid, void *buf)
 static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 {
 	struct nvme_sqe cmd = {.opc = NVME_ADM_SET_FEATURES,
-			       .cdw10 = NVME_FEAT_NUM_QUEUES,
-			       .cdw11 = ((want - 1u) << 16) | (want - 1u)};
+	                       .cdw10 = NVME_FEAT_NUM_QUEUES,
+	                       .cdw11 = ((want - 1u) << 16) | (want - 1u)};
 	struct nvme_cqe cqe;
 	int rc = nvme_ctrl_admin(c, &cmd, NULL, 0, &cqe);
 	if (rc < 0) {
@@ -273,7 +285,8 @@ static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 	if (ncq < g)
 		g = ncq;
 	if (g < want)
-		log_info("%s: asked for %u I/O queues, the controller granted %u", c->name, want, g);
+		log_info("%s: asked for %u I/O queues, the controller granted %u", c->name, want,
+		         g);
 	*granted = g;
 	return 0;
 }
@@ -290,7 +303,8 @@ static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
 	rc = identify(c, NVME_ID_CNS_NS_ACTIVE_LIST, 0, list);
 	if (rc < 0) {
 		/* pre-1.1 controllers: every NSID up to NN is a candidate */
-		log_info("%s: no active namespace list (%s); probing 1..%u", c->name, strerror(-rc), nn);
+		log_info("%s: no active namespace list (%s); probing 1..%u", c->name, strerror(-rc),
+		         nn);
 		memset(list, 0, 4096);
 		for (uint32_t i = 0; i < nn && i < 1024; i++)
 			list[i] = i + 1;
@@ -307,19 +321,22 @@ static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
 	for (unsigned i = 0; i < cnt; i++) {
 		rc = identify(c, NVME_ID_CNS_NS, list[i], id);
 		if (rc < 0) {
-			log_warn("%s: Identify namespace %u failed: %s", c->name, list[i], strerror(-rc));
+			log_warn("%s: Identify namespace %u failed: %s", c->name, list[i],
+			         strerror(-rc));
 			continue;
 		}
 		if (id->nsze == 0)
 			continue; /* inactive */
 		unsigned fmt = id->flbas & 0xf;
 		if (fmt > id->nlbaf || id->lbaf[fmt].lbads < 9 || id->lbaf[fmt].lbads > 16) {
-			log_warn("%s: namespace %u has an unusable LBA format (%u, lbads %u); skipped",
-				 c->name, list[i], fmt, fmt < 16 ? id->lbaf[fmt].lbads : 0);
+			log_warn(
+			    "%s: namespace %u has an unusable LBA format (%u, lbads %u); skipped",
+			    c->name, list[i], fmt, fmt < 16 ? id->lbaf[fmt].lbads : 0);
 			continue;
 		}
 		if (id->lbaf[fmt].ms && (id->flbas & 0x10)) {
-			log_warn("%s: namespace %u uses extended-LBA metadata; skipped", c->name, list[i]);
+			log_warn("%s: namespace %u uses extended-LBA metadata; skipped", c->name,
+			         list[i]);
 			continue;
 		}
 		struct nvme_ns_info *ns = &info->ns[info->nr_ns++];
@@ -378,13 +395,14 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 		c->ready_timeout_ms = 500;
 	if (!(NVME_CAP_CSS(c->cap) & NVME_CAP_CSS_NVM)) {
 		log_err("%s: controller does not support the NVM command set (CAP 0x%llx)", c->name,
-			(unsigned long long)c->cap);
+		        (unsigned long long)c->cap);
 		rc = -ENOTSUP;
 		goto err;
 	}
 	if (NVME_CAP_MPSMIN(c->cap) > 0) {
-		log_err("%s: controller's minimum page size is %u KiB; only 4 KiB pages are supported",
-			c->name, 4u << NVME_CAP_MPSMIN(c->cap));
+		log_err(
+		    "%s: controller's minimum page size is %u KiB; only 4 KiB pages are supported",
+		    c->name, 4u << NVME_CAP_MPSMIN(c->cap));
 		rc = -ENOTSUP;
 		goto err;
 	}
@@ -475,10 +493,11 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	rc = load_namespaces(c, id->nn);
 	if (rc < 0)
 		goto err_mem;
-	log_info("%s: %s (sn %s, fw %s), NVMe %u.%u, %u namespace(s), %u I/O queue(s), max transfer %u KiB",
-		 c->name, c->info->model, c->info->serial, c->info->firmware, c->info->version >> 16,
-		 (c->info->version >> 8) & 0xff, c->info->nr_ns, c->info->nr_io_queues,
-		 c->info->max_xfer >> 10);
+	log_info("%s: %s (sn %s, fw %s), NVMe %u.%u, %u namespace(s), %u I/O queue(s), max "
+	         "transfer %u KiB",
+	         c->name, c->info->model, c->info->serial, c->info->firmware,
+	         c->info->version >> 16, (c->info->version >> 8) & 0xff, c->info->nr_ns,
+	         c->info->nr_io_queues, c->info->max_xfer >> 10);
 	free(id);
 	*out = c;
 	return 0;
@@ -489,7 +508,8 @@ err_mem:
 		uint32_t cc = nvme_bus_read32(bus, NVME_REG_CC);
 		if (cc & NVME_CC_EN) {
 			nvme_bus_write32(bus, NVME_REG_CC, cc & ~NVME_CC_EN);
-			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false, "disabling after a failed start");
+			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
+			          "disabling after a failed start");
 		}
 	}
 	nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
@@ -569,7 +589,7 @@ int nvme_ctrl_reset(struct nvme_ctrl *c)
 		return rc;
 	if (granted < c->info->nr_io_queues)
 		log_warn("%s: after reset only %u I/O queues granted (was %u)", c->name, granted,
-			 c->info->nr_io_queues);
+		         c->info->nr_io_queues);
 	c->info->nr_io_queues = granted;
 	return 0;
 }
@@ -585,14 +605,17 @@ void nvme_ctrl_close(struct nvme_ctrl *c)
 		uint32_t cc = nvme_bus_read32(bus, NVME_REG_CC);
 		if (cc & NVME_CC_EN) {
 			/* normal shutdown lets the device flush its cache and metadata */
-			nvme_bus_write32(bus, NVME_REG_CC, (cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);
-			if (wait_csts(c, NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT, c->shutdown_timeout_ms,
-				      false, "waiting for shutdown to complete") < 0)
+			nvme_bus_write32(bus, NVME_REG_CC,
+			                 (cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);
+			if (wait_csts(c, NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT,
+			              c->shutdown_timeout_ms, false,
+			              "waiting for shutdown to complete") < 0)
 				log_warn("%s: shutdown incomplete; disabling anyway", c->name);
 			/* disabled, the device stops referencing admin queue memory */
 			cc = nvme_bus_read32(bus, NVME_REG_CC);
 			nvme_bus_write32(bus, NVME_REG_CC, cc & ~(NVME_CC_EN | NVME_CC_SHN_MASK));
-			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false, "disabling after shutdown");
+			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
+			          "disabling after shutdown");
 		}
 	}
 	if (c->nr_efds && bus->ops->irq_set)

@@ -44,7 +44,7 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	if (len >= HUGE_SIZE) {
 		size_t hlen = round_up(len, HUGE_SIZE);
 		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 		if (p != MAP_FAILED) {
 			len = hlen;
 			out->huge = true;
@@ -54,7 +54,8 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 		/* MAP_POPULATE only when no node binding is wanted: binding must
 		 * precede population. */
 		int pop = out->node < 0 ? MAP_POPULATE : 0;
-		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | pop, -1, 0);
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | pop, -1,
+		         0);
 		if (p == MAP_FAILED) {
 			int e = errno;
 			log_err("dma: cannot map %zu bytes: %s", len, strerror(e));
@@ -66,8 +67,9 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	 * them out or migrate them under it. */
 	if (mlock(p, len) != 0) {
 		int e = errno;
-		log_err("dma: cannot lock %zu bytes in memory: %s (raise RLIMIT_MEMLOCK / LimitMEMLOCK)",
-			len, strerror(e));
+		log_err("dma: cannot lock %zu bytes in memory: %s (raise RLIMIT_MEMLOCK / "
+		        "LimitMEMLOCK)",
+		        len, strerror(e));
 		munmap(p, len);
 		return -e;
 	}
@@ -90,7 +92,8 @@ int nvme_dma_map(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t *iova
 {
 	int rc = bus->ops->dma_map(bus, r->vaddr, r->len, iova);
 	if (rc < 0)
-		log_err("%s: cannot map %zu bytes of DMA memory: %s", bus->name, r->len, strerror(-rc));
+		log_err("%s: cannot map %zu bytes of DMA memory: %s", bus->name, r->len,
+		        strerror(-rc));
 	return rc;
 }
 

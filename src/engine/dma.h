@@ -21,14 +21,13 @@
 #include "bus.h"
 
 #define NVME_PAGE_SHIFT 12
-#define NVME_PAGE_SIZE (1u << NVME_PAGE_SHIFT)
+#define NVME_PAGE_SIZE  (1u << NVME_PAGE_SHIFT)
 
 struct nvme_dma_region {
 	void *vaddr;
-	size_t len;   /* bytes, a multiple of 4 KiB (of 2 MiB when huge) */
-	int node;     /* NUMA node it was bound to, -1 for any */
-	bool huge;    /* backed by hugetlb pages */
-	bool numa;    /* allocated through libnuma (freed with numa_free) */
+	size_t len; /* bytes, a multiple of 4 KiB (of 2 MiB when huge) */
+	int node;   /* NUMA node it was bound to, -1 for any */
+	bool huge;  /* backed by hugetlb pages */
 };
 
 /* Allocate len bytes (rounded up to 4 KiB) of zeroed, pinned memory; node >= 0
@@ -51,7 +50,7 @@ struct nvme_buf_pool {
 	struct nvme_dma_region region;
 	uint8_t *base;
 	uint32_t npages;
-	uint8_t max_order;     /* largest block: 4 KiB << max_order */
+	uint8_t max_order; /* largest block: 4 KiB << max_order */
 	uint32_t free_pages;
 	/* per page: 0 = not the head of a free block, else order + 1 */
 	uint8_t *free_order;
@@ -78,7 +77,7 @@ static inline bool nvme_pool_contains(const struct nvme_buf_pool *p, const void 
 
 /* O(1) translation for one mapping of the pool (base_iova from nvme_dma_map). */
 static inline uint64_t nvme_pool_iova(const struct nvme_buf_pool *p, uint64_t base_iova,
-				      const void *ptr)
+                                      const void *ptr)
 {
 	return base_iova + (uint64_t)((const uint8_t *)ptr - p->base);
 }

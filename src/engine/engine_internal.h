@@ -17,15 +17,22 @@
 
 /* The engine's own cap on one command's transfer: one 4 KiB PRP list page
  * holds 512 entries, enough for 2 MiB at any dword-aligned offset. */
-#define NVME_ENGINE_MAX_XFER (2u << 20)
-#define NVME_ADMIN_ENTRIES 64
-#define NVME_ADMIN_TIMEOUT_MS 5000
+#define NVME_ENGINE_MAX_XFER       (2u << 20)
+#define NVME_ADMIN_ENTRIES         64
+#define NVME_ADMIN_TIMEOUT_MS      5000
 #define NVME_DEFAULT_IO_TIMEOUT_MS 30000
 
 /* Relaxed stores by the owner thread only: another thread's relaxed load is
  * then tear-free (aligned 64-bit accesses on x86_64) and defined by C11. */
 #define STAT_ADD(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
-#define STAT_INC(field) STAT_ADD(field, 1)
+#define STAT_INC(field)    STAT_ADD(field, 1)
+
+static inline void nvme_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
 
 static inline uint64_t nvme_now_ns(void)
 {
@@ -44,7 +51,7 @@ struct nvme_ctrl {
 	uint32_t ready_timeout_ms; /* CAP.TO */
 	uint32_t shutdown_timeout_ms;
 
-	pthread_mutex_t admin_lock; /* serialises the admin queue and irq wiring */
+	pthread_mutex_t admin_lock;       /* serialises the admin queue and irq wiring */
 	struct nvme_dma_region admin_mem; /* ASQ | ACQ | PRP list page | bounce */
 	uint64_t admin_iova;
 	struct nvme_sqe *asq;
@@ -56,9 +63,9 @@ struct nvme_ctrl {
 	uint8_t acq_phase;
 	uint64_t admin_bogus;
 
-	int *efds;             /* per MSI-X vector, -1 when unwired */
+	int *efds; /* per MSI-X vector, -1 when unwired */
 	unsigned nr_efds;
-	unsigned nr_qpairs;    /* live qpairs on this controller */
+	unsigned nr_qpairs; /* live qpairs on this controller */
 	unsigned asked_queues;
 
 	struct nvme_ctrl_info *info; /* with ns[] */
@@ -79,11 +86,11 @@ enum { TRK_FREE = 0, TRK_INFLIGHT, TRK_ABORTING, TRK_QUARANTINED };
 struct nvme_parent;
 
 struct nvme_tracker {
-	uint16_t cid;          /* current, with generation */
+	uint16_t cid; /* current, with generation */
 	uint8_t state;
 	uint8_t opc;
 	uint32_t len;
-	uint16_t next_free;    /* free list link (index) */
+	uint16_t next_free; /* free list link (index) */
 	uint16_t sq_slot;
 	uint64_t submit_ns;
 	uint64_t abort_ns;
@@ -91,15 +98,15 @@ struct nvme_tracker {
 	void *arg;
 	struct nvme_parent *parent;
 	struct nvme_tracker *older, *newer; /* in-flight list, by submit time */
-	uint64_t *prp_list;    /* one 4 KiB page from the reactor pool */
+	uint64_t *prp_list;                 /* one 4 KiB page from the reactor pool */
 	uint64_t prp_iova;
 };
 
 struct nvme_parent {
 	nvme_io_cb cb;
 	void *arg;
-	uint32_t children;     /* still outstanding */
-	int err;               /* first error wins */
+	uint32_t children; /* still outstanding */
+	int err;           /* first error wins */
 	uint16_t status;
 	struct nvme_parent *next_free;
 };
@@ -112,17 +119,17 @@ struct nvme_qpair {
 	volatile struct nvme_cqe *cq;
 	volatile uint32_t *sq_db;
 	volatile uint32_t *cq_db;
-	struct nvme_tracker *trk;     /* CID-indexed */
-	struct nvme_bus *bus;         /* for nvme_bus_doorbell's notify hook */
+	struct nvme_tracker *trk; /* CID-indexed */
+	struct nvme_bus *bus;     /* for nvme_bus_doorbell's notify hook */
 	uint16_t sq_tail;
-	uint16_t sq_head;             /* last sane sq_head the device reported */
+	uint16_t sq_head; /* last sane sq_head the device reported */
 	uint16_t cq_head;
-	uint16_t mask;                /* entries - 1 (entries a power of two) */
-	uint16_t free_head;           /* free tracker list */
+	uint16_t mask;      /* entries - 1 (entries a power of two) */
+	uint16_t free_head; /* free tracker list */
 	uint16_t inflight;
 	uint16_t cq_budget;
 	uint8_t cq_phase;
-	uint8_t sq_dirty;             /* tail advanced, doorbell not yet rung */
+	uint8_t sq_dirty; /* tail advanced, doorbell not yet rung */
 	/* ---- cold ---- */
 	uint16_t qid;
 	uint16_t entries;
@@ -138,16 +145,16 @@ struct nvme_qpair {
 	struct nvme_parent *parent_free;
 	struct nvme_dma_region ring_mem;
 	uint64_t ring_iova;
-	uint64_t pool_iova;           /* this bus's mapping of the reactor pool */
+	uint64_t pool_iova; /* this bus's mapping of the reactor pool */
 	bool pool_mapped;
 	bool created_on_dev;
 	int efd;
 	int vector;
 	ev_io io_w;
 	bool io_active;
-	bool napi_polling;            /* interrupt mode: budget was exhausted */
-	bool reaping;                 /* guards against a callback reaping again */
-	uint64_t bad_sq_head;         /* CQEs whose sq_head was out of range */
+	bool napi_polling;    /* interrupt mode: budget was exhausted */
+	bool reaping;         /* guards against a callback reaping again */
+	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
 	char name[80];
 	struct nvme_qpair *next_in_reactor;
 	size_t alloc_len;
@@ -170,12 +177,12 @@ struct nvme_reactor {
 	int node;
 	struct ev_loop *loop;
 	struct nvme_buf_pool *pool;
-	uint64_t now_ns;        /* cached at the start of each pass */
+	uint64_t now_ns; /* cached at the start of each pass */
 	bool in_pass;
 	enum nvme_poll_mode mode; /* effective (hybrid/interrupt may fall back to poll) */
 	struct nvme_qpair *qps[NVME_REACTOR_MAX_QPAIRS];
 	unsigned nqps;
-	unsigned rr;            /* round-robin start */
+	unsigned rr; /* round-robin start */
 	void (*hook)(void *);
 	void *hook_arg;
 
@@ -184,7 +191,7 @@ struct nvme_reactor {
 	ev_prepare prepare_w;
 	ev_async async_w;
 	ev_timer timer_w;
-	bool polling;           /* idle watcher active */
+	bool polling; /* idle watcher active */
 
 	/* Vyukov intrusive MPSC queue: producers swap head, the consumer walks tail */
 	struct nvme_call *_Atomic q_head;
@@ -192,7 +199,6 @@ struct nvme_reactor {
 	struct nvme_call q_stub;
 
 	atomic_bool stop;
-	bool running;
 	pthread_t thread;
 	bool thread_started;
 
@@ -209,10 +215,10 @@ static inline uint64_t nvme_reactor_now(struct nvme_reactor *r)
 
 /* ctrl.c */
 int nvme_ctrl_admin_timeout(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
-			    struct nvme_cqe *cqe_out, uint32_t timeout_ms);
+                            struct nvme_cqe *cqe_out, uint32_t timeout_ms);
 /* qpair.c */
 int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova, uint64_t *prp1,
-		   uint64_t *prp2);
+                   uint64_t *prp2);
 /* qpair.c, for the reactor */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now);
 /* reactor.c, for qpair.c */

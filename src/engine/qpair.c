@@ -26,7 +26,7 @@
  * list of the remaining pages when more than two are touched.  One list page
  * (512 entries) covers NVME_ENGINE_MAX_XFER at any offset: no chaining. */
 int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova, uint64_t *prp1,
-		   uint64_t *prp2)
+                   uint64_t *prp2)
 {
 	if (iova & 3)
 		return -EINVAL;
@@ -108,8 +108,8 @@ static inline void inflight_unlink(struct nvme_qpair *qp, struct nvme_tracker *t
 
 /* Write the SQE into the ring and advance the tail in memory only: the
  * doorbell is rung once per pass by nvme_qpair_flush_sq. */
-static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t, const struct nvme_sqe *sqe,
-			   uint64_t now)
+static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t,
+                           const struct nvme_sqe *sqe, uint64_t now)
 {
 	t->sq_slot = qp->sq_tail;
 	qp->sq[qp->sq_tail] = *sqe;
@@ -125,8 +125,8 @@ static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t, const 
 
 /* End a tracker's command: stats, parent accounting, the callback.  The
  * tracker is freed (or quarantined) before the callback so it may submit. */
-static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status, uint64_t now,
-		   bool quarantine)
+static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status,
+                   uint64_t now, bool quarantine)
 {
 	nvme_io_cb cb = t->cb;
 	void *arg = t->arg;
@@ -198,8 +198,8 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 		n++;
 		/* sq_head must lie between what we knew and our tail; a wild value
 		 * would make the SQ look emptier than it is and overwrite live SQEs */
-		if (sqh <= qp->mask &&
-		    ((uint16_t)(sqh - qp->sq_head) & qp->mask) <= ((uint16_t)(qp->sq_tail - qp->sq_head) & qp->mask))
+		if (sqh <= qp->mask && ((uint16_t)(sqh - qp->sq_head) & qp->mask) <=
+		                           ((uint16_t)(qp->sq_tail - qp->sq_head) & qp->mask))
 			qp->sq_head = sqh;
 		else
 			qp->bad_sq_head++;
@@ -275,8 +275,8 @@ static bool room_for(struct nvme_qpair *qp, unsigned n)
  * each, data at buf (NULL: no data).  All or nothing: -EAGAIN leaves no
  * command submitted. */
 static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns_info *ns,
-			uint64_t slba, uint64_t nlb, const void *buf, uint64_t chunk, uint32_t cdw12,
-			nvme_io_cb cb, void *arg)
+                        uint64_t slba, uint64_t nlb, const void *buf, uint64_t chunk,
+                        uint32_t cdw12, nvme_io_cb cb, void *arg)
 {
 	uint64_t nchild = (nlb + chunk - 1) / chunk;
 	if (nchild > qp->ntrk)
@@ -309,8 +309,8 @@ static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns
 			bytes = (uint32_t)(n << ns->lba_shift);
 			const uint8_t *d = data + ((i * chunk) << ns->lba_shift);
 			/* cannot fail: alignment and size were checked by the caller */
-			nvme_prp_build(nvme_pool_iova(pool, qp->pool_iova, d), bytes, t->prp_list, t->prp_iova,
-				       &sqe.prp1, &sqe.prp2);
+			nvme_prp_build(nvme_pool_iova(pool, qp->pool_iova, d), bytes, t->prp_list,
+			               t->prp_iova, &sqe.prp1, &sqe.prp2);
 		}
 		t->opc = opc;
 		t->len = bytes;
@@ -322,8 +322,8 @@ static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns
 	return 0;
 }
 
-static int rw(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid, uint64_t slba, const void *buf, size_t len,
-	      uint32_t cdw12, nvme_io_cb cb, void *arg)
+static int rw(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid, uint64_t slba, const void *buf,
+              size_t len, uint32_t cdw12, nvme_io_cb cb, void *arg)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
 	if (!ns || len == 0 || (len & (ns->lba_size - 1)) || ((uintptr_t)buf & 3))
@@ -333,17 +333,18 @@ static int rw(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid, uint64_t slba, 
 		return -EINVAL;
 	if (!nvme_pool_contains(nvme_reactor_pool(qp->reactor), buf, len))
 		return -EINVAL; /* the device can reach only the reactor's pool */
-	return submit_range(qp, opc, ns, slba, nlb, buf, qp->max_xfer >> ns->lba_shift, cdw12, cb, arg);
+	return submit_range(qp, opc, ns, slba, nlb, buf, qp->max_xfer >> ns->lba_shift, cdw12, cb,
+	                    arg);
 }
 
 int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
-		    nvme_io_cb cb, void *arg)
+                    nvme_io_cb cb, void *arg)
 {
 	return rw(qp, NVME_CMD_READ, nsid, slba, buf, len, 0, cb, arg);
 }
 
-int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf, size_t len,
-		     bool fua, nvme_io_cb cb, void *arg)
+int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf,
+                     size_t len, bool fua, nvme_io_cb cb, void *arg)
 {
 	return rw(qp, NVME_CMD_WRITE, nsid, slba, buf, len, fua ? NVME_RW_FUA : 0, cb, arg);
 }
@@ -367,7 +368,7 @@ int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *
 }
 
 int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
-			    nvme_io_cb cb, void *arg)
+                            nvme_io_cb cb, void *arg)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
 	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
@@ -379,7 +380,7 @@ int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
 }
 
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
-			  nvme_io_cb cb, void *arg)
+                          nvme_io_cb cb, void *arg)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
 	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
@@ -402,10 +403,10 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 		rg[i].slba = slba + i * per;
 	}
 	struct nvme_sqe sqe = {.opc = NVME_CMD_DSM,
-			       .nsid = nsid,
-			       .prp1 = t->prp_iova,
-			       .cdw10 = (uint32_t)(nranges - 1),
-			       .cdw11 = NVME_DSM_AD};
+	                       .nsid = nsid,
+	                       .prp1 = t->prp_iova,
+	                       .cdw10 = (uint32_t)(nranges - 1),
+	                       .cdw11 = NVME_DSM_AD};
 	t->opc = NVME_CMD_DSM;
 	t->len = 0;
 	t->cb = cb;
@@ -443,17 +444,19 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 		if (t->state == TRK_INFLIGHT) {
 			if (now < t->submit_ns || now - t->submit_ns < tmo)
 				break; /* the list is in submit order: the rest are younger */
-			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms", qp->ctrl->name,
-				 qp->qid, t->cid, t->opc, qp->io_timeout_ms);
+			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms",
+			         qp->ctrl->name, qp->qid, t->cid, t->opc, qp->io_timeout_ms);
 			t->state = TRK_ABORTING;
 			t->abort_ns = now;
 			if (can_abort) {
 				/* Synchronous and bounded: the reactor stalls at most abort_ms. */
 				struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT,
-						       .cdw10 = ((uint32_t)t->cid << 16) | qp->qid};
-				int rc = nvme_ctrl_admin_timeout(qp->ctrl, &cmd, NULL, 0, NULL, abort_ms);
+				                       .cdw10 = ((uint32_t)t->cid << 16) | qp->qid};
+				int rc = nvme_ctrl_admin_timeout(qp->ctrl, &cmd, NULL, 0, NULL,
+				                                 abort_ms);
 				if (rc < 0) {
-					can_abort = false; /* admin queue stuck too: do not stall on each */
+					can_abort =
+					    false; /* admin queue stuck too: do not stall on each */
 					t->abort_ns = now - grace;
 				}
 			} else {
@@ -478,19 +481,19 @@ static int create_io_queues(struct nvme_qpair *qp)
 	if (qp->efd >= 0)
 		cdw11 |= NVME_CQ_IEN | ((uint32_t)qp->vector << 16);
 	struct nvme_sqe cq = {.opc = NVME_ADM_CREATE_CQ,
-			      .prp1 = qp->ring_iova + sq_off,
-			      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
-			      .cdw11 = cdw11};
+	                      .prp1 = qp->ring_iova + sq_off,
+	                      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
+	                      .cdw11 = cdw11};
 	int rc = nvme_ctrl_admin(c, &cq, NULL, 0, NULL);
 	if (rc < 0) {
-		log_err("%s: Create I/O CQ %u (%u entries) failed: %s", c->name, qp->qid, qp->entries,
-			strerror(-rc));
+		log_err("%s: Create I/O CQ %u (%u entries) failed: %s", c->name, qp->qid,
+		        qp->entries, strerror(-rc));
 		return rc;
 	}
 	struct nvme_sqe sq = {.opc = NVME_ADM_CREATE_SQ,
-			      .prp1 = qp->ring_iova,
-			      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
-			      .cdw11 = ((uint32_t)qp->qid << 16) | NVME_QUEUE_PC};
+	                      .prp1 = qp->ring_iova,
+	                      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
+	                      .cdw11 = ((uint32_t)qp->qid << 16) | NVME_QUEUE_PC};
 	rc = nvme_ctrl_admin(c, &sq, NULL, 0, NULL);
 	if (rc < 0) {
 		log_err("%s: Create I/O SQ %u failed: %s", c->name, qp->qid, strerror(-rc));
@@ -555,11 +558,13 @@ static void free_qpair(struct nvme_qpair *qp)
 	nvme_mem_free(qp, sizeof(*qp));
 }
 
-int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid, struct nvme_qpair **out)
+int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
+                      struct nvme_qpair **out)
 {
 	const struct nvme_ctrl_info *in = c->info;
 	if (qid == 0 || qid > in->nr_io_queues) {
-		log_err("%s: I/O queue id %u out of range (1..%u granted)", c->name, qid, in->nr_io_queues);
+		log_err("%s: I/O queue id %u out of range (1..%u granted)", c->name, qid,
+		        in->nr_io_queues);
 		return -EINVAL;
 	}
 	struct nvme_qpair *qp = nvme_mem_alloc(sizeof(*qp), r->node);
@@ -592,7 +597,8 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 
 	size_t sq_bytes = (size_t)qp->entries * sizeof(struct nvme_sqe);
 	size_t sq_off = (sq_bytes + NVME_PAGE_SIZE - 1) & ~(size_t)(NVME_PAGE_SIZE - 1);
-	rc = nvme_dma_alloc(sq_off + (size_t)qp->entries * sizeof(struct nvme_cqe), r->node, &qp->ring_mem);
+	rc = nvme_dma_alloc(sq_off + (size_t)qp->entries * sizeof(struct nvme_cqe), r->node,
+	                    &qp->ring_mem);
 	if (rc < 0)
 		goto err;
 	rc = nvme_dma_map(c->bus, &qp->ring_mem, &qp->ring_iova);
@@ -612,8 +618,8 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	for (unsigned i = 0; i < ntrk; i++) {
 		void *pg = nvme_pool_alloc(pool, NVME_PAGE_SIZE);
 		if (!pg) {
-			log_err("%s: reactor %u's buffer pool too small for %u PRP list pages", qp->name,
-				r->opts.id, ntrk);
+			log_err("%s: reactor %u's buffer pool too small for %u PRP list pages",
+			        qp->name, r->opts.id, ntrk);
 			rc = -ENOMEM;
 			goto err;
 		}
@@ -647,7 +653,7 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	__atomic_add_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
 	*out = qp;
 	return 0;
-err_dev: {
+err_dev : {
 	struct nvme_sqe ds = {.opc = NVME_ADM_DELETE_SQ, .cdw10 = qid};
 	struct nvme_sqe dc = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qid};
 	nvme_ctrl_admin(c, &ds, NULL, 0, NULL);
@@ -683,7 +689,8 @@ void nvme_qpair_destroy(struct nvme_qpair *qp)
 	nvme_qpair_flush_sq(qp);
 	delete_io_queues(qp);
 	if (qp->inflight)
-		log_warn("%s: %u command(s) still in flight at destroy: failed", qp->name, qp->inflight);
+		log_warn("%s: %u command(s) still in flight at destroy: failed", qp->name,
+		         qp->inflight);
 	fail_all(qp, -ECANCELED, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
 	nvme_reactor_detach(qp->reactor, qp);
 	__atomic_sub_fetch(&qp->ctrl->nr_qpairs, 1, __ATOMIC_RELAXED);

@@ -20,11 +20,11 @@
  *              while the loop sleeps.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <numa.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -259,9 +259,11 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 		rc = -ENOMEM;
 		goto err;
 	}
-	rc = nvme_pool_create(o->buf_pool_bytes ? o->buf_pool_bytes : DEFAULT_POOL_BYTES, node, &r->pool);
+	rc = nvme_pool_create(o->buf_pool_bytes ? o->buf_pool_bytes : DEFAULT_POOL_BYTES, node,
+	                      &r->pool);
 	if (rc < 0) {
-		log_err("reactor %u: cannot allocate its DMA buffer pool: %s", o->id, strerror(-rc));
+		log_err("reactor %u: cannot allocate its DMA buffer pool: %s", o->id,
+		        strerror(-rc));
 		goto err_loop;
 	}
 	atomic_store(&r->q_stub.next, NULL);
@@ -274,7 +276,8 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 	ev_idle_init(&r->idle_w, idle_cb);
 	ev_async_init(&r->async_w, async_cb);
 	ev_init(&r->timer_w, timer_cb);
-	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->async_w.data = r->timer_w.data = r;
+	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->async_w.data = r->timer_w.data =
+	    r;
 	ev_check_start(r->loop, &r->check_w);
 	ev_prepare_start(r->loop, &r->prepare_w);
 	ev_async_start(r->loop, &r->async_w);
@@ -298,13 +301,14 @@ int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
 	if (qp->efd >= 0) {
 		ev_io_init(&qp->io_w, io_cb, qp->efd, EV_READ);
 		qp->io_w.data = qp;
-		if (r->mode == NVME_MODE_INTERRUPT || (r->mode == NVME_MODE_HYBRID && !r->polling)) {
+		if (r->mode == NVME_MODE_INTERRUPT ||
+		    (r->mode == NVME_MODE_HYBRID && !r->polling)) {
 			ev_io_start(r->loop, &qp->io_w);
 			qp->io_active = true;
 		}
 	} else if (r->mode == NVME_MODE_INTERRUPT) {
-		log_warn("reactor %u: %s has no interrupt; the reactor falls back to polling", r->opts.id,
-			 qp->name);
+		log_warn("reactor %u: %s has no interrupt; the reactor falls back to polling",
+		         r->opts.id, qp->name);
 		r->mode = NVME_MODE_POLL;
 		for (unsigned i = 0; i < r->nqps - 1; i++) {
 			struct nvme_qpair *o = r->qps[i];
@@ -373,7 +377,8 @@ static void pin_self(struct nvme_reactor *r)
 	CPU_SET(r->opts.cpu, &set);
 	int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	if (rc != 0)
-		log_warn("reactor %u: cannot pin to CPU %d: %s", r->opts.id, r->opts.cpu, strerror(rc));
+		log_warn("reactor %u: cannot pin to CPU %d: %s", r->opts.id, r->opts.cpu,
+		         strerror(rc));
 }
 
 static void *reactor_main(void *arg)
@@ -443,7 +448,8 @@ void nvme_reactor_destroy(struct nvme_reactor *r)
 	if (!r)
 		return;
 	if (r->nqps)
-		log_warn("reactor %u: destroyed with %u qpair(s) still attached", r->opts.id, r->nqps);
+		log_warn("reactor %u: destroyed with %u qpair(s) still attached", r->opts.id,
+		         r->nqps);
 	struct nvme_call *c;
 	while ((c = mpsc_pop(r)) != NULL)
 		free(c);

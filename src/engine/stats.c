@@ -59,52 +59,90 @@ const char *nvme_status_str(uint16_t status)
 	unsigned sct = NVME_STATUS_SCT(status), sc = NVME_STATUS_SC(status);
 	if (sct == NVME_SCT_GENERIC) {
 		switch (sc) {
-		case NVME_SC_SUCCESS: return "success";
-		case NVME_SC_INVALID_OPCODE: return "invalid opcode";
-		case NVME_SC_INVALID_FIELD: return "invalid field in command";
-		case NVME_SC_CMDID_CONFLICT: return "command id conflict";
-		case NVME_SC_DATA_XFER_ERROR: return "data transfer error";
-		case NVME_SC_POWER_LOSS: return "aborted due to power loss";
-		case NVME_SC_INTERNAL: return "internal error";
-		case NVME_SC_ABORT_REQ: return "aborted by request";
-		case NVME_SC_ABORT_QUEUE: return "aborted: SQ deleted";
-		case NVME_SC_FUSED_FAIL: return "aborted: fused command failed";
-		case NVME_SC_FUSED_MISSING: return "aborted: fused command missing";
-		case NVME_SC_INVALID_NS: return "invalid namespace or format";
-		case NVME_SC_CMD_SEQ_ERROR: return "command sequence error";
-		case NVME_SC_INVALID_PRP_OFFSET: return "invalid PRP offset";
-		case NVME_SC_LBA_RANGE: return "LBA out of range";
-		case NVME_SC_CAP_EXCEEDED: return "capacity exceeded";
-		case NVME_SC_NS_NOT_READY: return "namespace not ready";
-		default: return "generic error";
+		case NVME_SC_SUCCESS:
+			return "success";
+		case NVME_SC_INVALID_OPCODE:
+			return "invalid opcode";
+		case NVME_SC_INVALID_FIELD:
+			return "invalid field in command";
+		case NVME_SC_CMDID_CONFLICT:
+			return "command id conflict";
+		case NVME_SC_DATA_XFER_ERROR:
+			return "data transfer error";
+		case NVME_SC_POWER_LOSS:
+			return "aborted due to power loss";
+		case NVME_SC_INTERNAL:
+			return "internal error";
+		case NVME_SC_ABORT_REQ:
+			return "aborted by request";
+		case NVME_SC_ABORT_QUEUE:
+			return "aborted: SQ deleted";
+		case NVME_SC_FUSED_FAIL:
+			return "aborted: fused command failed";
+		case NVME_SC_FUSED_MISSING:
+			return "aborted: fused command missing";
+		case NVME_SC_INVALID_NS:
+			return "invalid namespace or format";
+		case NVME_SC_CMD_SEQ_ERROR:
+			return "command sequence error";
+		case NVME_SC_INVALID_PRP_OFFSET:
+			return "invalid PRP offset";
+		case NVME_SC_LBA_RANGE:
+			return "LBA out of range";
+		case NVME_SC_CAP_EXCEEDED:
+			return "capacity exceeded";
+		case NVME_SC_NS_NOT_READY:
+			return "namespace not ready";
+		default:
+			return "generic error";
 		}
 	}
 	if (sct == NVME_SCT_CMD_SPECIFIC) {
 		switch (sc) {
-		case NVME_SC_CQ_INVALID: return "completion queue invalid";
-		case NVME_SC_QID_INVALID: return "invalid queue identifier";
-		case NVME_SC_QUEUE_SIZE: return "invalid queue size";
-		case NVME_SC_ABORT_LIMIT: return "abort command limit exceeded";
-		case NVME_SC_ASYNC_LIMIT: return "asynchronous event request limit exceeded";
-		case NVME_SC_INVALID_VECTOR: return "invalid interrupt vector";
-		case NVME_SC_INVALID_LOG_PAGE: return "invalid log page";
-		case NVME_SC_INVALID_QUEUE_DELETION: return "invalid queue deletion";
-		case NVME_SC_FEATURE_NOT_SAVEABLE: return "feature not saveable";
-		case NVME_SC_FEATURE_NOT_CHANGEABLE: return "feature not changeable";
-		default: return "command specific error";
+		case NVME_SC_CQ_INVALID:
+			return "completion queue invalid";
+		case NVME_SC_QID_INVALID:
+			return "invalid queue identifier";
+		case NVME_SC_QUEUE_SIZE:
+			return "invalid queue size";
+		case NVME_SC_ABORT_LIMIT:
+			return "abort command limit exceeded";
+		case NVME_SC_ASYNC_LIMIT:
+			return "asynchronous event request limit exceeded";
+		case NVME_SC_INVALID_VECTOR:
+			return "invalid interrupt vector";
+		case NVME_SC_INVALID_LOG_PAGE:
+			return "invalid log page";
+		case NVME_SC_INVALID_QUEUE_DELETION:
+			return "invalid queue deletion";
+		case NVME_SC_FEATURE_NOT_SAVEABLE:
+			return "feature not saveable";
+		case NVME_SC_FEATURE_NOT_CHANGEABLE:
+			return "feature not changeable";
+		default:
+			return "command specific error";
 		}
 	}
 	if (sct == NVME_SCT_MEDIA) {
 		switch (sc) {
-		case NVME_SC_WRITE_FAULT: return "write fault";
-		case NVME_SC_READ_ERROR: return "unrecovered read error";
-		case NVME_SC_GUARD_CHECK: return "end-to-end guard check error";
-		case NVME_SC_APPTAG_CHECK: return "end-to-end application tag check error";
-		case NVME_SC_REFTAG_CHECK: return "end-to-end reference tag check error";
-		case NVME_SC_COMPARE_FAILED: return "compare failure";
-		case NVME_SC_ACCESS_DENIED: return "access denied";
-		case NVME_SC_UNWRITTEN_BLOCK: return "deallocated or unwritten logical block";
-		default: return "media error";
+		case NVME_SC_WRITE_FAULT:
+			return "write fault";
+		case NVME_SC_READ_ERROR:
+			return "unrecovered read error";
+		case NVME_SC_GUARD_CHECK:
+			return "end-to-end guard check error";
+		case NVME_SC_APPTAG_CHECK:
+			return "end-to-end application tag check error";
+		case NVME_SC_REFTAG_CHECK:
+			return "end-to-end reference tag check error";
+		case NVME_SC_COMPARE_FAILED:
+			return "compare failure";
+		case NVME_SC_ACCESS_DENIED:
+			return "access denied";
+		case NVME_SC_UNWRITTEN_BLOCK:
+			return "deallocated or unwritten logical block";
+		default:
+			return "media error";
 		}
 	}
 	if (sct == NVME_SCT_PATH)
@@ -117,11 +155,16 @@ enum nvme_err_class nvme_status_class(uint16_t status)
 	if (status == NVME_STATUS_TIMEOUT)
 		return NVME_ERRC_TIMEOUT;
 	switch (NVME_STATUS_SCT(status)) {
-	case NVME_SCT_GENERIC: return NVME_ERRC_GENERIC;
-	case NVME_SCT_CMD_SPECIFIC: return NVME_ERRC_CMD;
-	case NVME_SCT_MEDIA: return NVME_ERRC_MEDIA;
-	case NVME_SCT_PATH: return NVME_ERRC_PATH;
-	default: return NVME_ERRC_OTHER;
+	case NVME_SCT_GENERIC:
+		return NVME_ERRC_GENERIC;
+	case NVME_SCT_CMD_SPECIFIC:
+		return NVME_ERRC_CMD;
+	case NVME_SCT_MEDIA:
+		return NVME_ERRC_MEDIA;
+	case NVME_SCT_PATH:
+		return NVME_ERRC_PATH;
+	default:
+		return NVME_ERRC_OTHER;
 	}
 }
 
@@ -145,7 +188,8 @@ uint64_t nvme_lat_bucket_ns(unsigned bucket)
 		return bucket;
 	unsigned e = bucket >> NVME_LAT_SUB_BITS, sub = bucket & (SUB - 1);
 	unsigned shift = e - 1;
-	if (shift + NVME_LAT_SUB_BITS + 1 > 64 || (shift + NVME_LAT_SUB_BITS + 1 == 64 && sub == SUB - 1))
+	if (shift + NVME_LAT_SUB_BITS + 1 > 64 ||
+	    (shift + NVME_LAT_SUB_BITS + 1 == 64 && sub == SUB - 1))
 		return UINT64_MAX;
 	return ((uint64_t)(SUB + sub + 1) << shift) - 1;
 }

@@ -16,8 +16,10 @@
 static struct sim_opts sim_defaults(bool threaded)
 {
 	struct sim_opts so = {.name = "te", .nr_ns = 2, .threaded = threaded};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
-	so.ns[1] = (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_NULL};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+	so.ns[1] =
+	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_NULL};
 	return so;
 }
 
@@ -27,18 +29,21 @@ START_TEST(t_pool_buddy)
 	struct nvme_buf_pool *p;
 	ck_assert_int_eq(nvme_pool_create(1u << 20, -1, &p), 0);
 	ck_assert_uint_eq(p->free_pages, 256);
-	void *a = nvme_pool_alloc(p, 4096), *b = nvme_pool_alloc(p, 5000), *c = nvme_pool_alloc(p, 65536);
+	void *a = nvme_pool_alloc(p, 4096), *b = nvme_pool_alloc(p, 5000),
+	     *c = nvme_pool_alloc(p, 65536);
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_nonnull(b);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_uint_eq((uintptr_t)a % 4096, 0);
-	ck_assert_uint_eq((size_t)((uint8_t *)b - p->base) % 8192, 0); /* 2 pages, aligned in the pool */
+	ck_assert_uint_eq((size_t)((uint8_t *)b - p->base) % 8192,
+	                  0); /* 2 pages, aligned in the pool */
 	ck_assert_uint_eq((size_t)((uint8_t *)c - p->base) % 65536, 0);
 	ck_assert_uint_eq(p->free_pages, 256 - 1 - 2 - 16);
 	ck_assert(nvme_pool_contains(p, c, 65536));
 	ck_assert(!nvme_pool_contains(p, (uint8_t *)p->base + (1u << 20) - 4096, 8192));
-	ck_assert_uint_eq(nvme_pool_iova(p, 0x100000000ull, c), 0x100000000ull + ((uint8_t *)c - p->base));
-	memset(c, 0xab, 65536); /* writable, pinned */
+	ck_assert_uint_eq(nvme_pool_iova(p, 0x100000000ull, c),
+	                  0x100000000ull + ((uint8_t *)c - p->base));
+	memset(c, 0xab, 65536);                           /* writable, pinned */
 	ck_assert_ptr_null(nvme_pool_alloc(p, 2u << 20)); /* bigger than the pool */
 	nvme_pool_free(p, b, 5000);
 	nvme_pool_free(p, a, 4096);
@@ -80,7 +85,8 @@ END_TEST
 START_TEST(t_lat_hist)
 {
 	/* every value lands in a bucket whose bound covers it, buckets monotonic */
-	uint64_t vals[] = {0, 1, 7, 8, 9, 15, 16, 100, 1000, 4095, 4096, 123456789, 1ull << 40, UINT64_MAX};
+	uint64_t vals[] = {0,   1,    7,    8,    9,         15,         16,
+	                   100, 1000, 4095, 4096, 123456789, 1ull << 40, UINT64_MAX};
 	for (unsigned i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 		unsigned b = nvme_lat_bucket(vals[i]);
 		ck_assert_uint_lt(b, NVME_LAT_BUCKETS);
@@ -112,7 +118,8 @@ START_TEST(t_status_map)
 	ck_assert_int_eq(nvme_status_errno(0), 0);
 	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_TIMEOUT), -ETIMEDOUT);
 	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_INVALID_OPCODE)), -EINVAL);
-	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_INVALID_NS) | NVME_STATUS_DNR), -EINVAL);
+	ck_assert_int_eq(
+	    nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_INVALID_NS) | NVME_STATUS_DNR), -EINVAL);
 	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_CAP_EXCEEDED)), -ENOSPC);
 	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_DATA_XFER_ERROR)), -EIO);
 	ck_assert_int_eq(nvme_status_errno(NVME_STATUS_MAKE(0, NVME_SC_ABORT_QUEUE)), -ECANCELED);
@@ -123,8 +130,10 @@ START_TEST(t_status_map)
 	ck_assert_int_eq(nvme_status_class(NVME_STATUS_MAKE(2, 0x81)), NVME_ERRC_MEDIA);
 	ck_assert_int_eq(nvme_status_class(NVME_STATUS_MAKE(7, 0x81)), NVME_ERRC_OTHER);
 	ck_assert_int_eq(nvme_status_class(NVME_STATUS_TIMEOUT), NVME_ERRC_TIMEOUT);
-	ck_assert_str_eq(nvme_status_str(NVME_STATUS_MAKE(0, NVME_SC_LBA_RANGE)), "LBA out of range");
-	ck_assert_str_eq(nvme_status_str(NVME_STATUS_MAKE(2, NVME_SC_READ_ERROR)), "unrecovered read error");
+	ck_assert_str_eq(nvme_status_str(NVME_STATUS_MAKE(0, NVME_SC_LBA_RANGE)),
+	                 "LBA out of range");
+	ck_assert_str_eq(nvme_status_str(NVME_STATUS_MAKE(2, NVME_SC_READ_ERROR)),
+	                 "unrecovered read error");
 }
 END_TEST
 
@@ -137,7 +146,8 @@ START_TEST(t_open_identify)
 	so.vwc = true;
 	ck_assert_int_eq(sim_create(&so, &s), 0);
 	struct nvme_ctrl *c;
-	struct nvme_ctrl_opts co = {.name = "ctl0", .io_queues = 4, .queue_depth = 100, .cq_budget = 0};
+	struct nvme_ctrl_opts co = {
+	    .name = "ctl0", .io_queues = 4, .queue_depth = 100, .cq_budget = 0};
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
 	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
 	ck_assert_str_eq(nvme_ctrl_name(c), "ctl0");
@@ -160,7 +170,8 @@ START_TEST(t_open_identify)
 	ck_assert_uint_eq(in->max_xfer, 2u << 20);
 	/* a queue id beyond the grant is refused clearly */
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	struct nvme_qpair *qp;
 	ck_assert_int_eq(nvme_qpair_create(c, r, 3, &qp), -EINVAL);
@@ -341,8 +352,8 @@ static void gone_w64(struct nvme_bus *b, uint32_t off, uint64_t v)
 }
 START_TEST(t_device_gone)
 {
-	static const struct nvme_bus_ops ops = {.read32 = gone_r32, .read64 = gone_r64,
-						.write32 = gone_w32, .write64 = gone_w64};
+	static const struct nvme_bus_ops ops = {
+	    .read32 = gone_r32, .read64 = gone_r64, .write32 = gone_w32, .write64 = gone_w64};
 	struct nvme_bus bus = {.ops = &ops, .name = "gone0", .numa_node = -1};
 	struct nvme_ctrl *c = NULL;
 	struct nvme_ctrl_opts co = {.io_queues = 1};
@@ -364,7 +375,8 @@ START_TEST(t_shutdown_state)
 	ck_assert_uint_eq((cc >> NVME_CC_IOSQES_SHIFT) & 0xf, 6);
 	ck_assert_uint_eq((cc >> NVME_CC_IOCQES_SHIFT) & 0xf, 4);
 	ck_assert_uint_eq((cc >> NVME_CC_MPS_SHIFT) & 0xf, 0);
-	ck_assert_uint_eq(nvme_bus_read32(sim_bus(s), NVME_REG_AQA), ((NVME_ADMIN_ENTRIES - 1u) << 16) | (NVME_ADMIN_ENTRIES - 1u));
+	ck_assert_uint_eq(nvme_bus_read32(sim_bus(s), NVME_REG_AQA),
+	                  ((NVME_ADMIN_ENTRIES - 1u) << 16) | (NVME_ADMIN_ENTRIES - 1u));
 	ck_assert(nvme_bus_read32(sim_bus(s), NVME_REG_CSTS) & NVME_CSTS_RDY);
 	nvme_ctrl_close(c); /* shutdown must complete without warnings or hangs */
 }

@@ -40,21 +40,25 @@ static void done_cb(void *arg, int err, uint16_t status)
 static struct sim_opts sim_defaults(bool threaded)
 {
 	struct sim_opts so = {.name = "tq", .nr_ns = 1, .threaded = threaded};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	return so;
 }
 
 static void env_open(struct env *e, const struct sim_opts *so, unsigned depth, unsigned budget,
-		     unsigned timeout_ms)
+                     unsigned timeout_ms)
 {
 	memset(e, 0, sizeof(*e));
 	e->threaded = so->threaded;
 	ck_assert_int_eq(sim_create(so, &e->sim), 0);
-	struct nvme_ctrl_opts co = {.name = "tq", .io_queues = 1, .queue_depth = depth,
-				    .cq_budget = budget, .io_timeout_ms = timeout_ms};
+	struct nvme_ctrl_opts co = {.name = "tq",
+	                            .io_queues = 1,
+	                            .queue_depth = depth,
+	                            .cq_budget = budget,
+	                            .io_timeout_ms = timeout_ms};
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(e->sim), &co, &e->c), 0);
-	struct nvme_reactor_opts ro = {.id = 0, .cpu = -1, .mode = NVME_MODE_POLL,
-				       .buf_pool_bytes = 32u << 20};
+	struct nvme_reactor_opts ro = {
+	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 32u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &e->r), 0);
 	ck_assert_int_eq(nvme_qpair_create(e->c, e->r, 1, &e->qp), 0);
 }
@@ -78,7 +82,8 @@ static void drive(struct env *e, struct done *d, unsigned want)
 		nvme_qpair_reap(e->qp, 0);
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		ck_assert_msg(t.tv_sec - t0.tv_sec < 10, "stuck: %u of %u completions", d->count, want);
+		ck_assert_msg(t.tv_sec - t0.tv_sec < 10, "stuck: %u of %u completions", d->count,
+		              want);
 	}
 }
 
@@ -122,9 +127,15 @@ static void phase_wraps(bool threaded)
 	nvme_reactor_buf_free(e.r, buf, 4096);
 	env_close(&e);
 }
-START_TEST(t_phase_inline) { phase_wraps(false); }
+START_TEST(t_phase_inline)
+{
+	phase_wraps(false);
+}
 END_TEST
-START_TEST(t_phase_threaded) { phase_wraps(true); }
+START_TEST(t_phase_threaded)
+{
+	phase_wraps(true);
+}
 END_TEST
 
 /* ---- doorbells per pass, not per command ---- */
@@ -195,9 +206,15 @@ static void bogus_dup(bool threaded)
 	ck_assert_uint_eq(nvme_qpair_inflight(e.qp), 0);
 	env_close(&e);
 }
-START_TEST(t_bogus_inline) { bogus_dup(false); }
+START_TEST(t_bogus_inline)
+{
+	bogus_dup(false);
+}
 END_TEST
-START_TEST(t_bogus_threaded) { bogus_dup(true); }
+START_TEST(t_bogus_threaded)
+{
+	bogus_dup(true);
+}
 END_TEST
 
 /* ---- PRP lists: 4 KiB to 2 MiB at odd offsets ---- */
@@ -221,13 +238,16 @@ static void prp_sizes(bool threaded)
 			fill(w + off, len, seed++);
 			memset(r + off, 0xee, len);
 			struct done d = {0};
-			ck_assert_int_eq(nvme_qpair_write(e.qp, 1, 2048, w + off, len, false, done_cb, &d), 0);
+			ck_assert_int_eq(
+			    nvme_qpair_write(e.qp, 1, 2048, w + off, len, false, done_cb, &d), 0);
 			drive(&e, &d, 1);
 			ck_assert_int_eq(d.err, 0);
-			ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 2048, r + off, len, done_cb, &d), 0);
+			ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 2048, r + off, len, done_cb, &d),
+			                 0);
 			drive(&e, &d, 2);
 			ck_assert_int_eq(d.err, 0);
-			ck_assert_msg(memcmp(w + off, r + off, len) == 0, "data mismatch len %zu off %zu", len, off);
+			ck_assert_msg(memcmp(w + off, r + off, len) == 0,
+			              "data mismatch len %zu off %zu", len, off);
 		}
 	}
 	struct sim_stats ss;
@@ -238,9 +258,15 @@ static void prp_sizes(bool threaded)
 	ck_assert_uint_eq(ss.writes, 30);
 	env_close(&e);
 }
-START_TEST(t_prp_inline) { prp_sizes(false); }
+START_TEST(t_prp_inline)
+{
+	prp_sizes(false);
+}
 END_TEST
-START_TEST(t_prp_threaded) { prp_sizes(true); }
+START_TEST(t_prp_threaded)
+{
+	prp_sizes(true);
+}
 END_TEST
 
 START_TEST(t_prp_build)
@@ -258,7 +284,8 @@ START_TEST(t_prp_build)
 	ck_assert_int_eq(nvme_prp_build(0x10004, 2u << 20, list, 0x9000, &p1, &p2), 0);
 	ck_assert_uint_eq(list[511], 0x10000 + 512ull * 4096);
 	ck_assert_int_eq(nvme_prp_build(0x10002, 4096, list, 0x9000, &p1, &p2), -EINVAL);
-	ck_assert_int_eq(nvme_prp_build(0x10004, (2u << 20) + 4096, list, 0x9000, &p1, &p2), -EINVAL);
+	ck_assert_int_eq(nvme_prp_build(0x10004, (2u << 20) + 4096, list, 0x9000, &p1, &p2),
+	                 -EINVAL);
 }
 END_TEST
 
@@ -271,7 +298,8 @@ START_TEST(t_mdts_split)
 	env_open(&e, &so, 64, 8, 0);
 	ck_assert_uint_eq(nvme_ctrl_get_info(e.c)->max_xfer, 8192);
 	size_t len = 64u << 10;
-	uint8_t *w = nvme_reactor_buf_alloc(e.r, len + 4096), *r = nvme_reactor_buf_alloc(e.r, len + 4096);
+	uint8_t *w = nvme_reactor_buf_alloc(e.r, len + 4096),
+	        *r = nvme_reactor_buf_alloc(e.r, len + 4096);
 	fill(w + 512, len, 99);
 	struct sim_stats s0, s1;
 	sim_get_stats(e.sim, &s0);
@@ -312,12 +340,13 @@ START_TEST(t_status_errno)
 		int err;
 		enum nvme_err_class cls;
 	} cases[] = {
-		{NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_READ_ERROR), -EIO, NVME_ERRC_MEDIA},
-		{NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE), -ENOSPC, NVME_ERRC_GENERIC},
-		{NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD) | NVME_STATUS_DNR, -EINVAL, NVME_ERRC_GENERIC},
-		{NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_ACCESS_DENIED), -EACCES, NVME_ERRC_MEDIA},
-		{NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_REQ), -ECANCELED, NVME_ERRC_GENERIC},
-		{NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, 0x80), -EIO, NVME_ERRC_CMD},
+	    {NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_READ_ERROR), -EIO, NVME_ERRC_MEDIA},
+	    {NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE), -ENOSPC, NVME_ERRC_GENERIC},
+	    {NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD) | NVME_STATUS_DNR, -EINVAL,
+	     NVME_ERRC_GENERIC},
+	    {NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_ACCESS_DENIED), -EACCES, NVME_ERRC_MEDIA},
+	    {NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_REQ), -ECANCELED, NVME_ERRC_GENERIC},
+	    {NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, 0x80), -EIO, NVME_ERRC_CMD},
 	};
 	uint64_t want[NVME_ERRC_NR] = {0};
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -434,7 +463,8 @@ static void tmo_hook(void *arg)
 		else
 			sim_fault_lose_next(t->e->sim, 1);
 		ck_assert_int_eq(nvme_qpair_read(t->e->qp, 1, 0, t->buf, 512, done_cb, &t->d), 0);
-		ck_assert_int_eq(nvme_qpair_read(t->e->qp, 1, 8, t->buf + 4096, 512, done_cb, &t->d), 0);
+		ck_assert_int_eq(
+		    nvme_qpair_read(t->e->qp, 1, 8, t->buf + 4096, 512, done_cb, &t->d), 0);
 		nvme_reactor_stop(t->e->r); /* ends once nothing is in flight */
 	}
 	if (!t->e->threaded)
@@ -481,9 +511,15 @@ static void timeout_case(bool threaded, bool hang)
 	ck_assert_int_eq(ok.err, 0);
 	env_close(&e);
 }
-START_TEST(t_timeout_lost) { timeout_case(_i & 1, false); }
+START_TEST(t_timeout_lost)
+{
+	timeout_case(_i & 1, false);
+}
 END_TEST
-START_TEST(t_timeout_hang) { timeout_case(_i & 1, true); }
+START_TEST(t_timeout_hang)
+{
+	timeout_case(_i & 1, true);
+}
 END_TEST
 
 /* ---- reset and queue re-creation ---- */

@@ -16,7 +16,8 @@
 static struct sim *mk_sim(const char *name, bool threaded)
 {
 	struct sim_opts so = {.name = name, .nr_ns = 1, .threaded = threaded};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	struct sim *s;
 	ck_assert_int_eq(sim_create(&so, &s), 0);
 	return s;
@@ -24,8 +25,11 @@ static struct sim *mk_sim(const char *name, bool threaded)
 
 static struct nvme_ctrl *mk_ctrl(struct sim *s, unsigned depth, unsigned budget, bool irq)
 {
-	struct nvme_ctrl_opts co = {.io_queues = 1, .queue_depth = depth, .cq_budget = budget,
-				    .io_timeout_ms = 5000, .interrupts = irq};
+	struct nvme_ctrl_opts co = {.io_queues = 1,
+	                            .queue_depth = depth,
+	                            .cq_budget = budget,
+	                            .io_timeout_ms = 5000,
+	                            .interrupts = irq};
 	struct nvme_ctrl *c;
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
 	return c;
@@ -41,8 +45,8 @@ static void fill(uint8_t *p, size_t len, uint32_t seed)
 
 /* ---- data integrity through a running reactor ---- */
 #define NCHUNK 512
-#define CHUNK 8192
-#define QD 16
+#define CHUNK  8192
+#define QD     16
 
 struct integ {
 	struct nvme_reactor *r;
@@ -105,7 +109,8 @@ static void integ_pump(struct integ *t)
 		int rc;
 		if (!t->reading) {
 			fill(t->buf[s], CHUNK, ch + 1);
-			rc = nvme_qpair_write(t->qp, 1, lba, t->buf[s], CHUNK, false, integ_cb, &refs[s]);
+			rc = nvme_qpair_write(t->qp, 1, lba, t->buf[s], CHUNK, false, integ_cb,
+			                      &refs[s]);
 		} else {
 			memset(t->buf[s], 0, CHUNK);
 			rc = nvme_qpair_read(t->qp, 1, lba, t->buf[s], CHUNK, integ_cb, &refs[s]);
@@ -125,7 +130,8 @@ static void integrity(enum nvme_poll_mode mode, bool threaded)
 	bool irq = mode != NVME_MODE_POLL;
 	struct nvme_ctrl *c = mk_ctrl(s, 64, 8, irq);
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.id = 1, .cpu = 0, .numa = true, .mode = mode, .buf_pool_bytes = 8u << 20};
+	struct nvme_reactor_opts ro = {
+	    .id = 1, .cpu = 0, .numa = true, .mode = mode, .buf_pool_bytes = 8u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	ck_assert_int_eq(nvme_reactor_cpu(r), 0);
 	ck_assert_uint_eq(nvme_reactor_id(r), 1);
@@ -174,11 +180,20 @@ static void integrity(enum nvme_poll_mode mode, bool threaded)
 	nvme_reactor_destroy(r);
 	nvme_ctrl_close(c);
 }
-START_TEST(t_integ_poll) { integrity(NVME_MODE_POLL, _i & 1); }
+START_TEST(t_integ_poll)
+{
+	integrity(NVME_MODE_POLL, _i & 1);
+}
 END_TEST
-START_TEST(t_integ_irq) { integrity(NVME_MODE_INTERRUPT, _i & 1); }
+START_TEST(t_integ_irq)
+{
+	integrity(NVME_MODE_INTERRUPT, _i & 1);
+}
 END_TEST
-START_TEST(t_integ_hybrid) { integrity(NVME_MODE_HYBRID, _i & 1); }
+START_TEST(t_integ_hybrid)
+{
+	integrity(NVME_MODE_HYBRID, _i & 1);
+}
 END_TEST
 
 /* ---- budget fairness: one flooded qpair cannot starve another ---- */
@@ -244,8 +259,9 @@ START_TEST(t_fairness)
 	struct sim *sa = mk_sim("fa", threaded), *sb = mk_sim("fb", threaded);
 	struct nvme_ctrl *ca = mk_ctrl(sa, 128, 8, irq), *cb = mk_ctrl(sb, 128, 8, irq);
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = irq ? NVME_MODE_INTERRUPT : NVME_MODE_POLL,
-				       .buf_pool_bytes = 8u << 20};
+	struct nvme_reactor_opts ro = {.cpu = -1,
+	                               .mode = irq ? NVME_MODE_INTERRUPT : NVME_MODE_POLL,
+	                               .buf_pool_bytes = 8u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	struct fair f = {.r = r};
 	ck_assert_int_eq(nvme_qpair_create(ca, r, 1, &f.a), 0);
@@ -276,7 +292,7 @@ START_TEST(t_fairness)
 	}
 	if (!threaded)
 		ck_assert_uint_le(f.b_max_wait, 2); /* inline: B's completion is ready next pass */
-	if (!threaded) /* A takes its full budget each pass, B one */
+	if (!threaded)                              /* A takes its full budget each pass, B one */
 		ck_assert_uint_gt(a.completed, 4 * b.completed);
 	nvme_qpair_destroy(f.a);
 	nvme_qpair_destroy(f.b);
@@ -324,7 +340,8 @@ static void *producer_main(void *a)
 }
 START_TEST(t_calls)
 {
-	static const enum nvme_poll_mode modes[] = {NVME_MODE_POLL, NVME_MODE_INTERRUPT, NVME_MODE_HYBRID};
+	static const enum nvme_poll_mode modes[] = {NVME_MODE_POLL, NVME_MODE_INTERRUPT,
+	                                            NVME_MODE_HYBRID};
 	struct nvme_reactor *r;
 	struct nvme_reactor_opts ro = {.cpu = -1, .mode = modes[_i], .buf_pool_bytes = 1u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
@@ -372,7 +389,8 @@ static void stop_hook(void *arg)
 		return;
 	s->sent = true;
 	for (int i = 0; i < 8; i++)
-		ck_assert_int_eq(nvme_qpair_read(s->qp, 1, (uint64_t)i, s->buf, 512, stop_cb, s), 0);
+		ck_assert_int_eq(nvme_qpair_read(s->qp, 1, (uint64_t)i, s->buf, 512, stop_cb, s),
+		                 0);
 	nvme_reactor_stop(s->r); /* must still deliver the 8 completions */
 }
 START_TEST(t_stop_drains)
@@ -380,7 +398,8 @@ START_TEST(t_stop_drains)
 	struct sim *sim = mk_sim("rs", true);
 	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, true);
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_INTERRUPT, .buf_pool_bytes = 4u << 20};
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_INTERRUPT, .buf_pool_bytes = 4u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	struct stopper s = {.r = r};
 	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &s.qp), 0);
