@@ -24,8 +24,8 @@
 #include "config.h"
 
 #define CTL_DEFAULT_SOCKET "/run/nvmefsd.sock"
-#define CTL_TIMEOUT_MS 10000
-#define CTL_REPLY_MAX (64u << 20)
+#define CTL_TIMEOUT_MS     10000
+#define CTL_REPLY_MAX      (64u << 20)
 
 enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
 
@@ -34,33 +34,34 @@ static volatile sig_atomic_t stop_flag;
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: %s [-s SOCKET | -c CONF] [--json] COMMAND\n"
-		"Ask a running nvmefsd for its state over its admin socket.\n"
-		"\n"
-		"Commands:\n"
-		"  status               version, uptime, config, controllers, reactors\n"
-		"  stats [-w SECONDS]   counters per queue pair and totals; with -w, rates\n"
-		"                       over every interval until Ctrl-C (like iostat -x)\n"
-		"  stats --prometheus   the counters in Prometheus text format (= metrics)\n"
-		"  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
-		"  namespaces           the namespace files\n"
-		"  identify CONTROLLER  the controller's identify data\n"
-		"  config               the daemon's effective configuration\n"
-		"  metrics              the counters in Prometheus text format\n"
-		"\n"
-		"Options:\n"
-		"  -s, --socket SOCKET  admin socket (default %s)\n"
-		"  -c, --config CONF    take the socket from CONF's admin_socket\n"
-		"  -j, --json           print the daemon's reply as JSON\n"
-		"  -w, --watch SECONDS  stats: print rates every SECONDS\n"
-		"  -p, --prometheus     stats: Prometheus text format\n"
-		"  -h, --help           this help\n"
-		"  -V, --version        the version\n"
-		"\n"
-		"Exit status: 0 ok, 1 the daemon replied with an error, 2 usage,\n"
-		"3 cannot connect to the daemon.\n",
-		prog, CTL_DEFAULT_SOCKET);
+	fprintf(
+	    f,
+	    "Usage: %s [-s SOCKET | -c CONF] [--json] COMMAND\n"
+	    "Ask a running nvmefsd for its state over its admin socket.\n"
+	    "\n"
+	    "Commands:\n"
+	    "  status               version, uptime, config, controllers, reactors\n"
+	    "  stats [-w SECONDS]   counters per queue pair and totals; with -w, rates\n"
+	    "                       over every interval until Ctrl-C (like iostat -x)\n"
+	    "  stats --prometheus   the counters in Prometheus text format (= metrics)\n"
+	    "  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
+	    "  namespaces           the namespace files\n"
+	    "  identify CONTROLLER  the controller's identify data\n"
+	    "  config               the daemon's effective configuration\n"
+	    "  metrics              the counters in Prometheus text format\n"
+	    "\n"
+	    "Options:\n"
+	    "  -s, --socket SOCKET  admin socket (default %s)\n"
+	    "  -c, --config CONF    take the socket from CONF's admin_socket\n"
+	    "  -j, --json           print the daemon's reply as JSON\n"
+	    "  -w, --watch SECONDS  stats: print rates every SECONDS\n"
+	    "  -p, --prometheus     stats: Prometheus text format\n"
+	    "  -h, --help           this help\n"
+	    "  -V, --version        the version\n"
+	    "\n"
+	    "Exit status: 0 ok, 1 the daemon replied with an error, 2 usage,\n"
+	    "3 cannot connect to the daemon.\n",
+	    prog, CTL_DEFAULT_SOCKET);
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -95,16 +96,20 @@ static int ctl_connect(const char *path)
 	switch (e) {
 	case ENOENT:
 		fprintf(stderr, "%s: cannot connect to %s: no such socket (is nvmefsd running?)\n",
-			prog, path);
+		        prog, path);
 		break;
 	case EACCES:
 	case EPERM:
-		fprintf(stderr, "%s: cannot connect to %s: access denied (the socket is for root "
-			"and the daemon's file_group)\n", prog, path);
+		fprintf(stderr,
+		        "%s: cannot connect to %s: access denied (the socket is for root "
+		        "and the daemon's file_group)\n",
+		        prog, path);
 		break;
 	case ECONNREFUSED:
-		fprintf(stderr, "%s: cannot connect to %s: nobody listens (connection refused: "
-			"nvmefsd is not running, the socket file is stale)\n", prog, path);
+		fprintf(stderr,
+		        "%s: cannot connect to %s: nobody listens (connection refused: "
+		        "nvmefsd is not running, the socket file is stale)\n",
+		        prog, path);
 		break;
 	default:
 		fprintf(stderr, "%s: cannot connect to %s: %s\n", prog, path, strerror(e));
@@ -142,7 +147,8 @@ static int recv_line(int fd, char **out)
 		int r;
 
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = CTL_TIMEOUT_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		left = CTL_TIMEOUT_MS -
+		       ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left <= 0) {
 			free(buf);
 			return -ETIMEDOUT;
@@ -221,14 +227,14 @@ static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_ob
 		return EXIT_OK;
 	if (ret) {
 		fprintf(stderr, "%s: %s: no reply from the daemon: %s\n", prog, sock,
-			ret == -ECONNRESET ? "connection closed" : strerror(-ret));
+		        ret == -ECONNRESET ? "connection closed" : strerror(-ret));
 		return EXIT_DAEMON;
 	}
 	r = json_tokener_parse(line);
 	if (!r || !json_object_is_type(r, json_type_object) ||
 	    !json_object_object_get_ex(r, "ok", &ok)) {
 		fprintf(stderr, "%s: %s: the daemon's reply is not a JSON object: %.200s\n", prog,
-			sock, line);
+		        sock, line);
 		json_object_put(r);
 		free(line);
 		return EXIT_DAEMON;
@@ -236,8 +242,8 @@ static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_ob
 	free(line);
 	if (!json_object_get_boolean(ok)) {
 		fprintf(stderr, "%s: the daemon says: %s\n", prog,
-			json_object_object_get_ex(r, "error", &err) ? json_object_get_string(err)
-								    : "error (no message)");
+		        json_object_object_get_ex(r, "error", &err) ? json_object_get_string(err)
+		                                                    : "error (no message)");
 		json_object_put(r);
 		return EXIT_DAEMON;
 	}
@@ -315,7 +321,7 @@ static const char *human_size(uint64_t v, char *b, size_t n)
 static void print_json(json_object *o)
 {
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-						       JSON_C_TO_STRING_NOSLASHESCAPE));
+	                                           JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 /* ---- human output ---- */
@@ -325,9 +331,10 @@ static void show_status(json_object *r)
 	json_object *cs = jget(r, "controllers"), *rs = jget(r, "reactors");
 	uint64_t up = (uint64_t)jdbl(r, "uptime_s");
 
-	printf("nvmefsd %s, pid %s, up %llud %02lluh %02llum %02llus (since %s)\n", jstr(r, "version"),
-	       jstr(r, "pid"), (unsigned long long)(up / 86400), (unsigned long long)(up / 3600 % 24),
-	       (unsigned long long)(up / 60 % 60), (unsigned long long)(up % 60), jstr(r, "started"));
+	printf("nvmefsd %s, pid %s, up %llud %02lluh %02llum %02llus (since %s)\n",
+	       jstr(r, "version"), jstr(r, "pid"), (unsigned long long)(up / 86400),
+	       (unsigned long long)(up / 3600 % 24), (unsigned long long)(up / 60 % 60),
+	       (unsigned long long)(up % 60), jstr(r, "started"));
 	printf("config       %s\n", jstr(r, "config_file"));
 	printf("mountpoint   %s\n", jstr(r, "mountpoint"));
 	printf("admin socket %s\n", jstr(r, "admin_socket"));
@@ -362,13 +369,16 @@ static void stats_row(const char *reactor, const char *ctrl, const char *qid, js
 	put_num(p99, sizeof(p99), jdbl(lat, "p99"), 1);
 	put_num(p999, sizeof(p999), jdbl(lat, "p99_9"), 1);
 	put_num(mx, sizeof(mx), jdbl(lat, "max"), 1);
-	printf("%-7s %-12s %4s %12llu %12llu %8s %10s %10s %8.8s %6s %8llu %6llu %6llu %9s %9s %9s %9s\n",
+	printf("%-7s %-12s %4s %12llu %12llu %8s %10s %10s %8.8s %6s %8llu %6llu %6llu %9s %9s %9s "
+	       "%9s\n",
 	       reactor, ctrl, qid, (unsigned long long)ju64(q, "submitted"),
-	       (unsigned long long)ju64(q, "completed"), jget(q, "inflight") ? jstr(q, "inflight") : "",
+	       (unsigned long long)ju64(q, "completed"),
+	       jget(q, "inflight") ? jstr(q, "inflight") : "",
 	       human_size(ju64(q, "bytes_read"), rd, sizeof(rd)),
 	       human_size(ju64(q, "bytes_written"), wr, sizeof(wr)), cpp, db,
-	       (unsigned long long)ju64(q, "budget_exhausted"), (unsigned long long)ju64(err, "total"),
-	       (unsigned long long)ju64(q, "bogus_cqes"), p50, p99, p999, mx);
+	       (unsigned long long)ju64(q, "budget_exhausted"),
+	       (unsigned long long)ju64(err, "total"), (unsigned long long)ju64(q, "bogus_cqes"),
+	       p50, p99, p999, mx);
 }
 
 static void show_stats(json_object *r)
@@ -396,7 +406,8 @@ static void show_stats(json_object *r)
 
 		printf("%-7s %4s %4s %14llu %12llu %12llu %10llu\n", jstr(x, "id"), jstr(x, "cpu"),
 		       jstr(x, "node"), (unsigned long long)ju64(x, "passes"),
-		       (unsigned long long)ju64(x, "sleeps"), (unsigned long long)ju64(x, "wakeups"),
+		       (unsigned long long)ju64(x, "sleeps"),
+		       (unsigned long long)ju64(x, "wakeups"),
 		       (unsigned long long)ju64(x, "calls"));
 	}
 }
@@ -407,8 +418,8 @@ static void show_queues(json_object *r)
 
 	printf("mode %s, interrupts %s\n\n", jstr(r, "mode"),
 	       json_object_get_boolean(jget(r, "interrupts")) ? "on" : "off");
-	printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", "REACTOR", "CPU", "NODE", "CONTROLLER", "QID",
-	       "VECTOR", "DEPTH", "INFLIGHT");
+	printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", "REACTOR", "CPU", "NODE", "CONTROLLER",
+	       "QID", "VECTOR", "DEPTH", "INFLIGHT");
 	for (size_t i = 0; i < jlen(qs); i++) {
 		json_object *q = jidx(qs, i);
 
@@ -424,7 +435,8 @@ static void show_namespaces(json_object *r)
 	json_object *ns = jget(r, "namespaces");
 	char sz[32];
 
-	printf("%-20s %-16s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "NSID", "SIZE", "LBA", "PATH");
+	printf("%-20s %-16s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "NSID", "SIZE", "LBA",
+	       "PATH");
 	for (size_t i = 0; i < jlen(ns); i++) {
 		json_object *n = jidx(ns, i);
 
@@ -509,13 +521,13 @@ static void cpp_sums(json_object *q, double *cpl, double *passes)
 }
 
 static void rate_row(const char *reactor, const char *ctrl, const char *qid, json_object *a,
-		     json_object *b, double dt)
+                     json_object *b, double dt)
 {
 	double dcpl = (double)(ju64(b, "completed") - ju64(a, "completed"));
 	double drd = (double)(ju64(b, "bytes_read") - ju64(a, "bytes_read"));
 	double dwr = (double)(ju64(b, "bytes_written") - ju64(a, "bytes_written"));
 	double ddb = (double)(ju64(b, "sq_doorbells") + ju64(b, "cq_doorbells") -
-			      ju64(a, "sq_doorbells") - ju64(a, "cq_doorbells"));
+	                      ju64(a, "sq_doorbells") - ju64(a, "cq_doorbells"));
 	uint64_t derr = ju64(jget(b, "errors"), "total") - ju64(jget(a, "errors"), "total");
 	uint64_t dbog = ju64(b, "bogus_cqes") - ju64(a, "bogus_cqes");
 	uint64_t dbud = ju64(b, "budget_exhausted") - ju64(a, "budget_exhausted");
@@ -574,7 +586,8 @@ static void show_rates(json_object *a, json_object *b)
 
 			p = find_qpair(a, jstr(q, "controller"), ju64(q, "qid"));
 			if (p)
-				rate_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"), p, q, dt);
+				rate_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"),
+				         p, q, dt);
 		}
 	}
 	rate_row("total", "", "", jget(a, "totals"), jget(b, "totals"), dt);
@@ -637,7 +650,7 @@ static int socket_from_config(const char *conf, char *out, size_t len)
 
 	if (ret < 0) {
 		fprintf(stderr, "%s: %s: cannot take admin_socket from it: %s\n", prog, conf,
-			strerror(-ret));
+		        strerror(-ret));
 		return -1;
 	}
 	snprintf(out, len, "%s", cfg->daemon.admin_socket);
@@ -648,14 +661,10 @@ static int socket_from_config(const char *conf, char *out, size_t len)
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"config", required_argument, NULL, 'c'},
-		{"json", no_argument, NULL, 'j'},
-		{"watch", required_argument, NULL, 'w'},
-		{"prometheus", no_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
+	    {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
+	    {"prometheus", no_argument, NULL, 'p'},   {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
 	};
 	const char *sock = NULL, *conf = NULL, *cmd, *wire, *ctrl = NULL;
 	char sockbuf[PATH_MAX];
@@ -666,10 +675,18 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "s:c:jw:phV", lopts, NULL)) != -1) {
 		switch (opt) {
-		case 's': sock = optarg; break;
-		case 'c': conf = optarg; break;
-		case 'j': json = true; break;
-		case 'p': prom = true; break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'c':
+			conf = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'p':
+			prom = true;
+			break;
 		case 'w': {
 			char *end;
 
@@ -679,9 +696,15 @@ int main(int argc, char **argv)
 				return usage_error("-w %s: seconds from 0.1 to 86400", optarg);
 			break;
 		}
-		case 'h': usage(stdout); return EXIT_OK;
-		case 'V': printf("nvmefsctl %s\n", NVMEFS_VERSION); return EXIT_OK;
-		default: fprintf(stderr, "Try '%s --help'.\n", prog); return EXIT_USAGE;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("nvmefsctl %s\n", NVMEFS_VERSION);
+			return EXIT_OK;
+		default:
+			fprintf(stderr, "Try '%s --help'.\n", prog);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)

@@ -35,12 +35,12 @@ struct admin_client {
 	int fd;
 	ev_io rio, wio;
 	ev_timer idle;
-	char *in;                /* ADMIN_LINE_MAX + 1 bytes */
+	char *in; /* ADMIN_LINE_MAX + 1 bytes */
 	size_t in_len;
 	char *out;
 	size_t out_len, out_off, out_cap;
-	bool eof;                /* the peer shut down its sending side */
-	bool closing;            /* close once the output is sent */
+	bool eof;     /* the peer shut down its sending side */
+	bool closing; /* close once the output is sent */
 	struct admin_client *prev, *next;
 };
 
@@ -49,12 +49,12 @@ struct admin {
 	struct admin_ctx ctx;
 	int fd;
 	ev_io lio;
-	ev_timer retry;          /* re-arms the listener after EMFILE */
+	ev_timer retry; /* re-arms the listener after EMFILE */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	dev_t dev;
 	ino_t ino;
-	double mono0;            /* monotonic clock at admin_start */
-	time_t wall0;            /* wall clock at admin_start */
+	double mono0; /* monotonic clock at admin_start */
+	time_t wall0; /* wall clock at admin_start */
 	double idle_timeout;
 	struct admin_client *clients;
 	unsigned nr_clients;
@@ -185,12 +185,8 @@ static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats 
 }
 
 static const char *const errc_names[NVME_ERRC_NR] = {
-	[NVME_ERRC_GENERIC] = "generic",
-	[NVME_ERRC_CMD] = "command",
-	[NVME_ERRC_MEDIA] = "media",
-	[NVME_ERRC_PATH] = "path",
-	[NVME_ERRC_OTHER] = "other",
-	[NVME_ERRC_TIMEOUT] = "timeout",
+    [NVME_ERRC_GENERIC] = "generic", [NVME_ERRC_CMD] = "command", [NVME_ERRC_MEDIA] = "media",
+    [NVME_ERRC_PATH] = "path",       [NVME_ERRC_OTHER] = "other", [NVME_ERRC_TIMEOUT] = "timeout",
 };
 
 static uint64_t errors_total(const struct nvme_qpair_stats *s)
@@ -251,10 +247,9 @@ static json_object *stats_json(const struct nvme_qpair_stats *s)
 /* ---- commands ---- */
 
 typedef int (*admin_cmd_fn)(struct admin *a, json_object *req, json_object *rep, char *err,
-			    size_t errlen);
+                            size_t errlen);
 
-static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err,
-		      size_t errlen)
+static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	const struct cfg *cfg = a->ctx.cfg;
 	json_object *ctrls = json_object_new_array(), *rs = json_object_new_array();
@@ -309,8 +304,7 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
-static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err,
-		     size_t errlen)
+static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	json_object *rs = json_object_new_array();
 	struct nvme_qpair_stats *tot = calloc(1, sizeof(*tot)), *s = malloc(sizeof(*s));
@@ -388,8 +382,7 @@ static int queue_depth(const struct admin *a, const struct nvme_ctrl_info *in)
 	return (int)d;
 }
 
-static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char *err,
-		      size_t errlen)
+static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	json_object *qs = json_object_new_array();
 
@@ -416,8 +409,9 @@ static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char 
 			jset_int(q, "qid", qid);
 			/* the engine wires MSI-X vector qid to I/O CQ qid when
 			 * the controller has that many vectors, else polls */
-			jset(q, "vector", interrupts_on(a) && qid < in->nr_vectors
-						  ? json_object_new_int(qid) : NULL);
+			jset(q, "vector",
+			     interrupts_on(a) && qid < in->nr_vectors ? json_object_new_int(qid)
+			                                              : NULL);
 			jset_int(q, "depth", queue_depth(a, in));
 			jset_int(q, "inflight", nvme_qpair_inflight(qp));
 			json_object_array_add(qs, q);
@@ -428,7 +422,7 @@ static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char 
 }
 
 static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, char *err,
-			  size_t errlen)
+                          size_t errlen)
 {
 	json_object *ns = json_object_new_array();
 
@@ -440,7 +434,7 @@ static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, c
 
 		jset_str(o, "name", n->name);
 		jset_str(o, "controller",
-			 n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
+		         n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
 		jset_int(o, "nsid", n->nsid);
 		jset_u64(o, "size", n->size);
 		jset_int(o, "lba_size", n->lba_size);
@@ -459,14 +453,15 @@ struct bitname {
 
 /* NVMe base specification 2.0, Identify Controller ONCS and OACS */
 static const struct bitname oncs_bits[] = {
-	{0, "compare"}, {1, "write_uncorrectable"}, {2, "dataset_management"},
-	{3, "write_zeroes"}, {4, "save_select"}, {5, "reservations"},
-	{6, "timestamp"}, {7, "verify"}, {8, "copy"},
+    {0, "compare"},     {1, "write_uncorrectable"}, {2, "dataset_management"}, {3, "write_zeroes"},
+    {4, "save_select"}, {5, "reservations"},        {6, "timestamp"},          {7, "verify"},
+    {8, "copy"},
 };
 static const struct bitname oacs_bits[] = {
-	{0, "security"}, {1, "format_nvm"}, {2, "firmware"}, {3, "ns_management"},
-	{4, "self_test"}, {5, "directives"}, {6, "nvme_mi"}, {7, "virtualization"},
-	{8, "doorbell_buffer_config"}, {9, "get_lba_status"}, {10, "lockdown"},
+    {0, "security"},       {1, "format_nvm"},     {2, "firmware"},
+    {3, "ns_management"},  {4, "self_test"},      {5, "directives"},
+    {6, "nvme_mi"},        {7, "virtualization"}, {8, "doorbell_buffer_config"},
+    {9, "get_lba_status"}, {10, "lockdown"},
 };
 
 static json_object *bits_json(unsigned v, const struct bitname *b, size_t n)
@@ -482,15 +477,19 @@ static json_object *bits_json(unsigned v, const struct bitname *b, size_t n)
 static const char *sgls_support(uint32_t sgls)
 {
 	switch (sgls & 3) {
-	case 0: return "none";
-	case 1: return "any alignment";
-	case 2: return "dword alignment";
-	default: return "reserved";
+	case 0:
+		return "none";
+	case 1:
+		return "any alignment";
+	case 2:
+		return "dword alignment";
+	default:
+		return "reserved";
 	}
 }
 
 static int cmd_identify(struct admin *a, json_object *req, json_object *rep, char *err,
-			size_t errlen)
+                        size_t errlen)
 {
 	json_object *jn, *ns;
 	const char *name;
@@ -508,11 +507,12 @@ static int cmd_identify(struct admin *a, json_object *req, json_object *rep, cha
 		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name))
 			break;
 	if (i == a->ctx.nr_ctrls) {
-		size_t off = (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
+		size_t off =
+		    (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
 
 		for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
 			off += (size_t)snprintf(err + off, errlen - off, " %s",
-						nvme_ctrl_name(a->ctx.ctrls[j]));
+			                        nvme_ctrl_name(a->ctx.ctrls[j]));
 		if (off < errlen)
 			snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
 		return -ENOENT;
@@ -525,7 +525,7 @@ static int cmd_identify(struct admin *a, json_object *req, json_object *rep, cha
 	snprintf(s, sizeof(s), "0x%04x", in->vid);
 	jset_str(rep, "vid", s);
 	snprintf(s, sizeof(s), "%u.%u.%u", in->version >> 16, (in->version >> 8) & 0xff,
-		 in->version & 0xff);
+	         in->version & 0xff);
 	jset_str(rep, "version", s);
 	snprintf(s, sizeof(s), "0x%016llx", (unsigned long long)in->cap);
 	jset_str(rep, "cap", s);
@@ -536,9 +536,11 @@ static int cmd_identify(struct admin *a, json_object *req, json_object *rep, cha
 	jset_int(rep, "vectors", in->nr_vectors);
 	jset_bool(rep, "vwc", in->vwc);
 	jset_int(rep, "oncs", in->oncs);
-	jset(rep, "oncs_decoded", bits_json(in->oncs, oncs_bits, sizeof(oncs_bits) / sizeof(oncs_bits[0])));
+	jset(rep, "oncs_decoded",
+	     bits_json(in->oncs, oncs_bits, sizeof(oncs_bits) / sizeof(oncs_bits[0])));
 	jset_int(rep, "oacs", in->oacs);
-	jset(rep, "oacs_decoded", bits_json(in->oacs, oacs_bits, sizeof(oacs_bits) / sizeof(oacs_bits[0])));
+	jset(rep, "oacs_decoded",
+	     bits_json(in->oacs, oacs_bits, sizeof(oacs_bits) / sizeof(oacs_bits[0])));
 	jset_u64(rep, "sgls", in->sgls);
 	jset_str(rep, "sgls_decoded", sgls_support(in->sgls));
 	jset_u64(rep, "nn", in->nn);
@@ -557,8 +559,7 @@ static int cmd_identify(struct admin *a, json_object *req, json_object *rep, cha
 	return 0;
 }
 
-static int cmd_config(struct admin *a, json_object *req, json_object *rep, char *err,
-		      size_t errlen)
+static int cmd_config(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -606,7 +607,7 @@ static void prom_qlabels(FILE *f, const struct admin *a, unsigned r, unsigned c)
 	fputs("controller=\"", f);
 	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
 	fprintf(f, "\",qid=\"%u\",reactor=\"%u\"", nvme_qpair_id(qpair_at(a, r, c)),
-		nvme_reactor_id(a->ctx.reactors[r]));
+	        nvme_reactor_id(a->ctx.reactors[r]));
 }
 
 struct prom_counter {
@@ -616,41 +617,43 @@ struct prom_counter {
 
 #define QS_FIELD(f) offsetof(struct nvme_qpair_stats, f)
 static const struct prom_counter prom_counters[] = {
-	{"nvmefs_qpair_submitted_total", "Commands submitted to the I/O submission queue.",
-	 QS_FIELD(submitted)},
-	{"nvmefs_qpair_completed_total", "Commands completed (successfully or not).", QS_FIELD(completed)},
-	{"nvmefs_qpair_bogus_cqes_total",
-	 "Completion entries dropped: command identifier out of range or not in flight.",
-	 QS_FIELD(bogus_cqes)},
-	{"nvmefs_qpair_reap_passes_total", "Completion reaping passes over the queue.",
-	 QS_FIELD(reap_passes)},
-	{"nvmefs_qpair_budget_exhausted_total",
-	 "Reaping passes that reaped a full cq_budget (more may have been waiting).",
-	 QS_FIELD(budget_exhausted)},
-	{"nvmefs_qpair_sq_doorbells_total", "Submission queue tail doorbell writes.",
-	 QS_FIELD(sq_doorbells)},
-	{"nvmefs_qpair_cq_doorbells_total", "Completion queue head doorbell writes.",
-	 QS_FIELD(cq_doorbells)},
-	{"nvmefs_qpair_interrupts_total", "MSI-X interrupts taken for the queue.", QS_FIELD(interrupts)},
-	{"nvmefs_qpair_idle_polls_total", "Polls of the queue that found no completion.",
-	 QS_FIELD(idle_polls)},
-	{"nvmefs_qpair_read_bytes_total", "Bytes read by completed commands.", QS_FIELD(bytes_read)},
-	{"nvmefs_qpair_written_bytes_total", "Bytes written by completed commands.",
-	 QS_FIELD(bytes_written)},
+    {"nvmefs_qpair_submitted_total", "Commands submitted to the I/O submission queue.",
+     QS_FIELD(submitted)},
+    {"nvmefs_qpair_completed_total", "Commands completed (successfully or not).",
+     QS_FIELD(completed)},
+    {"nvmefs_qpair_bogus_cqes_total",
+     "Completion entries dropped: command identifier out of range or not in flight.",
+     QS_FIELD(bogus_cqes)},
+    {"nvmefs_qpair_reap_passes_total", "Completion reaping passes over the queue.",
+     QS_FIELD(reap_passes)},
+    {"nvmefs_qpair_budget_exhausted_total",
+     "Reaping passes that reaped a full cq_budget (more may have been waiting).",
+     QS_FIELD(budget_exhausted)},
+    {"nvmefs_qpair_sq_doorbells_total", "Submission queue tail doorbell writes.",
+     QS_FIELD(sq_doorbells)},
+    {"nvmefs_qpair_cq_doorbells_total", "Completion queue head doorbell writes.",
+     QS_FIELD(cq_doorbells)},
+    {"nvmefs_qpair_interrupts_total", "MSI-X interrupts taken for the queue.",
+     QS_FIELD(interrupts)},
+    {"nvmefs_qpair_idle_polls_total", "Polls of the queue that found no completion.",
+     QS_FIELD(idle_polls)},
+    {"nvmefs_qpair_read_bytes_total", "Bytes read by completed commands.", QS_FIELD(bytes_read)},
+    {"nvmefs_qpair_written_bytes_total", "Bytes written by completed commands.",
+     QS_FIELD(bytes_written)},
 };
 
 /* Histogram boundaries in ns (1-2-5 from 1 us to 10 s).  The engine's
  * buckets are finer; a bucket counts under le when its upper bound is <= le,
  * so counts are exact at the engine's resolution (1/8 of a power of two). */
 static const uint64_t prom_le_ns[] = {
-	1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000,
-	1000000, 2000000, 5000000, 10000000, 20000000, 50000000, 100000000,
-	200000000, 500000000, 1000000000, 2000000000, 5000000000ull, 10000000000ull,
+    1000,       2000,       5000,          10000,          20000,     50000,
+    100000,     200000,     500000,        1000000,        2000000,   5000000,
+    10000000,   20000000,   50000000,      100000000,      200000000, 500000000,
+    1000000000, 2000000000, 5000000000ull, 10000000000ull,
 };
 #define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
 
-static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
-			 const uint64_t *h)
+static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c, const uint64_t *h)
 {
 	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
 	double sum = 0;
@@ -700,7 +703,8 @@ static int prom_write(struct admin *a, FILE *f)
 	fputs("# HELP nvmefs_build_info nvmefs version.\n# TYPE nvmefs_build_info gauge\n", f);
 	fprintf(f, "nvmefs_build_info{version=\"%s\"} 1\n", NVMEFS_VERSION);
 	fputs("# HELP nvmefs_uptime_seconds Seconds since the daemon started.\n"
-	      "# TYPE nvmefs_uptime_seconds gauge\n", f);
+	      "# TYPE nvmefs_uptime_seconds gauge\n",
+	      f);
 	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
 
 	for (size_t k = 0; k < sizeof(prom_counters) / sizeof(prom_counters[0]); k++) {
@@ -713,12 +717,16 @@ static int prom_write(struct admin *a, FILE *f)
 					continue;
 				fprintf(f, "%s{", pc->name);
 				prom_qlabels(f, a, r, c);
-				fprintf(f, "} %llu\n", (unsigned long long)*(const uint64_t *)
-					((const char *)&st[r * nc + c] + pc->off));
+				fprintf(
+				    f, "} %llu\n",
+				    (unsigned long long)*(
+				        const uint64_t *)((const char *)&st[r * nc + c] + pc->off));
 			}
 	}
-	fputs("# HELP nvmefs_qpair_errors_total Commands completed with an error status, by class.\n"
-	      "# TYPE nvmefs_qpair_errors_total counter\n", f);
+	fputs(
+	    "# HELP nvmefs_qpair_errors_total Commands completed with an error status, by class.\n"
+	    "# TYPE nvmefs_qpair_errors_total counter\n",
+	    f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++) {
 			if (!qpair_at(a, r, c))
@@ -727,11 +735,12 @@ static int prom_write(struct admin *a, FILE *f)
 				fputs("nvmefs_qpair_errors_total{", f);
 				prom_qlabels(f, a, r, c);
 				fprintf(f, ",class=\"%s\"} %llu\n", errc_names[e],
-					(unsigned long long)st[r * nc + c].errors[e]);
+				        (unsigned long long)st[r * nc + c].errors[e]);
 			}
 		}
 	fputs("# HELP nvmefs_qpair_inflight Commands in flight on the queue now.\n"
-	      "# TYPE nvmefs_qpair_inflight gauge\n", f);
+	      "# TYPE nvmefs_qpair_inflight gauge\n",
+	      f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++) {
 			if (!qpair_at(a, r, c))
@@ -741,7 +750,8 @@ static int prom_write(struct admin *a, FILE *f)
 			fprintf(f, "} %u\n", nvme_qpair_inflight(qpair_at(a, r, c)));
 		}
 	fputs("# HELP nvmefs_qpair_latency_seconds Command latency, submission to completion.\n"
-	      "# TYPE nvmefs_qpair_latency_seconds histogram\n", f);
+	      "# TYPE nvmefs_qpair_latency_seconds histogram\n",
+	      f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++)
 			if (qpair_at(a, r, c))
@@ -751,14 +761,14 @@ static int prom_write(struct admin *a, FILE *f)
 		const char *name, *help;
 		size_t off;
 	} rc[] = {
-		{"nvmefs_reactor_passes_total", "Reactor loop passes.",
-		 offsetof(struct nvme_reactor_stats, passes)},
-		{"nvmefs_reactor_sleeps_total", "Times the reactor slept waiting for an event.",
-		 offsetof(struct nvme_reactor_stats, sleeps)},
-		{"nvmefs_reactor_wakeups_total", "Times the reactor woke from sleep.",
-		 offsetof(struct nvme_reactor_stats, wakeups)},
-		{"nvmefs_reactor_calls_total", "Functions run on the reactor for other threads.",
-		 offsetof(struct nvme_reactor_stats, calls)},
+	    {"nvmefs_reactor_passes_total", "Reactor loop passes.",
+	     offsetof(struct nvme_reactor_stats, passes)},
+	    {"nvmefs_reactor_sleeps_total", "Times the reactor slept waiting for an event.",
+	     offsetof(struct nvme_reactor_stats, sleeps)},
+	    {"nvmefs_reactor_wakeups_total", "Times the reactor woke from sleep.",
+	     offsetof(struct nvme_reactor_stats, wakeups)},
+	    {"nvmefs_reactor_calls_total", "Functions run on the reactor for other threads.",
+	     offsetof(struct nvme_reactor_stats, calls)},
 	};
 	for (size_t k = 0; k < sizeof(rc) / sizeof(rc[0]); k++) {
 		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", rc[k].name, rc[k].help, rc[k].name);
@@ -766,9 +776,11 @@ static int prom_write(struct admin *a, FILE *f)
 			struct nvme_reactor_stats rs;
 
 			nvme_reactor_stats_get(a->ctx.reactors[r], &rs);
-			fprintf(f, "%s{reactor=\"%u\",cpu=\"%d\"} %llu\n", rc[k].name,
-				nvme_reactor_id(a->ctx.reactors[r]), nvme_reactor_cpu(a->ctx.reactors[r]),
-				(unsigned long long)*(const uint64_t *)((const char *)&rs + rc[k].off));
+			fprintf(
+			    f, "%s{reactor=\"%u\",cpu=\"%d\"} %llu\n", rc[k].name,
+			    nvme_reactor_id(a->ctx.reactors[r]),
+			    nvme_reactor_cpu(a->ctx.reactors[r]),
+			    (unsigned long long)*(const uint64_t *)((const char *)&rs + rc[k].off));
 		}
 	}
 	free(st);
@@ -776,7 +788,7 @@ static int prom_write(struct admin *a, FILE *f)
 }
 
 static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,
-		       size_t errlen)
+                       size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -794,7 +806,8 @@ static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char
 		ret = -EIO;
 	if (ret || !text) {
 		free(text);
-		snprintf(err, errlen, "building the metrics failed: %s", strerror(ret ? -ret : EIO));
+		snprintf(err, errlen, "building the metrics failed: %s",
+		         strerror(ret ? -ret : EIO));
 		return ret ? ret : -EIO;
 	}
 	jset_str(rep, "content_type", "text/plain; version=0.0.4");
@@ -807,9 +820,9 @@ static const struct {
 	const char *name;
 	admin_cmd_fn fn;
 } admin_cmds[] = {
-	{"status", cmd_status},       {"stats", cmd_stats},       {"queues", cmd_queues},
-	{"namespaces", cmd_namespaces}, {"identify", cmd_identify}, {"config", cmd_config},
-	{"metrics", cmd_metrics},
+    {"status", cmd_status},         {"stats", cmd_stats},       {"queues", cmd_queues},
+    {"namespaces", cmd_namespaces}, {"identify", cmd_identify}, {"config", cmd_config},
+    {"metrics", cmd_metrics},
 };
 
 /* ---- clients ---- */
@@ -846,7 +859,7 @@ static int client_flush(struct admin_client *c)
 
 	while (client_pending(c)) {
 		ssize_t n = send(c->fd, c->out + c->out_off, client_pending(c),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
@@ -879,7 +892,7 @@ static int client_queue(struct admin_client *c, const char *s, size_t len)
 
 	if (client_pending(c) && client_pending(c) + len + 1 > ADMIN_OUT_MAX) {
 		log_warn("admin client not reading its replies (%zu bytes unread): dropped",
-			 client_pending(c));
+		         client_pending(c));
 		client_close(c);
 		return -1;
 	}
@@ -913,7 +926,7 @@ static int client_queue(struct admin_client *c, const char *s, size_t len)
 static int client_reply(struct admin_client *c, json_object *rep)
 {
 	const char *s = json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PLAIN |
-							       JSON_C_TO_STRING_NOSLASHESCAPE);
+	                                                        JSON_C_TO_STRING_NOSLASHESCAPE);
 	int ret;
 
 	if (!s) {
@@ -965,15 +978,16 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	json_tokener_free(tok);
 	if (!req || jerr != json_tokener_success) {
 		snprintf(err, sizeof(err), "malformed request: %s",
-			 jerr == json_tokener_continue ? "incomplete JSON"
-						       : json_tokener_error_desc(jerr));
+		         jerr == json_tokener_continue ? "incomplete JSON"
+		                                       : json_tokener_error_desc(jerr));
 		json_object_put(req);
 		return client_error(c, NULL, err);
 	}
 	for (; end < len; end++)
 		if (line[end] != ' ' && line[end] != '\t') {
 			json_object_put(req);
-			return client_error(c, NULL, "malformed request: text after the JSON object");
+			return client_error(c, NULL,
+			                    "malformed request: text after the JSON object");
 		}
 	if (!json_object_is_type(req, json_type_object)) {
 		json_object_put(req);
@@ -1003,8 +1017,10 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 		json_object_put(req);
 		return ret;
 	}
-	snprintf(err, sizeof(err), "unknown command \"%.64s\" (status, stats, queues, namespaces, "
-		 "identify, config, metrics)", cmd);
+	snprintf(err, sizeof(err),
+	         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
+	         "identify, config, metrics)",
+	         cmd);
 	ret = client_error(c, id, err);
 	json_object_put(req);
 	return ret;
@@ -1025,7 +1041,8 @@ static int client_process(struct admin_client *c)
 				c->closing = true;
 				c->in_len = 0;
 				if (client_error(c, NULL,
-						 "request line longer than 65536 bytes: closing") < 0)
+				                 "request line longer than 65536 bytes: closing") <
+				    0)
 					return -1;
 			} else if (c->eof) {
 				/* a last request without its newline still counts */
@@ -1128,9 +1145,11 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
 				/* the listener would stay readable: pause it */
-				log_warn("admin socket: accept: %s (pausing for 1 s)", strerror(errno));
+				log_warn("admin socket: accept: %s (pausing for 1 s)",
+				         strerror(errno));
 				ev_io_stop(loop, &a->lio);
 				ev_timer_set(&a->retry, 1.0, 0.0);
 				ev_timer_start(loop, &a->retry);
@@ -1141,7 +1160,7 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (a->nr_clients >= ADMIN_MAX_CLIENTS) {
 			static const char busy[] =
-				"{\"ok\":false,\"error\":\"too many admin clients\"}\n";
+			    "{\"ok\":false,\"error\":\"too many admin clients\"}\n";
 
 			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 				log_debug("admin socket: busy reply: %s", strerror(errno));
@@ -1209,13 +1228,15 @@ static int admin_listen(struct admin *a)
 		return -EINVAL;
 	}
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("admin socket %s: path longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		log_err("admin socket %s: path longer than %zu bytes", path,
+		        sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			log_err("admin socket %s: exists and is not a socket; not replacing it", path);
+			log_err("admin socket %s: exists and is not a socket; not replacing it",
+			        path);
 			return -EEXIST;
 		}
 		ret = admin_probe(&sa);
@@ -1225,14 +1246,14 @@ static int admin_listen(struct admin *a)
 		}
 		if (ret < 0) {
 			log_err("admin socket %s: cannot tell whether it is in use: %s", path,
-				strerror(-ret));
+			        strerror(-ret));
 			return ret;
 		}
 		log_info("admin socket %s: replacing a stale socket file", path);
 		if (unlink(path) < 0 && errno != ENOENT) {
 			ret = -errno;
 			log_err("admin socket %s: cannot remove the stale socket: %s", path,
-				strerror(errno));
+			        strerror(errno));
 			return ret;
 		}
 	} else if (errno != ENOENT) {
@@ -1250,14 +1271,14 @@ static int admin_listen(struct admin *a)
 	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		ret = -errno;
 		log_err("admin socket %s: bind: %s%s", path, strerror(errno),
-			errno == ENOENT ? " (does its directory exist?)" : "");
+		        errno == ENOENT ? " (does its directory exist?)" : "");
 		goto err_close;
 	}
 	/* not yet listening, so nobody connects before the mode is right */
 	if (cfg->daemon.gid != (gid_t)-1 && chown(path, (uid_t)-1, cfg->daemon.gid) < 0) {
 		ret = -errno;
 		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
-			(unsigned)cfg->daemon.gid, strerror(errno));
+		        (unsigned)cfg->daemon.gid, strerror(errno));
 		goto err_unlink;
 	}
 	if (chmod(path, 0660) < 0) {

@@ -35,28 +35,28 @@ struct nvme_reactor;
 struct nvme_qpair;
 struct admin;
 
-#define ADMIN_LINE_MAX (64 * 1024)   /* longest request line */
-#define ADMIN_OUT_MAX (1024 * 1024)  /* unread reply bytes before a client is dropped */
-#define ADMIN_MAX_CLIENTS 64
-#define ADMIN_IDLE_TIMEOUT 30.0      /* seconds */
+#define ADMIN_LINE_MAX     (64 * 1024)   /* longest request line */
+#define ADMIN_OUT_MAX      (1024 * 1024) /* unread reply bytes before a client is dropped */
+#define ADMIN_MAX_CLIENTS  64
+#define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
 
 /* One namespace file of the mount. */
 struct admin_ns {
-	const char *name;      /* file name in the mount, e.g. "nvme0n1" */
-	unsigned ctrl;         /* index into admin_ctx.ctrls */
+	const char *name; /* file name in the mount, e.g. "nvme0n1" */
+	unsigned ctrl;    /* index into admin_ctx.ctrls */
 	uint32_t nsid;
-	uint64_t size;         /* bytes */
-	uint32_t lba_size;     /* bytes */
-	const char *path;      /* full path of the file (mountpoint/name) */
+	uint64_t size;     /* bytes */
+	uint32_t lba_size; /* bytes */
+	const char *path;  /* full path of the file (mountpoint/name) */
 };
 
 /* What the daemon has.  admin_start copies this struct, not what it points
  * to: everything pointed to must stay valid until admin_stop. */
 struct admin_ctx {
 	const struct cfg *cfg;
-	const char *config_path;      /* the file the daemon was started with */
-	time_t start_time;            /* wall clock at daemon start (time()) */
-	struct nvme_ctrl **ctrls;     /* ctrls[i] is the controller of cfg->ctrls[i] */
+	const char *config_path;  /* the file the daemon was started with */
+	time_t start_time;        /* wall clock at daemon start (time()) */
+	struct nvme_ctrl **ctrls; /* ctrls[i] is the controller of cfg->ctrls[i] */
 	unsigned nr_ctrls;
 	struct nvme_reactor **reactors;
 	unsigned nr_reactors;
@@ -65,7 +65,7 @@ struct admin_ctx {
 	struct nvme_qpair **qpairs;
 	const struct admin_ns *ns;
 	unsigned nr_ns;
-	double idle_timeout;          /* seconds; 0: ADMIN_IDLE_TIMEOUT */
+	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
 };
 
 /* Bind, chown, chmod and listen on ctx->cfg->daemon.admin_socket and serve

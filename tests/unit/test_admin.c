@@ -53,10 +53,10 @@ static void make_cfg(void)
 	int ret;
 
 	snprintf(text, sizeof(text),
-		 "[daemon]\nmountpoint = %s/mnt\nadmin_socket = %s\nfile_group = root\n"
-		 "[engine]\nqueues = 1\nqueue_depth = 64\ncq_budget = 16\nmode = poll\n"
-		 "[controller nvme0]\ndevice = sim\nsize = 4M\nblock_size = 4096\n",
-		 dir, sock_path);
+	         "[daemon]\nmountpoint = %s/mnt\nadmin_socket = %s\nfile_group = root\n"
+	         "[engine]\nqueues = 1\nqueue_depth = 64\ncq_budget = 16\nmode = poll\n"
+	         "[controller nvme0]\ndevice = sim\nsize = 4M\nblock_size = 4096\n",
+	         dir, sock_path);
 	ret = cfg_load_string("test.conf", text, &cfg, errs);
 	if (ret) {
 		char buf[1024] = "";
@@ -71,11 +71,14 @@ static void make_cfg(void)
 static void setup(void)
 {
 	struct sim_opts so = {.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
-	struct nvme_ctrl_opts co = {.name = "nvme0", .io_queues = 1, .queue_depth = 64,
-				    .cq_budget = 16, .io_timeout_ms = 5000};
+	struct nvme_ctrl_opts co = {.name = "nvme0",
+	                            .io_queues = 1,
+	                            .queue_depth = 64,
+	                            .cq_budget = 16,
+	                            .io_timeout_ms = 5000};
 	/* small: below the 2 MiB at which the engine tries hugepages */
-	struct nvme_reactor_opts ro = {.id = 0, .cpu = -1, .mode = NVME_MODE_POLL,
-				       .buf_pool_bytes = 1u << 20};
+	struct nvme_reactor_opts ro = {
+	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 1u << 20};
 
 	/* DMA memory is pinned: lift the memlock limit where we may (root) */
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){RLIM_INFINITY, RLIM_INFINITY});
@@ -95,12 +98,24 @@ static void setup(void)
 	reactors[0] = reactor;
 	qpairs[0] = qpair;
 	snprintf(ns_path, sizeof(ns_path), "%s/mnt/nvme0n1", dir);
-	nss[0] = (struct admin_ns){.name = "nvme0n1", .ctrl = 0, .nsid = 1,
-				   .size = 1024 * 4096ull, .lba_size = 4096, .path = ns_path};
+	nss[0] = (struct admin_ns){.name = "nvme0n1",
+	                           .ctrl = 0,
+	                           .nsid = 1,
+	                           .size = 1024 * 4096ull,
+	                           .lba_size = 4096,
+	                           .path = ns_path};
 	ctx = (struct admin_ctx){
-		.cfg = cfg, .config_path = "test.conf", .start_time = time(NULL) - 5,
-		.ctrls = ctrls, .nr_ctrls = 1, .reactors = reactors, .nr_reactors = 1,
-		.qpairs = qpairs, .ns = nss, .nr_ns = 1, .idle_timeout = 0.5,
+	    .cfg = cfg,
+	    .config_path = "test.conf",
+	    .start_time = time(NULL) - 5,
+	    .ctrls = ctrls,
+	    .nr_ctrls = 1,
+	    .reactors = reactors,
+	    .nr_reactors = 1,
+	    .qpairs = qpairs,
+	    .ns = nss,
+	    .nr_ns = 1,
+	    .idle_timeout = 0.5,
 	};
 	adm = NULL;
 }
@@ -127,7 +142,7 @@ static int client(void)
 	ck_assert_int_ge(fd, 0);
 	strcpy(sa.sun_path, sock_path);
 	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
-		      strerror(errno));
+	              strerror(errno));
 	return fd;
 }
 
@@ -223,22 +238,22 @@ static json_object *get(json_object *o, const char *k)
 	json_object *v;
 
 	ck_assert_msg(json_object_object_get_ex(o, k, &v), "no key \"%s\" in %s", k,
-		      json_object_to_json_string(o));
+	              json_object_to_json_string(o));
 	return v;
 }
 
 static void expect_ok(json_object *o)
 {
 	ck_assert_msg(json_object_get_boolean(get(o, "ok")), "not ok: %s",
-		      json_object_to_json_string(o));
+	              json_object_to_json_string(o));
 }
 
 static void expect_error(json_object *o, const char *what)
 {
 	ck_assert_msg(!json_object_get_boolean(get(o, "ok")), "ok for a bad request: %s",
-		      json_object_to_json_string(o));
-	ck_assert_msg(strstr(json_object_get_string(get(o, "error")), what), "error \"%s\" lacks \"%s\"",
-		      json_object_get_string(get(o, "error")), what);
+	              json_object_to_json_string(o));
+	ck_assert_msg(strstr(json_object_get_string(get(o, "error")), what),
+	              "error \"%s\" lacks \"%s\"", json_object_get_string(get(o, "error")), what);
 }
 
 static void start(void)
@@ -301,8 +316,8 @@ START_TEST(t_status)
 	ck_assert_str_eq(json_object_get_string(get(c, "mode")), "poll");
 	ck_assert_int_eq(json_object_get_int(get(c, "io_queues")), 1);
 	ck_assert_int_eq(json_object_array_length(get(o, "reactors")), 1);
-	ck_assert_int_eq(json_object_get_int(get(json_object_array_get_idx(get(o, "reactors"), 0),
-						 "cpu")), -1);
+	ck_assert_int_eq(
+	    json_object_get_int(get(json_object_array_get_idx(get(o, "reactors"), 0), "cpu")), -1);
 	json_object_put(o);
 }
 END_TEST
@@ -315,7 +330,8 @@ START_TEST(t_stats)
 	write_blocks(3);
 	o = ask("{\"cmd\":\"stats\"}");
 	expect_ok(o);
-	q = json_object_array_get_idx(get(json_object_array_get_idx(get(o, "reactors"), 0), "qpairs"), 0);
+	q = json_object_array_get_idx(
+	    get(json_object_array_get_idx(get(o, "reactors"), 0), "qpairs"), 0);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_str_eq(json_object_get_string(get(q, "controller")), "nvme0");
 	ck_assert_int_eq(json_object_get_int(get(q, "qid")), 1);
@@ -329,8 +345,10 @@ START_TEST(t_stats)
 	ck_assert_int_eq(json_object_array_length(get(q, "cpl_per_pass")), NVME_CPP_BUCKETS);
 	lat = get(q, "latency_us");
 	ck_assert(json_object_get_double(get(lat, "max")) > 0);
-	ck_assert(json_object_get_double(get(lat, "p50")) <= json_object_get_double(get(lat, "p99")));
-	ck_assert(json_object_get_double(get(lat, "p99")) <= json_object_get_double(get(lat, "max")));
+	ck_assert(json_object_get_double(get(lat, "p50")) <=
+	          json_object_get_double(get(lat, "p99")));
+	ck_assert(json_object_get_double(get(lat, "p99")) <=
+	          json_object_get_double(get(lat, "max")));
 	ck_assert(json_object_get_double(get(q, "doorbells_per_io")) > 0);
 	get(q, "cpl_per_pass_mean");
 	get(q, "sq_doorbells");
@@ -397,9 +415,9 @@ START_TEST(t_identify)
 	ck_assert_int_eq(json_object_get_int(get(o, "oncs")), in->oncs);
 	/* the decoded list has exactly the names of the set bits */
 	ck_assert_int_eq(json_object_array_length(get(o, "oncs_decoded")),
-			 __builtin_popcount(in->oncs & 0x1ff));
+	                 __builtin_popcount(in->oncs & 0x1ff));
 	ck_assert_int_eq(json_object_array_length(get(o, "oacs_decoded")),
-			 __builtin_popcount(in->oacs & 0x7ff));
+	                 __builtin_popcount(in->oacs & 0x7ff));
 	ck_assert_int_eq(json_object_get_boolean(get(o, "vwc")), in->vwc);
 	ck_assert_uint_eq(json_object_get_uint64(get(o, "nn")), in->nn);
 	get(o, "version");
@@ -407,7 +425,8 @@ START_TEST(t_identify)
 	get(o, "oacs");
 	ns = get(o, "namespaces");
 	ck_assert_int_eq(json_object_array_length(ns), 1);
-	ck_assert_uint_eq(json_object_get_uint64(get(json_object_array_get_idx(ns, 0), "blocks")), 1024);
+	ck_assert_uint_eq(json_object_get_uint64(get(json_object_array_get_idx(ns, 0), "blocks")),
+	                  1024);
 	json_object_put(o);
 
 	o = ask("{\"cmd\":\"identify\",\"controller\":\"nope\"}");
@@ -443,13 +462,15 @@ START_TEST(t_config_metrics)
 	text = json_object_get_string(get(o, "text"));
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_qpair_submitted_total counter\n"));
 	ck_assert_ptr_nonnull(strstr(text, "# HELP nvmefs_qpair_completed_total "));
-	ck_assert_ptr_nonnull(strstr(text,
-		"\nnvmefs_qpair_completed_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 2\n"));
-	ck_assert_ptr_nonnull(strstr(text,
-		"\nnvmefs_qpair_written_bytes_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 8192\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text,
+	    "\nnvmefs_qpair_completed_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_qpair_written_bytes_total{controller="
+	                                   "\"nvme0\",qid=\"1\",reactor=\"0\"} 8192\n"));
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_qpair_latency_seconds histogram\n"));
-	snprintf(line, sizeof(line), "\nnvmefs_qpair_latency_seconds_count{controller=\"nvme0\","
-		 "qid=\"1\",reactor=\"0\"} 2\n");
+	snprintf(line, sizeof(line),
+	         "\nnvmefs_qpair_latency_seconds_count{controller=\"nvme0\","
+	         "qid=\"1\",reactor=\"0\"} 2\n");
 	ck_assert_ptr_nonnull(strstr(text, line));
 	ck_assert_ptr_nonnull(strstr(text, "le=\"+Inf\"} 2\n"));
 	ck_assert_ptr_nonnull(strstr(text, "class=\"media\"} 0\n"));
