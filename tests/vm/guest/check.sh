@@ -3,7 +3,8 @@
 #                              not 0); its output must match REGEX (grep -E)
 #   c NAME CMD...              a plain condition that must hold
 #   done_checks                summary line; exits 1 when a check failed
-# Each check prints "ok: NAME" or "NOT OK: NAME" with the output indented.
+# Each check prints "ok: NAME" or "NOT OK: NAME" with the output indented,
+# then the guest uptime at its end (to see where a slow run spends its time).
 n_ok=0
 n_bad=0
 t() {
@@ -23,6 +24,7 @@ t() {
 		n_bad=$((n_bad + 1)); echo "NOT OK: $name (exit $rc, wanted $want, output must match: $re)"
 	fi
 	echo "$out" | sed 's/^/    | /'
+	echo "    @ $(cut -d' ' -f1 /proc/uptime)s"
 }
 c() {
 	name=$1
