@@ -663,6 +663,37 @@ START_TEST(t_not_a_socket)
 }
 END_TEST
 
+START_TEST(t_too_many_clients)
+{
+	int fds[ADMIN_MAX_CLIENTS + 1];
+	char *line;
+	json_object *o;
+
+	start();
+	for (int i = 0; i < ADMIN_MAX_CLIENTS + 1; i++) {
+		fds[i] = client();
+		turn(); /* accept it before the backlog fills */
+	}
+	/* the one over the limit is told so and closed */
+	line = recv_line(fds[ADMIN_MAX_CLIENTS]);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_ptr_nonnull(strstr(line, "too many admin clients"));
+	ck_assert_ptr_null(recv_line(fds[ADMIN_MAX_CLIENTS]));
+	/* the others are served */
+	o = ask_fd(fds[0], "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	for (int i = 0; i < ADMIN_MAX_CLIENTS + 1; i++)
+		close(fds[i]);
+	for (int i = 0; i < 10; i++)
+		turn();
+	/* and once they are gone, a new one is too */
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
 static Suite *admin_suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -682,6 +713,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_stale_socket);
 	tcase_add_test(tc, t_live_socket);
 	tcase_add_test(tc, t_not_a_socket);
+	tcase_add_test(tc, t_too_many_clients);
 	suite_add_tcase(s, tc);
 	return s;
 }
