@@ -1427,6 +1427,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	argv[argc] = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	fs->se = fuse_session_new(&args, &ll_ops, sizeof(ll_ops), fs);
+	fuse_opt_free_args(&args);
 	if (!fs->se) {
 		log_err("fuse: cannot create the session (options %s)", opts);
 		err = -EINVAL;
