@@ -1,0 +1,46 @@
+#!/bin/sh
+# make install / uninstall into a private prefix: every file lands where it
+# should, the systemd unit verifies, the man pages render, uninstall removes
+# all but the config.
+set -eu
+: "${BUILD:?}" "${ROOT:?}"
+P=$(mktemp -d)
+trap 'rm -rf "$P"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+M="make -s -C $ROOT -o all B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
+
+$M install >/dev/null
+for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf etc/nvmefs/nvmefs.conf \
+	lib/systemd/system/nvmefs.service share/man/man8/nvmefsd.8 share/man/man8/nvmefsctl.8 \
+	share/man/man5/nvmefs.conf.5; do
+	[ -f "$P/$f" ] || fail "missing $f"
+done
+[ -x "$P/sbin/nvmefsd" ] || fail "nvmefsd not executable"
+grep -q "^ExecStart=$P/sbin/nvmefsd -f -c $P/etc/nvmefs/nvmefs.conf\$" "$P/lib/systemd/system/nvmefs.service" ||
+	fail "unit's ExecStart does not name the installed paths"
+"$P/sbin/nvmefsd" --check-config -c "$P/etc/nvmefs/nvmefs.conf" >/dev/null || fail "installed config invalid"
+
+if command -v systemd-analyze >/dev/null; then
+	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||
+		fail "systemd-analyze verify"
+	echo "unit verifies"
+else
+	echo "systemd-analyze missing: unit not verified"
+fi
+for m in "$P"/share/man/man*/*; do
+	out=$(MANWIDTH=80 man -l "$m" 2>&1 | col -b) || fail "man -l $m"
+	echo "$out" | grep -q NAME || fail "$m renders without a NAME section"
+	w=$(groff -man -Tutf8 -ww -z "$m" 2>&1) || true
+	[ -z "$w" ] || fail "groff warnings in $m: $w"
+done
+echo "man pages render"
+
+# a second install keeps an edited config
+echo "# edited" >> "$P/etc/nvmefs/nvmefs.conf"
+$M install >/dev/null
+tail -n 1 "$P/etc/nvmefs/nvmefs.conf" | grep -q '^# edited$' || fail "install overwrote the config"
+
+$M uninstall >/dev/null
+left=$(cd "$P" && find . -type f | sort)
+[ "$left" = "./etc/nvmefs/nvmefs.conf" ] || fail "uninstall left: $left"
+echo "install and uninstall ok"
