@@ -97,7 +97,6 @@ struct nvme_tracker {
 	nvme_io_cb cb;
 	void *arg;
 	struct nvme_parent *parent;
-	struct nvme_tracker *older, *newer; /* in-flight list, by submit time */
 	uint64_t *prp_list;                 /* one 4 KiB page from the reactor pool */
 	uint64_t prp_iova;
 };
@@ -113,55 +112,81 @@ struct nvme_parent {
 
 #define TRK_NONE 0xffff
 
+/* Per-I/O and per-pass counters the owner bumps, on a line of their own (the
+ * public nvme_qpair_stats spreads them over several lines); nvme_qpair_stats_get
+ * merges them into its copy. */
+struct nvme_qpair_ctr {
+	uint64_t submitted, completed, bytes_read, bytes_written;
+	uint64_t reap_passes, sq_doorbells, cq_doorbells, idle_polls;
+};
+
+#define NVME_NS_NONE UINT32_MAX /* no namespace cached (the broadcast NSID is never an I/O one) */
+
 struct nvme_qpair {
-	/* ---- hot: first cache line, touched by every submit and reap ---- */
+	/* ---- line 0, hot: read or written by every submit and every completion ---- */
 	alignas(64) struct nvme_sqe *sq;
 	volatile struct nvme_cqe *cq;
-	volatile uint32_t *sq_db;
-	volatile uint32_t *cq_db;
-	struct nvme_tracker *trk; /* CID-indexed */
-	struct nvme_bus *bus;     /* for nvme_bus_doorbell's notify hook */
+	struct nvme_reactor *reactor; /* the pass's cached clock */
+	uintptr_t pool_base;          /* the reactor's pool: all the device may reach */
+	uint64_t pool_len;
+	uint64_t pool_iova; /* this bus's mapping of the pool: iova = pool_iova + (p - base) */
 	uint16_t sq_tail;
 	uint16_t sq_head; /* last sane sq_head the device reported */
 	uint16_t cq_head;
 	uint16_t mask;      /* entries - 1 (entries a power of two) */
 	uint16_t free_head; /* free tracker list */
-	uint16_t inflight;
-	uint16_t cq_budget;
+	uint16_t inflight;  /* INFLIGHT + ABORTING trackers */
 	uint8_t cq_phase;
 	uint8_t sq_dirty; /* tail advanced, doorbell not yet rung */
-	/* ---- cold ---- */
+	bool reaping;     /* guards against a callback reaping again */
+	/* ---- cold: set-up, teardown, timeouts, interrupts, messages ---- */
 	uint16_t qid;
 	uint16_t entries;
-	uint16_t ntrk;
-	uint16_t nfree;
-	uint16_t quarantined;
-	struct nvme_ctrl *ctrl;
-	struct nvme_reactor *reactor;
-	uint32_t max_xfer;
 	uint32_t io_timeout_ms;
-	struct nvme_tracker *oldest, *newest; /* in-flight list for timeouts */
+	uint32_t ntrk_alloc; /* trackers allocated: min(entries, NVME_MAX_TRACKERS) */
+	struct nvme_ctrl *ctrl;
 	struct nvme_parent *parents;
 	struct nvme_parent *parent_free;
 	struct nvme_dma_region ring_mem;
 	uint64_t ring_iova;
-	uint64_t pool_iova; /* this bus's mapping of the reactor pool */
 	bool pool_mapped;
 	bool created_on_dev;
 	int efd;
 	int vector;
 	ev_io io_w;
 	bool io_active;
-	bool napi_polling;    /* interrupt mode: budget was exhausted */
-	bool reaping;         /* guards against a callback reaping again */
-	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
+	bool napi_polling; /* interrupt mode: budget was exhausted */
 	char name[80];
 	struct nvme_qpair *next_in_reactor;
 	size_t alloc_len;
-	alignas(64) struct nvme_qpair_stats st;
+	/* ---- line "warm": read once per I/O (the cached namespace) or once per
+	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
+	 * own: an I/O touches line 0, this line, the counters and its histogram
+	 * bucket (plus its tracker, SQ slot and CQ slot). ---- */
+	alignas(64) uint32_t ns_id; /* the last namespace used, or NVME_NS_NONE */
+	uint32_t ns_max_nlb;        /* blocks per command: max_xfer >> lba_shift */
+	uint64_t ns_nlba;
+	struct nvme_bus *bus; /* for nvme_bus_doorbell's notify hook */
+	volatile uint32_t *sq_db;
+	volatile uint32_t *cq_db;
+	uint32_t max_xfer;
+	uint16_t ntrk; /* trackers in use: entries - 1 - cq_budget, capped */
+	uint16_t quarantined;
+	uint16_t cq_budget;
+	uint8_t ns_shift;
+	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
+	/* ---- counters, written only by the owner ---- */
+	alignas(64) struct nvme_qpair_ctr ctr;
+	alignas(64) struct nvme_qpair_stats st; /* the rest: errors, histograms */
+	/* CID-indexed, ntrk_alloc of them (only the first ntrk are ever used): a
+	 * CID index up to mask lands in the table, so reap checks it by mask */
+	struct nvme_tracker trk[];
 };
-/* The hot set must fit one line: the seed lesson of Linux's nvme_queue. */
+/* The hot set is line 0; the warm set is exactly one other line. */
 static_assert(offsetof(struct nvme_qpair, qid) <= 64, "qpair hot fields exceed one cache line");
+static_assert(offsetof(struct nvme_qpair, bad_sq_head) + 8 - offsetof(struct nvme_qpair, ns_id) <= 64,
+              "qpair warm fields exceed one cache line");
+static_assert(sizeof(struct nvme_qpair_ctr) == 64, "qpair counters are one line");
 
 /* ---- reactor ---- */
 struct nvme_call {
@@ -211,6 +236,19 @@ static inline uint64_t nvme_reactor_now(struct nvme_reactor *r)
 	if (!r->in_pass)
 		r->now_ns = nvme_now_ns();
 	return r->now_ns;
+}
+
+/* Log-linear latency bucket (stats.c's nvme_lat_bucket), inline for the
+ * completion path: values below 2^SUB_BITS have a bucket each; above, every
+ * power of two is split into 2^SUB_BITS equal buckets. */
+static inline unsigned nvme_lat_bucket_inline(uint64_t ns)
+{
+	if (ns < (1u << NVME_LAT_SUB_BITS))
+		return (unsigned)ns;
+	unsigned msb = 63u - (unsigned)__builtin_clzll(ns);
+	unsigned e = msb - NVME_LAT_SUB_BITS + 1;
+	unsigned sub = (unsigned)(ns >> (msb - NVME_LAT_SUB_BITS)) & ((1u << NVME_LAT_SUB_BITS) - 1);
+	return (e << NVME_LAT_SUB_BITS) | sub;
 }
 
 /* ctrl.c */

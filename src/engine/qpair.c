@@ -82,51 +82,86 @@ static inline unsigned sq_space(const struct nvme_qpair *qp)
 	return (unsigned)((qp->sq_head - qp->sq_tail - 1u) & qp->mask);
 }
 
-static inline void inflight_link(struct nvme_qpair *qp, struct nvme_tracker *t)
+static inline uint64_t qp_iova(const struct nvme_qpair *qp, const void *p)
 {
-	t->newer = NULL;
-	t->older = qp->newest;
-	if (qp->newest)
-		qp->newest->newer = t;
-	else
-		qp->oldest = t;
-	qp->newest = t;
+	return qp->pool_iova + ((uintptr_t)p - qp->pool_base);
 }
 
-static inline void inflight_unlink(struct nvme_qpair *qp, struct nvme_tracker *t)
-{
-	if (t->older)
-		t->older->newer = t->newer;
-	else
-		qp->oldest = t->newer;
-	if (t->newer)
-		t->newer->older = t->older;
-	else
-		qp->newest = t->older;
-	t->older = t->newer = NULL;
-}
-
-/* Write the SQE into the ring and advance the tail in memory only: the
- * doorbell is rung once per pass by nvme_qpair_flush_sq. */
-static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t,
-                           const struct nvme_sqe *sqe, uint64_t now)
+/* Advance the tail in memory only (the doorbell is rung once per pass by
+ * nvme_qpair_flush_sq) and account the tracker in flight.  The SQE is
+ * already in slot qp->sq_tail. */
+static inline void sq_commit(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t now)
 {
 	t->sq_slot = qp->sq_tail;
-	qp->sq[qp->sq_tail] = *sqe;
-	qp->sq[qp->sq_tail].cid = t->cid;
 	qp->sq_tail = (uint16_t)((qp->sq_tail + 1u) & qp->mask);
 	qp->sq_dirty = 1;
 	t->state = TRK_INFLIGHT;
 	t->submit_ns = now;
-	inflight_link(qp, t);
 	qp->inflight++;
-	STAT_INC(qp->st.submitted);
+	STAT_INC(qp->ctr.submitted);
+}
+
+/* The slow paths' submit: copy a prepared SQE into the ring. */
+static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t,
+                           const struct nvme_sqe *sqe, uint64_t now)
+{
+	qp->sq[qp->sq_tail] = *sqe;
+	qp->sq[qp->sq_tail].cid = t->cid;
+	sq_commit(qp, t, now);
+}
+
+/* A read/write SQE written in place, every dword once (no stack copy). */
+static inline void sqe_write_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, uint32_t nsid,
+                                uint64_t prp1, uint64_t prp2, uint64_t slba, uint32_t cdw12)
+{
+	s->opc = opc;
+	s->flags = 0;
+	s->cid = cid;
+	s->nsid = nsid;
+	s->cdw2 = 0;
+	s->cdw3 = 0;
+	s->mptr = 0;
+	s->prp1 = prp1;
+	s->prp2 = prp2;
+	s->cdw10 = (uint32_t)slba;
+	s->cdw11 = (uint32_t)(slba >> 32);
+	s->cdw12 = cdw12;
+	s->cdw13 = 0;
+	s->cdw14 = 0;
+	s->cdw15 = 0;
+}
+
+/* A split command's child completed: the parent's callback runs after the last. */
+static __attribute__((noinline)) void finish_child(struct nvme_qpair *qp, struct nvme_parent *p,
+                                                   int err, uint16_t status)
+{
+	if (err && !p->err) { /* first error wins */
+		p->err = err;
+		p->status = status;
+	}
+	if (--p->children)
+		return;
+	nvme_io_cb cb = p->cb;
+	void *arg = p->arg;
+	err = p->err;
+	status = p->status;
+	p->next_free = qp->parent_free;
+	qp->parent_free = p;
+	if (cb)
+		cb(arg, err, status);
+}
+
+static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, uint16_t status)
+{
+	STAT_INC(qp->st.errors[nvme_status_class(status)]);
 }
 
 /* End a tracker's command: stats, parent accounting, the callback.  The
  * tracker is freed (or quarantined) before the callback so it may submit. */
-static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status,
-                   uint64_t now, bool quarantine)
+static inline __attribute__((always_inline)) void finish(struct nvme_qpair *qp,
+                                                         struct nvme_tracker *t, int err,
+                                                         uint16_t status, uint64_t now,
+                                                         bool quarantine)
 {
 	nvme_io_cb cb = t->cb;
 	void *arg = t->arg;
@@ -135,7 +170,6 @@ static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint1
 	uint8_t opc = t->opc;
 	uint32_t len = t->len;
 
-	inflight_unlink(qp, t);
 	qp->inflight--;
 	if (quarantine) {
 		t->state = TRK_QUARANTINED;
@@ -143,28 +177,17 @@ static void finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint1
 	} else {
 		trk_put(qp, t);
 	}
-	STAT_INC(qp->st.completed);
-	STAT_INC(qp->st.lat_ns[nvme_lat_bucket(lat)]);
-	if (status) {
-		STAT_INC(qp->st.errors[nvme_status_class(status)]);
-	} else if (opc == NVME_CMD_READ) {
-		STAT_ADD(qp->st.bytes_read, len);
-	} else if (opc == NVME_CMD_WRITE) {
-		STAT_ADD(qp->st.bytes_written, len);
-	}
-	if (p) {
-		if (err && !p->err) { /* first error wins */
-			p->err = err;
-			p->status = status;
-		}
-		if (--p->children)
-			return;
-		cb = p->cb;
-		arg = p->arg;
-		err = p->err;
-		status = p->status;
-		p->next_free = qp->parent_free;
-		qp->parent_free = p;
+	STAT_INC(qp->ctr.completed);
+	STAT_INC(qp->st.lat_ns[nvme_lat_bucket_inline(lat)]);
+	if (__builtin_expect(status != 0, 0))
+		count_error(qp, status);
+	else if (opc == NVME_CMD_READ)
+		STAT_ADD(qp->ctr.bytes_read, len);
+	else if (opc == NVME_CMD_WRITE)
+		STAT_ADD(qp->ctr.bytes_written, len);
+	if (__builtin_expect(p != NULL, 0)) {
+		finish_child(qp, p, err, status);
+		return;
 	}
 	if (cb)
 		cb(arg, err, status);
@@ -198,41 +221,53 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 		n++;
 		/* sq_head must lie between what we knew and our tail; a wild value
 		 * would make the SQ look emptier than it is and overwrite live SQEs */
-		if (sqh <= qp->mask && ((uint16_t)(sqh - qp->sq_head) & qp->mask) <=
-		                           ((uint16_t)(qp->sq_tail - qp->sq_head) & qp->mask))
+		if (__builtin_expect(sqh <= qp->mask && ((uint16_t)(sqh - qp->sq_head) & qp->mask) <=
+		                                             ((uint16_t)(qp->sq_tail - qp->sq_head) &
+		                                              qp->mask),
+		                     1))
 			qp->sq_head = sqh;
 		else
 			qp->bad_sq_head++;
+		/* the table holds min(entries, 4096) trackers: every index <= mask
+		 * is in it, those past ntrk are never used (always TRK_FREE) */
 		unsigned idx = cid & NVME_CID_IDX_MASK;
 		struct nvme_tracker *t = &qp->trk[idx];
-		if (__builtin_expect(idx >= qp->ntrk || t->cid != cid || t->state == TRK_FREE, 0)) {
-			STAT_INC(qp->st.bogus_cqes);
-			continue;
-		}
-		if (__builtin_expect(t->state == TRK_QUARANTINED, 0)) {
-			/* late completion of a command already failed with -ETIMEDOUT:
-			 * the result is dropped; the device has now let go of the CID */
-			STAT_INC(qp->st.bogus_cqes);
-			qp->quarantined--;
-			trk_put(qp, t);
+		if (__builtin_expect(idx > qp->mask || t->cid != cid || t->state != TRK_INFLIGHT, 0)) {
+			if (idx > qp->mask || t->cid != cid || t->state == TRK_FREE) {
+				STAT_INC(qp->st.bogus_cqes);
+				continue;
+			}
+			if (t->state == TRK_QUARANTINED) {
+				/* late completion of a command already failed with
+				 * -ETIMEDOUT: the result is dropped; the device has now
+				 * let go of the CID */
+				STAT_INC(qp->st.bogus_cqes);
+				qp->quarantined--;
+				trk_put(qp, t);
+				continue;
+			}
+			/* TRK_ABORTING */
+			uint16_t status = NVME_CQE_STATUS(st);
+			if (NVME_STATUS_SCT(status) == NVME_SCT_GENERIC &&
+			    NVME_STATUS_SC(status) == NVME_SC_ABORT_REQ)
+				status = NVME_STATUS_TIMEOUT; /* we aborted it because it timed out */
+			finish(qp, t, status ? nvme_status_errno(status) : 0, status, now, false);
 			continue;
 		}
 		uint16_t status = NVME_CQE_STATUS(st);
-		if (t->state == TRK_ABORTING && NVME_STATUS_SCT(status) == NVME_SCT_GENERIC &&
-		    NVME_STATUS_SC(status) == NVME_SC_ABORT_REQ)
-			status = NVME_STATUS_TIMEOUT; /* we aborted it because it timed out */
-		finish(qp, t, status ? nvme_status_errno(status) : 0, status, now, false);
+		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0, status,
+		       now, false);
 	}
 	if (n) {
 		nvme_bus_doorbell(qp->bus, qp->cq_db, qp->cq_head);
-		STAT_INC(qp->st.cq_doorbells);
+		STAT_INC(qp->ctr.cq_doorbells);
 	}
-	STAT_INC(qp->st.reap_passes);
+	STAT_INC(qp->ctr.reap_passes);
 	STAT_INC(qp->st.cpl_per_pass[n < NVME_CPP_BUCKETS - 1 ? n : NVME_CPP_BUCKETS - 1]);
 	if (n == budget)
 		STAT_INC(qp->st.budget_exhausted);
 	else if (n == 0)
-		STAT_INC(qp->st.idle_polls);
+		STAT_INC(qp->ctr.idle_polls);
 	qp->reaping = false;
 	return n;
 }
@@ -243,7 +278,7 @@ void nvme_qpair_flush_sq(struct nvme_qpair *qp)
 		return;
 	qp->sq_dirty = 0;
 	nvme_bus_doorbell(qp->bus, qp->sq_db, qp->sq_tail);
-	STAT_INC(qp->st.sq_doorbells);
+	STAT_INC(qp->ctr.sq_doorbells);
 }
 
 /* ---- submission ---- */
@@ -257,9 +292,23 @@ static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
 	return NULL;
 }
 
+/* Make nsid the cached namespace (the controller's namespace list is fixed
+ * for the qpair's life: loaded once by nvme_ctrl_open).  False: no such one. */
+static __attribute__((noinline)) bool ns_cache(struct nvme_qpair *qp, uint32_t nsid)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns || nsid == NVME_NS_NONE)
+		return false;
+	qp->ns_id = nsid;
+	qp->ns_shift = ns->lba_shift;
+	qp->ns_nlba = ns->nlba;
+	qp->ns_max_nlb = qp->max_xfer >> ns->lba_shift;
+	return true;
+}
+
 /* Room for n commands now?  The SQ can only be full if the device reported
  * a stale sq_head: then, and only then, reap in the submit path. */
-static bool room_for(struct nvme_qpair *qp, unsigned n)
+static __attribute__((noinline)) bool room_for(struct nvme_qpair *qp, unsigned n)
 {
 	if (trk_free_count(qp) < n)
 		return false;
@@ -271,19 +320,29 @@ static bool room_for(struct nvme_qpair *qp, unsigned n)
 	return true;
 }
 
+/* One command: is there a tracker and an SQ slot?  (An empty free list is
+ * exactly trk_free_count() == 0.) */
+static inline bool room_for_one(struct nvme_qpair *qp)
+{
+	if (__builtin_expect(qp->free_head != TRK_NONE && sq_space(qp) != 0, 1))
+		return true;
+	return room_for(qp, 1);
+}
+
 /* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
  * each, data at buf (NULL: no data).  All or nothing: -EAGAIN leaves no
- * command submitted. */
-static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns_info *ns,
-                        uint64_t slba, uint64_t nlb, const void *buf, uint64_t chunk,
-                        uint32_t cdw12, nvme_io_cb cb, void *arg)
+ * command submitted.  The split path; one-command I/O goes through rw. */
+static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t opc,
+                                                  uint32_t nsid, unsigned lba_shift,
+                                                  uint64_t slba, uint64_t nlb, const void *buf,
+                                                  uint64_t chunk, uint32_t cdw12, nvme_io_cb cb,
+                                                  void *arg)
 {
 	uint64_t nchild = (nlb + chunk - 1) / chunk;
 	if (nchild > qp->ntrk)
 		return -EINVAL; /* could never be in flight at once */
 	if (!room_for(qp, (unsigned)nchild))
 		return -EAGAIN;
-	struct nvme_buf_pool *pool = nvme_reactor_pool(qp->reactor);
 	uint64_t now = nvme_reactor_now(qp->reactor);
 	struct nvme_parent *p = NULL;
 	if (nchild > 1) {
@@ -299,18 +358,18 @@ static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns
 	for (uint64_t i = 0; i < nchild; i++) {
 		uint64_t n = nlb - i * chunk < chunk ? nlb - i * chunk : chunk;
 		struct nvme_tracker *t = trk_get(qp);
-		struct nvme_sqe sqe = {.opc = opc, .nsid = ns->nsid};
+		struct nvme_sqe sqe = {.opc = opc, .nsid = nsid};
 		uint64_t lba = slba + i * chunk;
 		sqe.cdw10 = (uint32_t)lba;
 		sqe.cdw11 = (uint32_t)(lba >> 32);
 		sqe.cdw12 = (uint32_t)(n - 1) | cdw12;
 		uint32_t bytes = 0;
 		if (data) {
-			bytes = (uint32_t)(n << ns->lba_shift);
-			const uint8_t *d = data + ((i * chunk) << ns->lba_shift);
+			bytes = (uint32_t)(n << lba_shift);
+			const uint8_t *d = data + ((i * chunk) << lba_shift);
 			/* cannot fail: alignment and size were checked by the caller */
-			nvme_prp_build(nvme_pool_iova(pool, qp->pool_iova, d), bytes, t->prp_list,
-			               t->prp_iova, &sqe.prp1, &sqe.prp2);
+			nvme_prp_build(qp_iova(qp, d), bytes, t->prp_list, t->prp_iova, &sqe.prp1,
+			               &sqe.prp2);
 		}
 		t->opc = opc;
 		t->len = bytes;
@@ -322,19 +381,53 @@ static int submit_range(struct nvme_qpair *qp, uint8_t opc, const struct nvme_ns
 	return 0;
 }
 
-static int rw(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid, uint64_t slba, const void *buf,
-              size_t len, uint32_t cdw12, nvme_io_cb cb, void *arg)
+/* Read and write: checks, and the single-command case (len <= max_xfer) in
+ * line, the SQE written straight into its ring slot. */
+static inline __attribute__((always_inline)) int rw(struct nvme_qpair *qp, uint8_t opc,
+                                                    uint32_t nsid, uint64_t slba,
+                                                    const void *buf, size_t len, uint32_t cdw12,
+                                                    nvme_io_cb cb, void *arg)
 {
-	const struct nvme_ns_info *ns = find_ns(qp, nsid);
-	if (!ns || len == 0 || (len & (ns->lba_size - 1)) || ((uintptr_t)buf & 3))
+	if (__builtin_expect(nsid != qp->ns_id, 0) && !ns_cache(qp, nsid))
 		return -EINVAL;
-	uint64_t nlb = len >> ns->lba_shift;
-	if (slba >= ns->nlba || nlb > ns->nlba - slba)
+	unsigned shift = qp->ns_shift;
+	if (len == 0 || (len & ((1u << shift) - 1)) || ((uintptr_t)buf & 3))
 		return -EINVAL;
-	if (!nvme_pool_contains(nvme_reactor_pool(qp->reactor), buf, len))
-		return -EINVAL; /* the device can reach only the reactor's pool */
-	return submit_range(qp, opc, ns, slba, nlb, buf, qp->max_xfer >> ns->lba_shift, cdw12, cb,
-	                    arg);
+	uint64_t nlb = len >> shift;
+	uint64_t nlba = qp->ns_nlba;
+	if (slba >= nlba || nlb > nlba - slba)
+		return -EINVAL;
+	/* the device can reach only the reactor's pool */
+	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
+	if (off > qp->pool_len || len > qp->pool_len - off)
+		return -EINVAL;
+	if (__builtin_expect(nlb > qp->ns_max_nlb, 0))
+		return submit_range(qp, opc, nsid, shift, slba, nlb, buf, qp->ns_max_nlb, cdw12, cb,
+		                    arg);
+	if (!room_for_one(qp))
+		return -EAGAIN;
+	struct nvme_tracker *t = trk_get(qp);
+	uint64_t iova = qp->pool_iova + off;
+	uint64_t prp2 = 0;
+	size_t first = NVME_PAGE_SIZE - (iova & (NVME_PAGE_SIZE - 1));
+	if (__builtin_expect(len > first, 0)) {
+		if (len - first <= NVME_PAGE_SIZE) {
+			prp2 = (iova & ~(uint64_t)(NVME_PAGE_SIZE - 1)) + NVME_PAGE_SIZE;
+		} else {
+			uint64_t prp1;
+			/* cannot fail: dword aligned, len <= max_xfer */
+			nvme_prp_build(iova, len, t->prp_list, t->prp_iova, &prp1, &prp2);
+		}
+	}
+	t->opc = opc;
+	t->len = (uint32_t)len;
+	t->cb = cb;
+	t->arg = arg;
+	t->parent = NULL;
+	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, iova, prp2, slba,
+	             (uint32_t)(nlb - 1) | cdw12);
+	sq_commit(qp, t, nvme_reactor_now(qp->reactor));
+	return 0;
 }
 
 int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
@@ -376,7 +469,8 @@ int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_WRITE_ZEROES))
 		return -EOPNOTSUPP;
 	/* NLB is a 16-bit 0-based field: 65536 blocks per command */
-	return submit_range(qp, NVME_CMD_WRITE_ZEROES, ns, slba, nlb, NULL, 65536, 0, cb, arg);
+	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, 65536,
+	                    0, cb, arg);
 }
 
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
@@ -435,15 +529,16 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 	if (abort_ms > 1000)
 		abort_ms = 1000;
 	bool can_abort = true;
-	struct nvme_tracker *t = qp->oldest, *next;
-	/* callbacks below must not reap: that could free the tracker we walk to next */
+	/* callbacks below must not reap: that could free trackers under the scan */
 	bool was_reaping = qp->reaping;
 	qp->reaping = true;
-	for (; t; t = next) {
-		next = t->newer;
+	/* a scan of the tracker table: it runs a few times a second, and saves
+	 * every I/O an in-flight list update on submit and on completion */
+	for (unsigned i = 0; i < qp->ntrk; i++) {
+		struct nvme_tracker *t = &qp->trk[i];
 		if (t->state == TRK_INFLIGHT) {
 			if (now < t->submit_ns || now - t->submit_ns < tmo)
-				break; /* the list is in submit order: the rest are younger */
+				continue;
 			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms",
 			         qp->ctrl->name, qp->qid, t->cid, t->opc, qp->io_timeout_ms);
 			t->state = TRK_ABORTING;
@@ -519,7 +614,6 @@ static void rings_reset(struct nvme_qpair *qp)
 	}
 	qp->inflight = 0;
 	qp->quarantined = 0;
-	qp->oldest = qp->newest = NULL;
 	qp->parent_free = NULL;
 	for (unsigned i = 0; i < qp->ntrk; i++) {
 		qp->parents[i].next_free = qp->parent_free;
@@ -531,19 +625,20 @@ static void rings_reset(struct nvme_qpair *qp)
 static void fail_all(struct nvme_qpair *qp, int err, uint16_t status)
 {
 	uint64_t now = nvme_reactor_now(qp->reactor);
-	while (qp->oldest)
-		finish(qp, qp->oldest, err, status, now, false);
+	while (qp->inflight) /* again if a callback submitted */
+		for (unsigned i = 0; i < qp->ntrk; i++) {
+			struct nvme_tracker *t = &qp->trk[i];
+			if (t->state == TRK_INFLIGHT || t->state == TRK_ABORTING)
+				finish(qp, t, err, status, now, false);
+		}
 }
 
 static void free_qpair(struct nvme_qpair *qp)
 {
 	struct nvme_buf_pool *pool = nvme_reactor_pool(qp->reactor);
-	if (qp->trk) {
-		for (unsigned i = 0; i < qp->ntrk; i++)
-			if (qp->trk[i].prp_list)
-				nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
-		nvme_mem_free(qp->trk, qp->ntrk * sizeof(struct nvme_tracker));
-	}
+	for (unsigned i = 0; i < qp->ntrk; i++)
+		if (qp->trk[i].prp_list)
+			nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
 	nvme_mem_free(qp->parents, qp->ntrk * sizeof(struct nvme_parent));
 	if (qp->pool_mapped)
 		nvme_dma_unmap(qp->bus, &pool->region, qp->pool_iova);
@@ -555,7 +650,7 @@ static void free_qpair(struct nvme_qpair *qp)
 		nvme_ctrl_wire_vector(qp->ctrl, (unsigned)qp->vector, -1);
 		close(qp->efd);
 	}
-	nvme_mem_free(qp, sizeof(*qp));
+	nvme_mem_free(qp, qp->alloc_len);
 }
 
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
@@ -567,10 +662,16 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		        in->nr_io_queues);
 		return -EINVAL;
 	}
-	struct nvme_qpair *qp = nvme_mem_alloc(sizeof(*qp), r->node);
+	unsigned entries = c->opts.queue_depth;
+	unsigned ntrk_alloc = entries < NVME_MAX_TRACKERS ? entries : NVME_MAX_TRACKERS;
+	size_t alloc_len = sizeof(struct nvme_qpair) + ntrk_alloc * sizeof(struct nvme_tracker);
+	struct nvme_qpair *qp = nvme_mem_alloc(alloc_len, r->node);
 	if (!qp)
 		return -ENOMEM;
 	int rc = -ENOMEM;
+	qp->alloc_len = alloc_len;
+	qp->ntrk_alloc = ntrk_alloc;
+	qp->ns_id = NVME_NS_NONE;
 	qp->ctrl = c;
 	qp->reactor = r;
 	qp->bus = c->bus;
@@ -588,11 +689,10 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	qp->io_timeout_ms = c->opts.io_timeout_ms;
 	snprintf(qp->name, sizeof(qp->name), "%s/q%u", c->name, qid);
 
-	qp->trk = nvme_mem_alloc(ntrk * sizeof(struct nvme_tracker), r->node);
 	qp->parents = nvme_mem_alloc(ntrk * sizeof(struct nvme_parent), r->node);
-	if (!qp->trk || !qp->parents)
+	if (!qp->parents)
 		goto err;
-	for (unsigned i = 0; i < ntrk; i++)
+	for (unsigned i = 0; i < ntrk_alloc; i++)
 		qp->trk[i].cid = (uint16_t)i;
 
 	size_t sq_bytes = (size_t)qp->entries * sizeof(struct nvme_sqe);
@@ -615,6 +715,8 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	if (rc < 0)
 		goto err;
 	qp->pool_mapped = true;
+	qp->pool_base = (uintptr_t)pool->base;
+	qp->pool_len = pool->region.len;
 	for (unsigned i = 0; i < ntrk; i++) {
 		void *pg = nvme_pool_alloc(pool, NVME_PAGE_SIZE);
 		if (!pg) {

@@ -220,7 +220,7 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct nvme_reactor *r = w->data;
 	uint64_t now = nvme_now_ns();
 	for (unsigned i = 0; i < r->nqps; i++)
-		if (r->qps[i]->oldest)
+		if (r->qps[i]->inflight)
 			nvme_qpair_check_timeouts(r->qps[i], now);
 }
 

@@ -174,12 +174,7 @@ enum nvme_err_class nvme_status_class(uint16_t status)
 
 unsigned nvme_lat_bucket(uint64_t ns)
 {
-	if (ns < SUB)
-		return (unsigned)ns;
-	unsigned msb = 63u - (unsigned)__builtin_clzll(ns);
-	unsigned e = msb - NVME_LAT_SUB_BITS + 1;
-	unsigned sub = (unsigned)(ns >> (msb - NVME_LAT_SUB_BITS)) & (SUB - 1);
-	return (e << NVME_LAT_SUB_BITS) | sub;
+	return nvme_lat_bucket_inline(ns);
 }
 
 uint64_t nvme_lat_bucket_ns(unsigned bucket)
@@ -232,6 +227,15 @@ static_assert(sizeof(struct nvme_reactor_stats) % 8 == 0, "reactor stats are u64
 void nvme_qpair_stats_get(const struct nvme_qpair *qp, struct nvme_qpair_stats *out)
 {
 	snap((const uint64_t *)&qp->st, (uint64_t *)out, sizeof(*out) / 8);
+	const struct nvme_qpair_ctr *c = &qp->ctr;
+	out->submitted = __atomic_load_n(&c->submitted, __ATOMIC_RELAXED);
+	out->completed = __atomic_load_n(&c->completed, __ATOMIC_RELAXED);
+	out->bytes_read = __atomic_load_n(&c->bytes_read, __ATOMIC_RELAXED);
+	out->bytes_written = __atomic_load_n(&c->bytes_written, __ATOMIC_RELAXED);
+	out->reap_passes = __atomic_load_n(&c->reap_passes, __ATOMIC_RELAXED);
+	out->sq_doorbells = __atomic_load_n(&c->sq_doorbells, __ATOMIC_RELAXED);
+	out->cq_doorbells = __atomic_load_n(&c->cq_doorbells, __ATOMIC_RELAXED);
+	out->idle_polls = __atomic_load_n(&c->idle_polls, __ATOMIC_RELAXED);
 }
 
 void nvme_reactor_stats_get(const struct nvme_reactor *r, struct nvme_reactor_stats *out)
