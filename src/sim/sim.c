@@ -593,7 +593,7 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->oncs = NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES;
 		/* bits 2:1 = 11b: Flush with NSID FFFFFFFFh applies to all */
 		id->vwc = s->o.vwc ? (NVME_VWC_PRESENT | 0x6) : 0;
-		id->sgls = s->o.sgl ? 0x1 : 0;
+		id->sgls = 0; /* SGL data transfer not implemented: opts.sgl is accepted but not advertised */
 		snprintf(id->subnqn, sizeof(id->subnqn), "nqn.2026-12.io.nvmefs:sim:%s",
 			 s->o.name ? s->o.name : "0");
 		break;
