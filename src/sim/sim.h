@@ -67,7 +67,7 @@ struct sim_opts {
 	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
 	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
 	bool vwc;             /* Identify VWC: volatile write cache present */
-	unsigned sgl;         /* 1: SGL data block descriptors supported */
+	unsigned sgl;         /* reserved: SGLs are not implemented yet; 0 or 1 accepted, PRPs only */
 };
 
 /* Build a controller.  The returned sim owns its bus (sim_bus); the bus is
