@@ -1,0 +1,187 @@
+# guest-fuse.sh - in the guest (busybox sh, host /usr shared for fio, dd,
+# cmp, fallocate, python3): nvmefsd over VFIO on the controller at $BDF,
+# its namespace file checked through the FUSE mount.
+#   sh guest-fuse.sh MODE [MARKER_IN MARKER_OUT]
+# MODE is the engine mode (poll, interrupt, hybrid).  MARKER_IN, when not
+# "-", must be the text at block 400000 (512 B units) when the daemon comes
+# up (written by an earlier run: data survives a daemon restart over VFIO);
+# MARKER_OUT is written there with fsync before the daemon is stopped.
+# Checks: dd+cmp buffered and O_DIRECT, fio crc32c verify, unaligned writes
+# against a model, I/O at and past the end, fsync, punch hole / zero range,
+# SIGTERM with dd in flight.  Prints "checks: N ok, M not ok"; exit 1 on a
+# failed check.
+. /payload/check.sh
+MODE=$1
+MARKER_IN=${2:--}
+MARKER_OUT=${3:--}
+BDF=${BDF:-0000:00:01.0}
+W=/tmp/nvmefs-$MODE
+MNT=$W/mnt
+CONF=$W/nvmefs.conf
+LOG=$W/daemon.log
+F=$MNT/nvme0n1
+# busybox sh prefers its own applets: name the host's tools by path
+DD=/usr/bin/dd CMP=/usr/bin/cmp FALLOCATE=/usr/bin/fallocate
+mkdir -p "$W"
+cat > "$CONF" <<EOF
+[daemon]
+mountpoint = $MNT
+admin_socket = $W/admin.sock
+file_owner = 0
+file_group = 0
+log_level = info
+[engine]
+queues = ${QUEUES:-2}
+${CPUS:+cpus = $CPUS}
+queue_depth = 64
+mode = $MODE
+io_timeout_ms = 30000
+[controller nvme0]
+device = $BDF
+EOF
+echo "== nvmefsd, mode $MODE"
+nvmefsd -f -c "$CONF" > "$LOG" 2>&1 &
+DPID=$!
+# bring-up under TCG takes a moment: allow 60 s
+i=0
+while [ ! -f "$F" ] && [ $i -lt 600 ] && kill -0 $DPID 2>/dev/null; do usleep 100000; i=$((i + 1)); done
+if [ ! -f "$F" ]; then
+	c "daemon up, $F there" false
+	cat "$LOG"
+	kill -9 $DPID 2>/dev/null
+	done_checks
+fi
+c "daemon up, $F there" true
+sed 's/^/    daemon: /' "$LOG"
+SIZE=$(stat -c %s "$F")
+c "st_size is the namespace size ($SIZE)" [ "$SIZE" = "$NS_SIZE" ]
+
+if [ "$MARKER_IN" != - ]; then
+	got=$($DD if="$F" bs=512 skip=400000 count=1 2>/dev/null | head -n 1)
+	c "the previous run's marker is there (got '$got')" [ "$got" = "$MARKER_IN" ]
+fi
+
+# --- dd of random data in and cmp back, buffered and O_DIRECT
+head -c $((16 << 20)) /dev/urandom > $W/data
+t "dd 16 MiB buffered" ok "" $DD if=$W/data of="$F" bs=1M conv=notrunc status=none
+t "cmp buffered" ok "" $CMP -n $((16 << 20)) $W/data "$F"
+head -c $((16 << 20)) /dev/urandom > $W/data2
+t "dd 16 MiB O_DIRECT at 32 MiB" ok "" $DD if=$W/data2 of="$F" bs=1M seek=32 oflag=direct conv=notrunc status=none
+cmp_direct() { $DD if="$F" bs=1M skip=32 count=16 iflag=direct status=none | $CMP - $W/data2; }
+t "cmp O_DIRECT read back" ok "" cmp_direct
+t "the buffered data is still there" ok "" $CMP -n $((16 << 20)) $W/data "$F"
+
+# --- fio randrw 4K-128K, 2 jobs x QD16, crc32c verify, JSON: zero errors
+fio_check() {
+	fio --name=verify --filename="$F" --ioengine=libaio --direct=1 --rw=randrw \
+		--bsrange=4k-128k --iodepth=16 --numjobs=2 --runtime=${FIO_SECS:-6} --time_based \
+		--offset=64M --size=16M --offset_increment=16M --verify=crc32c --verify_backlog=64 \
+		--verify_fatal=1 --output-format=json --output=$W/fio.json > $W/fio.err 2>&1
+	rc=$?
+	cat $W/fio.err
+	python3 - $W/fio.json $rc <<'PY'
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])  # fio may print notes before the JSON
+bad = int(sys.argv[2]) != 0
+for j in d["jobs"]:
+    r, w = j["read"], j["write"]
+    print("fio job %s: error %d, read %d KiB %.0f IOPS, write %d KiB %.0f IOPS" % (
+        j["jobname"], j["error"], r["io_bytes"] >> 10, r["iops"], w["io_bytes"] >> 10, w["iops"]))
+    if j["error"] != 0 or r["io_bytes"] == 0 or w["io_bytes"] == 0:
+        bad = True
+print("fio jobs: %d" % len(d["jobs"]))
+sys.exit(1 if bad or len(d["jobs"]) != 2 else 0)
+PY
+}
+t "fio randrw 4K-128K 2x QD16 verify=crc32c" ok "fio jobs: 2" fio_check
+
+# --- unaligned writes (bs=1000 at odd seeks) against a model of 2 MiB at 96 MiB
+unaligned() {
+	$DD if="$F" of=$W/model bs=1M skip=96 count=2 status=none || return 1
+	for s in 1 7 333 1049 2047; do
+		head -c 3000 /dev/urandom > $W/piece
+		# the file offset is 96 MiB + s*1000: 96 MiB = 100663296 = 100663.296 * 1000,
+		# so write with byte seeks to keep both at the same relative offset
+		$DD if=$W/piece of="$F" bs=1000 seek=$((100663296 + s * 1000 + s)) oflag=seek_bytes \
+			conv=notrunc status=none || return 1
+		$DD if=$W/piece of=$W/model bs=1000 seek=$((s * 1000 + s)) oflag=seek_bytes \
+			conv=notrunc status=none || return 1
+	done
+	$DD if="$F" bs=1M skip=96 count=2 status=none | $CMP - $W/model
+}
+t "unaligned dd bs=1000 at odd offsets match the model" ok "" unaligned
+
+# --- at and past the end
+edges() {
+	python3 - "$F" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+size = os.fstat(fd).st_size
+bad = 0
+def check(what, ok):
+    global bad
+    print(("ok   " if ok else "FAIL ") + what)
+    bad += not ok
+pat = bytes((i * 7 + 3) & 0xff for i in range(9000))
+check("pwrite ending at the end", os.pwrite(fd, pat, size - len(pat)) == len(pat))
+check("read at the end returns 0 bytes", os.pread(fd, 4096, size) == b"")
+check("read past the end returns 0 bytes", os.pread(fd, 4096, size + 65536) == b"")
+r = os.pread(fd, 10000, size - 1000)
+check("read across the end is short (%d bytes)" % len(r), r == pat[-1000:])
+for off, n in ((size, 1), (size + 4096, 4096), (size - 100, 200)):
+    try:
+        os.pwrite(fd, b"\xee" * n, off)
+        check("pwrite %d@%d refused" % (n, off), False)
+    except OSError as e:
+        check("pwrite %d@%d: errno %d (ENOSPC)" % (n, off, e.errno), e.errno == errno.ENOSPC)
+check("the refused writes changed nothing", os.pread(fd, len(pat), size - len(pat)) == pat)
+os.close(fd)
+sys.exit(1 if bad else 0)
+PY
+}
+t "reads and writes at and past the end" ok "" edges
+
+# --- fsync, punch hole and zero range (on a model of 4 MiB at 128 MiB)
+t "dd conv=fsync" ok "" $DD if=/dev/urandom of="$F" bs=1M seek=128 count=4 conv=notrunc,fsync status=none
+trim() {
+	$DD if="$F" of=$W/tmodel bs=1M skip=128 count=4 status=none || return 1
+	base=$((128 << 20))
+	for op in p:0:1048576 p:1053001:300000 z:2097153:500001 z:3000000:4096 p:4000000:7; do
+		m=${op%%:*} r=${op#*:}
+		off=${r%:*} len=${r#*:}
+		if [ $m = p ]; then
+			$FALLOCATE -p -o $((base + off)) -l $len "$F" || { echo "punch $off+$len failed"; return 1; }
+		else
+			$FALLOCATE -z -o $((base + off)) -l $len "$F" || { echo "zero $off+$len failed"; return 1; }
+		fi
+		$DD if=/dev/zero of=$W/tmodel bs=$len count=1 seek=$off oflag=seek_bytes conv=notrunc status=none
+	done
+	$DD if="$F" bs=1M skip=128 count=4 status=none | $CMP - $W/tmodel || return 1
+	# the punched 1 MiB really reads as zeroes (not only equal to the model)
+	$DD if="$F" bs=1M skip=128 count=1 iflag=direct status=none | $CMP - /dev/zero -n 1048576
+}
+t "fallocate -p / -z read back as zeroes, the rest untouched" ok "" trim
+
+if [ "$MARKER_OUT" != - ]; then
+	t "marker written with fsync" ok "" sh -c "echo '$MARKER_OUT' | $DD of='$F' bs=512 seek=400000 conv=notrunc,fsync status=none"
+fi
+
+# --- SIGTERM with dd in flight: exit 0, mount gone
+(while :; do $DD if=/dev/urandom of="$F" bs=128k seek=1600 count=64 oflag=direct conv=notrunc \
+	status=none 2>/dev/null || break; done) &
+WR=$!
+(while :; do $DD if="$F" of=/dev/null bs=1M count=16 iflag=direct status=none 2>/dev/null || break; done) &
+RD=$!
+sleep 2
+kill -TERM $DPID
+wait $DPID
+rc=$?
+c "SIGTERM with dd in flight: daemon exit 0 (got $rc)" [ $rc = 0 ]
+c "... the mount is gone" sh -c "! grep -q ' $MNT ' /proc/mounts"
+kill $WR $RD 2>/dev/null
+wait $WR $RD 2>/dev/null
+tail -n 3 "$LOG" | sed "s/^/    daemon: /"
+echo "== mode $MODE done"
+echo "checks: $n_ok ok, $n_bad not ok"
+[ $n_bad = 0 ]
