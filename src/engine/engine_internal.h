@@ -159,6 +159,7 @@ struct nvme_qpair {
 	char name[80];
 	struct nvme_qpair *next_in_reactor;
 	size_t alloc_len;
+	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
 	/* ---- line "warm": read once per I/O (the cached namespace) or once per
 	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
 	 * own: an I/O touches line 0, this line, the counters and its histogram
@@ -174,7 +175,7 @@ struct nvme_qpair {
 	uint16_t quarantined;
 	uint16_t cq_budget;
 	uint8_t ns_shift;
-	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
+	uint32_t ns_lba_mask; /* lba_size - 1 */
 	/* ---- counters, written only by the owner ---- */
 	alignas(64) struct nvme_qpair_ctr ctr;
 	alignas(64) struct nvme_qpair_stats st; /* the rest: errors, histograms */
@@ -184,7 +185,7 @@ struct nvme_qpair {
 };
 /* The hot set is line 0; the warm set is exactly one other line. */
 static_assert(offsetof(struct nvme_qpair, qid) <= 64, "qpair hot fields exceed one cache line");
-static_assert(offsetof(struct nvme_qpair, bad_sq_head) + 8 - offsetof(struct nvme_qpair, ns_id) <= 64,
+static_assert(offsetof(struct nvme_qpair, ns_lba_mask) + 4 - offsetof(struct nvme_qpair, ns_id) <= 64,
               "qpair warm fields exceed one cache line");
 static_assert(sizeof(struct nvme_qpair_ctr) == 64, "qpair counters are one line");
 

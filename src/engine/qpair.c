@@ -7,9 +7,11 @@
  *    returned by the (once per reap call) head doorbell; so the device never
  *    sees more than entries - 1 occupied CQ slots: a deferred CQ doorbell can
  *    never overflow the CQ.
- *  - SQ occupancy (tail - last reported sq_head) <= trackers in flight, so the
- *    SQ is full only when a device reports a wrong sq_head; the submit path
- *    reaps only in that case.
+ *  - SQ occupancy (tail - last reported sq_head) <= trackers in flight, plus
+ *    the CQEs consumed by a reap pass still running (sq_head is applied once,
+ *    at its end): <= entries - 2 while a tracker is free.  So the SQ is full
+ *    only when a device reports a wrong sq_head; the submit path reaps only
+ *    in that case.
  *  - A CQE is trusted only if its CID names a tracker in flight with the same
  *    generation; anything else is counted (bogus_cqes) and dropped.
  */
@@ -205,35 +207,32 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 		budget = qp->cq_budget;
 	qp->reaping = true;
 	uint64_t now = nvme_reactor_now(qp->reactor);
+	/* The CQ state lives in registers for the pass: nothing else touches it
+	 * while reaping is set (a callback's reap is refused). */
+	uint16_t head = qp->cq_head, mask = qp->mask;
+	uint8_t phase = qp->cq_phase;
+	uint16_t sqh = 0;
 	unsigned n = 0;
 	while (n < budget) {
-		volatile struct nvme_cqe *e = &qp->cq[qp->cq_head];
+		volatile struct nvme_cqe *e = &qp->cq[head];
 		uint16_t st = e->status;
-		if (NVME_CQE_PHASE(st) != qp->cq_phase)
+		if (NVME_CQE_PHASE(st) != phase)
 			break;
 		/* the phase tag is written last: read the rest only after it */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		uint16_t cid = e->cid, sqh = e->sq_head;
-		if (++qp->cq_head > qp->mask) {
-			qp->cq_head = 0;
-			qp->cq_phase ^= 1; /* the device flips its phase on each wrap */
+		uint16_t cid = e->cid;
+		sqh = e->sq_head;
+		if (++head > mask) {
+			head = 0;
+			phase ^= 1; /* the device flips its phase on each wrap */
 		}
 		n++;
-		/* sq_head must lie between what we knew and our tail; a wild value
-		 * would make the SQ look emptier than it is and overwrite live SQEs */
-		if (__builtin_expect(sqh <= qp->mask && ((uint16_t)(sqh - qp->sq_head) & qp->mask) <=
-		                                             ((uint16_t)(qp->sq_tail - qp->sq_head) &
-		                                              qp->mask),
-		                     1))
-			qp->sq_head = sqh;
-		else
-			qp->bad_sq_head++;
 		/* the table holds min(entries, 4096) trackers: every index <= mask
 		 * is in it, those past ntrk are never used (always TRK_FREE) */
 		unsigned idx = cid & NVME_CID_IDX_MASK;
 		struct nvme_tracker *t = &qp->trk[idx];
-		if (__builtin_expect(idx > qp->mask || t->cid != cid || t->state != TRK_INFLIGHT, 0)) {
-			if (idx > qp->mask || t->cid != cid || t->state == TRK_FREE) {
+		if (__builtin_expect(idx > mask || t->cid != cid || t->state != TRK_INFLIGHT, 0)) {
+			if (idx > mask || t->cid != cid || t->state == TRK_FREE) {
 				STAT_INC(qp->st.bogus_cqes);
 				continue;
 			}
@@ -257,6 +256,21 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 		uint16_t status = NVME_CQE_STATUS(st);
 		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0, status,
 		       now, false);
+	}
+	qp->cq_head = head;
+	qp->cq_phase = phase;
+	/* sq_head from the pass's last CQE (the device's newest view), once per
+	 * pass.  It must lie between what we knew and our tail; a wild value
+	 * would make the SQ look emptier than it is and overwrite live SQEs.
+	 * Until it is applied the SQ looks fuller by at most the CQEs consumed
+	 * in this pass (<= cq_budget), so while a tracker is free a slot is
+	 * too: occupancy <= (ntrk - 1) + cq_budget = entries - 2. */
+	if (n) {
+		if (sqh <= mask && ((uint16_t)(sqh - qp->sq_head) & mask) <=
+		                       ((uint16_t)(qp->sq_tail - qp->sq_head) & mask))
+			qp->sq_head = sqh;
+		else
+			qp->bad_sq_head++;
 	}
 	if (n) {
 		nvme_bus_doorbell(qp->bus, qp->cq_db, qp->cq_head);
@@ -301,6 +315,7 @@ static __attribute__((noinline)) bool ns_cache(struct nvme_qpair *qp, uint32_t n
 		return false;
 	qp->ns_id = nsid;
 	qp->ns_shift = ns->lba_shift;
+	qp->ns_lba_mask = ns->lba_size - 1;
 	qp->ns_nlba = ns->nlba;
 	qp->ns_max_nlb = qp->max_xfer >> ns->lba_shift;
 	return true;
@@ -320,14 +335,6 @@ static __attribute__((noinline)) bool room_for(struct nvme_qpair *qp, unsigned n
 	return true;
 }
 
-/* One command: is there a tracker and an SQ slot?  (An empty free list is
- * exactly trk_free_count() == 0.) */
-static inline bool room_for_one(struct nvme_qpair *qp)
-{
-	if (__builtin_expect(qp->free_head != TRK_NONE && sq_space(qp) != 0, 1))
-		return true;
-	return room_for(qp, 1);
-}
 
 /* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
  * each, data at buf (NULL: no data).  All or nothing: -EAGAIN leaves no
@@ -381,14 +388,13 @@ static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t
 	return 0;
 }
 
-/* Read and write: checks, and the single-command case (len <= max_xfer) in
- * line, the SQE written straight into its ring slot. */
-static inline __attribute__((always_inline)) int rw(struct nvme_qpair *qp, uint8_t opc,
-                                                    uint32_t nsid, uint64_t slba,
-                                                    const void *buf, size_t len, uint32_t cdw12,
-                                                    nvme_io_cb cb, void *arg)
+/* Read and write, every case: checks, the split path, a full SQ, a PRP
+ * list, a clock read outside a reactor pass. */
+static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc, uint32_t nsid,
+                                             uint64_t slba, const void *buf, size_t len,
+                                             uint32_t cdw12, nvme_io_cb cb, void *arg)
 {
-	if (__builtin_expect(nsid != qp->ns_id, 0) && !ns_cache(qp, nsid))
+	if (nsid != qp->ns_id && !ns_cache(qp, nsid))
 		return -EINVAL;
 	unsigned shift = qp->ns_shift;
 	if (len == 0 || (len & ((1u << shift) - 1)) || ((uintptr_t)buf & 3))
@@ -401,24 +407,57 @@ static inline __attribute__((always_inline)) int rw(struct nvme_qpair *qp, uint8
 	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
 	if (off > qp->pool_len || len > qp->pool_len - off)
 		return -EINVAL;
-	if (__builtin_expect(nlb > qp->ns_max_nlb, 0))
+	if (nlb > qp->ns_max_nlb)
 		return submit_range(qp, opc, nsid, shift, slba, nlb, buf, qp->ns_max_nlb, cdw12, cb,
 		                    arg);
-	if (!room_for_one(qp))
+	if (!room_for(qp, 1))
 		return -EAGAIN;
 	struct nvme_tracker *t = trk_get(qp);
+	uint64_t prp1, prp2;
+	/* cannot fail: dword aligned, len <= max_xfer */
+	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, t->prp_iova, &prp1, &prp2);
+	t->opc = opc;
+	t->len = (uint32_t)len;
+	t->cb = cb;
+	t->arg = arg;
+	t->parent = NULL;
+	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, prp1, prp2, slba,
+	             (uint32_t)(nlb - 1) | cdw12);
+	sq_commit(qp, t, nvme_reactor_now(qp->reactor));
+	return 0;
+}
+
+/* The common case in line, calling nothing: the cached namespace, one
+ * command (len <= max_xfer), one or two data pages, a free tracker and SQ
+ * slot (an empty free list is exactly trk_free_count() == 0), inside a
+ * reactor pass (its clock).  Anything else, errors included,
+ * goes to rw_slow, which checks everything again.  1: not taken. */
+static inline __attribute__((always_inline)) int rw_fast(struct nvme_qpair *qp, uint8_t opc,
+                                                         uint32_t nsid, uint64_t slba,
+                                                         const void *buf, size_t len,
+                                                         uint32_t cdw12, nvme_io_cb cb,
+                                                         void *arg)
+{
+	uint64_t nlb = len >> qp->ns_shift;
+	uint64_t nlba = qp->ns_nlba;
+	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
+	struct nvme_reactor *r = qp->reactor;
+	if (__builtin_expect(nsid != qp->ns_id || ((len & qp->ns_lba_mask) | ((uintptr_t)buf & 3)) ||
+	                         nlb - 1 >= qp->ns_max_nlb || /* also nlb == 0 */
+	                         slba >= nlba || nlb > nlba - slba || off > qp->pool_len ||
+	                         len > qp->pool_len - off || qp->free_head == TRK_NONE ||
+	                         sq_space(qp) == 0 || !r->in_pass,
+	                     0))
+		return 1;
 	uint64_t iova = qp->pool_iova + off;
+	uint64_t in_page = iova & (NVME_PAGE_SIZE - 1);
 	uint64_t prp2 = 0;
-	size_t first = NVME_PAGE_SIZE - (iova & (NVME_PAGE_SIZE - 1));
-	if (__builtin_expect(len > first, 0)) {
-		if (len - first <= NVME_PAGE_SIZE) {
-			prp2 = (iova & ~(uint64_t)(NVME_PAGE_SIZE - 1)) + NVME_PAGE_SIZE;
-		} else {
-			uint64_t prp1;
-			/* cannot fail: dword aligned, len <= max_xfer */
-			nvme_prp_build(iova, len, t->prp_list, t->prp_iova, &prp1, &prp2);
-		}
+	if (__builtin_expect(len + in_page > NVME_PAGE_SIZE, 0)) {
+		if (len + in_page > 2 * NVME_PAGE_SIZE)
+			return 1; /* a PRP list */
+		prp2 = iova - in_page + NVME_PAGE_SIZE;
 	}
+	struct nvme_tracker *t = trk_get(qp);
 	t->opc = opc;
 	t->len = (uint32_t)len;
 	t->cb = cb;
@@ -426,20 +465,26 @@ static inline __attribute__((always_inline)) int rw(struct nvme_qpair *qp, uint8
 	t->parent = NULL;
 	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, iova, prp2, slba,
 	             (uint32_t)(nlb - 1) | cdw12);
-	sq_commit(qp, t, nvme_reactor_now(qp->reactor));
+	sq_commit(qp, t, r->now_ns);
 	return 0;
 }
 
 int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
                     nvme_io_cb cb, void *arg)
 {
-	return rw(qp, NVME_CMD_READ, nsid, slba, buf, len, 0, cb, arg);
+	if (__builtin_expect(rw_fast(qp, NVME_CMD_READ, nsid, slba, buf, len, 0, cb, arg) == 0, 1))
+		return 0;
+	return rw_slow(qp, NVME_CMD_READ, nsid, slba, buf, len, 0, cb, arg);
 }
 
 int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf,
                      size_t len, bool fua, nvme_io_cb cb, void *arg)
 {
-	return rw(qp, NVME_CMD_WRITE, nsid, slba, buf, len, fua ? NVME_RW_FUA : 0, cb, arg);
+	uint32_t cdw12 = fua ? NVME_RW_FUA : 0;
+	if (__builtin_expect(rw_fast(qp, NVME_CMD_WRITE, nsid, slba, buf, len, cdw12, cb, arg) == 0,
+	                     1))
+		return 0;
+	return rw_slow(qp, NVME_CMD_WRITE, nsid, slba, buf, len, cdw12, cb, arg);
 }
 
 int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *arg)
