@@ -85,21 +85,21 @@ enum { TRK_FREE = 0, TRK_INFLIGHT, TRK_ABORTING, TRK_QUARANTINED };
 
 struct nvme_parent;
 
+/* One line each (static-asserted): a completion touches one tracker line. */
 struct nvme_tracker {
-	uint16_t cid; /* current, with generation */
+	alignas(64) uint16_t cid; /* current, with generation */
 	uint8_t state;
 	uint8_t opc;
 	uint32_t len;
 	uint16_t next_free; /* free list link (index) */
-	uint16_t sq_slot;
 	uint64_t submit_ns;
 	uint64_t abort_ns;
 	nvme_io_cb cb;
 	void *arg;
 	struct nvme_parent *parent;
-	uint64_t *prp_list;                 /* one 4 KiB page from the reactor pool */
-	uint64_t prp_iova;
+	uint64_t *prp_list; /* one 4 KiB page from the reactor pool (qp_iova gives its IOVA) */
 };
+static_assert(sizeof(struct nvme_tracker) == 64, "a tracker is one cache line");
 
 struct nvme_parent {
 	nvme_io_cb cb;

@@ -94,7 +94,6 @@ static inline uint64_t qp_iova(const struct nvme_qpair *qp, const void *p)
  * already in slot qp->sq_tail. */
 static inline void sq_commit(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t now)
 {
-	t->sq_slot = qp->sq_tail;
 	qp->sq_tail = (uint16_t)((qp->sq_tail + 1u) & qp->mask);
 	qp->sq_dirty = 1;
 	t->state = TRK_INFLIGHT;
@@ -375,7 +374,7 @@ static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t
 			bytes = (uint32_t)(n << lba_shift);
 			const uint8_t *d = data + ((i * chunk) << lba_shift);
 			/* cannot fail: alignment and size were checked by the caller */
-			nvme_prp_build(qp_iova(qp, d), bytes, t->prp_list, t->prp_iova, &sqe.prp1,
+			nvme_prp_build(qp_iova(qp, d), bytes, t->prp_list, qp_iova(qp, t->prp_list), &sqe.prp1,
 			               &sqe.prp2);
 		}
 		t->opc = opc;
@@ -415,7 +414,7 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	struct nvme_tracker *t = trk_get(qp);
 	uint64_t prp1, prp2;
 	/* cannot fail: dword aligned, len <= max_xfer */
-	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, t->prp_iova, &prp1, &prp2);
+	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, qp_iova(qp, t->prp_list), &prp1, &prp2);
 	t->opc = opc;
 	t->len = (uint32_t)len;
 	t->cb = cb;
@@ -543,7 +542,7 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 	}
 	struct nvme_sqe sqe = {.opc = NVME_CMD_DSM,
 	                       .nsid = nsid,
-	                       .prp1 = t->prp_iova,
+	                       .prp1 = qp_iova(qp, t->prp_list),
 	                       .cdw10 = (uint32_t)(nranges - 1),
 	                       .cdw11 = NVME_DSM_AD};
 	t->opc = NVME_CMD_DSM;
@@ -771,7 +770,6 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 			goto err;
 		}
 		qp->trk[i].prp_list = pg;
-		qp->trk[i].prp_iova = nvme_pool_iova(pool, qp->pool_iova, pg);
 	}
 	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qid, c->dstrd));
 	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qid, c->dstrd));
