@@ -179,6 +179,7 @@ wait $DPID
 rc=$?
 c "SIGTERM with dd in flight: daemon exit 0 (got $rc)" [ $rc = 0 ]
 c "... the mount is gone" sh -c "! grep -q ' $MNT ' /proc/mounts"
+c "... after draining what was in flight" grep -q "drained: no request in flight" "$LOG"
 kill $WR $RD 2>/dev/null
 wait $WR $RD 2>/dev/null
 tail -n 3 "$LOG" | sed "s/^/    daemon: /"
