@@ -9,7 +9,9 @@
 # Checks: dd+cmp buffered and O_DIRECT, fio crc32c verify, unaligned writes
 # against a model, I/O at and past the end, fsync, punch hole / zero range,
 # SIGTERM with dd in flight.  Prints "checks: N ok, M not ok"; exit 1 on a
-# failed check.
+# failed check.  Environment: NS_SIZE (bytes, required: the expected
+# st_size), QUEUES (default 2) and CPUS (default: every CPU) for [engine],
+# BDF (default 0000:00:01.0).
 . /payload/check.sh
 MODE=$1
 MARKER_IN=${2:--}
