@@ -108,6 +108,14 @@ struct nvme_parent {
 	int err;           /* first error wins */
 	uint16_t status;
 	struct nvme_parent *next_free;
+	/* what is left to issue: a range wider than the queue goes out in
+	 * waves, one more child as each completes */
+	uint8_t opc;
+	uint8_t shift;
+	uint32_t nsid;
+	uint32_t cdw12;
+	uint64_t lba, left, chunk; /* next block, blocks not yet issued, blocks per child */
+	const uint8_t *data;       /* next byte of the buffer, NULL: no data */
 };
 
 #define TRK_NONE 0xffff

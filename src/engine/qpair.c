@@ -132,15 +132,30 @@ static inline void sqe_write_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, u
 	s->cdw15 = 0;
 }
 
-/* A split command's child completed: the parent's callback runs after the last. */
+static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t now);
+
+/* A split command's child completed: issue more of the range if some is left
+ * (the tracker just freed guarantees room), and run the parent's callback
+ * after the last child. */
 static __attribute__((noinline)) void finish_child(struct nvme_qpair *qp, struct nvme_parent *p,
                                                    int err, uint16_t status)
 {
-	if (err && !p->err) { /* first error wins */
+	if (err && !p->err) { /* first error wins, and nothing more is issued */
 		p->err = err;
 		p->status = status;
+		p->left = 0;
 	}
-	if (--p->children)
+	p->children--;
+	if (p->left) {
+		uint64_t now = nvme_reactor_now(qp->reactor);
+		while (p->left && trk_free_count(qp) > 0 && sq_space(qp) > 0)
+			submit_child(qp, p, now);
+		if (!p->children && p->left) { /* every tracker quarantined: give up */
+			p->err = -EIO;
+			p->left = 0;
+		}
+	}
+	if (p->children)
 		return;
 	nvme_io_cb cb = p->cb;
 	void *arg = p->arg;
@@ -335,9 +350,41 @@ static __attribute__((noinline)) bool room_for(struct nvme_qpair *qp, unsigned n
 }
 
 
+/* Issue the parent's next chunk as one command; the caller made sure a
+ * tracker and an SQ slot are free. */
+static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t now)
+{
+	uint64_t n = p->left < p->chunk ? p->left : p->chunk;
+	struct nvme_tracker *t = trk_get(qp);
+	struct nvme_sqe sqe = {.opc = p->opc, .nsid = p->nsid};
+	sqe.cdw10 = (uint32_t)p->lba;
+	sqe.cdw11 = (uint32_t)(p->lba >> 32);
+	sqe.cdw12 = (uint32_t)(n - 1) | p->cdw12;
+	uint32_t bytes = 0;
+	if (p->data) {
+		bytes = (uint32_t)(n << p->shift);
+		/* cannot fail: alignment and size were checked by the caller */
+		nvme_prp_build(qp_iova(qp, p->data), bytes, t->prp_list, qp_iova(qp, t->prp_list),
+		               &sqe.prp1, &sqe.prp2);
+		p->data += bytes;
+	}
+	t->opc = p->opc;
+	t->len = bytes;
+	t->cb = p->cb;
+	t->arg = p->arg;
+	t->parent = p;
+	p->lba += n;
+	p->left -= n;
+	p->children++;
+	sq_push(qp, t, &sqe, now);
+}
+
 /* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
- * each, data at buf (NULL: no data).  All or nothing: -EAGAIN leaves no
- * command submitted.  The split path; one-command I/O goes through rw. */
+ * each, data at buf (NULL: no data).  -EAGAIN leaves no command submitted.
+ * A range that fits the queue goes out at once; a wider one goes out in
+ * waves of half the trackers, each completion issuing the next chunk, so any
+ * size works at any queue depth.  The split path; one-command I/O goes
+ * through rw. */
 static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t opc,
                                                   uint32_t nsid, unsigned lba_shift,
                                                   uint64_t slba, uint64_t nlb, const void *buf,
@@ -345,45 +392,29 @@ static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t
                                                   void *arg)
 {
 	uint64_t nchild = (nlb + chunk - 1) / chunk;
+	uint64_t wave = nchild;
 	if (nchild > qp->ntrk)
-		return -EINVAL; /* could never be in flight at once */
-	if (!room_for(qp, (unsigned)nchild))
+		wave = qp->ntrk / 2 ? qp->ntrk / 2 : 1;
+	if (!room_for(qp, (unsigned)wave))
 		return -EAGAIN;
 	uint64_t now = nvme_reactor_now(qp->reactor);
-	struct nvme_parent *p = NULL;
-	if (nchild > 1) {
-		p = qp->parent_free; /* as many parents as trackers: never exhausted */
-		qp->parent_free = p->next_free;
-		p->cb = cb;
-		p->arg = arg;
-		p->children = (uint32_t)nchild;
-		p->err = 0;
-		p->status = 0;
-	}
-	const uint8_t *data = buf;
-	for (uint64_t i = 0; i < nchild; i++) {
-		uint64_t n = nlb - i * chunk < chunk ? nlb - i * chunk : chunk;
-		struct nvme_tracker *t = trk_get(qp);
-		struct nvme_sqe sqe = {.opc = opc, .nsid = nsid};
-		uint64_t lba = slba + i * chunk;
-		sqe.cdw10 = (uint32_t)lba;
-		sqe.cdw11 = (uint32_t)(lba >> 32);
-		sqe.cdw12 = (uint32_t)(n - 1) | cdw12;
-		uint32_t bytes = 0;
-		if (data) {
-			bytes = (uint32_t)(n << lba_shift);
-			const uint8_t *d = data + ((i * chunk) << lba_shift);
-			/* cannot fail: alignment and size were checked by the caller */
-			nvme_prp_build(qp_iova(qp, d), bytes, t->prp_list, qp_iova(qp, t->prp_list), &sqe.prp1,
-			               &sqe.prp2);
-		}
-		t->opc = opc;
-		t->len = bytes;
-		t->cb = cb;
-		t->arg = arg;
-		t->parent = p;
-		sq_push(qp, t, &sqe, now);
-	}
+	struct nvme_parent *p = qp->parent_free; /* as many parents as trackers: never exhausted */
+	qp->parent_free = p->next_free;
+	p->cb = cb;
+	p->arg = arg;
+	p->children = 0;
+	p->err = 0;
+	p->status = 0;
+	p->opc = opc;
+	p->shift = (uint8_t)lba_shift;
+	p->nsid = nsid;
+	p->cdw12 = cdw12;
+	p->lba = slba;
+	p->left = nlb;
+	p->chunk = chunk;
+	p->data = buf;
+	for (uint64_t i = 0; i < wave; i++)
+		submit_child(qp, p, now);
 	return 0;
 }
 

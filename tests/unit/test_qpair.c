@@ -377,6 +377,49 @@ START_TEST(t_mdts_split)
 }
 END_TEST
 
+/* ---- a range needing more commands than the queue has trackers ---- */
+START_TEST(t_split_waves)
+{
+	struct env e;
+	struct sim_opts so = sim_defaults(_i & 1);
+	so.mdts = 1; /* 8 KiB */
+	env_open(&e, &so, 16, 4, 0); /* at most 11 trackers */
+	size_t len = 1u << 20;       /* 128 commands */
+	uint8_t *w = nvme_reactor_buf_alloc(e.r, len), *r = nvme_reactor_buf_alloc(e.r, len);
+	ck_assert_ptr_nonnull(w);
+	ck_assert_ptr_nonnull(r);
+	fill(w, len, 7);
+	memset(r, 0, len);
+	struct sim_stats s0, s1;
+	sim_get_stats(e.sim, &s0);
+	struct done d = {0};
+	ck_assert_int_eq(nvme_qpair_write(e.qp, 1, 4, w, len, false, done_cb, &d), 0);
+	drive(&e, &d, 1);
+	ck_assert_int_eq(d.err, 0);
+	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 4, r, len, done_cb, &d), 0);
+	drive(&e, &d, 2);
+	ck_assert_int_eq(d.err, 0);
+	ck_assert_uint_eq(d.count, 2); /* one callback per request, not per command */
+	ck_assert_mem_eq(w, r, len);
+	sim_get_stats(e.sim, &s1);
+	ck_assert_uint_eq(s1.writes - s0.writes, 128);
+	ck_assert_uint_eq(s1.reads - s0.reads, 128);
+	/* an error stops the waves: the request fails once, nothing stays in flight */
+	sim_fault_fail_next(e.sim, 1, NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT));
+	struct done d3 = {0};
+	ck_assert_int_eq(nvme_qpair_write(e.qp, 1, 4, w, len, false, done_cb, &d3), 0);
+	drive(&e, &d3, 1);
+	for (int i = 0; i < 50; i++)
+		nvme_qpair_reap(e.qp, 0);
+	ck_assert_uint_eq(d3.count, 1);
+	ck_assert_int_eq(d3.err, -EIO);
+	ck_assert_uint_eq(nvme_qpair_inflight(e.qp), 0);
+	sim_get_stats(e.sim, &s0);
+	ck_assert_uint_lt(s0.writes - s1.writes, 128); /* the rest was never issued */
+	env_close(&e);
+}
+END_TEST
+
 /* ---- error statuses mapped to errno and counted by class ---- */
 START_TEST(t_status_errno)
 {
@@ -627,6 +670,7 @@ int main(void)
 	tcase_add_test(tc, t_prp_inline);
 	tcase_add_test(tc, t_prp_threaded);
 	tcase_add_loop_test(tc, t_mdts_split, 0, 2);
+	tcase_add_loop_test(tc, t_split_waves, 0, 2);
 	tcase_add_loop_test(tc, t_status_errno, 0, 2);
 	tcase_add_test(tc, t_bad_input);
 	tcase_add_loop_test(tc, t_other_cmds, 0, 2);
