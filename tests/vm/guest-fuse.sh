@@ -78,6 +78,7 @@ fio_check() {
 	fio --name=verify --filename="$F" --ioengine=libaio --direct=1 --rw=randrw \
 		--bsrange=4k-128k --iodepth=16 --numjobs=2 --runtime=${FIO_SECS:-6} --time_based \
 		--offset=64M --size=16M --offset_increment=16M --verify=crc32c --verify_backlog=64 \
+		--verify_state_save=0 \
 		--verify_fatal=1 --output-format=json --output=$W/fio.json > $W/fio.err 2>&1
 	rc=$?
 	cat $W/fio.err
