@@ -382,6 +382,23 @@ static enum run_res rq_stall(struct rq *q)
 	return RUN_STALL;
 }
 
+/* What a submission's return means for the request: parked until a tracker
+ * frees (-EAGAIN), failed, or one more command in flight (and, with to_io,
+ * the request now waits for it). */
+static enum run_res rq_issued(struct rq *q, int err, bool to_io)
+{
+	if (err == -EAGAIN)
+		return rq_stall(q);
+	if (err) {
+		rq_fail(q, map_err(err));
+		return RUN_ASYNC;
+	}
+	q->outstanding++;
+	if (to_io)
+		q->stage = RS_IO;
+	return RUN_ASYNC;
+}
+
 /* Buffers come back when requests holding them finish; when none holds
  * one, this request wants more than the pool can ever give: fail it. */
 static enum run_res rq_nobuf(struct rq *q)
@@ -417,15 +434,7 @@ static enum run_res read_run(struct rq *q)
 	if (!dma_get(q))
 		return rq_nobuf(q);
 	err = nvme_qpair_read(rq_qp(q), q->ns->d.nsid, q->lb0, q->buf, q->buf_len, read_done, q);
-	if (err == -EAGAIN)
-		return rq_stall(q);
-	if (err) {
-		rq_fail(q, map_err(err));
-		return RUN_ASYNC;
-	}
-	q->outstanding++;
-	q->stage = RS_IO;
-	return RUN_ASYNC;
+	return rq_issued(q, err, true);
 }
 
 /* ---- write, with read-modify-write of partial blocks ---- */
@@ -544,15 +553,7 @@ static enum run_res write_run(struct rq *q)
 	case RS_WRITE:
 		err = nvme_qpair_write(qp, q->ns->d.nsid, q->lb0, q->buf, q->buf_len, false, write_done,
 				       q);
-		if (err == -EAGAIN)
-			return rq_stall(q);
-		if (err) {
-			rq_fail(q, map_err(err));
-			return RUN_ASYNC;
-		}
-		q->outstanding++;
-		q->stage = RS_IO;
-		return RUN_ASYNC;
+		return rq_issued(q, err, true);
 	default:
 		return RUN_ASYNC;
 	}
@@ -578,16 +579,9 @@ static enum run_res fsync_run(struct rq *q)
 {
 	int err = nvme_qpair_flush(rq_qp(q), q->ns->d.nsid, fsync_done, q);
 
-	if (err == -EAGAIN)
-		return rq_stall(q);
-	if (err) {
-		rq_fail(q, map_err(err));
-		return RUN_ASYNC;
-	}
-	STAT_ADD(q->rx, flushes_sent, 1);
-	q->outstanding++;
-	q->stage = RS_IO;
-	return RUN_ASYNC;
+	if (!err)
+		STAT_ADD(q->rx, flushes_sent, 1);
+	return rq_issued(q, err, true);
 }
 
 /* ---- fallocate: partial edge blocks, then the aligned middle ---- */
@@ -675,14 +669,7 @@ static enum run_res fa_run(struct rq *q)
 				err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n, fa_done, q);
 		}
 	}
-	if (err == -EAGAIN)
-		return rq_stall(q);
-	if (err) {
-		rq_fail(q, map_err(err));
-		return RUN_ASYNC;
-	}
-	q->outstanding++;
-	return RUN_ASYNC;
+	return rq_issued(q, err, false);
 }
 
 static enum run_res rq_run(struct rq *q)
