@@ -407,11 +407,9 @@ static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char 
 			jset_int(q, "node", nvme_reactor_node(re));
 			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
 			jset_int(q, "qid", qid);
-			/* the engine wires MSI-X vector qid to I/O CQ qid when
-			 * the controller has that many vectors, else polls */
-			jset(q, "vector",
-			     interrupts_on(a) && qid < in->nr_vectors ? json_object_new_int(qid)
-			                                              : NULL);
+			/* null: the CQ is polled (poll mode, or no vector for it) */
+			int vec = nvme_qpair_vector(qp);
+			jset(q, "vector", vec >= 0 ? json_object_new_int(vec) : NULL);
 			jset_int(q, "depth", queue_depth(a, in));
 			jset_int(q, "inflight", nvme_qpair_inflight(qp));
 			json_object_array_add(qs, q);

@@ -193,6 +193,8 @@ void nvme_qpair_flush_sq(struct nvme_qpair *qp);
 unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget);
 unsigned nvme_qpair_inflight(const struct nvme_qpair *qp);
 uint16_t nvme_qpair_id(const struct nvme_qpair *qp);
+/* The MSI-X vector wired to this qpair's CQ, -1 when it is polled. */
+int nvme_qpair_vector(const struct nvme_qpair *qp);
 struct nvme_ctrl *nvme_qpair_ctrl(struct nvme_qpair *qp);
 
 /* NVMe status -> errno: media and data errors -EIO, LBA out of range and

@@ -887,7 +887,13 @@ int nvme_qpair_reinit(struct nvme_qpair *qp)
 
 unsigned nvme_qpair_inflight(const struct nvme_qpair *qp)
 {
-	return qp->inflight;
+	/* read by the admin thread too: a relaxed load, never torn */
+	return __atomic_load_n(&qp->inflight, __ATOMIC_RELAXED);
+}
+
+int nvme_qpair_vector(const struct nvme_qpair *qp)
+{
+	return qp->vector;
 }
 
 uint16_t nvme_qpair_id(const struct nvme_qpair *qp)
