@@ -276,8 +276,13 @@ START_TEST(t_fairness)
 	struct nvme_qpair_stats a, b;
 	nvme_qpair_stats_get(f.a, &a);
 	nvme_qpair_stats_get(f.b, &b);
-	/* A had more ready than its budget, pass after pass ... */
-	ck_assert_uint_gt(a.budget_exhausted, 100);
+	/* A had more ready than its budget, pass after pass (inline: always; a
+	 * device thread may fall behind on a loaded machine, so there only
+	 * sometimes) ... */
+	if (!threaded)
+		ck_assert_uint_gt(a.budget_exhausted, 100);
+	else
+		ck_assert_uint_gt(a.budget_exhausted, 0);
 	/* ... yet never got more than its budget in one reap */
 	for (unsigned i = 9; i < NVME_CPP_BUCKETS; i++)
 		ck_assert_uint_eq(a.cpl_per_pass[i], 0);
