@@ -40,6 +40,7 @@ static const char zeroes[MAX_IO];
 struct loop {
 	struct ev_loop *ev;
 	ev_io io;
+	ev_idle idle; /* -p: keeps the loop polling instead of sleeping in epoll */
 	ev_async stop;
 	struct fuse_buf buf; /* reused: libfuse allocates it on the first read */
 	pthread_t tid;
@@ -50,6 +51,7 @@ static struct fuse_session *se;
 static struct loop loops[MAX_THREADS];
 static unsigned nr_loops = 1;
 static volatile bool signalled;
+static bool polling;
 
 static void null_stat(fuse_ino_t ino, struct stat *st)
 {
@@ -78,6 +80,13 @@ static void null_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = MAX_IO;
 	/* A null file has nothing to splice from. */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	/* the same channel settings as nvmefsd, or this is no ceiling for it:
+	 * the kernel's default of 12 background requests caps queue depth, and
+	 * without async direct I/O a direct request waits for the one before */
+	conn->max_background = 1024;
+	conn->congestion_threshold = 768;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
 }
 
 static void null_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -247,6 +256,16 @@ static void on_fuse(struct ev_loop *ev, ev_io *w, int revents)
 	}
 }
 
+/* -p: an active idle watcher makes every loop iteration poll the channel
+ * without blocking, as a reactor with requests in flight does: no wake-up
+ * from a halted CPU is ever paid. */
+static void on_idle(struct ev_loop *ev, ev_idle *w, int revents)
+{
+	struct loop *l = w->data;
+
+	on_fuse(ev, &l->io, revents);
+}
+
 static void on_stop(struct ev_loop *ev, ev_async *w, int revents)
 {
 	(void)w;
@@ -299,7 +318,8 @@ static int parse_size(const char *s, uint64_t *out)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fuse-null [-s SIZE] [-t THREADS] MOUNTPOINT\n"
+	fprintf(f, "usage: fuse-null [-p] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
+		   "  -p          poll the channel (busy loop) instead of sleeping in epoll\n"
 		   "  -s SIZE     size of MOUNTPOINT/null (K/M/G/T suffixes; default 1G)\n"
 		   "  -t THREADS  event loops sharing the FUSE channel (1-%d; default 1)\n",
 		MAX_THREADS);
@@ -314,8 +334,11 @@ int main(int argc, char **argv)
 	unsigned started = 1;
 	int opt, fd, flags, ret = 1;
 
-	while ((opt = getopt(argc, argv, "s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "ps:t:h")) != -1) {
 		switch (opt) {
+		case 'p':
+			polling = true;
+			break;
 		case 's':
 			if (parse_size(optarg, &null_size)) {
 				fprintf(stderr, "fuse-null: -s %s: a positive size in bytes, "
@@ -377,6 +400,11 @@ int main(int argc, char **argv)
 		ev_io_init(&l->io, on_fuse, fd, EV_READ);
 		l->io.data = l;
 		ev_io_start(l->ev, &l->io);
+		if (polling) {
+			ev_idle_init(&l->idle, on_idle);
+			l->idle.data = l;
+			ev_idle_start(l->ev, &l->idle);
+		}
 		ev_async_init(&l->stop, on_stop);
 		ev_async_start(l->ev, &l->stop);
 	}

@@ -1,7 +1,9 @@
 #!/bin/bash
 # fuse-peers.sh - the same fio jobs, in one run, against files served through
 # FUSE by different servers:
-#   ceiling   fuse-null: replies at once, stores nothing (the transport's limit)
+#   ceiling   fuse-null -p: replies at once, stores nothing, polls the channel
+#             (the transport's limit)
+#   null-epoll  the same server sleeping in epoll between requests
 #   nvmefs    nvmefsd on its software controller, one 1 GiB RAM namespace
 #   qsd       qemu-storage-daemon FUSE export of a raw 1 GiB image in /dev/shm
 #   nbd       nbdkit memory plugin (1 GiB) behind nbdfuse
@@ -10,7 +12,7 @@
 # one run are what count, not the absolute numbers.
 #
 # Usage: bench/fuse-peers.sh [-r SECONDS] [-o FILE] [-b BUILD] [-q "1 2"]
-#                            [-m MODE] [-t "ceiling nvmefs qsd nbd"]
+#                            [-m MODE] [-t "ceiling null-epoll nvmefs qsd nbd"]
 #   -r  seconds per fio job, after a 2 s ramp (default 10)
 #   -o  also write the table to FILE
 #   -b  build directory holding tools/fuse-null and nvmefsd
@@ -30,7 +32,7 @@ OUT=
 BUILDDIR=${BUILD:-$ROOT/build}
 QUEUES="1"
 MODE=hybrid
-TARGETS="ceiling nvmefs qsd nbd"
+TARGETS="ceiling null-epoll nvmefs qsd nbd"
 SIZE=1G
 
 usage() {
@@ -57,7 +59,7 @@ for q in $QUEUES; do
 	case $q in '' | *[!0-9]* | 0) echo "fuse-peers: -q: queue counts >= 1" >&2; exit 2 ;; esac
 done
 for t in $TARGETS; do
-	case $t in ceiling | nvmefs | qsd | nbd) ;; *) echo "fuse-peers: -t: unknown target $t" >&2; exit 2 ;; esac
+	case $t in ceiling | null-epoll | nvmefs | qsd | nbd) ;; *) echo "fuse-peers: -t: unknown target $t" >&2; exit 2 ;; esac
 done
 BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
@@ -92,7 +94,7 @@ done
 # say up front what will be missing
 for t in $LIST; do
 	case $t in
-	ceiling) [ -x "$BUILDDIR/tools/fuse-null" ] || echo "fuse-peers: missing $BUILDDIR/tools/fuse-null" >&2 ;;
+	ceiling | null-epoll) [ -x "$BUILDDIR/tools/fuse-null" ] || echo "fuse-peers: missing $BUILDDIR/tools/fuse-null" >&2 ;;
 	nvmefs-q*) [ -x "$NVMEFSD" ] || echo "fuse-peers: missing $NVMEFSD (its rows: not available)" >&2 ;;
 	qsd) have qemu-storage-daemon || echo "fuse-peers: missing qemu-storage-daemon (package qemu-system-common; scripts/deps.sh bench)" >&2 ;;
 	nbd) have nbdkit && have nbdfuse || echo "fuse-peers: missing nbdkit or nbdfuse (packages nbdkit, libnbd-bin; scripts/deps.sh bench)" >&2 ;;
@@ -184,14 +186,14 @@ unavailable() {
 logtail() { [ -s "$1" ] && tail -n 3 "$1" | sed 's/^/    /' >&2; }
 
 # ---- the targets: each start_* sets FILE or returns non-zero with WHY ----
-start_ceiling() {
+start_ceiling() { # [-p]
 	local bin=$BUILDDIR/tools/fuse-null mnt=$WORK/null log=$WORK/fuse-null.log
 	if [ ! -x "$bin" ]; then
 		WHY="no $bin; build it with: make B=$(basename "$BUILDDIR") $(basename "$BUILDDIR")/tools/fuse-null"
 		return 1
 	fi
 	mkdir -p "$mnt"
-	"$bin" -s "$SIZE" "$mnt" </dev/null >"$log" 2>&1 &
+	"$bin" "$@" -s "$SIZE" "$mnt" </dev/null >"$log" 2>&1 &
 	PIDS+=($!)
 	MOUNTS+=("$mnt")
 	FILE=$mnt/null
@@ -310,7 +312,8 @@ for t in $LIST; do
 	FILE=
 	WHY=
 	case $t in
-	ceiling) start_ceiling ;;
+	ceiling) start_ceiling -p ;;
+	null-epoll) start_ceiling ;;
 	nvmefs-q*) start_nvmefs "${t#nvmefs-q}" ;;
 	qsd) start_qsd ;;
 	nbd) start_nbd ;;
