@@ -67,6 +67,17 @@ static inline struct nvme_tracker *trk_get(struct nvme_qpair *qp)
 	return t;
 }
 
+/* A tracker takes one stand-alone command (no parent). */
+static inline __attribute__((always_inline)) void trk_arm(struct nvme_tracker *t, uint8_t opc,
+                                                          uint32_t len, nvme_io_cb cb, void *arg)
+{
+	t->opc = opc;
+	t->len = len;
+	t->cb = cb;
+	t->arg = arg;
+	t->parent = NULL;
+}
+
 static inline void trk_put(struct nvme_qpair *qp, struct nvme_tracker *t)
 {
 	t->state = TRK_FREE;
@@ -320,6 +331,16 @@ static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
 	return NULL;
 }
 
+/* The namespace if [slba, slba + nlb) is a non-empty range inside it. */
+static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
+                                           uint64_t nlb)
+{
+	const struct nvme_ns_info *ns = find_ns(qp, nsid);
+	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+		return NULL;
+	return ns;
+}
+
 /* Make nsid the cached namespace (the controller's namespace list is fixed
  * for the qpair's life: loaded once by nvme_ctrl_open).  False: no such one. */
 static __attribute__((noinline)) bool ns_cache(struct nvme_qpair *qp, uint32_t nsid)
@@ -446,11 +467,7 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	uint64_t prp1, prp2;
 	/* cannot fail: dword aligned, len <= max_xfer */
 	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, qp_iova(qp, t->prp_list), &prp1, &prp2);
-	t->opc = opc;
-	t->len = (uint32_t)len;
-	t->cb = cb;
-	t->arg = arg;
-	t->parent = NULL;
+	trk_arm(t, opc, (uint32_t)len, cb, arg);
 	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, prp1, prp2, slba,
 	             (uint32_t)(nlb - 1) | cdw12);
 	sq_commit(qp, t, nvme_reactor_now(qp->reactor));
@@ -488,11 +505,7 @@ static inline __attribute__((always_inline)) int rw_fast(struct nvme_qpair *qp, 
 		prp2 = iova - in_page + NVME_PAGE_SIZE;
 	}
 	struct nvme_tracker *t = trk_get(qp);
-	t->opc = opc;
-	t->len = (uint32_t)len;
-	t->cb = cb;
-	t->arg = arg;
-	t->parent = NULL;
+	trk_arm(t, opc, (uint32_t)len, cb, arg);
 	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, iova, prp2, slba,
 	             (uint32_t)(nlb - 1) | cdw12);
 	sq_commit(qp, t, r->now_ns);
@@ -526,11 +539,7 @@ int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *
 		return -EAGAIN;
 	struct nvme_tracker *t = trk_get(qp);
 	struct nvme_sqe sqe = {.opc = NVME_CMD_FLUSH, .nsid = nsid};
-	t->opc = NVME_CMD_FLUSH;
-	t->len = 0;
-	t->cb = cb;
-	t->arg = arg;
-	t->parent = NULL;
+	trk_arm(t, NVME_CMD_FLUSH, 0, cb, arg);
 	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
 	return 0;
 }
@@ -538,8 +547,8 @@ int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *
 int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
                             nvme_io_cb cb, void *arg)
 {
-	const struct nvme_ns_info *ns = find_ns(qp, nsid);
-	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+	const struct nvme_ns_info *ns = ns_range(qp, nsid, slba, nlb);
+	if (!ns)
 		return -EINVAL;
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_WRITE_ZEROES))
 		return -EOPNOTSUPP;
@@ -551,8 +560,8 @@ int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
                           nvme_io_cb cb, void *arg)
 {
-	const struct nvme_ns_info *ns = find_ns(qp, nsid);
-	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+	const struct nvme_ns_info *ns = ns_range(qp, nsid, slba, nlb);
+	if (!ns)
 		return -EINVAL;
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_DSM))
 		return -EOPNOTSUPP;
@@ -576,11 +585,7 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 	                       .prp1 = qp_iova(qp, t->prp_list),
 	                       .cdw10 = (uint32_t)(nranges - 1),
 	                       .cdw11 = NVME_DSM_AD};
-	t->opc = NVME_CMD_DSM;
-	t->len = 0;
-	t->cb = cb;
-	t->arg = arg;
-	t->parent = NULL;
+	trk_arm(t, NVME_CMD_DSM, 0, cb, arg);
 	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
 	return 0;
 }

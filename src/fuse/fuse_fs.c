@@ -411,6 +411,17 @@ static enum run_res rq_nobuf(struct rq *q)
 	return rq_stall(q);
 }
 
+/* One command of q completed: false (and q failed) on an error. */
+static bool cmd_ok(struct rq *q, int err)
+{
+	q->outstanding--;
+	if (err) {
+		rq_fail(q, map_err(err));
+		return false;
+	}
+	return true;
+}
+
 /* ---- read ---- */
 
 static void read_done(void *arg, int err, uint16_t status)
@@ -418,11 +429,8 @@ static void read_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
-	q->outstanding--;
-	if (err) {
-		rq_fail(q, map_err(err));
+	if (!cmd_ok(q, err))
 		return;
-	}
 	fuse_reply_buf(q->req, (const char *)q->buf + (q->off - (q->lb0 << q->ns->shift)), q->len);
 	rq_free(q);
 }
@@ -469,11 +477,8 @@ static void write_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
-	q->outstanding--;
-	if (err) {
-		rq_fail(q, map_err(err));
+	if (!cmd_ok(q, err))
 		return;
-	}
 	fuse_reply_write(q->req, q->len);
 	rq_free(q);
 }
@@ -566,11 +571,8 @@ static void fsync_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
-	q->outstanding--;
-	if (err) {
-		rq_fail(q, map_err(err));
+	if (!cmd_ok(q, err))
 		return;
-	}
 	fuse_reply_err(q->req, 0);
 	rq_free(q);
 }
@@ -591,11 +593,8 @@ static void fa_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
-	q->outstanding--;
-	if (err) {
-		rq_fail(q, map_err(err));
+	if (!cmd_ok(q, err))
 		return;
-	}
 	if (q->part < q->nedge) {
 		if (!q->part_read) {
 			q->part_read = true;
