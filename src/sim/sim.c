@@ -1318,6 +1318,7 @@ static void sim_reset_queues(struct sim *s)
 	atomic_store(&s->f_lose_n, 0);
 	atomic_store(&s->f_bogus_n, 0);
 	atomic_store(&s->f_dup_n, 0);
+	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
 	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
 	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
 }

@@ -102,8 +102,8 @@ void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status);
 void sim_fault_delay(struct sim *s, unsigned usec);
 
 /* Execute the next n I/O commands but never post their completions.
- * A controller reset (CC.EN 1->0, FLR) cancels what is left of this and of
- * the bogus-CID and duplicate faults. */
+ * A controller reset (CC.EN 1->0, FLR) cancels what is left of this, of the
+ * bogus-CID and duplicate faults, of a hang and of stalled commands. */
 void sim_fault_lose_next(struct sim *s, unsigned n);
 
 /* For the next n I/O completions, first post an extra CQE whose CID was not
@@ -117,8 +117,9 @@ void sim_fault_duplicate(struct sim *s, unsigned n);
 /* Controller fatal status: CSTS.CFS = 1, stop processing until CC.EN 1->0. */
 void sim_fault_cfs(struct sim *s);
 
-/* Stop (true) / resume (false) fetching commands.  Doorbells are still
- * accepted; resuming processes what was submitted meanwhile. */
+/* Stop (true) / resume (false) fetching commands, admin ones included.
+ * Doorbells are still accepted; resuming processes what was submitted
+ * meanwhile.  A controller reset ends the hang (and drops what was queued). */
 void sim_fault_hang(struct sim *s, bool hang);
 
 /* Fetch the next n I/O commands but neither execute nor complete them: they
