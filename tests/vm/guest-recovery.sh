@@ -1,0 +1,146 @@
+# guest-recovery.sh - in the guest (busybox sh, host /usr shared for fio,
+# dd, cmp, python3; the host's test folder shared at /mnt/share):
+# nvmefsd over VFIO on the controller at $BDF (behind a hot-pluggable PCIe
+# root port), io_timeout_ms = 1000, and two faults made by the host through
+# QMP on request ("@@HOST what@@" on the console; the host answers by
+# creating /mnt/share/ack-what):
+#   (a) throttle-on / throttle-off: QEMU's block layer throttles the
+#       namespace to 5 IOPS for 4 s while fio randrw crc32c verify runs, so
+#       commands take longer than io_timeout_ms: fio must end (no hang) with
+#       no verify mismatch (EIO allowed only from commands whose retries ran
+#       out, counted in failed_after_retries); afterwards dd + cmp works.
+#   (b) remove: QMP device_del while fio runs: the guest's removal completes
+#       (the function leaves /sys/bus/pci/devices) within 30 s, the daemon
+#       survives, fio ends, reads of the file fail at once with EIO, status
+#       says removed, SIGTERM stops the daemon with exit 0.
+. /payload/check.sh
+BDF=${BDF:-0000:01:00.0}
+W=/tmp/rec
+MNT=$W/mnt
+CONF=$W/nvmefs.conf
+LOG=$W/daemon.log
+F=$MNT/nvme0n1
+SHARE=/mnt/share
+DD=/usr/bin/dd CMP=/usr/bin/cmp
+mkdir -p "$W"
+ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+ctl() { nvmefsctl -s $W/admin.sock "$@"; }
+state() { ctl status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["state"])'; }
+ask_host() {
+	echo "@@HOST $1@@"
+	i=0
+	while [ ! -e $SHARE/ack-$1 ] && [ $i -lt 600 ]; do usleep 100000; i=$((i + 1)); done
+	[ -e $SHARE/ack-$1 ]
+}
+# fio_bg SECS: randrw crc32c verify on 32 MiB in the background
+fio_bg() {
+	rm -f $W/fio.json
+	fio --name=verify --filename="$F" --ioengine=libaio --direct=1 --rw=randrw \
+		--bsrange=4k-64k --iodepth=4 --numjobs=2 --runtime=$1 --time_based \
+		--size=16M --offset_increment=16M --verify=crc32c --verify_backlog=16 \
+		--verify_fatal=1 --verify_state_save=0 --output-format=json \
+		--output=$W/fio.json > $W/fio.err 2>&1 &
+	FIO=$!
+}
+# fio_end DEADLINE_S: wait (killing fio at the deadline); print the error
+fio_end() {
+	i=0
+	while kill -0 $FIO 2>/dev/null && [ $i -lt $(($1 * 10)) ]; do usleep 100000; i=$((i + 1)); done
+	if kill -0 $FIO 2>/dev/null; then
+		kill -9 $FIO
+		echo "hung"
+		return
+	fi
+	wait $FIO
+	grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' $W/fio.err $W/fio.json && { echo "mismatch"; return; }
+	python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])
+print(max(j["error"] for j in d["jobs"]))' $W/fio.json 2>/dev/null || echo "unreadable"
+}
+rstat() {
+	ctl stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["recovery"][sys.argv[1]])' $1
+}
+
+cat > "$CONF" <<EOF
+[daemon]
+mountpoint = $MNT
+admin_socket = $W/admin.sock
+file_owner = 0
+file_group = 0
+log_level = info
+[engine]
+queues = 1
+cpus = 1
+queue_depth = 64
+mode = interrupt
+io_timeout_ms = 1000
+[controller nvme0]
+device = $BDF
+EOF
+nvmefsd -f -c "$CONF" > "$LOG" 2>&1 &
+DPID=$!
+i=0
+while [ ! -f "$F" ] && [ $i -lt 600 ] && kill -0 $DPID 2>/dev/null; do usleep 100000; i=$((i + 1)); done
+c "daemon up, $F there" [ -f "$F" ]
+[ -f "$F" ] || { cat "$LOG"; done_checks; }
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB O_DIRECT at 40 MiB" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+cmp_back() { $DD if="$F" bs=1M skip=40 count=4 iflag=direct status=none | $CMP - $W/data; }
+t "cmp" ok "" cmp_back
+
+echo "== (a) commands slower than io_timeout_ms"
+fio_bg 14
+sleep 3
+c "host throttled the namespace" ask_host throttle-on
+sleep 4
+c "host lifted the throttle" ask_host throttle-off
+err=$(fio_end 120)
+far=$(rstat failed_after_retries)
+echo "fio: error $err; timeouts $(rstat timeouts), aborts $(rstat aborts_sent)/$(rstat aborts_ok), resets $(rstat resets_started)/$(rstat resets_ok)/$(rstat resets_failed), resubmitted $(rstat resubmitted), failed after retries $far"
+c "fio ended (no hang), no verify mismatch, error 0 or EIO from spent retries (got $err)" \
+	sh -c "[ '$err' = 0 ] || { [ '$err' = 5 ] && [ '$far' -gt 0 ]; }"
+c "commands timed out while throttled" [ "$(rstat timeouts)" -gt 0 ]
+i=0
+while [ "$(state)" != live ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+c "controller live again ($(state))" [ "$(state)" = live ]
+t "cmp after the slowness: the data is intact" ok "" cmp_back
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB after the slowness" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+t "cmp" ok "" cmp_back
+
+echo "== (b) hot removal under load"
+fio_bg 60
+sleep 3
+t0=$(ms)
+c "host sent device_del" ask_host remove
+i=0
+while [ -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+t1=$(ms)
+c "the guest's removal completed: $BDF left /sys/bus/pci ($((t1 - t0)) ms after device_del)" [ ! -e /sys/bus/pci/devices/$BDF ]
+echo "measure: device_del to removal complete: $((t1 - t0)) ms"
+err=$(fio_end 30)
+t2=$(ms)
+echo "measure: fio ended $((t2 - t0)) ms after device_del, error $err"
+c "fio ended with EIO, no verify mismatch (got $err)" [ "$err" = 5 ]
+c "the daemon survived" kill -0 $DPID
+c "status says removed" [ "$(state)" = removed ]
+c "the file is still there" [ -f "$F" ]
+t0=$(ms)
+t "a read fails with EIO" fail "Input/output error" $DD if="$F" of=/dev/null bs=4k count=1 iflag=direct
+t1=$(ms)
+echo "measure: read of the removed controller failed in $((t1 - t0)) ms"
+c "... at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 2000 ]
+grep -E "removed|request IRQ|asks for the device" "$LOG" | sed 's/^/    daemon: /'
+kill -TERM $DPID
+i=0
+while kill -0 $DPID 2>/dev/null && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+kill -0 $DPID 2>/dev/null && kill -9 $DPID
+wait $DPID
+rc=$?
+c "SIGTERM: daemon exit 0 (got $rc)" [ $rc = 0 ]
+c "... the mount is gone" sh -c "! grep -q ' $MNT ' /proc/mounts"
+tail -n 5 "$LOG" | sed 's/^/    daemon: /'
+echo "checks: $n_ok ok, $n_bad not ok"
+[ $n_bad = 0 ]
