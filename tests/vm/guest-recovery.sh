@@ -5,7 +5,7 @@
 # QMP on request ("@@HOST what@@" on the console; the host answers by
 # creating /mnt/share/ack-what):
 #   (a) throttle-on / throttle-off: QEMU's block layer throttles the
-#       namespace to 5 IOPS for 4 s while fio randrw crc32c verify runs, so
+#       namespace to 2 IOPS for 5 s while fio randrw crc32c verify runs, so
 #       commands take longer than io_timeout_ms: fio must end (no hang) with
 #       no verify mismatch (EIO allowed only from commands whose retries ran
 #       out, counted in failed_after_retries); afterwards dd + cmp works.
@@ -23,6 +23,8 @@ F=$MNT/nvme0n1
 SHARE=/mnt/share
 DD=/usr/bin/dd CMP=/usr/bin/cmp
 mkdir -p "$W"
+# alive PID: running, not a zombie waiting for this shell to reap it
+alive() { [ -d /proc/$1 ] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; }
 ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 ctl() { nvmefsctl -s $W/admin.sock "$@"; }
 state() { ctl status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["state"])'; }
@@ -42,22 +44,33 @@ fio_bg() {
 		--output=$W/fio.json > $W/fio.err 2>&1 &
 	FIO=$!
 }
-# fio_end DEADLINE_S: wait (killing fio at the deadline); print the error
+# fio_end DEADLINE_S: wait (killing fio at the deadline); FIO_ERR = fio's
+# error, "hung" or "mismatch".  Not in a $(...) subshell: only this shell
+# can reap fio, and an unreaped fio would look alive to kill -0.
 fio_end() {
 	i=0
-	while kill -0 $FIO 2>/dev/null && [ $i -lt $(($1 * 10)) ]; do usleep 100000; i=$((i + 1)); done
-	if kill -0 $FIO 2>/dev/null; then
+	while alive $FIO && [ $i -lt $(($1 * 10)) ]; do
+		usleep 100000
+		i=$((i + 1))
+	done
+	if alive $FIO; then
+		echo "fio still running after $1 s: $(cat /proc/$FIO/wchan 2>/dev/null)"
+		tail -n 5 $W/fio.err
 		kill -9 $FIO
-		echo "hung"
+		wait $FIO
+		FIO_ERR=hung
 		return
 	fi
 	wait $FIO
-	grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' $W/fio.err $W/fio.json && { echo "mismatch"; return; }
-	python3 -c '
+	if grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' $W/fio.err $W/fio.json; then
+		FIO_ERR=mismatch
+		return
+	fi
+	FIO_ERR=$(python3 -c '
 import json, sys
 t = open(sys.argv[1]).read()
 d = json.loads(t[t.index("{"):])
-print(max(j["error"] for j in d["jobs"]))' $W/fio.json 2>/dev/null || echo "unreadable"
+print(max(j["error"] for j in d["jobs"]))' $W/fio.json 2>/dev/null || echo "unreadable")
 }
 rstat() {
 	ctl stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["recovery"][sys.argv[1]])' $1
@@ -94,9 +107,10 @@ echo "== (a) commands slower than io_timeout_ms"
 fio_bg 14
 sleep 3
 c "host throttled the namespace" ask_host throttle-on
-sleep 4
+sleep 5
 c "host lifted the throttle" ask_host throttle-off
-err=$(fio_end 120)
+fio_end 120
+err=$FIO_ERR
 far=$(rstat failed_after_retries)
 echo "fio: error $err; timeouts $(rstat timeouts), aborts $(rstat aborts_sent)/$(rstat aborts_ok), resets $(rstat resets_started)/$(rstat resets_ok)/$(rstat resets_failed), resubmitted $(rstat resubmitted), failed after retries $far"
 c "fio ended (no hang), no verify mismatch, error 0 or EIO from spent retries (got $err)" \
@@ -120,11 +134,12 @@ while [ -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$(
 t1=$(ms)
 c "the guest's removal completed: $BDF left /sys/bus/pci ($((t1 - t0)) ms after device_del)" [ ! -e /sys/bus/pci/devices/$BDF ]
 echo "measure: device_del to removal complete: $((t1 - t0)) ms"
-err=$(fio_end 30)
+fio_end 30
+err=$FIO_ERR
 t2=$(ms)
 echo "measure: fio ended $((t2 - t0)) ms after device_del, error $err"
 c "fio ended with EIO, no verify mismatch (got $err)" [ "$err" = 5 ]
-c "the daemon survived" kill -0 $DPID
+c "the daemon survived" alive $DPID
 c "status says removed" [ "$(state)" = removed ]
 c "the file is still there" [ -f "$F" ]
 t0=$(ms)
@@ -135,8 +150,8 @@ c "... at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 2000 ]
 grep -E "removed|request IRQ|asks for the device" "$LOG" | sed 's/^/    daemon: /'
 kill -TERM $DPID
 i=0
-while kill -0 $DPID 2>/dev/null && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
-kill -0 $DPID 2>/dev/null && kill -9 $DPID
+while alive $DPID && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+alive $DPID && kill -9 $DPID
 wait $DPID
 rc=$?
 c "SIGTERM: daemon exit 0 (got $rc)" [ $rc = 0 ]
