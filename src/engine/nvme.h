@@ -2,8 +2,10 @@
  *
  * Three objects:
  *   nvme_ctrl     one controller behind an nvme_bus: bring-up, admin queue
- *                 (shared, serialised, never on the I/O path), identify,
- *                 namespaces, I/O queue creation, shutdown, reset.
+ *                 (asynchronous, never on the I/O path, reaped by the
+ *                 controller's admin thread), identify, namespaces, I/O queue
+ *                 creation, shutdown, recovery (abort, reset, removal,
+ *                 re-attach).
  *   nvme_reactor  one pinned thread with a libev loop; owns qpairs (one per
  *                 controller) and a DMA buffer pool on its CPU's NUMA node.
  *   nvme_qpair    one I/O SQ+CQ pair, owned by exactly one reactor: no locks.
