@@ -1171,8 +1171,10 @@ static void do_reset(struct nvme_ctrl *c)
 	/* Disabled: the device no longer touches any of our memory.  Admin
 	 * commands fail; I/O is taken off the rings and held. */
 	admin_abandon(c, -EIO, true);
+	pthread_mutex_lock(&c->admin_lock);
 	if (c->nr_efds && c->bus->ops->irq_set) /* a function reset may have lost them */
 		c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
+	pthread_mutex_unlock(&c->admin_lock);
 	rc = on_reactors(c, nvme_qpair_stop_call, c->ready_timeout_ms + 10000);
 	if (rc == 0)
 		rc = bring_back(c, false);

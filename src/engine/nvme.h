@@ -219,7 +219,12 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
  * Call before nvme_reactor_start. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
-/* Delete the queues on the device and free (reactor stopped or on its thread). */
+/* Delete the queues on the device and free (reactor stopped or on its
+ * thread).  Waits for a reset, removal or attach of its controller in
+ * progress to end: call it after the reactor stopped (a reset waits for the
+ * reactor's answer; on the reactor's own thread that wait runs out first).
+ * Commands still on a device that could not delete the queue are left
+ * outstanding with the qpair's memory rather than freed under the device. */
 void nvme_qpair_destroy(struct nvme_qpair *qp);
 
 /* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before
