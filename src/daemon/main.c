@@ -41,9 +41,6 @@
 
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define DRAIN_POLL 0.01         /* seconds between checks while draining */
-/* times a command is sent again after a reset or an abort before its caller
- * gets EIO (the engine allows 0..10) */
-#define IO_RETRIES 3
 
 struct daemon;
 
@@ -428,7 +425,7 @@ static int open_controllers(struct daemon *d)
 			.queue_depth = cfg->engine.queue_depth,
 			.cq_budget = cfg->engine.cq_budget,
 			.io_timeout_ms = cfg->engine.io_timeout_ms,
-			.io_retries = IO_RETRIES,
+			.io_retries = cfg->engine.io_retries,
 			.interrupts = cfg->engine.mode != CFG_MODE_POLL,
 		};
 		struct nvme_bus *bus = NULL;

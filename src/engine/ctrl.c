@@ -1113,13 +1113,9 @@ static void reset_failed(struct nvme_ctrl *c, bool disabled)
 		        "in flight stay outstanding",
 		        c->name);
 	}
-	atomic_store(&c->state, NVME_CTRL_FAILED);
-	on_reactors(c, disabled ? nvme_qpair_fail_call : nvme_qpair_quiesce_call,
+	set_state(c, NVME_CTRL_FAILED);
+	on_reactors(c, disabled ? nvme_qpair_fail_call : nvme_qpair_refuse_call,
 	            c->ready_timeout_ms + 10000);
-	if (!disabled) /* new submissions fail at once all the same */
-		post_to_reactors(c, nvme_qpair_fail_call);
-	if (c->event_cb)
-		c->event_cb(c->event_arg, c, NVME_CTRL_FAILED);
 }
 
 /* Bring the controller back after a disable: enable, Number of Queues,
@@ -1175,8 +1171,10 @@ static void do_reset(struct nvme_ctrl *c)
 	/* Disabled: the device no longer touches any of our memory.  Admin
 	 * commands fail; I/O is taken off the rings and held. */
 	admin_abandon(c, -EIO, true);
+	pthread_mutex_lock(&c->admin_lock);
 	if (c->nr_efds && c->bus->ops->irq_set) /* a function reset may have lost them */
 		c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
+	pthread_mutex_unlock(&c->admin_lock);
 	rc = on_reactors(c, nvme_qpair_stop_call, c->ready_timeout_ms + 10000);
 	if (rc == 0)
 		rc = bring_back(c, false);
@@ -1247,11 +1245,10 @@ static void abort_done(void *arg, int err, const struct nvme_cqe *cqe)
 {
 	struct nvme_ctrl *c = arg;
 	atomic_fetch_sub(&c->aborts_out, 1);
-	/* dw0 bit 0 clear: the command was aborted (its CQE follows on its queue) */
-	if (err == 0 && cqe && !(cqe->dw0 & 1)) {
-		RST_ADD(aborts_ok, 1);
+	/* dw0 bit 0 clear: the command was aborted (its CQE follows on its
+	 * queue, where aborts_ok is counted) */
+	if (err == 0 && cqe && !(cqe->dw0 & 1))
 		return;
-	}
 	if (err != -EIO && err != -ENODEV) /* not already a reset or a removal */
 		nvme_ctrl_reset_async(c, "an Abort failed or was not honoured");
 }

@@ -347,6 +347,9 @@ void nvme_qpair_quiesce_call(void *qp);
 void nvme_qpair_stop_call(void *qp);
 void nvme_qpair_restart_call(void *qp);
 void nvme_qpair_fail_call(void *qp);
+/* refuse   (failed, not disabled) new submissions -ENODEV, held commands
+ *          -EIO; those on the device stay in flight for good */
+void nvme_qpair_refuse_call(void *qp);
 /* ctrl.c: a reactor call above finished */
 void nvme_ctrl_ack(struct nvme_ctrl *c);
 /* qpair.c: (re)create the queue pair on the device (any thread, sync admin) */

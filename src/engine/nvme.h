@@ -2,8 +2,10 @@
  *
  * Three objects:
  *   nvme_ctrl     one controller behind an nvme_bus: bring-up, admin queue
- *                 (shared, serialised, never on the I/O path), identify,
- *                 namespaces, I/O queue creation, shutdown, reset.
+ *                 (asynchronous, never on the I/O path, reaped by the
+ *                 controller's admin thread), identify, namespaces, I/O queue
+ *                 creation, shutdown, recovery (abort, reset, removal,
+ *                 re-attach).
  *   nvme_reactor  one pinned thread with a libev loop; owns qpairs (one per
  *                 controller) and a DMA buffer pool on its CPU's NUMA node.
  *   nvme_qpair    one I/O SQ+CQ pair, owned by exactly one reactor: no locks.
@@ -217,7 +219,12 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
  * Call before nvme_reactor_start. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
-/* Delete the queues on the device and free (reactor stopped or on its thread). */
+/* Delete the queues on the device and free (reactor stopped or on its
+ * thread).  Waits for a reset, removal or attach of its controller in
+ * progress to end: call it after the reactor stopped (a reset waits for the
+ * reactor's answer; on the reactor's own thread that wait runs out first).
+ * Commands still on a device that could not delete the queue are left
+ * outstanding with the qpair's memory rather than freed under the device. */
 void nvme_qpair_destroy(struct nvme_qpair *qp);
 
 /* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before

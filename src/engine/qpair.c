@@ -267,6 +267,7 @@ static __attribute__((noinline)) void aborted_cqe(struct nvme_qpair *qp, struct 
 		return;
 	}
 	STAT_INC(qp->st.aborts_ok);
+	__atomic_add_fetch(&qp->ctrl->rst.aborts_ok, 1, __ATOMIC_RELAXED);
 	if (t->retries >= qp->io_retries) {
 		STAT_INC(qp->st.failed_after_retries);
 		__atomic_add_fetch(&qp->ctrl->rst.failed_after_retries, 1, __ATOMIC_RELAXED);
@@ -829,6 +830,21 @@ void nvme_qpair_fail_call(void *arg)
 	qp->held = QP_DEAD;
 	qp->created_on_dev = false;
 	fail_outstanding(qp, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
+	nvme_ctrl_ack(qp->ctrl);
+}
+
+void nvme_qpair_refuse_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	qp->held = QP_DEAD;
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
+	for (unsigned i = 0; i < qp->ntrk; i++)
+		if (qp->trk[i].state == TRK_HELD)
+			finish(qp, &qp->trk[i], -EIO,
+			       NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE), now);
+	qp->reaping = was_reaping;
 	nvme_ctrl_ack(qp->ctrl);
 }
 

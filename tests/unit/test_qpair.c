@@ -582,11 +582,16 @@ static void timeout_case(bool threaded, bool hang)
 	nvme_qpair_stats_get(e.qp, &st);
 	ck_assert_uint_ge(st.timeouts, 1);
 	ck_assert_uint_ge(st.resubmitted, 1);
+	/* the admin thread ends the reset after the reactor resent the commands */
+	for (int i = 0; i < 20000 && nvme_ctrl_state(e.c) != NVME_CTRL_LIVE; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_int_eq(nvme_ctrl_state(e.c), NVME_CTRL_LIVE);
 	struct nvme_ctrl_rstats rs;
 	nvme_ctrl_rstats_get(e.c, &rs);
 	ck_assert_uint_ge(rs.resets_ok, 1);
 	ck_assert_uint_eq(rs.resets_failed, 0);
-	ck_assert_int_eq(nvme_ctrl_state(e.c), NVME_CTRL_LIVE);
 	/* the queue still serves I/O */
 	struct done ok = {0};
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, t.buf, 512, done_cb, &ok), 0);
