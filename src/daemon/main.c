@@ -407,7 +407,6 @@ static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
 	else
 		ctrl_wire_irqs(dc, bus);
 	dc->seen = NVME_CTRL_LIVE;
-	log_info("%s: attached again on %s", d->names[i], bus->name);
 	return 0;
 }
 

@@ -12,7 +12,11 @@
 #   (b) remove: QMP device_del while fio runs: the guest's removal completes
 #       (the function leaves /sys/bus/pci/devices) within 30 s, the daemon
 #       survives, fio ends, reads of the file fail at once with EIO, status
-#       says removed, SIGTERM stops the daemon with exit 0.
+#       says removed;
+#   (c) replug: the host adds the controller again on the same image; attach
+#       is refused while the device is gone, works once the device is back
+#       on vfio-pci, and the data written before the removal reads back; then
+#       SIGTERM stops the daemon with exit 0.
 . /payload/check.sh
 BDF=${BDF:-0000:01:00.0}
 W=/tmp/rec
@@ -148,6 +152,22 @@ t1=$(ms)
 echo "measure: read of the removed controller failed in $((t1 - t0)) ms"
 c "... at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 2000 ]
 grep -E "removed|request IRQ|asks for the device" "$LOG" | sed 's/^/    daemon: /'
+
+echo "== (c) the controller plugged in again, attach"
+t "attach while the device is gone: refused" fail "cannot open $BDF through VFIO" ctl attach nvme0
+c "host plugged the controller in again" ask_host replug
+i=0
+while [ ! -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+c "$BDF is back in /sys/bus/pci" [ -e /sys/bus/pci/devices/$BDF ]
+t "vfio-bind gives it to vfio-pci again" ok "bound to vfio-pci" vfio-bind $BDF
+t0=$(ms)
+t "attach" ok "nvme0: attached, live" ctl attach nvme0
+t1=$(ms)
+echo "measure: attach took $((t1 - t0)) ms"
+t "the data written before the removal reads back" ok "" cmp_back
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB after attach" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+t "cmp" ok "" cmp_back
 kill -TERM $DPID
 i=0
 while alive $DPID && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
