@@ -11,7 +11,7 @@
 #       out, counted in failed_after_retries); afterwards dd + cmp works.
 #   (b) remove: QMP device_del while fio runs: the guest's removal completes
 #       (the function leaves /sys/bus/pci/devices) within 30 s, the daemon
-#       survives, fio ends, reads of the file fail at once with EIO, status
+#       survives, fio ends (60 s deadline), reads of the file fail at once with EIO, status
 #       says removed;
 #   (c) replug: the host adds the controller again on the same image; attach
 #       is refused while the device is gone, works once the device is back
@@ -138,7 +138,7 @@ while [ -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$(
 t1=$(ms)
 c "the guest's removal completed: $BDF left /sys/bus/pci ($((t1 - t0)) ms after device_del)" [ ! -e /sys/bus/pci/devices/$BDF ]
 echo "measure: device_del to removal complete: $((t1 - t0)) ms"
-fio_end 30
+fio_end 60
 err=$FIO_ERR
 t2=$(ms)
 echo "measure: fio ended $((t2 - t0)) ms after device_del, error $err"

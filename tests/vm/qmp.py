@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
 """qmp.py - one QMP command to a QEMU started with vmrun.sh -q SOCKET.
 
-Usage: qmp.py SOCKET COMMAND [ARGUMENTS-JSON] [--event NAME[:DEVICE]] [--timeout SECS]
+Usage: qmp.py SOCKET COMMAND [ARGUMENTS-JSON] [--event NAME] [--timeout SECS]
 
 Connects (waiting up to --timeout for the socket), negotiates capabilities,
 sends COMMAND with ARGUMENTS, prints the reply's "return" as JSON and exits 0,
 or prints the error and exits 1.  With --event NAME it then waits (same
-timeout) for that asynchronous event (with :DEVICE, one whose data.device is
-DEVICE, e.g. DEVICE_DELETED:nvme0), prints it and exits 0, or exits 2 when
+timeout) for that asynchronous event, prints it and exits 0, or exits 2 when
 it does not come.  Python standard library only.
 """
 import json
@@ -31,14 +30,6 @@ def main():
         sys.stderr.write(__doc__)
         return 64
     path, cmd = args[0], args[1]
-    want_dev = None
-    if event and ":" in event:
-        event, want_dev = event.split(":", 1)
-
-    def wanted(r):
-        return (r.get("event") == event and
-                (want_dev is None or r.get("data", {}).get("device") == want_dev))
-
     arguments = json.loads(args[2]) if len(args) == 3 else None
     deadline = time.monotonic() + timeout
 
@@ -71,7 +62,7 @@ def main():
             r = read()
             if "return" in r or "error" in r:
                 return r
-            if event and wanted(r):
+            if event and r.get("event") == event:
                 pending.append(r)
 
     pending = []
@@ -89,7 +80,7 @@ def main():
         if event:
             while not pending:
                 r = read()
-                if wanted(r):
+                if r.get("event") == event:
                     pending.append(r)
             print(json.dumps(pending[0]))
     except (socket.timeout, TimeoutError):

@@ -66,11 +66,12 @@ while kill -0 "$GPID" 2>/dev/null; do
 		throttle-off) throttle 0 ;;
 		remove)
 			# the reply comes at once; DEVICE_DELETED once the guest let go
-			$Q device_del '{"id": "nvme0"}' --event DEVICE_DELETED:nvme0 --timeout 60 > "$SHARE.del" 2>&1 &
+			$Q device_del '{"id": "nvme0"}' --event DEVICE_DELETED --timeout 60 > "$SHARE.del" 2>&1 &
 			DELPID=$!
 			;;
 		replug)
-			# QEMU must have finished the deletion (DEVICE_DELETED)
+			# QEMU must have finished the deletion: DEVICE_DELETED of the
+			# namespace, sent while its controller is being taken apart
 			if [ -n "${DELPID:-}" ]; then
 				wait "$DELPID"
 				delrc=$?
