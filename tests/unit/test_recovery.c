@@ -235,6 +235,62 @@ START_TEST(t_abort_ok)
 }
 END_TEST
 
+/* ---- a slow device: within the timeout nothing happens; beyond it, a
+ * reset and the command sent again (the device is fast again after the
+ * reset: success), or it stays slow (EIO after io_retries) ---- */
+static void slow_cured(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	struct rig *g = arg;
+	state_cb(arg, c, s);
+	if (s == NVME_CTRL_RESETTING)
+		sim_fault_delay(g->sim, 0);
+}
+
+START_TEST(t_slow_device)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 2, .threaded = true};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 600, 4096, 55);
+	/* slow but in time */
+	sim_fault_delay(g.sim, 100000);
+	check_pattern(&g, 0, 600, 4096, 55);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.timeouts, 0);
+	/* too slow, cured by the reset */
+	nvme_ctrl_set_event_cb(g.c, slow_cured, &g);
+	sim_fault_delay(g.sim, 1000000);
+	struct io io;
+	uint64_t t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), 0);
+	printf("slow device (1 s per command, timeout 200 ms), fast after a reset: caller saw "
+	       "success after %llu ms\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	uint8_t want[4096];
+	fill(want, 4096, 55);
+	ck_assert_mem_eq(g.buf[0][0], want, 4096);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	/* too slow for good: every try times out */
+	nvme_ctrl_set_event_cb(g.c, state_cb, &g);
+	sim_fault_delay(g.sim, 1000000);
+	t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	printf("slow device for good: caller saw EIO after %llu ms (%u retries)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000), o.retries);
+	sim_fault_delay(g.sim, 0);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.failed_after_retries, 1);
+	ck_assert_uint_eq(rs.resets_failed, 0);
+	put_pattern(&g, 0, 700, 4096, 56);
+	check_pattern(&g, 0, 700, 4096, 56);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- abort ignored: reset, resubmitted, the right data ---- */
 START_TEST(t_abort_ignored_reset)
 {
@@ -261,6 +317,8 @@ START_TEST(t_abort_ignored_reset)
 	ck_assert_uint_eq(rs.resets_ok, 1);
 	ck_assert_uint_eq(rs.resubmitted, 1);
 	ck_assert_uint_gt(rs.reset_last_ns, 0);
+	ck_assert_uint_ge(rs.reset_max_ns, rs.reset_last_ns);
+	printf("abort ignored: the reset itself took %.1f ms\n", rs.reset_last_ns / 1e6);
 	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_RESETTING]), 1);
 	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_LIVE]), 1);
 	/* I/O goes on */
@@ -665,6 +723,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, t_abort_ok, 0, 2);
 	tcase_add_loop_test(tc, t_abort_ignored_reset, 0, 2);
+	tcase_add_test(tc, t_slow_device);
 	tcase_add_loop_test(tc, t_retries_exhausted, 0, 2);
 	tcase_add_loop_test(tc, t_cfs, 0, 2);
 	tcase_add_test(tc, t_held_during_reset);
