@@ -43,6 +43,8 @@ struct rig_opts {
 	unsigned retries;
 	bool threaded;
 	unsigned ready_delay_ms;
+	enum nvme_poll_mode mode; /* poll unless said */
+	bool interrupts;
 };
 
 static void rig_open(struct rig *g, const struct rig_opts *o)
@@ -58,15 +60,18 @@ static void rig_open(struct rig *g, const struct rig_opts *o)
 	                            .queue_depth = 32,
 	                            .cq_budget = 4,
 	                            .io_timeout_ms = o->timeout_ms,
-	                            .io_retries = o->retries};
+	                            .io_retries = o->retries,
+	                            .interrupts = o->interrupts};
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(g->sim), &co, &g->c), 0);
 	nvme_ctrl_set_event_cb(g->c, state_cb, g);
 	g->nr = o->reactors;
 	for (unsigned i = 0; i < g->nr; i++) {
 		struct nvme_reactor_opts ro = {
-		    .id = i, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+		    .id = i, .cpu = -1, .mode = o->mode, .buf_pool_bytes = 8u << 20};
 		ck_assert_int_eq(nvme_reactor_create(&ro, &g->r[i]), 0);
 		ck_assert_int_eq(nvme_qpair_create(g->c, g->r[i], (uint16_t)(i + 1), &g->qp[i]), 0);
+		if (o->interrupts)
+			ck_assert_int_ge(nvme_qpair_vector(g->qp[i]), 1);
 		for (unsigned b = 0; b < NBUF; b++) {
 			g->buf[i][b] = nvme_reactor_buf_alloc(g->r[i], BUFSZ);
 			ck_assert_ptr_nonnull(g->buf[i][b]);
@@ -205,7 +210,7 @@ static void check_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, u
 START_TEST(t_abort_ok)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 100, 4096, 11);
 	sim_fault_stall_next(g.sim, 1);
@@ -249,7 +254,7 @@ static void slow_cured(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
 START_TEST(t_slow_device)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 2, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 2, .threaded = true};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 600, 4096, 55);
 	/* slow but in time */
@@ -295,7 +300,7 @@ END_TEST
 START_TEST(t_abort_ignored_reset)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 200, 8192, 22);
 	sim_fault_abort_ignore(g.sim, true);
@@ -328,11 +333,48 @@ START_TEST(t_abort_ignored_reset)
 }
 END_TEST
 
+/* ---- the same, in interrupt and hybrid mode: after the reset the queues
+ * come back with their vectors and the resent commands complete by interrupt */
+START_TEST(t_reset_irq_modes)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true,
+	                     .interrupts = true,
+	                     .mode = _i ? NVME_MODE_HYBRID : NVME_MODE_INTERRUPT};
+	rig_open(&g, &o);
+	for (unsigned q = 0; q < 2; q++)
+		put_pattern(&g, q, 4000 + q * 16, 4096, 200 + q);
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io[2];
+	io_start(&g, &io[0], 0, false, 4000, 4096, g.buf[0][0]);
+	io_start(&g, &io[1], 1, false, 4016, 4096, g.buf[1][0]);
+	for (unsigned q = 0; q < 2; q++) {
+		ck_assert_int_eq(io_wait(&io[q]), 0);
+		uint8_t want[4096];
+		fill(want, 4096, 200 + q);
+		ck_assert_mem_eq(g.buf[q][0], want, 4096);
+	}
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.resets_ok, 1);
+	for (unsigned q = 0; q < 2; q++) {
+		put_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
+		check_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
+		struct nvme_qpair_stats st;
+		nvme_qpair_stats_get(g.qp[q], &st);
+		ck_assert_uint_gt(st.interrupts, 0);
+	}
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- retries used up: -EIO, after the disable ---- */
 START_TEST(t_retries_exhausted)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = 1, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 150, .retries = 1, .threaded = _i & 1};
 	rig_open(&g, &o);
 	sim_fault_abort_ignore(g.sim, true);
 	sim_fault_stall_next(g.sim, 2); /* the first try and its one retry stall */
@@ -362,7 +404,7 @@ END_TEST
 START_TEST(t_cfs)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 400, 4096, 33);
 	sim_fault_stall_next(g.sim, 1);
@@ -393,7 +435,7 @@ START_TEST(t_held_during_reset)
 {
 	struct rig g;
 	/* enabling takes 400 ms: the reset lasts at least that long */
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true,
 	                     .ready_delay_ms = 400};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 44);
@@ -421,7 +463,7 @@ END_TEST
 START_TEST(t_held_too_long)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 100, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 100, .retries = 3, .threaded = true,
 	                     .ready_delay_ms = 1500};
 	rig_open(&g, &o);
 	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
@@ -493,7 +535,7 @@ START_TEST(t_buffer_invariant)
 {
 	struct rig g;
 	unsigned retries = _i & 1 ? 0 : 3; /* the read fails with EIO, or is resubmitted */
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = retries,
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 150, .retries = retries,
 	                     .threaded = (_i & 2) != 0};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 800, 4096, 66); /* X: the stale data */
@@ -516,7 +558,7 @@ END_TEST
 START_TEST(t_removal_reattach)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 1000, 8192, 88);
 	sim_fault_stall_next(g.sim, 1);
@@ -565,7 +607,7 @@ END_TEST
 START_TEST(t_remove_live)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
@@ -598,7 +640,7 @@ END_TEST
 START_TEST(t_reset_fails)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
@@ -623,7 +665,7 @@ END_TEST
 START_TEST(t_two_reactors)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true};
 	rig_open(&g, &o);
 	for (unsigned q = 0; q < 2; q++)
 		put_pattern(&g, q, 2000 + q * 100, 4096, 100 + q);
@@ -684,7 +726,7 @@ static void adm_cb(void *arg, int err, const struct nvme_cqe *cqe)
 START_TEST(t_admin_async)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
 	rig_open(&g, &o);
 	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
 	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
@@ -724,6 +766,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_abort_ok, 0, 2);
 	tcase_add_loop_test(tc, t_abort_ignored_reset, 0, 2);
 	tcase_add_test(tc, t_slow_device);
+	tcase_add_loop_test(tc, t_reset_irq_modes, 0, 2);
 	tcase_add_loop_test(tc, t_retries_exhausted, 0, 2);
 	tcase_add_loop_test(tc, t_cfs, 0, 2);
 	tcase_add_test(tc, t_held_during_reset);
