@@ -45,13 +45,31 @@ struct rig_opts {
 	unsigned ready_delay_ms;
 	enum nvme_poll_mode mode; /* poll unless said */
 	bool interrupts;
+	_Atomic bool *shrink_ns1; /* when set: Identify reports namespace 1 smaller */
 };
+
+static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
+{
+	_Atomic bool *on = arg;
+	if ((cmd->cdw10 & 0xff) == NVME_ID_CNS_NS && cmd->nsid == 1 && atomic_load(on)) {
+		struct nvme_id_ns *id = data;
+		id->nsze = id->ncap = id->nuse = id->nsze / 2;
+	}
+	return status;
+}
 
 static void rig_open(struct rig *g, const struct rig_opts *o)
 {
 	memset(g, 0, sizeof(*g));
-	struct sim_opts so = {.name = "rec", .nr_ns = 1, .threaded = o->threaded,
-	                      .ready_delay_ms = o->ready_delay_ms};
+	struct sim_opts so = {.name = "rec", .threaded = o->threaded,
+	                      .ready_delay_ms = o->ready_delay_ms,
+	                      .nr_ns = 2};
+	if (o->shrink_ns1) {
+		so.identify_hook = shrink_hook;
+		so.hook_arg = o->shrink_ns1;
+	}
+	so.ns[1] = (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096,
+	                                .backing = SIM_BACKING_RAM};
 	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512,
 	                                .backing = SIM_BACKING_RAM};
 	ck_assert_int_eq(sim_create(&so, &g->sim), 0);
@@ -187,6 +205,13 @@ static int io_sync(struct rig *g, unsigned q, bool write, uint64_t lba, size_t l
 	struct io io;
 	io_start(g, &io, q, write, lba, len, buf);
 	return io_wait(&io);
+}
+
+/* Wait until the device holds n stalled commands (fetched, not executed). */
+static void wait_stalled(struct rig *g, uint64_t n)
+{
+	struct sim_stats ss;
+	WAIT_FOR((sim_get_stats(g->sim, &ss), ss.stalled == n));
 }
 
 /* Write a pattern at lba through queue q (buffer 7 of that reactor). */
@@ -370,6 +395,42 @@ START_TEST(t_reset_irq_modes)
 }
 END_TEST
 
+/* ---- a namespace that changed size across a reset fails its I/O ---- */
+static void ns2_read_call(void *arg)
+{
+	struct io *io = arg;
+	io->submit_rc = nvme_qpair_read(io->g->qp[0], 2, 0, io->buf, 4096, io_done, io);
+	if (io->submit_rc < 0) {
+		io->err = io->submit_rc;
+		atomic_store(&io->done, 1);
+	}
+	atomic_store(&io->submitted, 1);
+}
+
+START_TEST(t_ns_changed)
+{
+	struct rig g;
+	_Atomic bool shrink = false;
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000,
+	                     .retries = 3, .threaded = _i & 1, .shrink_ns1 = &shrink};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 0, 4096, 1);
+	atomic_store(&shrink, true);
+	ck_assert_int_eq(nvme_ctrl_reset(g.c), 0);
+	ck_assert(nvme_ctrl_get_info(g.c)->ns[0].failed);
+	ck_assert(!nvme_ctrl_get_info(g.c)->ns[1].failed);
+	ck_assert_int_eq(io_sync(&g, 0, false, 0, 4096, g.buf[0][0]), -EIO);
+	/* the other namespace is unaffected */
+	struct io io;
+	memset(&io, 0, sizeof(io));
+	io.g = &g;
+	io.buf = g.buf[0][1];
+	ck_assert_int_eq(nvme_reactor_call(g.r[0], ns2_read_call, &io), 0);
+	ck_assert_int_eq(io_wait(&io), 0);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- retries used up: -EIO, after the disable ---- */
 START_TEST(t_retries_exhausted)
 {
@@ -410,6 +471,7 @@ START_TEST(t_cfs)
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 400, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
 	sim_fault_cfs(g.sim);
 	ck_assert_int_eq(io_wait(&io), 0);
@@ -564,6 +626,7 @@ START_TEST(t_removal_reattach)
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 1000, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
 	sim_fault_remove(g.sim);
 	ck_assert_int_eq(io_wait(&io), -EIO);
@@ -612,6 +675,7 @@ START_TEST(t_remove_live)
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	struct nvme_bus *bus = NULL;
 	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
 	ck_assert_ptr_nonnull(bus);
@@ -645,6 +709,7 @@ START_TEST(t_reset_fails)
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	sim_fault_never_ready(g.sim, true);
 	ck_assert_int_eq(nvme_ctrl_reset(g.c), -EIO);
 	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_FAILED);
@@ -759,7 +824,7 @@ END_TEST
 
 int main(void)
 {
-	log_set_level(LOG_LVL_ERROR);
+	log_set_level(getenv("TEST_LOG") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
 	Suite *s = suite_create("recovery");
 	TCase *tc = tcase_create("recovery");
 	tcase_set_timeout(tc, 120);
@@ -767,6 +832,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_abort_ignored_reset, 0, 2);
 	tcase_add_test(tc, t_slow_device);
 	tcase_add_loop_test(tc, t_reset_irq_modes, 0, 2);
+	tcase_add_loop_test(tc, t_ns_changed, 0, 2);
 	tcase_add_loop_test(tc, t_retries_exhausted, 0, 2);
 	tcase_add_loop_test(tc, t_cfs, 0, 2);
 	tcase_add_test(tc, t_held_during_reset);
