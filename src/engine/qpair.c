@@ -771,11 +771,11 @@ void nvme_qpair_stop_call(void *arg)
 	struct nvme_qpair *qp = arg;
 	struct nvme_ctrl *c = qp->ctrl;
 	if (qp->held != QP_DEAD) {
-		/* what the device completed before the disable is complete */
-		qp->held = QP_RUN; /* reap looks at the CQ; nothing is submitted meanwhile */
+		/* what the device completed before the disable is complete; what
+		 * the callbacks submit meanwhile is held */
+		qp->held = QP_HELD;
 		while (nvme_qpair_reap(qp, 0) > 0)
 			;
-		qp->held = QP_HELD;
 		ring_zero(qp);
 		qp->created_on_dev = false;
 		uint64_t now = nvme_reactor_now(qp->reactor);
