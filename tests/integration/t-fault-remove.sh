@@ -42,20 +42,22 @@ fio_start 20
 sleep 2
 t0=$(now_ms)
 ctl inject nvme0 remove > /dev/null || fail "inject remove"
-wait_state removed 20
+wait_state removed 60
 t1=$(now_ms)
 fio_wait
 t2=$(now_ms)
 echo "measure: remove: state removed $((t1 - t0)) ms after the injection; fio ended $((t2 - t0)) ms after it, error $FIO_ERR"
 [ "$FIO_ERR" = 5 ] || fail "fio error $FIO_ERR after a removal (want 5, EIO)"
-[ $((t2 - t0)) -lt 15000 ] || fail "fio took $((t2 - t0)) ms to end after the removal"
+[ $((t2 - t0)) -lt 60000 ] || fail "fio took $((t2 - t0)) ms to end after the removal"
 grep -q "nvme0: removed" "$LOG" || fail "the removal is not logged"
 [ "$(rstat removals)" -ge 1 ] || fail "removals not counted"
 ctl namespaces | grep -Eq '^nvme0n1 +nvme0 +removed ' || fail "namespaces: nvme0n1 not shown removed"
 ctl status | grep -Eq '^nvme1 +live ' || fail "status: nvme1 not live"
 
-# reads fail at once with EIO; the file is still there
+# reads fail at once with EIO (not after timeouts and retries); the file is
+# still there
 [ -f "$F" ] || fail "the removed controller's file is gone"
+to0=$(rstat timeouts)
 t0=$(now_ms)
 timeout -s KILL 10 dd if="$F" of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd"
 rc=$?
@@ -63,7 +65,8 @@ t1=$(now_ms)
 [ $rc = 0 ] && fail "read of a removed controller succeeded"
 grep -q "Input/output error" "$TMP/dd" || fail "read of a removed controller: $(cat "$TMP/dd")"
 echo "measure: read of the removed controller's file failed (EIO) in $((t1 - t0)) ms"
-[ $((t1 - t0)) -lt 2000 ] || fail "the read took $((t1 - t0)) ms to fail (want at once)"
+[ "$(rstat timeouts)" = "$to0" ] || fail "the read of a removed controller waited for a timeout"
+[ $((t1 - t0)) -lt 10000 ] || fail "the read took $((t1 - t0)) ms to fail"
 # the other controller is untouched
 timeout 10 dd if="$F1" of="$TMP/other.back" bs=1M count=1 iflag=direct status=none || fail "read nvme1"
 cmp -s "$TMP/other" "$TMP/other.back" || fail "nvme1's data differs"
@@ -87,6 +90,6 @@ fio_wait
 # removed again, then SIGTERM: a clean stop
 ctl inject nvme0 remove > /dev/null || fail "second inject remove"
 timeout 10 dd if="$F" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
-wait_state removed 20
+wait_state removed 60
 fault_stop
 finish
