@@ -3,7 +3,7 @@
 # hot-pluggable PCIe root port, faults made from the host through QMP while
 # fio verifies in the guest (tests/vm/guest-recovery.sh), in one boot:
 #   (a) the namespace throttled by QEMU's block layer (block_set_io_throttle,
-#       2 IOPS for 5 s) so that commands outlast io_timeout_ms: no verify
+#       1 IOPS) until commands have outlasted io_timeout_ms: no verify
 #       mismatch, no hang, the data intact afterwards;
 #   (b) device_del of the controller under load: the guest's removal
 #       completes (vfio-pci's request IRQ makes the daemon let go), QEMU
@@ -62,7 +62,7 @@ while kill -0 "$GPID" 2>/dev/null; do
 		done_reqs="$done_reqs $req"
 		echo "host: $req at $(date +%T.%N)" >> "$HOSTLOG"
 		case $req in
-		throttle-on) throttle 2 ;;
+		throttle-on) throttle 1 ;;
 		throttle-off) throttle 0 ;;
 		remove)
 			# the reply comes at once; DEVICE_DELETED once the guest let go
