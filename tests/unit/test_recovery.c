@@ -17,8 +17,8 @@
 #include "sim.h"
 
 #define HANG_MS 30000
-#define NBUF 8
-#define BUFSZ (64u << 10)
+#define NBUF    8
+#define BUFSZ   (64u << 10)
 
 struct rig {
 	struct sim *sim;
@@ -61,17 +61,18 @@ static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, u
 static void rig_open(struct rig *g, const struct rig_opts *o)
 {
 	memset(g, 0, sizeof(*g));
-	struct sim_opts so = {.name = "rec", .threaded = o->threaded,
+	struct sim_opts so = {.name = "rec",
+	                      .threaded = o->threaded,
 	                      .ready_delay_ms = o->ready_delay_ms,
 	                      .nr_ns = 2};
 	if (o->shrink_ns1) {
 		so.identify_hook = shrink_hook;
 		so.hook_arg = o->shrink_ns1;
 	}
-	so.ns[1] = (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096,
-	                                .backing = SIM_BACKING_RAM};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512,
-	                                .backing = SIM_BACKING_RAM};
+	so.ns[1] =
+	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	ck_assert_int_eq(sim_create(&so, &g->sim), 0);
 	struct nvme_ctrl_opts co = {.name = "rec",
 	                            .io_queues = o->reactors,
@@ -122,13 +123,13 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-#define WAIT_FOR(cond)                                                                   \
-	do {                                                                             \
-		uint64_t t0_ = nvme_now_ns();                                            \
-		while (!(cond)) {                                                        \
-			ck_assert_msg(ms_since(t0_) < HANG_MS, "hung waiting for " #cond); \
-			sleep_ms(1);                                                     \
-		}                                                                        \
+#define WAIT_FOR(cond)                                                                             \
+	do {                                                                                       \
+		uint64_t t0_ = nvme_now_ns();                                                      \
+		while (!(cond)) {                                                                  \
+			ck_assert_msg(ms_since(t0_) < HANG_MS, "hung waiting for " #cond);         \
+			sleep_ms(1);                                                               \
+		}                                                                                  \
 	} while (0)
 
 static void fill(uint8_t *p, size_t len, uint32_t seed)
@@ -171,8 +172,9 @@ static void io_submit_call(void *arg)
 	struct nvme_qpair *qp = io->g->qp[io->q];
 	nvme_io_cb cb = io->cb ? io->cb : io_done;
 	io->state_at_submit = nvme_ctrl_state(io->g->c);
-	io->submit_rc = io->write ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
-	                          : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
+	io->submit_rc = io->write
+	                    ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
+	                    : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
 	if (io->submit_rc < 0) {
 		io->err = io->submit_rc;
 		atomic_store(&io->done, 1);
@@ -180,8 +182,8 @@ static void io_submit_call(void *arg)
 	atomic_store(&io->submitted, 1);
 }
 
-static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba,
-                     size_t len, uint8_t *buf)
+static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba, size_t len,
+                     uint8_t *buf)
 {
 	memset(io, 0, sizeof(*io));
 	io->g = g;
@@ -235,7 +237,11 @@ static void check_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, u
 START_TEST(t_abort_ok)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 100, 4096, 11);
 	sim_fault_stall_next(g.sim, 1);
@@ -279,7 +285,11 @@ static void slow_cured(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
 START_TEST(t_slow_device)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 2, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 2,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 600, 4096, 55);
 	/* slow but in time */
@@ -325,7 +335,11 @@ END_TEST
 START_TEST(t_abort_ignored_reset)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 200, 8192, 22);
 	sim_fault_abort_ignore(g.sim, true);
@@ -363,7 +377,10 @@ END_TEST
 START_TEST(t_reset_irq_modes)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true,
+	struct rig_opts o = {.reactors = 2,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = true,
 	                     .interrupts = true,
 	                     .mode = _i ? NVME_MODE_HYBRID : NVME_MODE_INTERRUPT};
 	rig_open(&g, &o);
@@ -411,8 +428,12 @@ START_TEST(t_ns_changed)
 {
 	struct rig g;
 	_Atomic bool shrink = false;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000,
-	                     .retries = 3, .threaded = _i & 1, .shrink_ns1 = &shrink};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1,
+	                     .shrink_ns1 = &shrink};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 1);
 	atomic_store(&shrink, true);
@@ -435,7 +456,11 @@ END_TEST
 START_TEST(t_retries_exhausted)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 150, .retries = 1, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 150,
+	                     .retries = 1,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	sim_fault_abort_ignore(g.sim, true);
 	sim_fault_stall_next(g.sim, 2); /* the first try and its one retry stall */
@@ -465,7 +490,11 @@ END_TEST
 START_TEST(t_cfs)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 400, 4096, 33);
 	sim_fault_stall_next(g.sim, 1);
@@ -497,7 +526,11 @@ START_TEST(t_held_during_reset)
 {
 	struct rig g;
 	/* enabling takes 400 ms: the reset lasts at least that long */
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true,
 	                     .ready_delay_ms = 400};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 44);
@@ -525,7 +558,11 @@ END_TEST
 START_TEST(t_held_too_long)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 100, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 100,
+	                     .retries = 3,
+	                     .threaded = true,
 	                     .ready_delay_ms = 1500};
 	rig_open(&g, &o);
 	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
@@ -577,7 +614,7 @@ static void inv_read_done(void *arg, int err, uint16_t status)
 	v->read_err = err;
 	v->resets_at_cb = ss.resets;
 	v->stalled_at_cb = ss.stalled;
-	fill(v->a, 4096, 77); /* the buffer is ours again: reuse it */
+	fill(v->a, 4096, 77);                               /* the buffer is ours again: reuse it */
 	v->released = sim_fault_release_stalled(v->g->sim); /* the device finishing late */
 	int rc = nvme_qpair_write(v->g->qp[0], 1, 900, v->a, 4096, false, inv_write_done, v);
 	if (rc < 0) {
@@ -597,7 +634,10 @@ START_TEST(t_buffer_invariant)
 {
 	struct rig g;
 	unsigned retries = _i & 1 ? 0 : 3; /* the read fails with EIO, or is resubmitted */
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 150, .retries = retries,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 150,
+	                     .retries = retries,
 	                     .threaded = (_i & 2) != 0};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 800, 4096, 66); /* X: the stale data */
@@ -609,9 +649,9 @@ START_TEST(t_buffer_invariant)
 	ck_assert_int_eq(v.read_err, retries ? 0 : -EIO);
 	ck_assert_uint_ge(v.resets_at_cb, 1); /* the callback ran after the disable */
 	ck_assert_uint_eq(v.stalled_at_cb, 0);
-	ck_assert_int_eq(v.released, 0);      /* nothing left on the device to finish late */
+	ck_assert_int_eq(v.released, 0); /* nothing left on the device to finish late */
 	ck_assert_int_eq(v.w.err, 0);
-	check_pattern(&g, 0, 900, 4096, 77);  /* Y has the new data, not X's */
+	check_pattern(&g, 0, 900, 4096, 77); /* Y has the new data, not X's */
 	rig_close(&g);
 }
 END_TEST
@@ -620,7 +660,11 @@ END_TEST
 START_TEST(t_removal_reattach)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 1000, 8192, 88);
 	sim_fault_stall_next(g.sim, 1);
@@ -670,7 +714,11 @@ END_TEST
 START_TEST(t_remove_live)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
@@ -686,8 +734,8 @@ START_TEST(t_remove_live)
 	ck_assert_uint_eq(ss.stalled, 0);
 	/* a different controller on the bus: refused, the caller keeps the bus */
 	struct sim_opts so = {.name = "other", .nr_ns = 1};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512,
-	                                .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	struct sim *other;
 	ck_assert_int_eq(sim_create(&so, &other), 0);
 	ck_assert_int_eq(nvme_ctrl_attach(g.c, sim_bus(other)), -ESTALE);
@@ -704,7 +752,11 @@ END_TEST
 START_TEST(t_reset_fails)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
@@ -730,7 +782,11 @@ END_TEST
 START_TEST(t_two_reactors)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 2,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	for (unsigned q = 0; q < 2; q++)
 		put_pattern(&g, q, 2000 + q * 100, 4096, 100 + q);
@@ -791,7 +847,11 @@ static void adm_cb(void *arg, int err, const struct nvme_cqe *cqe)
 START_TEST(t_admin_async)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL, .reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
 	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
