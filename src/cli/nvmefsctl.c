@@ -421,8 +421,8 @@ static void show_recovery(json_object *r)
 		       (unsigned long long)ju64(x, "cfs_events"),
 		       (unsigned long long)ju64(x, "removals"));
 	}
-	printf("\n%-7s %-12s %4s %8s %7s %7s %9s %8s\n", "REACTOR", "CONTROLLER", "QID",
-	       "TIMEOUTS", "ABORTS", "ABRT-OK", "RESUBMIT", "FAILED");
+	printf("\n%-7s %-12s %4s %8s %7s %7s %9s %8s\n", "REACTOR", "CONTROLLER", "QID", "TIMEOUTS",
+	       "ABORTS", "ABRT-OK", "RESUBMIT", "FAILED");
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *qs = jget(jidx(rs, i), "qpairs");
 
@@ -495,8 +495,8 @@ static void show_namespaces(json_object *r)
 	json_object *ns = jget(r, "namespaces");
 	char sz[32];
 
-	printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "STATE", "NSID",
-	       "SIZE", "LBA", "PATH");
+	printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "STATE", "NSID", "SIZE",
+	       "LBA", "PATH");
 	for (size_t i = 0; i < jlen(ns); i++) {
 		json_object *n = jidx(ns, i);
 
@@ -724,8 +724,8 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 		int nargs;
 		const char *args;
 	} faults[] = {
-	    {"delay", 1, "MS"}, {"hang", 0, ""},   {"unhang", 0, ""},  {"cfs", 0, ""},
-	    {"remove", 0, ""},  {"fail", 2, "N STATUS"}, {"lose", 1, "N"}, {"clear", 0, ""},
+	    {"delay", 1, "MS"}, {"hang", 0, ""},         {"unhang", 0, ""}, {"cfs", 0, ""},
+	    {"remove", 0, ""},  {"fail", 2, "N STATUS"}, {"lose", 1, "N"},  {"clear", 0, ""},
 	};
 	const char *fault = argc > 0 ? argv[0] : NULL;
 	unsigned long long n, st;

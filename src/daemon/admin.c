@@ -1032,8 +1032,7 @@ static int recov_uint(json_object *req, const char *k, uint64_t max, uint64_t *o
 	return 0;
 }
 
-static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char *err,
-                      size_t errlen)
+static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	const struct cfg_controller *cc;
 	struct sim *s;
@@ -1057,8 +1056,9 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	}
 	if (!json_object_object_get_ex(req, "fault", &jf) ||
 	    !json_object_is_type(jf, json_type_string)) {
-		snprintf(err, errlen, "inject needs \"fault\": delay, hang, unhang, cfs, remove, "
-		                      "fail, lose or clear");
+		snprintf(err, errlen,
+		         "inject needs \"fault\": delay, hang, unhang, cfs, remove, "
+		         "fail, lose or clear");
 		return -EINVAL;
 	}
 	fault = json_object_get_string(jf);
@@ -1097,8 +1097,9 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	} else if (!strcmp(fault, "clear")) {
 		sim_fault_clear(s);
 	} else {
-		snprintf(err, errlen, "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
-		                      "remove, fail, lose, clear)",
+		snprintf(err, errlen,
+		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
+		         "remove, fail, lose, clear)",
 		         fault);
 		return -EINVAL;
 	}
@@ -1109,8 +1110,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
-static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char *err,
-                      size_t errlen)
+static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	unsigned i;
 	int ret;

@@ -709,12 +709,12 @@ START_TEST(t_too_many_clients)
 }
 END_TEST
 
-
 /* ---- recovery: state, counters, inject, attach ---- */
 
 static const char *const rkeys[] = {
-    "timeouts",    "aborts_sent", "aborts_ok",     "resets_started",       "resets_ok",
-    "resets_failed", "resubmitted", "failed_after_retries", "cfs_events", "removals",
+    "timeouts",   "aborts_sent",   "aborts_ok",   "resets_started",
+    "resets_ok",  "resets_failed", "resubmitted", "failed_after_retries",
+    "cfs_events", "removals",
 };
 
 START_TEST(t_recovery_views)
@@ -732,9 +732,9 @@ START_TEST(t_recovery_views)
 
 	o = ask("{\"cmd\":\"namespaces\"}");
 	expect_ok(o);
-	ck_assert_str_eq(
-	    json_object_get_string(get(json_object_array_get_idx(get(o, "namespaces"), 0), "state")),
-	    "live");
+	ck_assert_str_eq(json_object_get_string(
+	                     get(json_object_array_get_idx(get(o, "namespaces"), 0), "state")),
+	                 "live");
 	json_object_put(o);
 
 	o = ask("{\"cmd\":\"stats\"}");
@@ -759,13 +759,18 @@ START_TEST(t_recovery_views)
 	o = ask("{\"cmd\":\"metrics\"}");
 	expect_ok(o);
 	text = json_object_get_string(get(o, "text"));
-	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"live\"} 1\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"removed\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"live\"} 1\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"removed\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_ctrl_resets_started_total counter\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_timeouts_total{controller=\"nvme0\"} 0\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_removals_total{controller=\"nvme0\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_ctrl_timeouts_total{controller=\"nvme0\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_ctrl_removals_total{controller=\"nvme0\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(
-	    text, "\nnvmefs_qpair_timeouts_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
+	    text,
+	    "\nnvmefs_qpair_timeouts_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_qpair_failed_after_retries_total{controller="
 	                                   "\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
 	json_object_put(o);
@@ -862,8 +867,8 @@ START_TEST(t_inject_dead)
 	ck_assert_ptr_eq(bus, sim_bus(sim));
 	removed_bus = bus;
 	o = ask("{\"cmd\":\"status\"}");
-	ck_assert_str_eq(json_object_get_string(get(
-	                     json_object_array_get_idx(get(o, "controllers"), 0), "state")),
+	ck_assert_str_eq(json_object_get_string(
+	                     get(json_object_array_get_idx(get(o, "controllers"), 0), "state")),
 	                 "removed");
 	json_object_put(o);
 
