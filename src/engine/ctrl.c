@@ -267,6 +267,29 @@ static int identify(struct nvme_ctrl *c, uint32_t cns, uint32_t nsid, void *buf)
 	return nvme_ctrl_admin(c, &cmd, buf, 4096, NULL);
 }
 
+/* Write Zeroes and DSM limits from Identify Controller NVM (CNS 06h); a
+ * controller without it (before NVMe 2.0, often) has none. */
+static void read_nvm_limits(struct nvme_ctrl *c, struct nvme_ctrl_info *in)
+{
+	in->max_wz_bytes = 0;
+	in->dsm_max_ranges = NVME_DSM_MAX_RANGES;
+	in->dsm_max_range_blocks = UINT32_MAX;
+	in->dsm_max_blocks = 0;
+	struct nvme_id_ctrl_nvm *nvm = calloc(1, sizeof(*nvm));
+	if (!nvm)
+		return;
+	if (identify(c, NVME_ID_CNS_CTRL_NVM, 0, nvm) == 0) {
+		if (nvm->wzsl && nvm->wzsl < 32)
+			in->max_wz_bytes = (uint64_t)NVME_PAGE_SIZE << nvm->wzsl;
+		if (nvm->dmrl)
+			in->dsm_max_ranges = nvm->dmrl;
+		if (nvm->dmrsl)
+			in->dsm_max_range_blocks = nvm->dmrsl;
+		in->dsm_max_blocks = nvm->dmsl;
+	}
+	free(nvm);
+}
+
 static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 {
 	struct nvme_sqe cmd = {.opc = NVME_ADM_SET_FEATURES,
@@ -481,6 +504,8 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->oacs = id->oacs;
 	in->sgls = id->sgls;
 	in->nn = id->nn;
+	in->acl = id->acl;
+	read_nvm_limits(c, in);
 	in->nr_vectors = o->interrupts ? bus->nr_vectors : 0;
 	c->shutdown_timeout_ms = 5000;
 	if (id->rtd3e / 1000u > c->shutdown_timeout_ms)
@@ -628,4 +653,70 @@ void nvme_ctrl_close(struct nvme_ctrl *c)
 	free(c->info);
 	pthread_mutex_destroy(&c->admin_lock);
 	free(c);
+}
+
+/* ---- recovery API ---- */
+
+enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c)
+{
+	return (enum nvme_ctrl_state)atomic_load_explicit(&c->state, memory_order_acquire);
+}
+
+const char *nvme_ctrl_state_name(enum nvme_ctrl_state s)
+{
+	switch (s) {
+	case NVME_CTRL_LIVE: return "live";
+	case NVME_CTRL_RESETTING: return "resetting";
+	case NVME_CTRL_REMOVED: return "removed";
+	case NVME_CTRL_FAILED: return "failed";
+	}
+	return "?";
+}
+
+void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *out)
+{
+	const uint64_t *src = (const uint64_t *)&c->rst;
+	uint64_t *dst = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg)
+{
+	c->event_arg = arg;
+	c->event_cb = cb;
+}
+
+int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
+{
+	(void)c;
+	(void)why;
+	*bus_out = NULL;
+	return -ENOTSUP;
+}
+
+int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
+{
+	(void)c;
+	(void)bus;
+	return -ENOTSUP;
+}
+
+int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why)
+{
+	(void)c;
+	(void)why;
+	return -ENOTSUP;
+}
+
+int nvme_ctrl_admin_async(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                          nvme_admin_cb cb, void *arg)
+{
+	(void)c;
+	(void)cmd;
+	(void)buf;
+	(void)len;
+	(void)cb;
+	(void)arg;
+	return -ENOTSUP;
 }

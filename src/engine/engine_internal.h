@@ -69,6 +69,12 @@ struct nvme_ctrl {
 	unsigned asked_queues;
 
 	struct nvme_ctrl_info *info; /* with ns[] */
+
+	/* recovery */
+	_Atomic int state; /* enum nvme_ctrl_state */
+	struct nvme_ctrl_rstats rst; /* updated with relaxed atomic adds */
+	nvme_ctrl_event_cb event_cb;
+	void *event_arg;
 };
 
 int nvme_ctrl_wire_vector(struct nvme_ctrl *c, unsigned vector, int efd);
@@ -268,6 +274,7 @@ int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova
                    uint64_t *prp2);
 /* qpair.c, for the reactor */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now);
+int nvme_qpair_reinit(struct nvme_qpair *qp);
 /* reactor.c, for qpair.c */
 int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp);
 void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp);

@@ -545,16 +545,21 @@ int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *
 }
 
 int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
-                            nvme_io_cb cb, void *arg)
+                            bool deac, nvme_io_cb cb, void *arg)
 {
 	const struct nvme_ns_info *ns = ns_range(qp, nsid, slba, nlb);
 	if (!ns)
 		return -EINVAL;
-	if (!(qp->ctrl->info->oncs & NVME_ONCS_WRITE_ZEROES))
+	const struct nvme_ctrl_info *in = qp->ctrl->info;
+	if (!(in->oncs & NVME_ONCS_WRITE_ZEROES))
 		return -EOPNOTSUPP;
-	/* NLB is a 16-bit 0-based field: 65536 blocks per command */
-	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, 65536,
-	                    0, cb, arg);
+	/* NLB is a 16-bit 0-based field: 65536 blocks per command; WZSL may
+	 * lower that (never below one block: a namespace's block fits MDTS) */
+	uint64_t chunk = 65536;
+	if (in->max_wz_bytes && (in->max_wz_bytes >> ns->lba_shift) < chunk)
+		chunk = in->max_wz_bytes >> ns->lba_shift ? in->max_wz_bytes >> ns->lba_shift : 1;
+	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, chunk,
+	                    deac ? NVME_WZ_DEAC : 0, cb, arg);
 }
 
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
@@ -565,9 +570,11 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 		return -EINVAL;
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_DSM))
 		return -EOPNOTSUPP;
-	const uint64_t per = 1u << 31;
+	const struct nvme_ctrl_info *in = qp->ctrl->info;
+	const uint64_t per = in->dsm_max_range_blocks < (1u << 31) ? in->dsm_max_range_blocks
+	                                                            : (1u << 31);
 	uint64_t nranges = (nlb + per - 1) / per;
-	if (nranges > NVME_DSM_MAX_RANGES)
+	if (nranges > in->dsm_max_ranges || (in->dsm_max_blocks && nlb > in->dsm_max_blocks))
 		return -EINVAL;
 	if (!room_for(qp, 1))
 		return -EAGAIN;

@@ -67,6 +67,9 @@ struct sim_opts {
 	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
 	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
 	bool vwc;             /* Identify VWC: volatile write cache present */
+	unsigned wzsl;        /* Identify Controller NVM (CNS 06h): Write Zeroes limit, log2 4 KiB units, 0: none */
+	unsigned dmrl;        /* DSM ranges per command, 0: none */
+	uint32_t dmrsl;       /* DSM blocks per range, 0: none */
 	unsigned sgl;         /* reserved: SGLs are not implemented yet; 0 or 1 accepted, PRPs only */
 };
 
@@ -118,6 +121,27 @@ void sim_fault_cfs(struct sim *s);
  * accepted; resuming processes what was submitted meanwhile. */
 void sim_fault_hang(struct sim *s, bool hang);
 
+/* Fetch the next n I/O commands but neither execute nor complete them: they
+ * stay "on the device" until an Abort names them (then they complete with
+ * Command Abort Requested), sim_fault_release_stalled, or a controller reset
+ * (which drops them unexecuted). */
+void sim_fault_stall_next(struct sim *s, unsigned n);
+/* While set, Abort never aborts (dw0 bit 0 = 1). */
+void sim_fault_abort_ignore(struct sim *s, bool on);
+/* Execute the stalled commands now and post their completions (a device
+ * finishing late).  Returns how many. */
+int sim_fault_release_stalled(struct sim *s);
+
+/* Surprise removal: from now on every BAR0 register read returns all ones,
+ * register writes and doorbells are ignored and DMA stops (no command is
+ * executed or completed). */
+void sim_fault_remove(struct sim *s);
+
+/* Cancel delay, hang, fail-next, lose-next, bogus, duplicate, never-ready,
+ * CFS and removal: the device answers again with its registers as after a
+ * power-on reset (disabled, no queues), its namespaces' data kept. */
+void sim_fault_clear(struct sim *s);
+
 /* While set, CC.EN = 1 never sets CSTS.RDY. */
 void sim_fault_never_ready(struct sim *s, bool on);
 
@@ -136,6 +160,8 @@ struct sim_stats {
 	uint64_t sq_doorbells, cq_doorbells;
 	uint64_t irqs;          /* eventfd signals */
 	uint64_t invalid_doorbells; /* doorbell to a missing queue / bad value */
+	uint64_t resets;        /* controller disables (CC.EN 1 -> 0) and function resets */
+	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 };
 void sim_get_stats(struct sim *s, struct sim_stats *st);
 

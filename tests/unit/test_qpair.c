@@ -481,7 +481,7 @@ START_TEST(t_bad_input)
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, UINT64_MAX, buf, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, outside, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, buf + 2, 512, done_cb, &d), -EINVAL);
-	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, done_cb, &d), -EINVAL);
+	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, false, done_cb, &d), -EINVAL);
 	ck_assert_uint_eq(nvme_qpair_inflight(e.qp), 0);
 	/* trackers exhausted: -EAGAIN, and the queue recovers */
 	unsigned n = 0;
@@ -515,7 +515,7 @@ START_TEST(t_other_cmds)
 	drive(&e, &d, 3);
 	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(e.c);
 	if (in->oncs & NVME_ONCS_WRITE_ZEROES) {
-		ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 0, 16, done_cb, &d), 0);
+		ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 0, 16, false, done_cb, &d), 0);
 		drive(&e, &d, 4);
 		ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, r, 8192, done_cb, &d), 0);
 		drive(&e, &d, 5);
