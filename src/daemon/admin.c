@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <libgen.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ struct admin_client {
 	int fd;
 	ev_io rio, wio;
 	ev_timer idle;
+	ev_timer deadline; /* runs while a request line is incomplete */
 	char *in; /* ADMIN_LINE_MAX + 1 bytes */
 	size_t in_len;
 	char *out;
@@ -56,6 +58,7 @@ struct admin {
 	double mono0; /* monotonic clock at admin_start */
 	time_t wall0; /* wall clock at admin_start */
 	double idle_timeout;
+	double request_timeout;
 	struct admin_client *clients;
 	unsigned nr_clients;
 };
@@ -832,6 +835,7 @@ static void client_close(struct admin_client *c)
 	ev_io_stop(a->loop, &c->rio);
 	ev_io_stop(a->loop, &c->wio);
 	ev_timer_stop(a->loop, &c->idle);
+	ev_timer_stop(a->loop, &c->deadline);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -1024,11 +1028,51 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	return ret;
 }
 
+/* The request deadline: absolute, from the first byte of a request line to
+ * its newline.  The idle timer restarts with every byte, so on its own it
+ * lets a client that trickles one byte a second hold a slot for ever. */
+static void client_deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_client *c = w->data;
+	char msg[96];
+
+	(void)loop, (void)revents;
+	log_debug("admin client: request not complete after %.1f s: closed",
+	          c->a->request_timeout);
+	snprintf(msg, sizeof(msg), "request not complete within %.1f s: closing",
+	         c->a->request_timeout);
+	c->closing = true;
+	c->in_len = 0;
+	ev_io_stop(c->a->loop, &c->rio);
+	client_error(c, NULL, msg); /* sends, then closes the client */
+}
+
+/* Arm the deadline when an incomplete line starts, re-arm it when a line was
+ * consumed and an incomplete one follows, stop it when nothing incomplete is
+ * buffered (a complete line waiting for its turn is the server's delay). */
+static void client_deadline_update(struct admin_client *c, bool consumed)
+{
+	struct ev_loop *loop = c->a->loop;
+	bool partial = c->in_len && !c->closing && !memchr(c->in, '\n', c->in_len);
+
+	if (!partial) {
+		ev_timer_stop(loop, &c->deadline);
+		return;
+	}
+	if (consumed)
+		ev_timer_stop(loop, &c->deadline);
+	if (!ev_is_active(&c->deadline)) {
+		ev_timer_set(&c->deadline, c->a->request_timeout, 0.0);
+		ev_timer_start(loop, &c->deadline);
+	}
+}
+
 /* Serve the complete lines in the input buffer, one reply at a time.
  * Returns -1 when the client was closed. */
 static int client_process(struct admin_client *c)
 {
 	struct admin *a = c->a;
+	bool consumed = false;
 
 	while (!c->closing && !client_pending(c)) {
 		char *nl = memchr(c->in, '\n', c->in_len);
@@ -1060,7 +1104,9 @@ static int client_process(struct admin_client *c)
 			return -1;
 		memmove(c->in, nl + 1, c->in_len - n - 1);
 		c->in_len -= n + 1;
+		consumed = true;
 	}
+	client_deadline_update(c, consumed);
 	/* read more only when nothing is waiting to be sent */
 	if (c->closing || client_pending(c))
 		ev_io_stop(a->loop, &c->rio);
@@ -1181,7 +1227,8 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
 		ev_init(&c->idle, client_idle_cb);
 		c->idle.repeat = a->idle_timeout;
-		c->rio.data = c->wio.data = c->idle.data = c;
+		ev_init(&c->deadline, client_deadline_cb);
+		c->rio.data = c->wio.data = c->idle.data = c->deadline.data = c;
 		c->next = a->clients;
 		if (a->clients)
 			a->clients->prev = c;
@@ -1210,6 +1257,110 @@ static int admin_probe(const struct sockaddr_un *sa)
 	else
 		ret = -errno;
 	close(fd);
+	return ret;
+}
+
+/* Create the listening socket at path without ever changing anything
+ * through a name another user could replace.  bind(2) creates the socket
+ * file with the process umask, so its mode and group must be set
+ * afterwards; done by path next to the final name, an attacker who can
+ * write that directory could swap the fresh socket for a symlink between
+ * bind and chown/chmod and have them applied to a file of their choosing.
+ * So: make a private directory (mkdtemp: mode 0700, ours) in the socket's
+ * directory, bind, chown, chmod and listen there, where nobody else can
+ * create or swap a name, then rename(2) the finished socket onto path: an
+ * atomic replacement that never follows a symlink at path.  The private
+ * directory goes away.  The umask is not touched: it is per process, and
+ * the reactors are already running. */
+static int admin_bind_private(struct admin *a, const char *path)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dirbuf[sizeof(sa.sun_path)], basebuf[sizeof(sa.sun_path)];
+	char tmp[sizeof(sa.sun_path) + 16];
+	const char *dir, *base;
+	int dfd = -1, tfd = -1, ret;
+	struct stat st;
+
+	memcpy(dirbuf, path, strlen(path) + 1);
+	memcpy(basebuf, path, strlen(path) + 1);
+	dir = dirname(dirbuf);
+	base = basename(basebuf);
+	if (snprintf(tmp, sizeof(tmp), "%s/.nvmefsd-admin.XXXXXX", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if (!mkdtemp(tmp)) {
+		ret = -errno;
+		log_err("admin socket %s: a private directory in %s: %s", path, dir,
+		        strerror(errno));
+		return ret;
+	}
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	tfd = open(tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || tfd < 0) {
+		ret = -errno;
+		log_err("admin socket %s: opening %s: %s", path, dfd < 0 ? dir : tmp,
+		        strerror(errno));
+		goto err_rmdir;
+	}
+	/* bind through the directory fd: the private path may be longer than
+	 * sun_path allows, /proc/self/fd/N/s never is */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/s", tfd);
+	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->fd < 0) {
+		ret = -errno;
+		log_err("admin socket: socket: %s", strerror(errno));
+		goto err_rmdir;
+	}
+	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: bind in %s: %s", path, tmp, strerror(errno));
+		goto err_close;
+	}
+	if (cfg->daemon.gid != (gid_t)-1 &&
+	    fchownat(tfd, "s", (uid_t)-1, cfg->daemon.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
+		        (unsigned)cfg->daemon.gid, strerror(errno));
+		goto err_unlink;
+	}
+	if (fchmodat(tfd, "s", 0660, 0) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	if (fstatat(tfd, "s", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: stat: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
+	if (listen(a->fd, 16) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: listen: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	if (renameat(tfd, "s", dfd, base) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: rename into place: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	unlinkat(dfd, tmp + strlen(dir) + 1, AT_REMOVEDIR);
+	close(tfd);
+	close(dfd);
+	return 0;
+
+err_unlink:
+	unlinkat(tfd, "s", 0);
+err_close:
+	close(a->fd);
+	a->fd = -1;
+err_rmdir:
+	if (tfd >= 0)
+		close(tfd);
+	if (dfd >= 0)
+		close(dfd);
+	rmdir(tmp);
 	return ret;
 }
 
@@ -1247,64 +1398,19 @@ static int admin_listen(struct admin *a)
 			        strerror(-ret));
 			return ret;
 		}
+		/* the rename in admin_bind_private replaces it */
 		log_info("admin socket %s: replacing a stale socket file", path);
-		if (unlink(path) < 0 && errno != ENOENT) {
-			ret = -errno;
-			log_err("admin socket %s: cannot remove the stale socket: %s", path,
-			        strerror(errno));
-			return ret;
-		}
 	} else if (errno != ENOENT) {
 		ret = -errno;
 		log_err("admin socket %s: %s", path, strerror(errno));
 		return ret;
 	}
 
-	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (a->fd < 0) {
-		ret = -errno;
-		log_err("admin socket: socket: %s", strerror(errno));
+	ret = admin_bind_private(a, path);
+	if (ret < 0)
 		return ret;
-	}
-	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: bind: %s%s", path, strerror(errno),
-		        errno == ENOENT ? " (does its directory exist?)" : "");
-		goto err_close;
-	}
-	/* not yet listening, so nobody connects before the mode is right */
-	if (cfg->daemon.gid != (gid_t)-1 && chown(path, (uid_t)-1, cfg->daemon.gid) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
-		        (unsigned)cfg->daemon.gid, strerror(errno));
-		goto err_unlink;
-	}
-	if (chmod(path, 0660) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
-		goto err_unlink;
-	}
-	if (stat(path, &st) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: stat: %s", path, strerror(errno));
-		goto err_unlink;
-	}
-	a->dev = st.st_dev;
-	a->ino = st.st_ino;
-	if (listen(a->fd, 16) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: listen: %s", path, strerror(errno));
-		goto err_unlink;
-	}
 	memcpy(a->path, path, strlen(path) + 1);
 	return 0;
-
-err_unlink:
-	unlink(path);
-err_close:
-	close(a->fd);
-	a->fd = -1;
-	return ret;
 }
 
 int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out)
@@ -1322,6 +1428,7 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 	a->ctx = *ctx;
 	a->fd = -1;
 	a->idle_timeout = ctx->idle_timeout > 0 ? ctx->idle_timeout : ADMIN_IDLE_TIMEOUT;
+	a->request_timeout = ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
 	a->mono0 = mono_now();
 	a->wall0 = time(NULL);
 	ret = admin_listen(a);

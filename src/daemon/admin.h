@@ -15,12 +15,17 @@
  * on; a line longer than ADMIN_LINE_MAX gets an error reply and the client is
  * closed.  A client never blocks the daemon: all I/O is non-blocking, a
  * client whose unread replies exceed ADMIN_OUT_MAX is dropped, one that is
- * idle for idle_timeout seconds is closed, and at most ADMIN_MAX_CLIENTS are
- * served at once.
+ * idle for idle_timeout seconds is closed, one whose request line is not
+ * complete request_timeout seconds after its first byte arrived is answered
+ * with an error and closed (however steadily it trickles bytes), and at most
+ * ADMIN_MAX_CLIENTS are served at once.
  *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
- * and never when it is not a socket (-EEXIST).
+ * and never when it is not a socket (-EEXIST; a symlink is not followed).
+ * The socket is bound, given its group and mode inside a fresh private
+ * directory next to the path and then renamed onto it, so nothing is ever
+ * changed through a path that another user could swap.
  */
 #ifndef NVMEFS_ADMIN_H
 #define NVMEFS_ADMIN_H
@@ -39,6 +44,7 @@ struct admin;
 #define ADMIN_OUT_MAX      (1024 * 1024) /* unread reply bytes before a client is dropped */
 #define ADMIN_MAX_CLIENTS  64
 #define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
+#define ADMIN_REQUEST_TIMEOUT 10.0 /* seconds from a request's first byte to its newline */
 
 /* One namespace file of the mount. */
 struct admin_ns {
@@ -66,12 +72,14 @@ struct admin_ctx {
 	const struct admin_ns *ns;
 	unsigned nr_ns;
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
+	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
 };
 
-/* Bind, chown, chmod and listen on ctx->cfg->daemon.admin_socket and serve
- * it from loop (the caller runs the loop).  Errors are logged with the path:
- * -EADDRINUSE (a daemon is listening there), -EEXIST (not a socket),
- * -ENAMETOOLONG, or the errno of socket/bind/chown/listen. */
+/* Create the socket at ctx->cfg->daemon.admin_socket (mode 0660, its group
+ * set) and serve it from loop (the caller runs the loop).  Errors are logged
+ * with the path: -EADDRINUSE (a daemon is listening there), -EEXIST (not a
+ * socket), -ENAMETOOLONG, or the errno of mkdtemp/socket/bind/chown/listen/
+ * rename. */
 int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out);
 
 /* Close every client and the socket, and remove the socket file if it is

@@ -7,6 +7,7 @@
  * so everything is deterministic and single-threaded.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -694,6 +695,118 @@ START_TEST(t_too_many_clients)
 }
 END_TEST
 
+/* The socket never exists with the umask's mode or without its group, and
+ * the private directory it was made in is gone. */
+START_TEST(t_socket_private)
+{
+	mode_t old = umask(0);
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	start();
+	umask(old);
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	ck_assert_uint_eq(st.st_gid, cfg->daemon.gid);
+	d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		ck_assert_msg(!strcmp(de->d_name, "admin.sock"), "left behind: %s", de->d_name);
+		n++;
+	}
+	closedir(d);
+	ck_assert_int_eq(n, 1);
+}
+END_TEST
+
+/* A symlink at the socket's path is neither followed nor replaced. */
+START_TEST(t_socket_symlink)
+{
+	char target[160];
+	struct admin *a = NULL;
+	struct stat st;
+	int fd;
+
+	snprintf(target, sizeof(target), "%s/target", dir);
+	fd = open(target, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(symlink(target, sock_path), 0);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -EEXIST);
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(stat(target, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	unlink(sock_path);
+	unlink(target);
+}
+END_TEST
+
+/* A client that trickles a request a byte at a time is answered with an
+ * error and closed at the request deadline, although every byte restarts
+ * its idle timer. */
+START_TEST(t_request_deadline)
+{
+	const char *req = "{\"cmd\":                                                      ";
+	double t0;
+	char *line;
+	int fd;
+
+	ctx.request_timeout = 0.3;
+	start();
+	fd = client();
+	t0 = now();
+	for (size_t i = 0;; i = (i + 1) % strlen(req)) {
+		char c;
+		ssize_t n = recv(fd, &c, 1, MSG_PEEK);
+
+		if (n == 1 || n == 0 || (n < 0 && errno != EAGAIN))
+			break; /* something to read, or closed */
+		send(fd, req + i, 1, MSG_NOSIGNAL);
+		for (int k = 0; k < 10; k++) {
+			turn();
+			poll(NULL, 0, 5);
+		}
+		ck_assert_msg(now() - t0 < 10, "trickling client not closed");
+	}
+	line = recv_line(fd);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_msg(strstr(line, "not complete within"), "reply: %s", line);
+	ck_assert_ptr_null(recv_line(fd));
+	close(fd);
+}
+END_TEST
+
+/* The deadline is per request: requests that each arrive in two pieces well
+ * within it are served, however long the connection lasts in all. */
+START_TEST(t_request_deadline_per_request)
+{
+	json_object *o;
+	int fd;
+
+	ctx.request_timeout = 0.3;
+	start();
+	fd = client();
+	for (int i = 0; i < 6; i++) {
+		send_str(fd, "{\"cmd\":", 7);
+		for (int k = 0; k < 10; k++) {
+			turn();
+			poll(NULL, 0, 5);
+		}
+		o = ask_fd(fd, "\"status\"}");
+		expect_ok(o);
+		json_object_put(o);
+	}
+	close(fd);
+}
+END_TEST
+
 static Suite *admin_suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -714,6 +827,10 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_live_socket);
 	tcase_add_test(tc, t_not_a_socket);
 	tcase_add_test(tc, t_too_many_clients);
+	tcase_add_test(tc, t_socket_private);
+	tcase_add_test(tc, t_socket_symlink);
+	tcase_add_test(tc, t_request_deadline);
+	tcase_add_test(tc, t_request_deadline_per_request);
 	suite_add_tcase(s, tc);
 	return s;
 }
