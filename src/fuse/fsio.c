@@ -459,13 +459,15 @@ static enum sched_res fa_run(struct rq *q)
 			err = nvme_qpair_write(qp, nsid, q->cur, q->buf, n << q->ns->shift, false,
 					       fa_done, q);
 		} else {
+			/* Write Zeroes for punch too: deallocation alone (DSM)
+			 * is advisory, a hole must read back as zeroes.  Punch
+			 * lets the device deallocate (DEAC) where deallocated
+			 * blocks read as zeroes; the engine splits at WZSL. */
 			if (n > ZBLOCKS_MAX)
 				n = ZBLOCKS_MAX;
 			q->step = n;
-			if (punch && q->ns->dsm && q->ns->dealloc_zeroes)
-				err = nvme_qpair_deallocate(qp, nsid, q->cur, n, fa_done, q);
-			else
-				err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n, false, fa_done, q);
+			err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n,
+						      punch && q->ns->dealloc_zeroes, fa_done, q);
 		}
 	}
 	return rq_issued(q, err, false);
@@ -492,8 +494,7 @@ void fsio_fallocate(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, 
 	q->mid1 = end >> ns->shift;
 	if (q->mid1 < q->cur)
 		q->mid1 = q->cur;
-	bool need_wz = !((mode & FALLOC_FL_PUNCH_HOLE) && ns->dsm && ns->dealloc_zeroes);
-	if (q->mid1 > q->cur && need_wz && !ns->wzeroes) {
+	if (q->mid1 > q->cur && !ns->wzeroes) {
 		uint64_t bytes = (q->mid1 - q->cur) << ns->shift;
 		q->buf_len = bytes < FUSEFS_ZBUF_MAX ? bytes : FUSEFS_ZBUF_MAX;
 	}

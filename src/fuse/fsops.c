@@ -1,4 +1,8 @@
-/* fsops.c - the FUSE operations on the namespace files. */
+/* fsops.c - the FUSE operations on the namespace files.
+ *
+ * Semantics follow a block device (the kernel's blkdev file operations) and
+ * are checked against one, a loop device, by t-blockdev-compare.sh; where
+ * they differ on purpose, docs/fuse.md says so and why. */
 #include "fsops.h"
 
 #include <errno.h>
@@ -102,8 +106,28 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
 }
 
+/* The init reply: the channel's settings, and O_TRUNC handled by SETATTR.
+ * With FUSE_ATOMIC_O_TRUNC (libfuse's default) the kernel sends O_TRUNC in
+ * OPEN and then, whatever the reply, sets the cached size to 0 itself
+ * (fuse_finish_open); until the attributes are fetched again, every async
+ * direct read past 0 (Linux AIO, io_uring: fuse_direct_IO trims them to the
+ * cached size) on any open file reads end of file.  Without it the kernel
+ * sends the truncation as SETATTR(size 0) and takes the size from the reply
+ * (fuse_do_setattr), where ll_setattr leaves it unchanged. */
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	chan_ll_init(userdata, conn);
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
 /* Sizes, modes and owners are the config's: only requests that change
- * nothing (times, or the value it already has) succeed. */
+ * nothing (times, or the value it already has) succeed, and the size as a
+ * block device has it: open(O_TRUNC) is accepted and changes nothing (the
+ * VFS drops O_TRUNC for a block device); ftruncate(2) and truncate(2) fail
+ * with EINVAL (not a regular file).  O_TRUNC arrives as a size of 0 without
+ * a file handle, and truncate(path, 0) looks the same, so that one succeeds
+ * without effect too.  The reply carries the real size, which the kernel
+ * writes to its cached size. */
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -111,14 +135,16 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct stat st;
 	int err;
 
-	(void)fi;
 	err = ino_stat(fs, ino, &st);
 	if (err) {
 		fuse_reply_err(req, err);
 		return;
 	}
-	if (((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != st.st_size) ||
-	    ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (st.st_mode & 07777)) ||
+	if ((to_set & FUSE_SET_ATTR_SIZE) && (fi || attr->st_size != 0)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (st.st_mode & 07777)) ||
 	    ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != st.st_uid) ||
 	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != st.st_gid)) {
 		fuse_reply_err(req, EPERM);
@@ -198,8 +224,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Every request reaches the device: no page cache in between, as
-	 * with a block device opened O_DIRECT.  O_TRUNC is ignored, as a
-	 * block device ignores it. */
+	 * with a block device opened O_DIRECT.  O_TRUNC comes as a SETATTR
+	 * afterwards (see ll_init), which changes nothing. */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fuse_reply_open(req, fi);
@@ -255,11 +281,14 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_write(req, 0);
 		return;
 	}
-	/* a write that does not fit writes nothing: the namespace cannot grow */
-	if ((uint64_t)off >= ns->d.size || size > ns->d.size - (uint64_t)off) {
+	/* as on a block device (blkdev_write_iter): at or past the end
+	 * ENOSPC, across it a short write of what fits */
+	if ((uint64_t)off >= ns->d.size) {
 		reply_err(req, FUSEFS_OP_WRITE, ENOSPC);
 		return;
 	}
+	if (size > ns->d.size - (uint64_t)off)
+		size = ns->d.size - (uint64_t)off;
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short write: the caller writes the rest */
 	fsio_write(fusefs_tl_rx, req, ns, (uint64_t)off, bufv, size);
@@ -306,12 +335,16 @@ static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		reply_err(req, op, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
-	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
-	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
+	/* the checks of blkdev_fallocate, in its order: unknown flags, then
+	 * the range (starting at or past the end, or crossing it without
+	 * KEEP_SIZE: EINVAL), then the mode.  Unlike a block device, an
+	 * unaligned range is not refused: its partial blocks are zeroed by
+	 * read-modify-write (docs/fuse.md). */
+	if (mode & ~(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) {
 		reply_err(req, op, EOPNOTSUPP);
 		return;
 	}
-	if (off < 0 || length <= 0) {
+	if (off < 0 || length <= 0 || (uint64_t)off >= ns->d.size) {
 		reply_err(req, op, EINVAL);
 		return;
 	}
@@ -320,17 +353,30 @@ static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		end = UINT64_MAX;
 	if (end > ns->d.size) {
 		if (!(mode & FALLOC_FL_KEEP_SIZE)) {
-			/* zeroing past the end would grow the file */
-			reply_err(req, op, ENOSPC);
+			reply_err(req, op, EINVAL);
 			return;
 		}
 		end = ns->d.size;
 	}
-	if ((uint64_t)off >= end) {
-		reply_err(req, op, 0);
+	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
+	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
+		reply_err(req, op, EOPNOTSUPP);
 		return;
 	}
 	fsio_fallocate(fusefs_tl_rx, req, ns, mode, (uint64_t)off, end);
+}
+
+/* The kernel asks only for SEEK_DATA and SEEK_HOLE (SET, CUR and END it
+ * answers from its cached size).  A block device refuses both with EINVAL
+ * (fixed_size_llseek); so does a namespace file, rather than let the kernel
+ * fall back to "data up to the size". */
+static void ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+
+	(void)off, (void)whence, (void)fi;
+	fuse_reply_err(req, ino_ns(fs, ino) ? EINVAL : ENXIO);
 }
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -395,7 +441,7 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 }
 
 const struct fuse_lowlevel_ops fsops_ll = {
-	.init = chan_ll_init,
+	.init = ll_init,
 	.lookup = ll_lookup,
 	.getattr = ll_getattr,
 	.setattr = ll_setattr,
@@ -409,6 +455,7 @@ const struct fuse_lowlevel_ops fsops_ll = {
 	.flush = ll_flush,
 	.fsync = ll_fsync,
 	.fallocate = ll_fallocate,
+	.lseek = ll_lseek,
 	.statfs = ll_statfs,
 	.create = ll_create,
 	.mknod = ll_mknod,
