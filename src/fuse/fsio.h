@@ -1,5 +1,6 @@
 /* fsio.h - the requests that reach the device: read, write (read-modify-write
- * of partial blocks), fsync (Flush) and fallocate (deallocate, Write Zeroes).
+ * of partial blocks), fsync (Flush) and fallocate (Write Zeroes, with DEAC for
+ * a punch).
  *
  * fsops.c checks a request (inode, offset, length, mode) and answers what needs
  * no device; whatever reaches the device is started here, on the reactor

@@ -5,10 +5,11 @@
  * Reads and writes at any offset and length become NVMe Read/Write commands
  * on the serving reactor's qpair (unaligned writes by read-modify-write,
  * serialised per block range); fsync becomes Flush when the controller has a
- * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Dataset
- * Management deallocate (Write Zeroes when deallocated blocks do not read as
- * zeroes) and fallocate(ZERO_RANGE) Write Zeroes.  Nothing else changes a
- * file: create, unlink, truncate, chmod and chown fail with EPERM.
+ * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Write Zeroes
+ * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes never change, as
+ * on a block device: O_TRUNC is accepted without effect, ftruncate and
+ * truncate fail with EINVAL; create, unlink, chmod and chown with EPERM
+ * (docs/fuse.md has the full table).
  *
  * Threading: the FUSE channel is read by reactors, in their own libev loops
  * (the session fd is non-blocking, one ev_io watcher per reading reactor).  A
