@@ -28,6 +28,7 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "fuse_fs.h"
 #include "log.h"
 #include "nvme.h"
 
@@ -307,6 +308,74 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
+/* ---- the FUSE front end's figures (stats and metrics) ---- */
+
+static const char *const fuse_op_names[FUSEFS_OP_NR] = {
+    [FUSEFS_OP_READ] = "read",   [FUSEFS_OP_WRITE] = "write", [FUSEFS_OP_FLUSH] = "flush",
+    [FUSEFS_OP_PUNCH] = "punch", [FUSEFS_OP_ZERO] = "zero",   [FUSEFS_OP_OTHER] = "other",
+};
+static const char *const fuse_wait_names[FUSEFS_WAIT_NR] = {
+    [FUSEFS_WAIT_MEM] = "memory",
+    [FUSEFS_WAIT_SLOT] = "queue_slot",
+    [FUSEFS_WAIT_LOCK] = "range_lock",
+};
+
+static json_object *lat_json(const uint64_t *h)
+{
+	json_object *lat = json_object_new_object();
+
+	jset_dbl(lat, "p50", nvme_lat_percentile(h, 50.0) / 1e3, 3);
+	jset_dbl(lat, "p99", nvme_lat_percentile(h, 99.0) / 1e3, 3);
+	jset_dbl(lat, "p99_9", nvme_lat_percentile(h, 99.9) / 1e3, 3);
+	jset_dbl(lat, "max", nvme_lat_percentile(h, 100.0) / 1e3, 3);
+	return lat;
+}
+
+/* The "fuse" object of the stats reply, or NULL without a front end. */
+static json_object *fuse_stats_json(struct admin *a)
+{
+	struct fusefs_stats *st;
+	json_object *o, *parked, *waits, *ops;
+
+	if (!a->ctx.fuse_stats)
+		return NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	o = json_object_new_object();
+	parked = json_object_new_object();
+	waits = json_object_new_object();
+	ops = json_object_new_object();
+	jset_u64(o, "inflight", st->inflight);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
+		jset_u64(parked, fuse_wait_names[i], st->parked[i]);
+		jset_u64(waits, fuse_wait_names[i], st->waits[i]);
+	}
+	jset(o, "parked", parked);
+	jset(o, "waits", waits);
+	jset_u64(o, "lock_waits", st->lock_waits);
+	jset_dbl(o, "lock_wait_s", st->lock_wait_ns / 1e9, 6);
+	jset_u64(o, "bounce_bytes", st->bounce_bytes);
+	jset_u64(o, "bounce_peak_bytes", st->bounce_peak);
+	jset_u64(o, "channel_pauses", st->channel_pauses);
+	jset_u64(o, "rmw_writes", st->rmw_writes);
+	jset_u64(o, "flushes_sent", st->flushes_sent);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		const struct fusefs_op_stats *op = &st->op[i];
+		json_object *oo = json_object_new_object();
+
+		jset_u64(oo, "count", op->count);
+		jset_u64(oo, "bytes", op->bytes);
+		jset_u64(oo, "errors", op->errors);
+		jset(oo, "latency_us", lat_json(op->lat_ns));
+		jset(ops, fuse_op_names[i], oo);
+	}
+	jset(o, "ops", ops);
+	free(st);
+	return o;
+}
+
 static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	json_object *rs = json_object_new_array();
@@ -369,6 +438,12 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		jset_u64(t, "wakeups", rtot.wakeups);
 		jset_u64(t, "calls", rtot.calls);
 		jset(rep, "totals", t);
+	}
+	{
+		json_object *fo = fuse_stats_json(a);
+
+		if (fo)
+			jset(rep, "fuse", fo);
 	}
 	free(tot);
 	free(s);
@@ -689,6 +764,106 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 	fprintf(f, "} %llu\n", (unsigned long long)count);
 }
 
+/* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
+static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
+{
+	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
+	double sum = 0;
+
+	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
+		uint64_t upper = nvme_lat_bucket_ns(b);
+
+		if (h[b]) {
+			count += h[b];
+			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
+			for (unsigned k = 0; k < PROM_NLE; k++)
+				if (upper <= prom_le_ns[k])
+					cum[k] += h[b];
+		}
+		if (upper > lower)
+			lower = upper;
+	}
+	for (unsigned k = 0; k < PROM_NLE; k++)
+		fprintf(f, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, prom_le_ns[k] / 1e9,
+		        (unsigned long long)cum[k]);
+	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)count);
+	fprintf(f, "%s_sum{%s} %.9f\n", name, labels, sum);
+	fprintf(f, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+}
+
+static int prom_write_fuse(struct admin *a, FILE *f)
+{
+	struct fusefs_stats *st;
+	char lab[64];
+
+	if (!a->ctx.fuse_stats)
+		return 0;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	fputs("# HELP nvmefs_fuse_inflight FUSE requests taken and not yet answered.\n"
+	      "# TYPE nvmefs_fuse_inflight gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_inflight %llu\n", (unsigned long long)st->inflight);
+	fputs("# HELP nvmefs_fuse_parked FUSE requests waiting now, by what they wait for.\n"
+	      "# TYPE nvmefs_fuse_parked gauge\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++)
+		fprintf(f, "nvmefs_fuse_parked{reason=\"%s\"} %llu\n", fuse_wait_names[i],
+		        (unsigned long long)st->parked[i]);
+	fputs("# HELP nvmefs_fuse_waits_total FUSE requests that had to wait, by reason.\n"
+	      "# TYPE nvmefs_fuse_waits_total counter\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++)
+		fprintf(f, "nvmefs_fuse_waits_total{reason=\"%s\"} %llu\n", fuse_wait_names[i],
+		        (unsigned long long)st->waits[i]);
+	fputs("# HELP nvmefs_fuse_lock_wait_seconds_total Time spent waiting for block range locks.\n"
+	      "# TYPE nvmefs_fuse_lock_wait_seconds_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_lock_wait_seconds_total %.9f\n", st->lock_wait_ns / 1e9);
+	fputs("# HELP nvmefs_fuse_bounce_bytes Write data held outside DMA memory now.\n"
+	      "# TYPE nvmefs_fuse_bounce_bytes gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_bounce_bytes %llu\n", (unsigned long long)st->bounce_bytes);
+	fputs("# HELP nvmefs_fuse_bounce_peak_bytes Most write data one reactor held outside DMA "
+	      "memory.\n# TYPE nvmefs_fuse_bounce_peak_bytes gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_bounce_peak_bytes %llu\n", (unsigned long long)st->bounce_peak);
+	fputs("# HELP nvmefs_fuse_channel_pauses_total Times a reactor stopped reading the FUSE "
+	      "channel at a bound.\n# TYPE nvmefs_fuse_channel_pauses_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_channel_pauses_total %llu\n",
+	        (unsigned long long)st->channel_pauses);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} oc[] = {
+	    {"nvmefs_fuse_requests_total", "FUSE requests answered, by operation.",
+	     offsetof(struct fusefs_op_stats, count)},
+	    {"nvmefs_fuse_request_bytes_total", "Bytes requested by answered FUSE requests.",
+	     offsetof(struct fusefs_op_stats, bytes)},
+	    {"nvmefs_fuse_request_errors_total", "FUSE requests answered with an error.",
+	     offsetof(struct fusefs_op_stats, errors)},
+	};
+	for (size_t k = 0; k < sizeof(oc) / sizeof(oc[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", oc[k].name, oc[k].help, oc[k].name);
+		for (unsigned i = 0; i < FUSEFS_OP_NR; i++)
+			fprintf(f, "%s{op=\"%s\"} %llu\n", oc[k].name, fuse_op_names[i],
+			        (unsigned long long)*(const uint64_t *)((const char *)&st->op[i] +
+			                                                oc[k].off));
+	}
+	fputs("# HELP nvmefs_fuse_request_latency_seconds FUSE request latency, taken to answered.\n"
+	      "# TYPE nvmefs_fuse_request_latency_seconds histogram\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		snprintf(lab, sizeof(lab), "op=\"%s\"", fuse_op_names[i]);
+		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns);
+	}
+	free(st);
+	return 0;
+}
+
 static int prom_write(struct admin *a, FILE *f)
 {
 	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
@@ -785,7 +960,7 @@ static int prom_write(struct admin *a, FILE *f)
 		}
 	}
 	free(st);
-	return 0;
+	return prom_write_fuse(a, f);
 }
 
 static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,

@@ -38,6 +38,7 @@ struct cfg;
 struct nvme_ctrl;
 struct nvme_reactor;
 struct nvme_qpair;
+struct fusefs_stats;
 struct admin;
 
 #define ADMIN_LINE_MAX     (64 * 1024)   /* longest request line */
@@ -73,6 +74,11 @@ struct admin_ctx {
 	unsigned nr_ns;
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
 	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
+	/* The FUSE front end's figures (fusefs_stats_get on the daemon's
+	 * session), called on the loop's thread.  NULL: no front end; "stats"
+	 * and "metrics" then leave it out. */
+	void (*fuse_stats)(void *arg, struct fusefs_stats *out);
+	void *fuse_stats_arg;
 };
 
 /* Create the socket at ctx->cfg->daemon.admin_socket (mode 0660, its group

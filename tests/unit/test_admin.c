@@ -807,6 +807,102 @@ START_TEST(t_request_deadline_per_request)
 }
 END_TEST
 
+/* A front end with known figures: stats shows them under "fuse" and the
+ * metrics as nvmefs_fuse_* series; without one, neither mentions it. */
+static void fake_fuse_stats(void *arg, struct fusefs_stats *st)
+{
+	ck_assert_ptr_eq(arg, &ctx);
+	memset(st, 0, sizeof(*st));
+	st->inflight = 5;
+	st->parked[FUSEFS_WAIT_MEM] = 2;
+	st->parked[FUSEFS_WAIT_LOCK] = 1;
+	st->waits[FUSEFS_WAIT_SLOT] = 7;
+	st->lock_waits = 3;
+	st->lock_wait_ns = 1500000000;
+	st->bounce_bytes = 4096;
+	st->bounce_peak = 65536;
+	st->op[FUSEFS_OP_READ].count = 10;
+	st->op[FUSEFS_OP_READ].bytes = 40960;
+	st->op[FUSEFS_OP_READ].errors = 1;
+	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(10000)] = 9;  /* 10 us */
+	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(1000000)] = 1; /* 1 ms */
+	st->op[FUSEFS_OP_PUNCH].count = 4;
+	st->op[FUSEFS_OP_PUNCH].bytes = 1 << 20;
+}
+
+START_TEST(t_fuse_stats)
+{
+	json_object *o, *f, *rd, *lat;
+	const char *text;
+
+	start();
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	ck_assert(!json_object_object_get_ex(o, "fuse", NULL));
+	json_object_put(o);
+	o = ask("{\"cmd\":\"metrics\"}");
+	ck_assert_ptr_null(strstr(json_object_get_string(get(o, "text")), "nvmefs_fuse_"));
+	json_object_put(o);
+	admin_stop(adm);
+	adm = NULL;
+
+	ctx.fuse_stats = fake_fuse_stats;
+	ctx.fuse_stats_arg = &ctx;
+	start();
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	f = get(o, "fuse");
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "inflight")), 5);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "memory")), 2);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "range_lock")), 1);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "queue_slot")), 0);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "waits"), "queue_slot")), 7);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "lock_waits")), 3);
+	ck_assert_double_eq_tol(json_object_get_double(get(f, "lock_wait_s")), 1.5, 1e-9);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "bounce_bytes")), 4096);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "bounce_peak_bytes")), 65536);
+	rd = get(get(f, "ops"), "read");
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "count")), 10);
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "bytes")), 40960);
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "errors")), 1);
+	lat = get(rd, "latency_us");
+	/* 9 of 10 at 10 us, one at 1 ms: the median is near 10 us, the max near 1 ms */
+	ck_assert(json_object_get_double(get(lat, "p50")) >= 10 &&
+		  json_object_get_double(get(lat, "p50")) < 20);
+	ck_assert(json_object_get_double(get(lat, "p99")) >= 1000);
+	ck_assert(json_object_get_double(get(lat, "p99_9")) >= 1000);
+	ck_assert(json_object_get_double(get(lat, "max")) >= 1000 &&
+		  json_object_get_double(get(lat, "max")) < 2000);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(get(f, "ops"), "punch"), "count")), 4);
+	for (const char *const *n = (const char *const[]){"write", "flush", "zero", "other", NULL};
+	     *n; n++)
+		ck_assert_uint_eq(json_object_get_uint64(get(get(get(f, "ops"), *n), "count")), 0);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"metrics\"}");
+	expect_ok(o);
+	text = json_object_get_string(get(o, "text"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_inflight 5\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_parked{reason=\"memory\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_waits_total{reason=\"queue_slot\"} 7\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_lock_wait_seconds_total 1.500000000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_bounce_peak_bytes 65536\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_requests_total{op=\"read\"} 10\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_requests_total{op=\"punch\"} 4\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_fuse_request_bytes_total{op=\"punch\"} 1048576\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_request_errors_total{op=\"read\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_fuse_request_latency_seconds histogram\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_fuse_request_latency_seconds_bucket{op=\"read\",le=\"0.0005\"} 9\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_fuse_request_latency_seconds_bucket{op=\"read\",le=\"0.002\"} 10\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_fuse_request_latency_seconds_count{op=\"read\"} 10\n"));
+	json_object_put(o);
+}
+END_TEST
+
 static Suite *admin_suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -831,6 +927,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_socket_symlink);
 	tcase_add_test(tc, t_request_deadline);
 	tcase_add_test(tc, t_request_deadline_per_request);
+	tcase_add_test(tc, t_fuse_stats);
 	suite_add_tcase(s, tc);
 	return s;
 }
