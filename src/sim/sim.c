@@ -46,7 +46,7 @@ struct sim_map {
 };
 
 struct sim_qstats {
-	uint64_t cmds, reads, writes, flushes, write_zeroes, dsm, admin_cmds;
+	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
 	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds;
 	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
 };
@@ -150,6 +150,7 @@ struct sim {
 	_Atomic bool removed;      /* sim_fault_remove: registers read all ones, nothing runs */
 	_Atomic unsigned f_stall_n;
 	_Atomic bool f_abort_ignore;
+	_Atomic unsigned f_irq_fail_n;
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
 	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
@@ -645,6 +646,8 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 	default:
 		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	}
+	if (s->o.identify_hook)
+		st = s->o.identify_hook(s->o.hook_arg, c, buf, st);
 	if (!st)
 		st = sim_to_host(s, c, buf, 4096);
 	free(buf);
@@ -1041,6 +1044,8 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	case NVME_CMD_WRITE_ZEROES: {
 		uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
 		sq->st.write_zeroes++;
+		if (c->cdw12 & NVME_WZ_DEAC)
+			sq->st.write_zeroes_deac++;
 		/* DEAC or not, the blocks read as zeroes afterwards (DLFEAT 001b) */
 		if (s->o.wzsl && ((uint64_t)((c->cdw12 & 0xffff) + 1u) << ns->lba_shift) >
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
@@ -1318,6 +1323,7 @@ static void sim_reset_queues(struct sim *s)
 	atomic_store(&s->f_lose_n, 0);
 	atomic_store(&s->f_bogus_n, 0);
 	atomic_store(&s->f_dup_n, 0);
+	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
 	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
 	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
 }
@@ -1471,6 +1477,13 @@ static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
 	if (n > s->o.nr_vectors || n > sizeof(s->efds) / sizeof(s->efds[0]))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	if (sim_take(&s->f_irq_fail_n)) {
+		for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
+			s->efds[i] = -1;
+		s->nr_efds = 0;
+		pthread_mutex_unlock(&s->lock);
+		return -EIO;
+	}
 	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
 		s->efds[i] = i < n ? efds[i] : -1;
 	s->nr_efds = n;
@@ -1755,6 +1768,19 @@ int sim_fault_release_stalled(struct sim *s)
 	return n;
 }
 
+void sim_fault_irq_set(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_irq_fail_n, n);
+}
+
+int sim_vector_efd(struct sim *s, unsigned v)
+{
+	pthread_mutex_lock(&s->lock);
+	int fd = v < s->nr_efds ? s->efds[v] : -1;
+	pthread_mutex_unlock(&s->lock);
+	return fd;
+}
+
 void sim_fault_remove(struct sim *s)
 {
 	atomic_store(&s->removed, true);
@@ -1815,6 +1841,7 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->writes += q->writes;
 	t->flushes += q->flushes;
 	t->write_zeroes += q->write_zeroes;
+	t->write_zeroes_deac += q->write_zeroes_deac;
 	t->dsm += q->dsm;
 	t->admin_cmds += q->admin_cmds;
 	t->bytes_read += q->bytes_read;

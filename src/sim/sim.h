@@ -44,6 +44,7 @@
 #define SIM_MAX_NS 16
 
 struct sim;
+struct nvme_sqe;
 struct cfg_controller;
 
 enum sim_backing { SIM_BACKING_RAM, SIM_BACKING_NULL, SIM_BACKING_FILE };
@@ -70,6 +71,11 @@ struct sim_opts {
 	unsigned wzsl;        /* Identify Controller NVM (CNS 06h): Write Zeroes limit, log2 4 KiB units, 0: none */
 	unsigned dmrl;        /* DSM ranges per command, 0: none */
 	uint32_t dmrsl;       /* DSM blocks per range, 0: none */
+	/* Tests: called for every Identify after the sim built its answer (data,
+	 * 4096 bytes) with its status; returns the status to report, and may
+	 * rewrite data (formats, metadata, namespace lists the sim lacks). */
+	uint16_t (*identify_hook)(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status);
+	void *hook_arg;
 	unsigned sgl;         /* reserved: SGLs are not implemented yet; 0 or 1 accepted, PRPs only */
 };
 
@@ -102,8 +108,8 @@ void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status);
 void sim_fault_delay(struct sim *s, unsigned usec);
 
 /* Execute the next n I/O commands but never post their completions.
- * A controller reset (CC.EN 1->0, FLR) cancels what is left of this and of
- * the bogus-CID and duplicate faults. */
+ * A controller reset (CC.EN 1->0, FLR) cancels what is left of this, of the
+ * bogus-CID and duplicate faults, of a hang and of stalled commands. */
 void sim_fault_lose_next(struct sim *s, unsigned n);
 
 /* For the next n I/O completions, first post an extra CQE whose CID was not
@@ -117,8 +123,9 @@ void sim_fault_duplicate(struct sim *s, unsigned n);
 /* Controller fatal status: CSTS.CFS = 1, stop processing until CC.EN 1->0. */
 void sim_fault_cfs(struct sim *s);
 
-/* Stop (true) / resume (false) fetching commands.  Doorbells are still
- * accepted; resuming processes what was submitted meanwhile. */
+/* Stop (true) / resume (false) fetching commands, admin ones included.
+ * Doorbells are still accepted; resuming processes what was submitted
+ * meanwhile.  A controller reset ends the hang (and drops what was queued). */
 void sim_fault_hang(struct sim *s, bool hang);
 
 /* Fetch the next n I/O commands but neither execute nor complete them: they
@@ -131,6 +138,12 @@ void sim_fault_abort_ignore(struct sim *s, bool on);
 /* Execute the stalled commands now and post their completions (a device
  * finishing late).  Returns how many. */
 int sim_fault_release_stalled(struct sim *s);
+
+/* The next n MSI-X set-ups (bus irq_set) fail with -EIO after tearing the
+ * current wiring down, as a failed VFIO resize leaves it. */
+void sim_fault_irq_set(struct sim *s, unsigned n);
+/* The eventfd wired to MSI-X vector v now, -1 when none. */
+int sim_vector_efd(struct sim *s, unsigned v);
 
 /* Surprise removal: from now on every BAR0 register read returns all ones,
  * register writes and doorbells are ignored and DMA stops (no command is
@@ -160,6 +173,7 @@ struct sim_stats {
 	uint64_t sq_doorbells, cq_doorbells;
 	uint64_t irqs;          /* eventfd signals */
 	uint64_t invalid_doorbells; /* doorbell to a missing queue / bad value */
+	uint64_t write_zeroes_deac; /* Write Zeroes with DEAC set */
 	uint64_t resets;        /* controller disables (CC.EN 1 -> 0) and function resets */
 	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 };
