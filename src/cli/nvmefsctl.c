@@ -1,6 +1,7 @@
 /* nvmefsctl - the admin CLI of nvmefsd: status, statistics, queues,
- * namespaces, identify and config of a running daemon, over its admin socket
- * (newline-delimited JSON, see src/daemon/admin.h).
+ * namespaces, identify and config of a running daemon, attach of a removed
+ * controller and fault injection into a software controller, over its admin
+ * socket (newline-delimited JSON, see src/daemon/admin.h).
  *
  * Exit codes: 0 ok, 1 the daemon replied with an error (or an unusable
  * reply), 2 usage, 3 cannot connect.
@@ -47,6 +48,10 @@ static void usage(FILE *f)
 	    "  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
 	    "  namespaces           the namespace files\n"
 	    "  identify CONTROLLER  the controller's identify data\n"
+	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
+	    "  inject CONTROLLER FAULT [ARG...]\n"
+	    "                       software controller only: delay MS, hang, unhang,\n"
+	    "                       cfs, remove, fail N STATUS, lose N, clear\n"
 	    "  config               the daemon's effective configuration\n"
 	    "  metrics              the counters in Prometheus text format\n"
 	    "\n"
@@ -198,18 +203,15 @@ static int recv_line(int fd, char **out)
 	}
 }
 
-/* Send {"cmd": cmd[, "controller": ctrl]} and parse the reply.  Returns an
+/* Send the request object req (consumed) and parse the reply.  Returns an
  * exit code; on EXIT_OK *rep is the reply (ok true). */
-static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep)
+static int ctl_exchange(const char *sock, json_object *req, json_object **rep)
 {
-	json_object *req = json_object_new_object(), *r, *ok, *err;
+	json_object *r, *ok, *err;
 	const char *s;
 	char *line = NULL;
 	int fd, ret;
 
-	json_object_object_add(req, "cmd", json_object_new_string(cmd));
-	if (ctrl)
-		json_object_object_add(req, "controller", json_object_new_string(ctrl));
 	s = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
 	fd = ctl_connect(sock);
 	if (fd < 0) {
@@ -249,6 +251,17 @@ static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_ob
 	}
 	*rep = r;
 	return EXIT_OK;
+}
+
+/* Send {"cmd": cmd[, "controller": ctrl]}: see ctl_exchange. */
+static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep)
+{
+	json_object *req = json_object_new_object();
+
+	json_object_object_add(req, "cmd", json_object_new_string(cmd));
+	if (ctrl)
+		json_object_object_add(req, "controller", json_object_new_string(ctrl));
+	return ctl_exchange(sock, req, rep);
 }
 
 /* ---- reading replies ---- */
@@ -341,14 +354,14 @@ static void show_status(json_object *r)
 	printf("mode         %s, queue depth %s, cq budget %s\n", jstr(r, "mode"),
 	       jstr(r, "queue_depth"), jstr(r, "cq_budget"));
 	printf("namespaces   %s\n", jstr(r, "namespaces"));
-	printf("\n%-16s %-14s %-7s %-9s %6s %4s  %s\n", "CONTROLLER", "DEVICE", "BACKEND", "MODE",
-	       "QUEUES", "NS", "MODEL");
+	printf("\n%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", "CONTROLLER", "STATE", "DEVICE",
+	       "BACKEND", "MODE", "QUEUES", "NS", "MODEL");
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i);
 
-		printf("%-16s %-14s %-7s %-9s %6s %4s  %s\n", jstr(c, "name"), jstr(c, "device"),
-		       jstr(c, "backend"), jstr(c, "mode"), jstr(c, "io_queues"),
-		       jstr(c, "namespaces"), jstr(c, "model"));
+		printf("%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", jstr(c, "name"),
+		       jstr(c, "state"), jstr(c, "device"), jstr(c, "backend"), jstr(c, "mode"),
+		       jstr(c, "io_queues"), jstr(c, "namespaces"), jstr(c, "model"));
 	}
 	printf("\n%-7s %4s %4s\n", "REACTOR", "CPU", "NODE");
 	for (size_t i = 0; i < jlen(rs); i++) {
@@ -421,6 +434,52 @@ static void show_fuse_stats(json_object *f)
 	}
 }
 
+/* stats: the recovery counters per controller and per queue */
+static void show_recovery(json_object *r)
+{
+	json_object *cs = jget(r, "controllers"), *rs = jget(r, "reactors");
+	char last[16], max[16];
+
+	printf("\n%-16s %-9s %8s %7s %7s %7s %7s %7s %9s %9s %9s %8s %5s %5s\n", "CONTROLLER",
+	       "STATE", "TIMEOUTS", "ABORTS", "ABRT-OK", "RESETS", "RST-OK", "RST-ERR", "LASTms",
+	       "MAXms", "RESUBMIT", "FAILED", "CFS", "GONE");
+	for (size_t i = 0; i < jlen(cs); i++) {
+		json_object *c = jidx(cs, i), *x = jget(c, "recovery");
+
+		put_num(last, sizeof(last), jdbl(x, "reset_last_ms"), 1);
+		put_num(max, sizeof(max), jdbl(x, "reset_max_ms"), 1);
+		printf("%-16s %-9s %8llu %7llu %7llu %7llu %7llu %7llu %9s %9s %9llu %8llu %5llu "
+		       "%5llu\n",
+		       jstr(c, "name"), jstr(c, "state"), (unsigned long long)ju64(x, "timeouts"),
+		       (unsigned long long)ju64(x, "aborts_sent"),
+		       (unsigned long long)ju64(x, "aborts_ok"),
+		       (unsigned long long)ju64(x, "resets_started"),
+		       (unsigned long long)ju64(x, "resets_ok"),
+		       (unsigned long long)ju64(x, "resets_failed"), last, max,
+		       (unsigned long long)ju64(x, "resubmitted"),
+		       (unsigned long long)ju64(x, "failed_after_retries"),
+		       (unsigned long long)ju64(x, "cfs_events"),
+		       (unsigned long long)ju64(x, "removals"));
+	}
+	printf("\n%-7s %-12s %4s %8s %7s %7s %9s %8s\n", "REACTOR", "CONTROLLER", "QID",
+	       "TIMEOUTS", "ABORTS", "ABRT-OK", "RESUBMIT", "FAILED");
+	for (size_t i = 0; i < jlen(rs); i++) {
+		json_object *qs = jget(jidx(rs, i), "qpairs");
+
+		for (size_t k = 0; k < jlen(qs); k++) {
+			json_object *q = jidx(qs, k);
+
+			printf("%-7s %-12s %4s %8llu %7llu %7llu %9llu %8llu\n", jstr(q, "reactor"),
+			       jstr(q, "controller"), jstr(q, "qid"),
+			       (unsigned long long)ju64(q, "timeouts"),
+			       (unsigned long long)ju64(q, "aborts_sent"),
+			       (unsigned long long)ju64(q, "aborts_ok"),
+			       (unsigned long long)ju64(q, "resubmitted"),
+			       (unsigned long long)ju64(q, "failed_after_retries"));
+		}
+	}
+}
+
 static void show_stats(json_object *r)
 {
 	json_object *rs = jget(r, "reactors"), *t = jget(r, "totals");
@@ -451,6 +510,7 @@ static void show_stats(json_object *r)
 		       (unsigned long long)ju64(x, "calls"));
 	}
 	show_fuse_stats(jget(r, "fuse"));
+	show_recovery(r);
 }
 
 static void show_queues(json_object *r)
@@ -476,14 +536,15 @@ static void show_namespaces(json_object *r)
 	json_object *ns = jget(r, "namespaces");
 	char sz[32];
 
-	printf("%-20s %-16s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "NSID", "SIZE", "LBA",
-	       "PATH");
+	printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "STATE", "NSID",
+	       "SIZE", "LBA", "PATH");
 	for (size_t i = 0; i < jlen(ns); i++) {
 		json_object *n = jidx(ns, i);
 
-		printf("%-20s %-16s %5s %12s %6s  %s\n", jstr(n, "name"), jstr(n, "controller"),
-		       jstr(n, "nsid"), human_size(ju64(n, "size"), sz, sizeof(sz)),
-		       jstr(n, "lba_size"), jstr(n, "path"));
+		printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", jstr(n, "name"),
+		       jstr(n, "controller"), jstr(n, "state"), jstr(n, "nsid"),
+		       human_size(ju64(n, "size"), sz, sizeof(sz)), jstr(n, "lba_size"),
+		       jstr(n, "path"));
 	}
 }
 
@@ -682,6 +743,102 @@ static int watch_stats(const char *sock, double interval, bool json)
 	return stop_flag ? EXIT_OK : ret;
 }
 
+/* ---- inject and attach ---- */
+
+/* A decimal (or, with base 0, also 0x hex) number <= max; -1 if not one. */
+static int parse_num(const char *s, int base, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	*out = strtoull(s, &end, base);
+	return errno || *end || *out > max ? -1 : 0;
+}
+
+/* The inject request for CTRL FAULT ARGS..., or an exit code (usage). */
+static int inject_request(const char *ctrl, int argc, char **argv, json_object **out)
+{
+	static const struct {
+		const char *fault;
+		int nargs;
+		const char *args;
+	} faults[] = {
+	    {"delay", 1, "MS"}, {"hang", 0, ""},   {"unhang", 0, ""},  {"cfs", 0, ""},
+	    {"remove", 0, ""},  {"fail", 2, "N STATUS"}, {"lose", 1, "N"}, {"clear", 0, ""},
+	};
+	const char *fault = argc > 0 ? argv[0] : NULL;
+	unsigned long long n, st;
+	json_object *req;
+	size_t k;
+
+	if (!fault)
+		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
+		                         "unhang, cfs, remove, fail N STATUS, lose N, clear)");
+	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
+		if (!strcmp(fault, faults[k].fault))
+			break;
+	if (k == sizeof(faults) / sizeof(faults[0]))
+		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, remove, "
+		                   "fail N STATUS, lose N, clear)",
+		                   fault);
+	if (argc - 1 != faults[k].nargs) {
+		fprintf(stderr, "%s: inject %s takes %s%s\nTry '%s --help'.\n", prog, fault,
+		        faults[k].nargs ? "" : "no argument", faults[k].args, prog);
+		return EXIT_USAGE;
+	}
+	req = json_object_new_object();
+	json_object_object_add(req, "cmd", json_object_new_string("inject"));
+	json_object_object_add(req, "controller", json_object_new_string(ctrl));
+	json_object_object_add(req, "fault", json_object_new_string(fault));
+	if (!strcmp(fault, "delay")) {
+		if (parse_num(argv[1], 10, 3600000, &n) < 0) {
+			json_object_put(req);
+			return usage_error("delay %s: milliseconds from 0 to 3600000", argv[1]);
+		}
+		json_object_object_add(req, "ms", json_object_new_int64((int64_t)n));
+	} else if (!strcmp(fault, "fail") || !strcmp(fault, "lose")) {
+		if (parse_num(argv[1], 10, UINT32_MAX, &n) < 0) {
+			json_object_put(req);
+			return usage_error("%s: N is a count of commands", argv[1]);
+		}
+		json_object_object_add(req, "count", json_object_new_int64((int64_t)n));
+		if (fault[0] == 'f') {
+			if (parse_num(argv[2], 0, 0x7fff, &st) < 0 || st == 0) {
+				json_object_put(req);
+				return usage_error("STATUS %s: an NVMe status (SCT << 8 | SC, "
+				                   "| 0x4000 for do-not-retry), 1 to 0x7fff, e.g. "
+				                   "0x281 (unrecovered read error)",
+				                   argv[2]);
+			}
+			json_object_object_add(req, "status", json_object_new_int64((int64_t)st));
+		}
+	}
+	*out = req;
+	return EXIT_OK;
+}
+
+static void show_inject(json_object *r)
+{
+	const char *f = jstr(r, "fault");
+
+	printf("%s: %s", jstr(r, "controller"), f);
+	if (!strcmp(f, "delay"))
+		printf(" %s ms", jstr(r, "ms"));
+	else if (!strcmp(f, "fail"))
+		printf(" next %s command(s) with status 0x%llx", jstr(r, "count"),
+		       (unsigned long long)ju64(r, "status"));
+	else if (!strcmp(f, "lose"))
+		printf(" next %s completion(s)", jstr(r, "count"));
+	printf(" injected; controller %s\n", jstr(r, "state"));
+}
+
+static void show_attach(json_object *r)
+{
+	printf("%s: attached, %s\n", jstr(r, "controller"), jstr(r, "state"));
+}
+
 /* ---- main ---- */
 
 static int socket_from_config(const char *conf, char *out, size_t len)
@@ -753,10 +910,16 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	if (sock && conf)
 		return usage_error("%s", "-s and -c both name the socket: give one");
-	if (!strcmp(cmd, "identify")) {
+	if (!strcmp(cmd, "identify") || !strcmp(cmd, "attach") || !strcmp(cmd, "inject")) {
 		if (optind >= argc)
-			return usage_error("%s", "identify needs a CONTROLLER name");
+			return usage_error("%s needs a CONTROLLER name", cmd);
 		ctrl = argv[optind++];
+	}
+	if (!strcmp(cmd, "inject")) {
+		ret = inject_request(ctrl, argc - optind, argv + optind, &rep);
+		if (ret)
+			return ret;
+		optind = argc;
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
@@ -766,7 +929,7 @@ int main(int argc, char **argv)
 		return usage_error("%s", "-w and --prometheus do not go together");
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "queues") &&
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
-	    strcmp(cmd, "metrics"))
+	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -779,7 +942,14 @@ int main(int argc, char **argv)
 	if (watch > 0)
 		return watch_stats(sock, watch, json);
 	wire = prom ? "metrics" : cmd;
-	ret = ctl_call(sock, wire, ctrl, &rep);
+	if (rep) { /* inject: the request is built */
+		json_object *req = rep;
+
+		rep = NULL;
+		ret = ctl_exchange(sock, req, &rep);
+	} else {
+		ret = ctl_call(sock, wire, ctrl, &rep);
+	}
 	if (ret)
 		return ret;
 	if (json)
@@ -794,6 +964,10 @@ int main(int argc, char **argv)
 		show_namespaces(rep);
 	else if (!strcmp(wire, "identify"))
 		show_identify(rep);
+	else if (!strcmp(wire, "inject"))
+		show_inject(rep);
+	else if (!strcmp(wire, "attach"))
+		show_attach(rep);
 	else
 		show_text(rep); /* config, metrics */
 	json_object_put(rep);

@@ -31,6 +31,7 @@
 #include "fuse_fs.h"
 #include "log.h"
 #include "nvme.h"
+#include "sim.h"
 
 struct admin_client {
 	struct admin *a;
@@ -165,6 +166,14 @@ static double uptime(const struct admin *a)
 	return up;
 }
 
+/* recovery views, defined with inject and attach below */
+static const char *recov_state(const struct admin *a, unsigned i);
+static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c);
+static json_object *recov_stats_ctrls(const struct admin *a);
+static void recov_qstats_json(json_object *o, const struct nvme_qpair_stats *s);
+static void recov_qstats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s);
+static void recov_prom(const struct admin *a, FILE *f);
+
 /* ---- statistics ---- */
 
 static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s)
@@ -186,6 +195,7 @@ static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats 
 	d->bytes_written += s->bytes_written;
 	for (unsigned i = 0; i < NVME_LAT_BUCKETS; i++)
 		d->lat_ns[i] += s->lat_ns[i];
+	recov_qstats_add(d, s);
 }
 
 static const char *const errc_names[NVME_ERRC_NR] = {
@@ -245,6 +255,7 @@ static json_object *stats_json(const struct nvme_qpair_stats *s)
 	jset_dbl(lat, "p99_9", nvme_lat_percentile(s->lat_ns, 99.9) / 1e3, 3);
 	jset_dbl(lat, "max", nvme_lat_percentile(s->lat_ns, 100.0) / 1e3, 3);
 	jset(o, "latency_us", lat);
+	recov_qstats_json(o, s);
 	return o;
 }
 
@@ -292,6 +303,7 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 		jset_int(c, "io_queues_granted", in->nr_io_queues);
 		jset_int(c, "io_queues", nq);
 		jset_int(c, "namespaces", in->nr_ns);
+		recov_status_ctrl(a, i, c);
 		json_object_array_add(ctrls, c);
 	}
 	jset(rep, "controllers", ctrls);
@@ -430,6 +442,7 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		json_object_array_add(rs, ro);
 	}
 	jset(rep, "reactors", rs);
+	jset(rep, "controllers", recov_stats_ctrls(a));
 	{
 		json_object *t = stats_json(tot);
 
@@ -511,6 +524,7 @@ static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, c
 		jset_str(o, "name", n->name);
 		jset_str(o, "controller",
 		         n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
+		jset_str(o, "state", n->ctrl < a->ctx.nr_ctrls ? recov_state(a, n->ctrl) : NULL);
 		jset_int(o, "nsid", n->nsid);
 		jset_u64(o, "size", n->size);
 		jset_int(o, "lba_size", n->lba_size);
@@ -716,6 +730,17 @@ static const struct prom_counter prom_counters[] = {
     {"nvmefs_qpair_read_bytes_total", "Bytes read by completed commands.", QS_FIELD(bytes_read)},
     {"nvmefs_qpair_written_bytes_total", "Bytes written by completed commands.",
      QS_FIELD(bytes_written)},
+    {"nvmefs_qpair_timeouts_total", "Commands on the queue that exceeded io_timeout_ms.",
+     QS_FIELD(timeouts)},
+    {"nvmefs_qpair_aborts_sent_total", "Aborts sent for the queue's timed-out commands.",
+     QS_FIELD(aborts_sent)},
+    {"nvmefs_qpair_aborts_ok_total", "Aborts of the queue's commands carried out.",
+     QS_FIELD(aborts_ok)},
+    {"nvmefs_qpair_resubmitted_total", "Commands of the queue sent again after a reset.",
+     QS_FIELD(resubmitted)},
+    {"nvmefs_qpair_failed_after_retries_total",
+     "Commands of the queue failed with EIO after io_retries attempts.",
+     QS_FIELD(failed_after_retries)},
 };
 
 /* Histogram boundaries in ns (1-2-5 from 1 us to 10 s).  The engine's
@@ -932,6 +957,7 @@ static int prom_write(struct admin *a, FILE *f)
 		for (unsigned c = 0; c < nc; c++)
 			if (qpair_at(a, r, c))
 				prom_latency(f, a, r, c, st[r * nc + c].lat_ns);
+	recov_prom(a, f);
 
 	static const struct {
 		const char *name, *help;
@@ -992,13 +1018,308 @@ static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char
 	return 0;
 }
 
+/* ---- recovery: controller state, fault injection, attach ---- */
+
+/* The controller named by the request's "controller", or -ENOENT/-EINVAL
+ * with a message naming those there are. */
+static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, unsigned *out,
+                           char *err, size_t errlen)
+{
+	json_object *jn;
+	const char *name;
+	size_t off;
+
+	if (!json_object_object_get_ex(req, "controller", &jn) ||
+	    !json_object_is_type(jn, json_type_string)) {
+		snprintf(err, errlen, "%s needs \"controller\": a controller name", cmd);
+		return -EINVAL;
+	}
+	name = json_object_get_string(jn);
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++)
+		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name)) {
+			*out = i;
+			return 0;
+		}
+	off = (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
+	for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
+		off += (size_t)snprintf(err + off, errlen - off, " %s",
+		                        nvme_ctrl_name(a->ctx.ctrls[j]));
+	if (off < errlen)
+		snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
+	return -ENOENT;
+}
+
+static const char *recov_state(const struct admin *a, unsigned i)
+{
+	return nvme_ctrl_state_name(nvme_ctrl_state(a->ctx.ctrls[i]));
+}
+
+static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
+{
+	json_object *o = json_object_new_object();
+
+	jset_u64(o, "timeouts", r->timeouts);
+	jset_u64(o, "aborts_sent", r->aborts_sent);
+	jset_u64(o, "aborts_ok", r->aborts_ok);
+	jset_u64(o, "resets_started", r->resets_started);
+	jset_u64(o, "resets_ok", r->resets_ok);
+	jset_u64(o, "resets_failed", r->resets_failed);
+	jset_dbl(o, "reset_last_ms", r->reset_last_ns / 1e6, 3);
+	jset_dbl(o, "reset_max_ms", r->reset_max_ns / 1e6, 3);
+	jset_u64(o, "resubmitted", r->resubmitted);
+	jset_u64(o, "failed_after_retries", r->failed_after_retries);
+	jset_u64(o, "cfs_events", r->cfs_events);
+	jset_u64(o, "removals", r->removals);
+	return o;
+}
+
+/* status: each controller's state */
+static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
+{
+	jset_str(c, "state", recov_state(a, i));
+}
+
+/* stats: one object per controller with its state and recovery counters */
+static json_object *recov_stats_ctrls(const struct admin *a)
+{
+	json_object *cs = json_object_new_array();
+
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
+		struct nvme_ctrl_rstats r;
+		json_object *c = json_object_new_object();
+
+		nvme_ctrl_rstats_get(a->ctx.ctrls[i], &r);
+		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(c, "state", recov_state(a, i));
+		jset(c, "recovery", recov_rstats_json(&r));
+		json_object_array_add(cs, c);
+	}
+	return cs;
+}
+
+/* the per-queue recovery counters of nvme_qpair_stats */
+static void recov_qstats_json(json_object *o, const struct nvme_qpair_stats *s)
+{
+	jset_u64(o, "timeouts", s->timeouts);
+	jset_u64(o, "aborts_sent", s->aborts_sent);
+	jset_u64(o, "aborts_ok", s->aborts_ok);
+	jset_u64(o, "resubmitted", s->resubmitted);
+	jset_u64(o, "failed_after_retries", s->failed_after_retries);
+}
+
+static void recov_qstats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s)
+{
+	d->timeouts += s->timeouts;
+	d->aborts_sent += s->aborts_sent;
+	d->aborts_ok += s->aborts_ok;
+	d->resubmitted += s->resubmitted;
+	d->failed_after_retries += s->failed_after_retries;
+}
+
+/* Prometheus: per-controller state and recovery counters */
+static void recov_prom(const struct admin *a, FILE *f)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} rc[] = {
+#define RS_FIELD(x) offsetof(struct nvme_ctrl_rstats, x)
+	    {"nvmefs_ctrl_timeouts_total", "Commands that exceeded io_timeout_ms.",
+	     RS_FIELD(timeouts)},
+	    {"nvmefs_ctrl_aborts_sent_total", "Abort commands sent for timed-out commands.",
+	     RS_FIELD(aborts_sent)},
+	    {"nvmefs_ctrl_aborts_ok_total", "Aborts that the controller carried out.",
+	     RS_FIELD(aborts_ok)},
+	    {"nvmefs_ctrl_resets_started_total", "Controller resets started for recovery.",
+	     RS_FIELD(resets_started)},
+	    {"nvmefs_ctrl_resets_ok_total", "Controller resets that brought it back.",
+	     RS_FIELD(resets_ok)},
+	    {"nvmefs_ctrl_resets_failed_total", "Controller resets that failed.",
+	     RS_FIELD(resets_failed)},
+	    {"nvmefs_ctrl_resubmitted_total", "Commands sent again after a reset.",
+	     RS_FIELD(resubmitted)},
+	    {"nvmefs_ctrl_failed_after_retries_total",
+	     "Commands failed with EIO after io_retries attempts.", RS_FIELD(failed_after_retries)},
+	    {"nvmefs_ctrl_cfs_events_total", "Controller fatal status (CSTS.CFS) seen.",
+	     RS_FIELD(cfs_events)},
+	    {"nvmefs_ctrl_removals_total", "Removal requests or a vanished device seen.",
+	     RS_FIELD(removals)},
+#undef RS_FIELD
+	};
+	static const char *const states[] = {"live", "resetting", "removed", "failed"};
+	static const enum nvme_ctrl_state svals[] = {NVME_CTRL_LIVE, NVME_CTRL_RESETTING,
+	                                             NVME_CTRL_REMOVED, NVME_CTRL_FAILED};
+	unsigned nc = a->ctx.nr_ctrls;
+	struct nvme_ctrl_rstats *rs = calloc(nc ? nc : 1, sizeof(*rs));
+
+	if (!rs)
+		return;
+	for (unsigned c = 0; c < nc; c++)
+		nvme_ctrl_rstats_get(a->ctx.ctrls[c], &rs[c]);
+	fputs("# HELP nvmefs_ctrl_state Controller state (1 for the current one).\n"
+	      "# TYPE nvmefs_ctrl_state gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		enum nvme_ctrl_state st = nvme_ctrl_state(a->ctx.ctrls[c]);
+
+		for (unsigned k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+			fputs("nvmefs_ctrl_state{controller=\"", f);
+			prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
+			fprintf(f, "\",state=\"%s\"} %d\n", states[k], st == svals[k]);
+		}
+	}
+	for (size_t k = 0; k < sizeof(rc) / sizeof(rc[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", rc[k].name, rc[k].help, rc[k].name);
+		for (unsigned c = 0; c < nc; c++) {
+			fprintf(f, "%s{controller=\"", rc[k].name);
+			prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
+			fprintf(f, "\"} %llu\n",
+			        (unsigned long long)*(const uint64_t *)((const char *)&rs[c] +
+			                                                rc[k].off));
+		}
+	}
+	fputs("# HELP nvmefs_ctrl_reset_max_seconds Duration of the longest reset.\n"
+	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		fputs("nvmefs_ctrl_reset_max_seconds{controller=\"", f);
+		prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
+		fprintf(f, "\"} %.6f\n", rs[c].reset_max_ns / 1e9);
+	}
+	free(rs);
+}
+
+/* A non-negative integer member of the request, at most max. */
+static int recov_uint(json_object *req, const char *k, uint64_t max, uint64_t *out, char *err,
+                      size_t errlen, const char *fault)
+{
+	json_object *v;
+	int64_t n;
+
+	if (!json_object_object_get_ex(req, k, &v) || !json_object_is_type(v, json_type_int)) {
+		snprintf(err, errlen, "inject %s needs \"%s\": an integer", fault, k);
+		return -EINVAL;
+	}
+	n = json_object_get_int64(v);
+	if (n < 0 || (uint64_t)n > max) {
+		snprintf(err, errlen, "inject %s: \"%s\" %lld is outside 0..%llu", fault, k,
+		         (long long)n, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = (uint64_t)n;
+	return 0;
+}
+
+static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char *err,
+                      size_t errlen)
+{
+	const struct cfg_controller *cc;
+	struct sim *s;
+	json_object *jf;
+	const char *fault;
+	uint64_t n = 0, st = 0;
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "inject", &i, err, errlen);
+	if (ret)
+		return ret;
+	s = a->ctx.sims ? a->ctx.sims[i] : NULL;
+	if (!s) {
+		cc = ctrl_cfg(a, i);
+		snprintf(err, errlen,
+		         "inject: %s is a PCI controller (%s): faults can be injected only into "
+		         "the software controller (device = sim)",
+		         nvme_ctrl_name(a->ctx.ctrls[i]), cc ? cc->device : "?");
+		return -EOPNOTSUPP;
+	}
+	if (!json_object_object_get_ex(req, "fault", &jf) ||
+	    !json_object_is_type(jf, json_type_string)) {
+		snprintf(err, errlen, "inject needs \"fault\": delay, hang, unhang, cfs, remove, "
+		                      "fail, lose or clear");
+		return -EINVAL;
+	}
+	fault = json_object_get_string(jf);
+	if (!strcmp(fault, "delay")) {
+		/* one hour: more is a hang, and there is "hang" for that */
+		ret = recov_uint(req, "ms", 3600000, &n, err, errlen, fault);
+		if (ret)
+			return ret;
+		sim_fault_delay(s, (unsigned)(n * 1000));
+		jset_u64(rep, "ms", n);
+	} else if (!strcmp(fault, "hang") || !strcmp(fault, "unhang")) {
+		sim_fault_hang(s, fault[0] == 'h');
+	} else if (!strcmp(fault, "cfs")) {
+		sim_fault_cfs(s);
+	} else if (!strcmp(fault, "remove")) {
+		sim_fault_remove(s);
+	} else if (!strcmp(fault, "fail")) {
+		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
+		if (!ret)
+			ret = recov_uint(req, "status", 0x7fff, &st, err, errlen, fault);
+		if (ret)
+			return ret;
+		if (!st) {
+			snprintf(err, errlen, "inject fail: status 0 is success, not a failure");
+			return -EINVAL;
+		}
+		sim_fault_fail_next(s, (unsigned)n, (uint16_t)st);
+		jset_u64(rep, "count", n);
+		jset_u64(rep, "status", st);
+	} else if (!strcmp(fault, "lose")) {
+		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
+		if (ret)
+			return ret;
+		sim_fault_lose_next(s, (unsigned)n);
+		jset_u64(rep, "count", n);
+	} else if (!strcmp(fault, "clear")) {
+		sim_fault_clear(s);
+	} else {
+		snprintf(err, errlen, "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
+		                      "remove, fail, lose, clear)",
+		         fault);
+		return -EINVAL;
+	}
+	log_warn("admin: fault injected into %s: %s", nvme_ctrl_name(a->ctx.ctrls[i]), fault);
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_str(rep, "fault", fault);
+	jset_str(rep, "state", recov_state(a, i));
+	return 0;
+}
+
+static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char *err,
+                      size_t errlen)
+{
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "attach", &i, err, errlen);
+	if (ret)
+		return ret;
+	if (!a->ctx.attach) {
+		snprintf(err, errlen, "attach: not available in this daemon");
+		return -EOPNOTSUPP;
+	}
+	err[0] = '\0';
+	ret = a->ctx.attach(a->ctx.attach_arg, i, err, errlen);
+	if (ret) {
+		if (!err[0])
+			snprintf(err, errlen, "attach %s: %s", nvme_ctrl_name(a->ctx.ctrls[i]),
+			         strerror(-ret));
+		return ret;
+	}
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_str(rep, "state", recov_state(a, i));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	admin_cmd_fn fn;
 } admin_cmds[] = {
     {"status", cmd_status},         {"stats", cmd_stats},       {"queues", cmd_queues},
     {"namespaces", cmd_namespaces}, {"identify", cmd_identify}, {"config", cmd_config},
-    {"metrics", cmd_metrics},
+    {"metrics", cmd_metrics},       {"inject", cmd_inject},     {"attach", cmd_attach},
 };
 
 /* ---- clients ---- */
@@ -1196,7 +1517,7 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	}
 	snprintf(err, sizeof(err),
 	         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
-	         "identify, config, metrics)",
+	         "identify, config, metrics, inject, attach)",
 	         cmd);
 	ret = client_error(c, id, err);
 	json_object_put(req);

@@ -6,8 +6,10 @@
  * engine's snapshot functions, which take no lock on the I/O path.
  *
  * Protocol: newline-delimited JSON.  Each request is one object on one line,
- *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics",
- *    "controller": NAME,   (identify only)
+ *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics"|
+ *           "inject"|"attach",
+ *    "controller": NAME,   (identify, inject, attach)
+ *    "fault": F, ...       (inject only: see below)
  *    "id": ANY}            (optional: echoed in the reply)
  * and each reply is one object on one line, {"ok": true, ...} or
  * {"ok": false, "error": "..."}, in request order.  Blank lines are ignored.
@@ -20,6 +22,19 @@
  * with an error and closed (however steadily it trickles bytes), and at most
  * ADMIN_MAX_CLIENTS are served at once.
  *
+ * inject reaches the software controller's fault injection (src/sim/sim.h);
+ * it is refused for a PCI controller.  "fault" is one of
+ *   "delay" + "ms": N     every command from now on completes N ms late (0: off)
+ *   "hang" / "unhang"     stop / resume fetching commands
+ *   "cfs"                 controller fatal status
+ *   "remove"              surprise removal: BAR0 reads all ones, DMA stops
+ *   "fail" + "count": N + "status": S   the next N I/O commands fail with S
+ *   "lose" + "count": N   the next N I/O commands never complete
+ *   "clear"               all of the above cancelled (registers as after a
+ *                         power-on reset: a removed controller then attaches)
+ * attach re-attaches a removed (or failed) controller through the daemon's
+ * admin_ctx.attach; its reply carries the controller's state.
+ *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
  * and never when it is not a socket (-EEXIST; a symlink is not followed).
@@ -30,6 +45,7 @@
 #ifndef NVMEFS_ADMIN_H
 #define NVMEFS_ADMIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -40,6 +56,7 @@ struct nvme_reactor;
 struct nvme_qpair;
 struct fusefs_stats;
 struct admin;
+struct sim;
 
 #define ADMIN_LINE_MAX     (64 * 1024)   /* longest request line */
 #define ADMIN_OUT_MAX      (1024 * 1024) /* unread reply bytes before a client is dropped */
@@ -79,6 +96,14 @@ struct admin_ctx {
 	 * and "metrics" then leave it out. */
 	void (*fuse_stats)(void *arg, struct fusefs_stats *out);
 	void *fuse_stats_arg;
+	/* sims[i]: the software controller behind ctrls[i], NULL for a PCI
+	 * function (sims NULL: none).  It outlives a removal of the
+	 * controller (the daemon keeps its bus), so inject reaches it then. */
+	struct sim **sims;
+	/* nvmefsctl attach: re-attach controller i; 0, or a negative errno
+	 * with a message for the operator in err.  NULL: attach refused. */
+	int (*attach)(void *arg, unsigned ctrl, char *err, size_t errlen);
+	void *attach_arg;
 };
 
 /* Create the socket at ctx->cfg->daemon.admin_socket (mode 0660, its group

@@ -8,16 +8,27 @@
  * been answered, unmount, stop the reactors, delete the queues, shut the
  * controllers down (CC.SHN) and exit 0.
  *
+ * A controller that goes away (the VFIO request IRQ: hot removal or an
+ * unbind; or a reactor finding its BAR reading all ones, reported through the
+ * engine's event callback) is removed from the engine on the main loop: its
+ * files stay and fail every I/O with EIO, the other controllers go on, and a
+ * VFIO bus is closed so that the kernel can finish the removal (a software
+ * controller's bus is kept, with its data, for a later attach).
+ * nvmefsctl attach brings it back (daemon_attach).
+ *
  * The daemon always stays in the foreground and logs to stderr (systemd's
  * Type=notify runs it that way); -f is accepted for compatibility.
  */
 #include <errno.h>
 #include <ev.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "config.h"
@@ -31,12 +42,28 @@
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define DRAIN_POLL 0.01         /* seconds between checks while draining */
 
+struct daemon;
+
+/* What the main loop keeps per controller for removal and attach. */
+struct dctrl {
+	struct daemon *d;
+	unsigned idx;
+	struct sim *sim;         /* the software controller, NULL for PCI */
+	struct nvme_bus *kept;   /* a removed sim's bus, kept for attach */
+	int req_efd, err_efd;    /* VFIO request / error IRQ eventfds (-1: none) */
+	ev_io req_w, err_w;
+	ev_async event;          /* the engine's event callback, from any thread */
+	enum nvme_ctrl_state seen; /* last state logged */
+};
+
 struct daemon {
 	struct cfg *cfg;
 	const char *config_path;
 	unsigned nr_ctrls;
 	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
 	const char *names[CFG_MAX_CTRLS];
+	struct dctrl dc[CFG_MAX_CTRLS];
+	struct sim *sims[CFG_MAX_CTRLS]; /* dc[i].sim, in the shape admin wants */
 	unsigned nr_reactors;
 	struct nvme_reactor **reactors;
 	bool started;
@@ -60,7 +87,7 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 	struct fusefs_stats fst;
 
 	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		struct sim *s = sim_from_bus(nvme_ctrl_bus(d->ctrls[i]));
+		struct sim *s = d->dc[i].sim;
 		struct sim_stats st;
 
 		if (!s)
@@ -159,6 +186,230 @@ static void on_session_exit(void *arg)
 	ev_async_send(d->loop, &d->session_end);
 }
 
+/* ---- removal and attach ---- */
+
+/* Take controller dc out of the engine (idempotent).  A VFIO bus is closed
+ * so that the kernel can finish the removal; a sim's bus is kept. */
+static void ctrl_remove(struct dctrl *dc, const char *why)
+{
+	struct daemon *d = dc->d;
+	struct nvme_ctrl *c = d->ctrls[dc->idx];
+	struct nvme_bus *bus = NULL;
+	struct timespec t0, t1;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = nvme_ctrl_remove(c, why, &bus);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc) {
+		log_err("%s: removal (%s) failed: %s", d->names[dc->idx], why, strerror(-rc));
+		return;
+	}
+	if (!bus)
+		return; /* removed already */
+	log_warn("%s: removed (%s) in %.1f ms: its files fail every I/O with EIO until "
+		 "nvmefsctl attach %s",
+		 d->names[dc->idx], why,
+		 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+		 d->names[dc->idx]);
+	if (dc->sim) {
+		dc->kept = bus;
+	} else {
+		/* the fds go: the kernel's removal (or unbind) can complete */
+		bus->ops->close(bus);
+	}
+	dc->seen = NVME_CTRL_REMOVED;
+}
+
+/* Log a state change once, and remove a controller the engine found gone. */
+static void ctrl_event_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct dctrl *dc = w->data;
+	struct daemon *d = dc->d;
+	enum nvme_ctrl_state s = nvme_ctrl_state(d->ctrls[dc->idx]);
+
+	(void)loop;
+	(void)revents;
+	if (s == NVME_CTRL_REMOVED) {
+		ctrl_remove(dc, "the device stopped answering");
+		return;
+	}
+	if (s != dc->seen) {
+		log_info("%s: %s -> %s", d->names[dc->idx], nvme_ctrl_state_name(dc->seen),
+			 nvme_ctrl_state_name(s));
+		dc->seen = s;
+	}
+}
+
+/* The engine's event callback: a reactor or any thread; must not block. */
+static void ctrl_event(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	struct dctrl *dc = arg;
+
+	(void)c;
+	(void)s;
+	ev_async_send(dc->d->loop, &dc->event);
+}
+
+static void efd_drain(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		;
+}
+
+static void req_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct dctrl *dc = w->data;
+
+	(void)loop;
+	(void)revents;
+	efd_drain(dc->req_efd);
+	log_warn("%s: the kernel asks for the device back (hot removal or unbind)",
+		 dc->d->names[dc->idx]);
+	ctrl_remove(dc, "device removal requested");
+}
+
+static void err_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct dctrl *dc = w->data;
+	int rc;
+
+	(void)loop;
+	(void)revents;
+	efd_drain(dc->err_efd);
+	rc = nvme_ctrl_reset_async(dc->d->ctrls[dc->idx], "PCIe error reported (AER)");
+	log_warn("%s: PCIe error reported (AER): %s", dc->d->names[dc->idx],
+		 rc == 0 ? "resetting the controller" : rc == -EBUSY ? "a reset is running already"
+								      : strerror(-rc));
+}
+
+/* Wire the bus's request and error IRQs to dc's eventfds (a bus without
+ * them, like the software controller's, has none: not an error). */
+static void ctrl_wire_irqs(struct dctrl *dc, struct nvme_bus *bus)
+{
+	int rc;
+
+	if (dc->req_efd >= 0 && (rc = nvme_bus_req_irq_set(bus, dc->req_efd)) && rc != -ENOTSUP)
+		log_warn("%s: request IRQ: %s: a hot removal will be noticed only when the "
+			 "device stops answering",
+			 dc->d->names[dc->idx], strerror(-rc));
+	if (dc->err_efd >= 0 && (rc = nvme_bus_err_irq_set(bus, dc->err_efd)) && rc != -ENOTSUP)
+		log_warn("%s: error IRQ: %s", dc->d->names[dc->idx], strerror(-rc));
+}
+
+static int ctrl_watch(struct daemon *d, unsigned i)
+{
+	struct dctrl *dc = &d->dc[i];
+
+	dc->d = d;
+	dc->idx = i;
+	dc->seen = NVME_CTRL_LIVE;
+	ev_async_init(&dc->event, ctrl_event_cb);
+	dc->event.data = dc;
+	ev_async_start(d->loop, &dc->event);
+	nvme_ctrl_set_event_cb(d->ctrls[i], ctrl_event, dc);
+	if (dc->sim)
+		return 0;
+	dc->req_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	dc->err_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dc->req_efd < 0 || dc->err_efd < 0) {
+		log_err("%s: eventfd: %s", d->names[i], strerror(errno));
+		return -errno;
+	}
+	ev_io_init(&dc->req_w, req_irq_cb, dc->req_efd, EV_READ);
+	ev_io_init(&dc->err_w, err_irq_cb, dc->err_efd, EV_READ);
+	dc->req_w.data = dc->err_w.data = dc;
+	ev_io_start(d->loop, &dc->req_w);
+	ev_io_start(d->loop, &dc->err_w);
+	ctrl_wire_irqs(dc, nvme_ctrl_bus(d->ctrls[i]));
+	return 0;
+}
+
+static void ctrl_unwatch(struct daemon *d, unsigned i)
+{
+	struct dctrl *dc = &d->dc[i];
+
+	if (!dc->d)
+		return;
+	nvme_ctrl_set_event_cb(d->ctrls[i], NULL, NULL);
+	ev_async_stop(d->loop, &dc->event);
+	if (dc->req_efd >= 0) {
+		ev_io_stop(d->loop, &dc->req_w);
+		close(dc->req_efd);
+	}
+	if (dc->err_efd >= 0) {
+		ev_io_stop(d->loop, &dc->err_w);
+		close(dc->err_efd);
+	}
+	dc->req_efd = dc->err_efd = -1;
+}
+
+/* nvmefsctl attach (admin_ctx.attach): re-open a removed or failed
+ * controller's device and hand it to the engine again. */
+static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	struct daemon *d = arg;
+	struct dctrl *dc = &d->dc[i];
+	const struct cfg_controller *cc = &d->cfg->ctrls[i];
+	struct nvme_ctrl *c = d->ctrls[i];
+	enum nvme_ctrl_state s = nvme_ctrl_state(c);
+	struct nvme_bus *bus = NULL;
+	int rc;
+
+	if (s == NVME_CTRL_LIVE || s == NVME_CTRL_RESETTING) {
+		snprintf(err, errlen, "%s is %s, not removed: nothing to attach", d->names[i],
+			 nvme_ctrl_state_name(s));
+		return -EBUSY;
+	}
+	if (s == NVME_CTRL_FAILED) /* still holds its device: release it first */
+		ctrl_remove(dc, "attach after a failed reset");
+	if (dc->sim) {
+		bus = dc->kept;
+		if (!bus) {
+			snprintf(err, errlen, "%s: the software controller's bus is gone",
+				 d->names[i]);
+			return -ENODEV;
+		}
+	} else {
+		rc = vfio_bus_open(cc->device, &bus);
+		if (rc) {
+			snprintf(err, errlen,
+				 "%s: cannot open %s through VFIO (%s): is the device back and "
+				 "bound to vfio-pci (scripts/vfio-bind %s)? the daemon's log says more",
+				 d->names[i], cc->device, strerror(-rc), cc->device);
+			return rc;
+		}
+	}
+	rc = nvme_ctrl_attach(c, bus);
+	if (rc) {
+		if (rc == -ESTALE)
+			snprintf(err, errlen,
+				 "%s: the namespaces changed (nsid set, size or format differ from "
+				 "those the files were made for): not attached; restart the daemon "
+				 "to serve the new ones",
+				 d->names[i]);
+		else if (dc->sim && rc == -ENODEV)
+			snprintf(err, errlen,
+				 "%s: the software controller still reads as removed (nvmefsctl "
+				 "inject %s clear first)",
+				 d->names[i], d->names[i]);
+		else
+			snprintf(err, errlen, "%s: bring-up on %s failed: %s", d->names[i],
+				 bus->name, strerror(-rc));
+		if (!dc->sim)
+			bus->ops->close(bus);
+		return rc;
+	}
+	if (dc->sim)
+		dc->kept = NULL; /* the controller owns it again */
+	else
+		ctrl_wire_irqs(dc, bus);
+	dc->seen = NVME_CTRL_LIVE;
+	return 0;
+}
+
 /* ---- start-up ---- */
 
 static int open_controllers(struct daemon *d)
@@ -188,6 +439,7 @@ static int open_controllers(struct daemon *d)
 				return rc;
 			}
 			bus = sim_bus(sim);
+			d->dc[i].sim = d->sims[i] = sim;
 		} else {
 			rc = vfio_bus_open(cc->device, &bus);
 			if (rc) {
@@ -199,6 +451,7 @@ static int open_controllers(struct daemon *d)
 		rc = nvme_ctrl_open(bus, &co, &d->ctrls[i]);
 		if (rc) {
 			log_err("%s: controller bring-up failed: %s", cc->name, strerror(-rc));
+			d->dc[i].sim = d->sims[i] = NULL;
 			bus->ops->close(bus);
 			return rc;
 		}
@@ -306,6 +559,9 @@ static int start_admin(struct daemon *d)
 	ctx.nr_ns = d->nr_ns;
 	ctx.fuse_stats = admin_fuse_stats;
 	ctx.fuse_stats_arg = d->fs;
+	ctx.sims = d->sims;
+	ctx.attach = daemon_attach;
+	ctx.attach_arg = d;
 	return admin_start(d->loop, &ctx, &d->admin);
 }
 
@@ -330,8 +586,14 @@ static void teardown(struct daemon *d)
 	d->fs = NULL;
 	for (unsigned r = 0; r < d->nr_reactors; r++)
 		nvme_reactor_destroy(d->reactors[r]);
-	for (unsigned i = 0; i < d->nr_ctrls; i++)
+	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+		if (d->loop)
+			ctrl_unwatch(d, i);
+		/* a removed controller no longer touches a bus: a kept one is ours */
 		nvme_ctrl_close(d->ctrls[i]);
+		if (d->dc[i].kept)
+			d->dc[i].kept->ops->close(d->dc[i].kept);
+	}
 	for (unsigned i = 0; d->ns_paths && i < d->nr_ns; i++)
 		free(d->ns_paths[i]);
 	free(d->ns_paths);
@@ -382,6 +644,11 @@ static int run(struct daemon *d)
 	rc = start_reactors(d);
 	if (rc)
 		return rc;
+	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+		rc = ctrl_watch(d, i);
+		if (rc)
+			return rc;
+	}
 
 	struct fusefs_opts fo = {
 		.mountpoint = cd->mountpoint,
@@ -456,6 +723,8 @@ int main(int argc, char **argv)
 		break;
 	}
 	memset(&d, 0, sizeof(d));
+	for (unsigned i = 0; i < CFG_MAX_CTRLS; i++)
+		d.dc[i].req_efd = d.dc[i].err_efd = -1;
 	d.config_path = o.config;
 	rc = cfg_load(o.config, &d.cfg, stderr);
 	if (rc)

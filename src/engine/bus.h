@@ -16,6 +16,7 @@
 #ifndef NVMEFS_BUS_H
 #define NVMEFS_BUS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,13 @@ struct nvme_bus_ops {
 
 	/* Function level reset if the bus offers one; -ENOTSUP otherwise. */
 	int (*reset)(struct nvme_bus *bus);
+
+	/* Wire the VFIO request IRQ (the kernel asks for the device back: hot
+	 * removal, unbind) and the error IRQ (AER) to eventfds; efd -1 unwires.
+	 * -ENOTSUP when the function offers none.  NULL in a bus without them
+	 * (the software controller): use nvme_bus_req_irq_set/err_irq_set. */
+	int (*req_irq_set)(struct nvme_bus *bus, int efd);
+	int (*err_irq_set)(struct nvme_bus *bus, int efd);
 
 	void (*close)(struct nvme_bus *bus);
 };
@@ -73,6 +81,15 @@ static inline void nvme_bus_write32(struct nvme_bus *b, uint32_t off, uint32_t v
 static inline void nvme_bus_write64(struct nvme_bus *b, uint32_t off, uint64_t val)
 {
 	b->ops->write64(b, off, val);
+}
+
+static inline int nvme_bus_req_irq_set(struct nvme_bus *b, int efd)
+{
+	return b->ops->req_irq_set ? b->ops->req_irq_set(b, efd) : -ENOTSUP;
+}
+static inline int nvme_bus_err_irq_set(struct nvme_bus *b, int efd)
+{
+	return b->ops->err_irq_set ? b->ops->err_irq_set(b, efd) : -ENOTSUP;
 }
 
 /* The one store per queue per pass that the I/O path makes.  The release

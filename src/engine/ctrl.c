@@ -252,7 +252,8 @@ static void admin_reap(struct nvme_ctrl *c)
 		if (sl->busy && !sl->cb_done && now > sl->deadline_ns) {
 			log_err("%s: admin command opcode 0x%02x timed out", c->name, sl->opc);
 			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = -ETIMEDOUT};
-			sl->cb_done = true; /* the slot and its buffer wait for the CQE or a disable */
+			/* the slot and its buffer wait for the CQE or a disable */
+			sl->cb_done = true;
 			expired = true;
 		}
 	}

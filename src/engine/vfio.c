@@ -68,6 +68,7 @@ struct vfio_bus {
 	size_t nr_maps, cap_maps;
 
 	unsigned irqs_enabled; /* vectors currently enabled (0: MSI-X off) */
+	bool req_wired, err_wired; /* request / error IRQ wired to an eventfd */
 };
 
 static struct vfio_bus *to_vb(struct nvme_bus *b)
@@ -765,6 +766,68 @@ static int vfio_irq_set(struct nvme_bus *b, unsigned n, const int *efds)
 	return 0;
 }
 
+/* ---- request and error IRQs ---- */
+
+/* Wire (efd >= 0) or unwire (-1) the one interrupt at a VFIO PCI index that
+ * has a single one: the request IRQ (the kernel wants the device back) or the
+ * error IRQ (AER).  Kernels or devices without it report count 0. */
+static int vfio_irq1_set(struct vfio_bus *vb, unsigned index, const char *what, bool *wired,
+			 int efd)
+{
+	struct vfio_irq_info ii = {.argsz = sizeof(ii), .index = index};
+	struct {
+		struct vfio_irq_set s;
+		int fd;
+	} is;
+
+	if (efd < 0 && !*wired)
+		return 0;
+	if (ioctl(vb->device, VFIO_DEVICE_GET_IRQ_INFO, &ii) < 0) {
+		/* an old kernel knows no such index */
+		if (errno == EINVAL)
+			return -ENOTSUP;
+		return -errno;
+	}
+	if (ii.count < 1 || !(ii.flags & VFIO_IRQ_INFO_EVENTFD))
+		return -ENOTSUP;
+	memset(&is, 0, sizeof(is));
+	is.s.argsz = sizeof(is);
+	is.s.index = index;
+	is.s.start = 0;
+	if (efd >= 0) {
+		is.s.count = 1;
+		is.s.flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+		is.fd = efd;
+	} else {
+		/* count 0 with DATA_NONE tears the trigger down */
+		is.s.argsz = sizeof(is.s);
+		is.s.count = 0;
+		is.s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+	}
+	if (ioctl(vb->device, VFIO_DEVICE_SET_IRQS, &is) < 0) {
+		int e = errno;
+
+		log_err("%s: VFIO_DEVICE_SET_IRQS (%s IRQ): %s", vb->bus.name, what, strerror(e));
+		return -e;
+	}
+	*wired = efd >= 0;
+	return 0;
+}
+
+static int vfio_req_irq_set(struct nvme_bus *b, int efd)
+{
+	struct vfio_bus *vb = to_vb(b);
+
+	return vfio_irq1_set(vb, VFIO_PCI_REQ_IRQ_INDEX, "request", &vb->req_wired, efd);
+}
+
+static int vfio_err_irq_set(struct nvme_bus *b, int efd)
+{
+	struct vfio_bus *vb = to_vb(b);
+
+	return vfio_irq1_set(vb, VFIO_PCI_ERR_IRQ_INDEX, "error", &vb->err_wired, efd);
+}
+
 /* ---- reset, close ---- */
 
 static int vfio_reset(struct nvme_bus *b)
@@ -788,6 +851,8 @@ static void vfio_free(struct vfio_bus *vb)
 	if (vb->device >= 0) {
 		if (vb->irqs_enabled)
 			vfio_irq_ioctl(vb, 0, NULL);
+		vfio_irq1_set(vb, VFIO_PCI_REQ_IRQ_INDEX, "request", &vb->req_wired, -1);
+		vfio_irq1_set(vb, VFIO_PCI_ERR_IRQ_INDEX, "error", &vb->err_wired, -1);
 		/* stop the device's DMA before its memory goes away */
 		if (vb->cmd_set)
 			vfio_set_command(vb, false);
@@ -824,6 +889,8 @@ static const struct nvme_bus_ops vfio_ops = {
 	.dma_unmap = vfio_dma_unmap,
 	.irq_set = vfio_irq_set,
 	.reset = vfio_reset,
+	.req_irq_set = vfio_req_irq_set,
+	.err_irq_set = vfio_err_irq_set,
 	.close = vfio_close,
 };
 

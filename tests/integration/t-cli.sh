@@ -1,7 +1,10 @@
 #!/bin/sh
 # t-cli.sh - nvmefsctl against a running nvmefsd over the software controller:
 # every command in human and --json form, counters that move by exactly the
-# I/O a dd did, a user outside the admin group refused, and the exit codes.
+# I/O a dd did, controller state and recovery counters, fault injection
+# (inject fail: the next read fails with EIO, the one after works), attach
+# refused on a live controller, a user outside the admin group refused, and
+# the exit codes.
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
@@ -101,10 +104,12 @@ done
 
 grep -q "^nvmefsd $VERSION, pid $PID, up " "$TMP/h_status" || fail "status: no version/pid line: $(head -1 "$TMP/h_status")"
 grep -q "^mountpoint *$MNT$" "$TMP/h_status" || fail "status: mountpoint missing"
-grep -Eq '^nvme0 +sim +sim +hybrid ' "$TMP/h_status" || fail "status: no controller row: $(cat "$TMP/h_status")"
+grep -Eq '^nvme0 +live +sim +sim +hybrid ' "$TMP/h_status" || fail "status: no controller row: $(cat "$TMP/h_status")"
+[ "$(json "$TMP/j_status" 'd["controllers"][0]["state"]')" = live ] || fail "status --json: state"
 [ "$(json "$TMP/j_status" 'd["controllers"][0]["device"], d["config_file"], d["pid"]')" = "('sim', '$CONF', $PID)" ] ||
 	fail "status --json: $(json "$TMP/j_status" 'd["controllers"][0]["device"], d["config_file"], d["pid"]')"
-grep -Eq "^nvme0n1 +nvme0 +1 +64.0 MiB +4096  $NS$" "$TMP/h_namespaces" || fail "namespaces: $(cat "$TMP/h_namespaces")"
+grep -Eq "^nvme0n1 +nvme0 +live +1 +64.0 MiB +4096  $NS$" "$TMP/h_namespaces" || fail "namespaces: $(cat "$TMP/h_namespaces")"
+[ "$(json "$TMP/j_namespaces" 'd["namespaces"][0]["state"]')" = live ] || fail "namespaces --json: state"
 [ "$(json "$TMP/j_namespaces" 'd["namespaces"][0]["size"]')" = 67108864 ] || fail "namespaces --json: size"
 grep -Eq '^0 +-?[0-9]+ +-?[0-9]+ +nvme0 +1 +1 +64 +0$' "$TMP/h_queues" ||
 	fail "queues: no row reactor 0 -> nvme0 qid 1, vector 1, depth 64: $(cat "$TMP/h_queues")"
@@ -125,6 +130,14 @@ for f in "$TMP/h_metrics" "$TMP/h_stats_--prometheus"; do
 done
 grep -q '^REACTOR .*SUBMITTED .*COMPLETED' "$TMP/h_stats" || fail "stats: no header"
 grep -q '^total ' "$TMP/h_stats" || fail "stats: no total row"
+grep -Eq '^nvme0 +live +0 +0 +0 +0 +0 +0 ' "$TMP/h_stats" || fail "stats: no recovery row: $(cat "$TMP/h_stats")"
+grep -Eq '^0 +nvme0 +1 +0 +0 +0 +0 +0$' "$TMP/h_stats" || fail "stats: no per-queue recovery row"
+[ "$(json "$TMP/j_stats" 'd["controllers"][0]["recovery"]["resets_started"], d["totals"]["timeouts"]')" = "(0, 0)" ] ||
+	fail "stats --json: recovery counters"
+grep -q '^nvmefs_ctrl_state{controller="nvme0",state="live"} 1$' "$TMP/h_metrics" || fail "metrics: no state"
+grep -q '^nvmefs_ctrl_resets_started_total{controller="nvme0"} 0$' "$TMP/h_metrics" || fail "metrics: no resets"
+grep -q '^nvmefs_qpair_resubmitted_total{controller="nvme0",qid="1",reactor="0"} 0$' "$TMP/h_metrics" ||
+	fail "metrics: no per-queue resubmitted"
 
 # ---- counters move by exactly the I/O done ----
 snap() { # FILE: totals as "completed submitted bytes_read bytes_written errors"
@@ -192,6 +205,20 @@ grep -Eq '^nvmefs_fuse_requests_total\{op="punch"\} [1-9][0-9]*$' "$TMP/m2" || f
 grep -q '^nvmefs_fuse_inflight 0$' "$TMP/m2" || fail "metrics: no fuse inflight"
 grep -q '^# TYPE nvmefs_fuse_request_latency_seconds histogram$' "$TMP/m2" || fail "metrics: no fuse latency histogram"
 grep -Eq '^nvmefs_fuse_parked\{reason="range_lock"\} 0$' "$TMP/m2" || fail "metrics: no fuse parked"
+# ---- inject and attach ----
+ctl inject nvme0 fail 1 0x4281 > "$TMP/out" 2>&1 || fail "inject fail: $(cat "$TMP/out")"
+grep -q '^nvme0: fail next 1 command(s) with status 0x4281 injected; controller live$' "$TMP/out" ||
+	fail "inject fail: $(cat "$TMP/out")"
+dd if="$NS" of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd" && fail "read after inject fail succeeded"
+grep -q "Input/output error" "$TMP/dd" || fail "read after inject fail: $(cat "$TMP/dd")"
+dd if="$NS" of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd" || fail "the read after that failed: $(cat "$TMP/dd")"
+ctl --json inject nvme0 delay 0 > "$TMP/json" || fail "inject delay 0"
+[ "$(json "$TMP/json" 'd["fault"], d["ms"], d["state"]')" = "('delay', 0, 'live')" ] || fail "inject --json: $(cat "$TMP/json")"
+ctl attach nvme0 > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "attach of a live controller: exit $rc, want 1"
+grep -q "nvme0 is live, not removed" "$TMP/out" || fail "attach of a live controller: $(cat "$TMP/out")"
+grep -q "fault injected into nvme0: fail" "$LOG" || fail "the injection is not logged"
 
 # ---- stats -w: rates until Ctrl-C ----
 timeout --preserve-status -s INT 2.5 "$C" -s "$SOCK" stats -w 1 > "$TMP/watch" 2>&1
@@ -229,6 +256,16 @@ expect 2 "unexpected argument" -s "$SOCK" status extra
 expect 2 "go with stats only" -s "$SOCK" queues -w 1
 expect 2 "seconds from" -s "$SOCK" stats -w 0
 expect 1 'no controller named "nope"' -s "$SOCK" identify nope
+expect 2 "inject needs a CONTROLLER" -s "$SOCK" inject
+expect 2 "inject needs a CONTROLLER and a FAULT" -s "$SOCK" inject nvme0
+expect 2 "unknown fault 'melt'" -s "$SOCK" inject nvme0 melt
+expect 2 "inject delay takes MS" -s "$SOCK" inject nvme0 delay
+expect 2 "inject hang takes no argument" -s "$SOCK" inject nvme0 hang 5
+expect 2 "milliseconds from 0" -s "$SOCK" inject nvme0 delay soon
+expect 2 "an NVMe status" -s "$SOCK" inject nvme0 fail 1 0
+expect 2 "attach needs a CONTROLLER" -s "$SOCK" attach
+expect 1 'no controller named "nope"' -s "$SOCK" inject nope hang
+expect 1 'no controller named "nope"' -s "$SOCK" attach nope
 expect 3 "no such socket" -s "$TMP/none.sock" status
 python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$TMP/stale.sock"
 expect 3 "nobody listens" -s "$TMP/stale.sock" status

@@ -1,6 +1,7 @@
 /* test_admin.c - the admin socket server over a real engine on the software
- * controller: every command's reply, bad requests, stalled clients, and the
- * socket file's life cycle.
+ * controller: every command's reply, bad requests, stalled clients, the
+ * socket file's life cycle, fault injection into the software controller and
+ * attach.
  *
  * The server runs in a private libev loop on the test's own thread; the test
  * is the client and turns the loop (EVRUN_NOWAIT) while it waits for replies,
@@ -42,10 +43,14 @@ static struct nvme_qpair *qpair;
 static struct nvme_ctrl *ctrls[1];
 static struct nvme_reactor *reactors[1];
 static struct nvme_qpair *qpairs[1];
+static struct sim *sims[1];
 static struct admin_ns nss[1];
 static char ns_path[160];
 static struct admin_ctx ctx;
 static struct admin *adm;
+
+static struct nvme_bus *removed_bus; /* a test released the controller's bus */
+static bool reactor_running;         /* a test started the reactor thread */
 
 static void make_cfg(void)
 {
@@ -98,6 +103,7 @@ static void setup(void)
 	ctrls[0] = ctrl;
 	reactors[0] = reactor;
 	qpairs[0] = qpair;
+	sims[0] = sim;
 	snprintf(ns_path, sizeof(ns_path), "%s/mnt/nvme0n1", dir);
 	nss[0] = (struct admin_ns){.name = "nvme0n1",
 	                           .ctrl = 0,
@@ -117,6 +123,7 @@ static void setup(void)
 	    .ns = nss,
 	    .nr_ns = 1,
 	    .idle_timeout = 0.5,
+	    .sims = sims,
 	};
 	adm = NULL;
 }
@@ -124,9 +131,17 @@ static void setup(void)
 static void teardown(void)
 {
 	admin_stop(adm);
+	if (reactor_running) {
+		nvme_reactor_stop(reactor);
+		nvme_reactor_join(reactor);
+		reactor_running = false;
+	}
 	nvme_qpair_destroy(qpair);
 	nvme_reactor_destroy(reactor);
-	nvme_ctrl_close(ctrl); /* owns the sim's bus, and so the sim */
+	nvme_ctrl_close(ctrl); /* owns the sim's bus, and so the sim, unless removed */
+	if (removed_bus)
+		removed_bus->ops->close(removed_bus);
+	removed_bus = NULL;
 	ev_loop_destroy(loop);
 	cfg_free(cfg);
 	unlink(sock_path);
@@ -695,6 +710,287 @@ START_TEST(t_too_many_clients)
 }
 END_TEST
 
+
+/* ---- recovery: state, counters, inject, attach ---- */
+
+static const char *const rkeys[] = {
+    "timeouts",    "aborts_sent", "aborts_ok",     "resets_started",       "resets_ok",
+    "resets_failed", "resubmitted", "failed_after_retries", "cfs_events", "removals",
+};
+
+START_TEST(t_recovery_views)
+{
+	json_object *o, *c, *r, *q;
+	const char *text;
+
+	start();
+	write_blocks(1);
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	ck_assert_str_eq(json_object_get_string(get(c, "state")), "live");
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"namespaces\"}");
+	expect_ok(o);
+	ck_assert_str_eq(
+	    json_object_get_string(get(json_object_array_get_idx(get(o, "namespaces"), 0), "state")),
+	    "live");
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "controllers")), 1);
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	ck_assert_str_eq(json_object_get_string(get(c, "name")), "nvme0");
+	ck_assert_str_eq(json_object_get_string(get(c, "state")), "live");
+	r = get(c, "recovery");
+	for (size_t k = 0; k < sizeof(rkeys) / sizeof(rkeys[0]); k++)
+		ck_assert_msg(json_object_get_uint64(get(r, rkeys[k])) == 0, "%s not 0", rkeys[k]);
+	ck_assert(json_object_get_double(get(r, "reset_max_ms")) == 0.0);
+	q = json_object_array_get_idx(
+	    get(json_object_array_get_idx(get(o, "reactors"), 0), "qpairs"), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "completed")), 1);
+	ck_assert_int_eq(json_object_get_int(get(q, "timeouts")), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "resubmitted")), 0);
+	ck_assert_int_eq(json_object_get_int(get(q, "failed_after_retries")), 0);
+	ck_assert_int_eq(json_object_get_int(get(get(o, "totals"), "aborts_sent")), 0);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"metrics\"}");
+	expect_ok(o);
+	text = json_object_get_string(get(o, "text"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"live\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"removed\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_ctrl_resets_started_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_timeouts_total{controller=\"nvme0\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_ctrl_removals_total{controller=\"nvme0\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_qpair_timeouts_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_qpair_failed_after_retries_total{controller="
+	                                   "\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
+	json_object_put(o);
+}
+END_TEST
+
+/* One 4 KiB write at block 0, reaped until it completes (or 5 s); its error. */
+static int write_one(void)
+{
+	void *buf = nvme_reactor_buf_alloc(reactor, 4096);
+	double t0 = now();
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0x5a, 4096);
+	io_done = 0;
+	ck_assert_int_eq(nvme_qpair_write(qpair, 1, 0, buf, 4096, false, io_cb, NULL), 0);
+	nvme_qpair_flush_sq(qpair);
+	while (!io_done) {
+		nvme_qpair_reap(qpair, 0);
+		ck_assert_msg(now() - t0 < 5, "write did not complete");
+	}
+	nvme_reactor_buf_free(reactor, buf, 4096);
+	return io_err;
+}
+
+START_TEST(t_inject)
+{
+	json_object *o;
+	void *buf;
+	double t0;
+
+	start();
+	/* fail: the next command fails with the status given, the one after works */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"fail\",\"count\":1,"
+	        "\"status\":641}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "fault")), "fail");
+	ck_assert_int_eq(json_object_get_int(get(o, "status")), 641);
+	ck_assert_str_eq(json_object_get_string(get(o, "state")), "live");
+	json_object_put(o);
+	ck_assert_int_eq(write_one(), -EIO);
+	ck_assert_int_eq(write_one(), 0);
+
+	/* hang: a command stays on the device; unhang lets it complete */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"hang\"}");
+	expect_ok(o);
+	json_object_put(o);
+	buf = nvme_reactor_buf_alloc(reactor, 4096);
+	io_done = 0;
+	ck_assert_int_eq(nvme_qpair_write(qpair, 1, 1, buf, 4096, false, io_cb, NULL), 0);
+	nvme_qpair_flush_sq(qpair);
+	for (int i = 0; i < 100; i++) {
+		sim_poll(sim);
+		nvme_qpair_reap(qpair, 0);
+	}
+	ck_assert_int_eq(io_done, 0);
+	ck_assert_uint_eq(nvme_qpair_inflight(qpair), 1);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"unhang\"}");
+	expect_ok(o);
+	json_object_put(o);
+	t0 = now();
+	while (!io_done) {
+		sim_poll(sim);
+		nvme_qpair_reap(qpair, 0);
+		ck_assert_msg(now() - t0 < 5, "the write did not complete after unhang");
+	}
+	ck_assert_int_eq(io_err, 0);
+	nvme_reactor_buf_free(reactor, buf, 4096);
+
+	/* delay: the reply echoes it; 0 turns it off */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"delay\",\"ms\":0}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "ms")), 0);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"lose\",\"count\":0}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
+/* The faults that take the device away, on a controller released from the
+ * engine first (so that the engine does not react, and the test owns the
+ * bus): the admin socket reaches the sim through ctx.sims all the same. */
+START_TEST(t_inject_dead)
+{
+	struct nvme_bus *bus = NULL;
+	json_object *o;
+
+	start();
+	/* removal runs a step on the qpair's reactor: let it run */
+	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
+	reactor_running = true;
+	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
+	ck_assert_ptr_eq(bus, sim_bus(sim));
+	removed_bus = bus;
+	o = ask("{\"cmd\":\"status\"}");
+	ck_assert_str_eq(json_object_get_string(get(
+	                     json_object_array_get_idx(get(o, "controllers"), 0), "state")),
+	                 "removed");
+	json_object_put(o);
+
+	/* cfs shows in CSTS; remove makes BAR0 read all ones; clear undoes both */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"cfs\"}");
+	expect_ok(o);
+	json_object_put(o);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS) & NVME_CSTS_CFS, NVME_CSTS_CFS);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"remove\"}");
+	expect_ok(o);
+	json_object_put(o);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS), 0xffffffffu);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_VS), 0xffffffffu);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"clear\"}");
+	expect_ok(o);
+	json_object_put(o);
+	ck_assert_uint_ne(nvme_bus_read32(bus, NVME_REG_VS), 0xffffffffu);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS) & NVME_CSTS_CFS, 0);
+}
+END_TEST
+
+START_TEST(t_inject_refused)
+{
+	static const struct {
+		const char *req, *err;
+	} bad[] = {
+	    {"{\"cmd\":\"inject\",\"fault\":\"hang\"}", "needs \"controller\""},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme9\",\"fault\":\"hang\"}",
+	     "no controller named \"nvme9\" (have: nvme0)"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\"}", "needs \"fault\""},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"melt\"}",
+	     "unknown fault \"melt\""},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"delay\"}",
+	     "needs \"ms\": an integer"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"delay\",\"ms\":\"5\"}",
+	     "needs \"ms\": an integer"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"delay\",\"ms\":-1}",
+	     "outside 0..3600000"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"fail\",\"count\":1}",
+	     "needs \"status\""},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"fail\",\"count\":1,"
+	     "\"status\":0}",
+	     "status 0 is success"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"fail\",\"count\":1,"
+	     "\"status\":65535}",
+	     "outside 0..32767"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"lose\"}", "needs \"count\""},
+	};
+	json_object *o;
+
+	start();
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = ask(bad[i].req);
+		expect_error(o, bad[i].err);
+		json_object_put(o);
+	}
+	/* nothing was injected by the refused requests */
+	ck_assert_int_eq(write_one(), 0);
+	admin_stop(adm);
+	adm = NULL;
+
+	/* a PCI controller (no sim behind it) is refused */
+	ctx.sims = NULL;
+	start();
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"hang\"}");
+	expect_error(o, "nvme0 is a PCI controller");
+	json_object_put(o);
+	ck_assert_int_eq(write_one(), 0);
+}
+END_TEST
+
+static unsigned attach_calls, attach_idx;
+static int attach_ret;
+
+static int fake_attach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	ck_assert_ptr_eq(arg, &attach_calls);
+	attach_calls++;
+	attach_idx = i;
+	if (attach_ret == -ESTALE)
+		snprintf(err, errlen, "nvme0: the namespaces changed");
+	return attach_ret;
+}
+
+START_TEST(t_attach)
+{
+	json_object *o;
+
+	/* without the daemon's attach function: refused */
+	start();
+	o = ask("{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "attach: not available");
+	json_object_put(o);
+	admin_stop(adm);
+	adm = NULL;
+
+	ctx.attach = fake_attach;
+	ctx.attach_arg = &attach_calls;
+	start();
+	o = ask("{\"cmd\":\"attach\"}");
+	expect_error(o, "attach needs \"controller\"");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"attach\",\"controller\":\"nope\"}");
+	expect_error(o, "no controller named \"nope\"");
+	json_object_put(o);
+	ck_assert_uint_eq(attach_calls, 0);
+
+	attach_ret = -ESTALE; /* the daemon's message reaches the client */
+	o = ask("{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "nvme0: the namespaces changed");
+	json_object_put(o);
+	attach_ret = -ENODEV; /* no message: the errno's */
+	o = ask("{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "attach nvme0: No such device");
+	json_object_put(o);
+	attach_ret = 0;
+	o = ask("{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
+	ck_assert_str_eq(json_object_get_string(get(o, "state")), "live");
+	json_object_put(o);
+	ck_assert_uint_eq(attach_calls, 3);
+	ck_assert_uint_eq(attach_idx, 0);
+}
+END_TEST
+
 /* The socket never exists with the umask's mode or without its group, and
  * the private directory it was made in is gone. */
 START_TEST(t_socket_private)
@@ -923,6 +1219,11 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_live_socket);
 	tcase_add_test(tc, t_not_a_socket);
 	tcase_add_test(tc, t_too_many_clients);
+	tcase_add_test(tc, t_recovery_views);
+	tcase_add_test(tc, t_inject);
+	tcase_add_test(tc, t_inject_dead);
+	tcase_add_test(tc, t_inject_refused);
+	tcase_add_test(tc, t_attach);
 	tcase_add_test(tc, t_socket_private);
 	tcase_add_test(tc, t_socket_symlink);
 	tcase_add_test(tc, t_request_deadline);

@@ -22,6 +22,11 @@
 #                 one namespace of 256M
 #   -I FILE       use FILE (raw) as the next namespace instead of a temp file
 #   -N OPTS       extra properties for -device nvme (e.g. mdts=5,max_ioqpairs=4)
+#   -R            put the controller (id nvme0) behind a hot-pluggable PCIe
+#                 root port (id rp1): it is then 0000:01:00.0, and QMP
+#                 device_del nvme0 removes it the way a hot unplug does
+#   -q SOCKET     QMP on this UNIX socket (server, no wait; qmp.py talks to it;
+#                 the namespaces' drives are nvm1, nvm2, ...)
 #   -G            put the controller behind a conventional PCI bridge together
 #                 with a second controller (serial feedface, 64M namespace):
 #                 both land in one IOMMU group (for the group refusals)
@@ -53,6 +58,8 @@ VFIO=0
 CMDFILE=
 NS=()
 NVME_OPTS=
+ROOTPORT=0
+QMP=
 MEM=1G
 CPUS=2
 TIMEOUT=900
@@ -66,8 +73,8 @@ VERBOSE=0
 FAILDMA=0
 GROUP2=0
 
-usage() { sed -n '2,44p' "$0"; exit "${1:-0}"; }
-while getopts "d:p:s:UVf:n:I:N:Gm:c:t:a:M:l:A:Q:ivDh" o; do
+usage() { sed -n '2,49p' "$0"; exit "${1:-0}"; }
+while getopts "d:p:s:UVf:n:I:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	case "$o" in
 	d) DIR=$OPTARG ;;
 	p) PAYLOADS+=("$OPTARG") ;;
@@ -78,6 +85,8 @@ while getopts "d:p:s:UVf:n:I:N:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	n) NS+=("size:$OPTARG") ;;
 	I) NS+=("file:$OPTARG") ;;
 	N) NVME_OPTS=$OPTARG ;;
+	R) ROOTPORT=1 ;;
+	q) QMP=$OPTARG ;;
 	G) GROUP2=1 ;;
 	m) MEM=$OPTARG ;;
 	c) CPUS=$OPTARG ;;
@@ -187,6 +196,12 @@ if [ $GROUP2 = 1 ]; then
 		-drive "file=$WORK/nsb.img,if=none,id=nvmb,format=raw"
 		-device nvme-ns,drive=nvmb,bus=nvme1,nsid=1)
 fi
+if [ $ROOTPORT = 1 ]; then
+	[ $GROUP2 = 1 ] && die "-R and -G do not go together"
+	Q+=(-device pcie-root-port,id=rp1,chassis=1,slot=1)
+	BUSARG=",bus=rp1"
+fi
+[ -n "$QMP" ] && Q+=(-qmp "unix:$QMP,server=on,wait=off")
 Q+=(-device "nvme,id=nvme0,serial=deadbeef$BUSARG${NVME_OPTS:+,$NVME_OPTS}")
 i=1
 for n in "${NS[@]}"; do
@@ -228,8 +243,13 @@ fi
 CONSOLE=${LOG:-$WORK/console.log}
 : > "$CONSOLE"
 # stream the console: everything with -v, else COMMAND's output and vmrun lines
-timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null 2>&1 | tr -d '\r' | tee "$CONSOLE" |
-	awk -v all=$VERBOSE '
+# line by line (sed -u; mawk reads a pipe in blocks unless interactive), so
+# that a host watching the output (a test answering the guest's requests)
+# sees each line when the guest prints it
+AWK=(awk)
+awk -W version 2>/dev/null | grep -q mawk && AWK=(awk -W interactive)
+timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null 2>&1 | sed -u 's/\r//g' | tee "$CONSOLE" |
+	"${AWK[@]}" -v all=$VERBOSE '
 		/^@@VMRUN-BEGIN@@$/ { inside = 1; next }
 		/^@@VMRUN-EXIT=[0-9]+@@$/ { inside = 0; next }
 		all || inside || /^vmrun:/ || /Kernel panic|qemu-system-x86_64:/ { print; fflush() }'

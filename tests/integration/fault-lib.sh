@@ -1,0 +1,177 @@
+# fault-lib.sh - shared by the t-fault-*.sh tests (sourced after lib.sh):
+# nvmefsd over the threaded software controller with a short io_timeout_ms,
+# faults injected with nvmefsctl while fio verifies, and the checks and
+# measurements every fault test makes.  Every wait has a deadline: a hang
+# fails the test instead of blocking it.
+#
+#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = thread, 64 MiB) + start
+#   ctl ARGS...            nvmefsctl -s the daemon's socket
+#   ctl_state              the controller's state (live/resetting/removed/failed)
+#   wait_state STATE SECS  poll until the state is STATE, else fail
+#   fio_start SECS         fio randrw crc32c verify_fatal on the first 32 MiB,
+#                          in the background (FIO_PID), hard deadline SECS + 60
+#   fio_wait               wait for it; FIO_ERR = fio's error (0, 5 = EIO, ...);
+#                          fails on any verify mismatch whatever the error
+#   probe_start / probe_stop  4 KiB O_DIRECT reads at 60 MiB every 50 ms into
+#                          $TMP/probe ("ms rc" lines, ms since the epoch)
+#   probe_gap T0_MS        ms from T0_MS to the first successful probe read
+#                          that started after T0_MS ("none" if none)
+#   dd_cmp                 4 MiB written with dd O_DIRECT, read back, cmp
+#   rstat KEY              a recovery counter of the controller (stats --json)
+#   now_ms                 ms since the epoch
+. "$(dirname "$0")/lib.sh"
+C=$BUILD/nvmefsctl
+F=
+FIO_PID=
+PROBE_PID=
+FIO_ERR=
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+ctl() { timeout 20 "$C" -s "$TMP/admin.sock" "$@"; }
+
+fault_start() {
+	lib_init
+	trap fault_cleanup EXIT
+	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
+	command -v fio >/dev/null || skip "no fio"
+	command -v python3 >/dev/null || skip "no python3"
+	IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write <<EOF
+[controller nvme0]
+device = sim
+namespaces = 1
+size = 64M
+block_size = 4096
+backing = ram
+exec = thread
+EOF
+	daemon_start nvme0n1 || { fail "start"; finish; }
+	F=$MNT/nvme0n1
+}
+
+# json EXPR: evaluate a Python expression over the JSON on stdin (d)
+json() {
+	python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"
+}
+
+ctl_state() {
+	ctl status --json 2>/dev/null | json 'd["controllers"][0]["state"]' 2>/dev/null
+}
+
+wait_state() {
+	ws_end=$(($(now_ms) + $2 * 1000))
+	while [ "$(now_ms)" -lt $ws_end ]; do
+		[ "$(ctl_state)" = "$1" ] && return 0
+		sleep 0.05
+	done
+	fail "state not $1 within $2 s (it is $(ctl_state))"
+	return 1
+}
+
+rstat() {
+	ctl stats --json | json "d['controllers'][0]['recovery']['$1']"
+}
+
+fio_start() {
+	rm -f "$TMP/fio.json" "$TMP/fio.err"
+	timeout -s KILL $(($1 + 60)) fio --name=verify --filename="$F" --ioengine=libaio \
+		--direct=1 --rw=randrw --bsrange=4k-64k --iodepth=8 --numjobs=2 \
+		--runtime="$1" --time_based --size=16M --offset_increment=16M \
+		--verify=crc32c --verify_backlog=32 --verify_fatal=1 --verify_state_save=0 \
+		--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
+	FIO_PID=$!
+}
+
+fio_wait() {
+	wait "$FIO_PID"
+	FIO_RC=$?
+	FIO_PID=
+	[ $FIO_RC = 137 ] && fail "fio hung: killed at its deadline"
+	# a mismatch is reported as "verify failed"/"bad magic"/"crc32c" by fio
+	# and as error 84 (EILSEQ) with verify_fatal
+	if grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' "$TMP/fio.err" "$TMP/fio.json" 2>/dev/null; then
+		fail "fio saw a verify mismatch"
+		grep -Ei 'verify|magic|crc32c' "$TMP/fio.err" | head -5
+	fi
+	FIO_ERR=$(python3 - "$TMP/fio.json" <<'PY'
+import json, sys
+try:
+    t = open(sys.argv[1]).read()
+    d = json.loads(t[t.index("{"):])
+except Exception:
+    print("unreadable")
+    sys.exit(0)
+errs = sorted({j["error"] for j in d["jobs"]})
+for j in d["jobs"]:
+    r, w = j["read"], j["write"]
+    print("fio job: error %d, read %d MiB, write %d MiB" % (j["error"], r["io_bytes"] >> 20,
+          w["io_bytes"] >> 20), file=sys.stderr)
+print(max(errs))
+PY
+)
+	[ "$FIO_ERR" = 84 ] && fail "fio error 84 (EILSEQ): verify mismatch"
+	[ "$FIO_ERR" = unreadable ] && { fail "fio output unreadable (exit $FIO_RC)"; cat "$TMP/fio.err"; }
+	echo "fio: exit $FIO_RC, error $FIO_ERR"
+}
+
+probe_start() {
+	: > "$TMP/probe"
+	(
+		while :; do
+			t=$(now_ms)
+			timeout -s KILL 30 dd if="$F" of=/dev/null bs=4k count=1 skip=15360 \
+				iflag=direct status=none 2>/dev/null
+			echo "$t $?" >> "$TMP/probe"
+			sleep 0.05
+		done
+	) &
+	PROBE_PID=$!
+}
+
+probe_stop() {
+	[ -n "$PROBE_PID" ] && kill "$PROBE_PID" 2>/dev/null && wait "$PROBE_PID" 2>/dev/null
+	PROBE_PID=
+}
+
+probe_gap() {
+	awk -v t0="$1" '$1 >= t0 && $2 == 0 { print $1 - t0; found = 1; exit }
+		END { if (!found) print "none" }' "$TMP/probe"
+}
+
+# probe_failures T0 T1: probes started in [T0, T1) that failed
+probe_failures() {
+	awk -v t0="$1" -v t1="$2" '$1 >= t0 && $1 < t1 && $2 != 0 { n++ } END { print n + 0 }' \
+		"$TMP/probe"
+}
+
+dd_cmp() {
+	head -c $((4 << 20)) /dev/urandom > "$TMP/data"
+	timeout 30 dd if="$TMP/data" of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none ||
+		{ fail "dd write after recovery"; return 1; }
+	timeout 30 dd if="$F" of="$TMP/back" bs=1M skip=40 count=4 iflag=direct status=none ||
+		{ fail "dd read after recovery"; return 1; }
+	cmp -s "$TMP/data" "$TMP/back" || { fail "data read back differs"; return 1; }
+	return 0
+}
+
+fault_cleanup() {
+	probe_stop
+	[ -n "$FIO_PID" ] && kill -9 "$FIO_PID" 2>/dev/null
+	lib_cleanup
+}
+
+# fault_stop: SIGTERM within 30 s, exit 0, unmounted
+fault_stop() {
+	kill -TERM "$DPID"
+	i=0
+	while kill -0 "$DPID" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	if kill -0 "$DPID" 2>/dev/null; then
+		fail "SIGTERM: still running after 30 s"
+		kill -9 "$DPID"
+	fi
+	wait "$DPID"
+	DAEMON_RC=$?
+	DPID=
+	[ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC after SIGTERM"
+	fuse_mounted && fail "still mounted after SIGTERM"
+}

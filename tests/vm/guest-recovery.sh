@@ -1,0 +1,187 @@
+# guest-recovery.sh - in the guest (busybox sh, host /usr shared for fio,
+# dd, cmp, python3; the host's test folder shared at /mnt/share):
+# nvmefsd over VFIO on the controller at $BDF (behind a hot-pluggable PCIe
+# root port), io_timeout_ms = 1000, and two faults made by the host through
+# QMP on request ("@@HOST what@@" on the console; the host answers by
+# creating /mnt/share/ack-what):
+#   (a) throttle-on / throttle-off: QEMU's block layer throttles the
+#       namespace to 1 IOPS while fio randrw crc32c verify runs, until
+#       commands have taken longer than io_timeout_ms (timeouts counted), then
+#       2 s more: fio must end (no hang) with
+#       no verify mismatch (EIO allowed only from commands whose retries ran
+#       out, counted in failed_after_retries); afterwards dd + cmp works.
+#   (b) remove: QMP device_del while fio runs: the guest's removal completes
+#       (the function leaves /sys/bus/pci/devices) within 30 s, the daemon
+#       survives, fio ends (60 s deadline), reads of the file fail at once with EIO, status
+#       says removed;
+#   (c) replug: the host adds the controller again on the same image; attach
+#       is refused while the device is gone, works once the device is back
+#       on vfio-pci, and the data written before the removal reads back; then
+#       SIGTERM stops the daemon with exit 0.
+. /payload/check.sh
+BDF=${BDF:-0000:01:00.0}
+W=/tmp/rec
+MNT=$W/mnt
+CONF=$W/nvmefs.conf
+LOG=$W/daemon.log
+F=$MNT/nvme0n1
+SHARE=/mnt/share
+DD=/usr/bin/dd CMP=/usr/bin/cmp
+mkdir -p "$W"
+# alive PID: running, not a zombie waiting for this shell to reap it
+alive() { [ -d /proc/$1 ] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; }
+ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+ctl() { nvmefsctl -s $W/admin.sock "$@"; }
+state() { ctl status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["state"])'; }
+ask_host() {
+	echo "@@HOST $1@@"
+	i=0
+	while [ ! -e $SHARE/ack-$1 ] && [ $i -lt 600 ]; do usleep 100000; i=$((i + 1)); done
+	[ -e $SHARE/ack-$1 ]
+}
+# fio_bg SECS: randrw crc32c verify on 32 MiB in the background
+fio_bg() {
+	rm -f $W/fio.json
+	fio --name=verify --filename="$F" --ioengine=libaio --direct=1 --rw=randrw \
+		--bsrange=4k-64k --iodepth=4 --numjobs=2 --runtime=$1 --time_based \
+		--size=16M --offset_increment=16M --verify=crc32c --verify_backlog=16 \
+		--verify_fatal=1 --verify_state_save=0 --output-format=json \
+		--output=$W/fio.json > $W/fio.err 2>&1 &
+	FIO=$!
+}
+# fio_end DEADLINE_S: wait (killing fio at the deadline); FIO_ERR = fio's
+# error, "hung" or "mismatch".  Not in a $(...) subshell: only this shell
+# can reap fio, and an unreaped fio would look alive to kill -0.
+fio_end() {
+	i=0
+	while alive $FIO && [ $i -lt $(($1 * 10)) ]; do
+		usleep 100000
+		i=$((i + 1))
+	done
+	if alive $FIO; then
+		echo "fio still running after $1 s: $(cat /proc/$FIO/wchan 2>/dev/null)"
+		tail -n 5 $W/fio.err
+		kill -9 $FIO
+		wait $FIO
+		FIO_ERR=hung
+		return
+	fi
+	wait $FIO
+	if grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' $W/fio.err $W/fio.json; then
+		FIO_ERR=mismatch
+		return
+	fi
+	FIO_ERR=$(python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])
+print(max(j["error"] for j in d["jobs"]))' $W/fio.json 2>/dev/null || echo "unreadable")
+}
+rstat() {
+	ctl stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["recovery"][sys.argv[1]])' $1
+}
+
+cat > "$CONF" <<EOF
+[daemon]
+mountpoint = $MNT
+admin_socket = $W/admin.sock
+file_owner = 0
+file_group = 0
+log_level = info
+[engine]
+queues = 1
+cpus = 1
+queue_depth = 64
+mode = interrupt
+io_timeout_ms = 1000
+[controller nvme0]
+device = $BDF
+EOF
+nvmefsd -f -c "$CONF" > "$LOG" 2>&1 &
+DPID=$!
+i=0
+while [ ! -f "$F" ] && [ $i -lt 600 ] && kill -0 $DPID 2>/dev/null; do usleep 100000; i=$((i + 1)); done
+c "daemon up, $F there" [ -f "$F" ]
+[ -f "$F" ] || { cat "$LOG"; done_checks; }
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB O_DIRECT at 40 MiB" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+cmp_back() { $DD if="$F" bs=1M skip=40 count=4 iflag=direct status=none | $CMP - $W/data; }
+t "cmp" ok "" cmp_back
+
+echo "== (a) commands slower than io_timeout_ms"
+fio_bg 30
+sleep 2
+c "host throttled the namespace" ask_host throttle-on
+# throttled until commands have timed out (not for a fixed time: an emulated
+# guest on a loaded host runs at any speed)
+i=0
+while [ "$(rstat timeouts)" = 0 ] && [ $i -lt 60 ] && alive $FIO; do sleep 1; i=$((i + 1)); done
+c "commands timed out while throttled" [ "$(rstat timeouts)" -gt 0 ]
+sleep 2
+c "host lifted the throttle" ask_host throttle-off
+fio_end 180
+err=$FIO_ERR
+far=$(rstat failed_after_retries)
+echo "fio: error $err; timeouts $(rstat timeouts), aborts $(rstat aborts_sent)/$(rstat aborts_ok), resets $(rstat resets_started)/$(rstat resets_ok)/$(rstat resets_failed), resubmitted $(rstat resubmitted), failed after retries $far"
+c "fio ended (no hang), no verify mismatch, error 0 or EIO from spent retries (got $err)" \
+	sh -c "[ '$err' = 0 ] || { [ '$err' = 5 ] && [ '$far' -gt 0 ]; }"
+i=0
+while [ "$(state)" != live ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+c "controller live again ($(state))" [ "$(state)" = live ]
+t "cmp after the slowness: the data is intact" ok "" cmp_back
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB after the slowness" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+t "cmp" ok "" cmp_back
+
+echo "== (b) hot removal under load"
+fio_bg 60
+sleep 3
+t0=$(ms)
+c "host sent device_del" ask_host remove
+i=0
+while [ -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+t1=$(ms)
+c "the guest's removal completed: $BDF left /sys/bus/pci ($((t1 - t0)) ms after device_del)" [ ! -e /sys/bus/pci/devices/$BDF ]
+echo "measure: device_del to removal complete: $((t1 - t0)) ms"
+fio_end 60
+err=$FIO_ERR
+t2=$(ms)
+echo "measure: fio ended $((t2 - t0)) ms after device_del, error $err"
+c "fio ended with EIO, no verify mismatch (got $err)" [ "$err" = 5 ]
+c "the daemon survived" alive $DPID
+c "status says removed" [ "$(state)" = removed ]
+c "the file is still there" [ -f "$F" ]
+to0=$(rstat timeouts)
+t0=$(ms)
+t "a read fails with EIO" fail "Input/output error" $DD if="$F" of=/dev/null bs=4k count=1 iflag=direct
+t1=$(ms)
+echo "measure: read of the removed controller failed in $((t1 - t0)) ms"
+c "... at once: no timeout waited for ($((t1 - t0)) ms)" [ "$(rstat timeouts)" = "$to0" ]
+grep -E "removed|request IRQ|asks for the device" "$LOG" | sed 's/^/    daemon: /'
+
+echo "== (c) the controller plugged in again, attach"
+t "attach while the device is gone: refused" fail "cannot open $BDF through VFIO" ctl attach nvme0
+c "host plugged the controller in again" ask_host replug
+i=0
+while [ ! -e /sys/bus/pci/devices/$BDF ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+c "$BDF is back in /sys/bus/pci" [ -e /sys/bus/pci/devices/$BDF ]
+t "vfio-bind gives it to vfio-pci again" ok "bound to vfio-pci" vfio-bind $BDF
+t0=$(ms)
+t "attach" ok "nvme0: attached, live" ctl attach nvme0
+t1=$(ms)
+echo "measure: attach took $((t1 - t0)) ms"
+t "the data written before the removal reads back" ok "" cmp_back
+head -c $((4 << 20)) /dev/urandom > $W/data
+t "dd 4 MiB after attach" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
+t "cmp" ok "" cmp_back
+kill -TERM $DPID
+i=0
+while alive $DPID && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+alive $DPID && kill -9 $DPID
+wait $DPID
+rc=$?
+c "SIGTERM: daemon exit 0 (got $rc)" [ $rc = 0 ]
+c "... the mount is gone" sh -c "! grep -q ' $MNT ' /proc/mounts"
+tail -n 5 "$LOG" | sed 's/^/    daemon: /'
+echo "checks: $n_ok ok, $n_bad not ok"
+[ $n_bad = 0 ]
