@@ -394,6 +394,46 @@ static void stats_row(const char *reactor, const char *ctrl, const char *qid, js
 	       p50, p99, p999, mx);
 }
 
+/* The FUSE front end's part of a stats reply ("fuse"), when it has one. */
+static void show_fuse_stats(json_object *f)
+{
+	static const char *const ops[] = {"read", "write", "flush", "punch", "zero", "other"};
+	static const char *const why[] = {"memory", "queue_slot", "range_lock"};
+	json_object *parked = jget(f, "parked"), *waits = jget(f, "waits");
+	char b1[32], b2[32], lw[16];
+
+	if (!f)
+		return;
+	put_num(lw, sizeof(lw), jdbl(f, "lock_wait_s"), 3);
+	printf("\nFUSE front end: %llu in flight; parked now:",
+	       (unsigned long long)ju64(f, "inflight"));
+	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
+		printf(" %s %llu", why[i], (unsigned long long)ju64(parked, why[i]));
+	printf("; waits since start:");
+	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
+		printf(" %s %llu", why[i], (unsigned long long)ju64(waits, why[i]));
+	printf("\nrange lock waits %llu (%s s in all); bounce buffers %s (peak %s); channel "
+	       "pauses %llu\n",
+	       (unsigned long long)ju64(f, "lock_waits"), lw,
+	       human_size(ju64(f, "bounce_bytes"), b1, sizeof(b1)),
+	       human_size(ju64(f, "bounce_peak_bytes"), b2, sizeof(b2)),
+	       (unsigned long long)ju64(f, "channel_pauses"));
+	printf("%-7s %12s %10s %8s %9s %9s %9s %9s\n", "OP", "COUNT", "BYTES", "ERRORS", "P50us",
+	       "P99us", "P99.9us", "MAXus");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		json_object *o = jget(jget(f, "ops"), ops[i]), *lat = jget(o, "latency_us");
+		char p50[16], p99[16], p999[16], mx[16];
+
+		put_num(p50, sizeof(p50), jdbl(lat, "p50"), 1);
+		put_num(p99, sizeof(p99), jdbl(lat, "p99"), 1);
+		put_num(p999, sizeof(p999), jdbl(lat, "p99_9"), 1);
+		put_num(mx, sizeof(mx), jdbl(lat, "max"), 1);
+		printf("%-7s %12llu %10s %8llu %9s %9s %9s %9s\n", ops[i],
+		       (unsigned long long)ju64(o, "count"), human_size(ju64(o, "bytes"), b1, sizeof(b1)),
+		       (unsigned long long)ju64(o, "errors"), p50, p99, p999, mx);
+	}
+}
+
 /* stats: the recovery counters per controller and per queue */
 static void show_recovery(json_object *r)
 {
@@ -469,6 +509,7 @@ static void show_stats(json_object *r)
 		       (unsigned long long)ju64(x, "wakeups"),
 		       (unsigned long long)ju64(x, "calls"));
 	}
+	show_fuse_stats(jget(r, "fuse"));
 	show_recovery(r);
 }
 

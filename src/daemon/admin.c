@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <libgen.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "fuse_fs.h"
 #include "log.h"
 #include "nvme.h"
 #include "sim.h"
@@ -36,6 +38,7 @@ struct admin_client {
 	int fd;
 	ev_io rio, wio;
 	ev_timer idle;
+	ev_timer deadline; /* runs while a request line is incomplete */
 	char *in; /* ADMIN_LINE_MAX + 1 bytes */
 	size_t in_len;
 	char *out;
@@ -57,6 +60,7 @@ struct admin {
 	double mono0; /* monotonic clock at admin_start */
 	time_t wall0; /* wall clock at admin_start */
 	double idle_timeout;
+	double request_timeout;
 	struct admin_client *clients;
 	unsigned nr_clients;
 };
@@ -316,6 +320,74 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
+/* ---- the FUSE front end's figures (stats and metrics) ---- */
+
+static const char *const fuse_op_names[FUSEFS_OP_NR] = {
+    [FUSEFS_OP_READ] = "read",   [FUSEFS_OP_WRITE] = "write", [FUSEFS_OP_FLUSH] = "flush",
+    [FUSEFS_OP_PUNCH] = "punch", [FUSEFS_OP_ZERO] = "zero",   [FUSEFS_OP_OTHER] = "other",
+};
+static const char *const fuse_wait_names[FUSEFS_WAIT_NR] = {
+    [FUSEFS_WAIT_MEM] = "memory",
+    [FUSEFS_WAIT_SLOT] = "queue_slot",
+    [FUSEFS_WAIT_LOCK] = "range_lock",
+};
+
+static json_object *lat_json(const uint64_t *h)
+{
+	json_object *lat = json_object_new_object();
+
+	jset_dbl(lat, "p50", nvme_lat_percentile(h, 50.0) / 1e3, 3);
+	jset_dbl(lat, "p99", nvme_lat_percentile(h, 99.0) / 1e3, 3);
+	jset_dbl(lat, "p99_9", nvme_lat_percentile(h, 99.9) / 1e3, 3);
+	jset_dbl(lat, "max", nvme_lat_percentile(h, 100.0) / 1e3, 3);
+	return lat;
+}
+
+/* The "fuse" object of the stats reply, or NULL without a front end. */
+static json_object *fuse_stats_json(struct admin *a)
+{
+	struct fusefs_stats *st;
+	json_object *o, *parked, *waits, *ops;
+
+	if (!a->ctx.fuse_stats)
+		return NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	o = json_object_new_object();
+	parked = json_object_new_object();
+	waits = json_object_new_object();
+	ops = json_object_new_object();
+	jset_u64(o, "inflight", st->inflight);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
+		jset_u64(parked, fuse_wait_names[i], st->parked[i]);
+		jset_u64(waits, fuse_wait_names[i], st->waits[i]);
+	}
+	jset(o, "parked", parked);
+	jset(o, "waits", waits);
+	jset_u64(o, "lock_waits", st->lock_waits);
+	jset_dbl(o, "lock_wait_s", st->lock_wait_ns / 1e9, 6);
+	jset_u64(o, "bounce_bytes", st->bounce_bytes);
+	jset_u64(o, "bounce_peak_bytes", st->bounce_peak);
+	jset_u64(o, "channel_pauses", st->channel_pauses);
+	jset_u64(o, "rmw_writes", st->rmw_writes);
+	jset_u64(o, "flushes_sent", st->flushes_sent);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		const struct fusefs_op_stats *op = &st->op[i];
+		json_object *oo = json_object_new_object();
+
+		jset_u64(oo, "count", op->count);
+		jset_u64(oo, "bytes", op->bytes);
+		jset_u64(oo, "errors", op->errors);
+		jset(oo, "latency_us", lat_json(op->lat_ns));
+		jset(ops, fuse_op_names[i], oo);
+	}
+	jset(o, "ops", ops);
+	free(st);
+	return o;
+}
+
 static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	json_object *rs = json_object_new_array();
@@ -379,6 +451,12 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		jset_u64(t, "wakeups", rtot.wakeups);
 		jset_u64(t, "calls", rtot.calls);
 		jset(rep, "totals", t);
+	}
+	{
+		json_object *fo = fuse_stats_json(a);
+
+		if (fo)
+			jset(rep, "fuse", fo);
 	}
 	free(tot);
 	free(s);
@@ -711,6 +789,106 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 	fprintf(f, "} %llu\n", (unsigned long long)count);
 }
 
+/* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
+static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
+{
+	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
+	double sum = 0;
+
+	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
+		uint64_t upper = nvme_lat_bucket_ns(b);
+
+		if (h[b]) {
+			count += h[b];
+			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
+			for (unsigned k = 0; k < PROM_NLE; k++)
+				if (upper <= prom_le_ns[k])
+					cum[k] += h[b];
+		}
+		if (upper > lower)
+			lower = upper;
+	}
+	for (unsigned k = 0; k < PROM_NLE; k++)
+		fprintf(f, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, prom_le_ns[k] / 1e9,
+		        (unsigned long long)cum[k]);
+	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)count);
+	fprintf(f, "%s_sum{%s} %.9f\n", name, labels, sum);
+	fprintf(f, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+}
+
+static int prom_write_fuse(struct admin *a, FILE *f)
+{
+	struct fusefs_stats *st;
+	char lab[64];
+
+	if (!a->ctx.fuse_stats)
+		return 0;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	fputs("# HELP nvmefs_fuse_inflight FUSE requests taken and not yet answered.\n"
+	      "# TYPE nvmefs_fuse_inflight gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_inflight %llu\n", (unsigned long long)st->inflight);
+	fputs("# HELP nvmefs_fuse_parked FUSE requests waiting now, by what they wait for.\n"
+	      "# TYPE nvmefs_fuse_parked gauge\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++)
+		fprintf(f, "nvmefs_fuse_parked{reason=\"%s\"} %llu\n", fuse_wait_names[i],
+		        (unsigned long long)st->parked[i]);
+	fputs("# HELP nvmefs_fuse_waits_total FUSE requests that had to wait, by reason.\n"
+	      "# TYPE nvmefs_fuse_waits_total counter\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++)
+		fprintf(f, "nvmefs_fuse_waits_total{reason=\"%s\"} %llu\n", fuse_wait_names[i],
+		        (unsigned long long)st->waits[i]);
+	fputs("# HELP nvmefs_fuse_lock_wait_seconds_total Time spent waiting for block range locks.\n"
+	      "# TYPE nvmefs_fuse_lock_wait_seconds_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_lock_wait_seconds_total %.9f\n", st->lock_wait_ns / 1e9);
+	fputs("# HELP nvmefs_fuse_bounce_bytes Write data held outside DMA memory now.\n"
+	      "# TYPE nvmefs_fuse_bounce_bytes gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_bounce_bytes %llu\n", (unsigned long long)st->bounce_bytes);
+	fputs("# HELP nvmefs_fuse_bounce_peak_bytes Most write data one reactor held outside DMA "
+	      "memory.\n# TYPE nvmefs_fuse_bounce_peak_bytes gauge\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_bounce_peak_bytes %llu\n", (unsigned long long)st->bounce_peak);
+	fputs("# HELP nvmefs_fuse_channel_pauses_total Times a reactor stopped reading the FUSE "
+	      "channel at a bound.\n# TYPE nvmefs_fuse_channel_pauses_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_channel_pauses_total %llu\n",
+	        (unsigned long long)st->channel_pauses);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} oc[] = {
+	    {"nvmefs_fuse_requests_total", "FUSE requests answered, by operation.",
+	     offsetof(struct fusefs_op_stats, count)},
+	    {"nvmefs_fuse_request_bytes_total", "Bytes requested by answered FUSE requests.",
+	     offsetof(struct fusefs_op_stats, bytes)},
+	    {"nvmefs_fuse_request_errors_total", "FUSE requests answered with an error.",
+	     offsetof(struct fusefs_op_stats, errors)},
+	};
+	for (size_t k = 0; k < sizeof(oc) / sizeof(oc[0]); k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", oc[k].name, oc[k].help, oc[k].name);
+		for (unsigned i = 0; i < FUSEFS_OP_NR; i++)
+			fprintf(f, "%s{op=\"%s\"} %llu\n", oc[k].name, fuse_op_names[i],
+			        (unsigned long long)*(const uint64_t *)((const char *)&st->op[i] +
+			                                                oc[k].off));
+	}
+	fputs("# HELP nvmefs_fuse_request_latency_seconds FUSE request latency, taken to answered.\n"
+	      "# TYPE nvmefs_fuse_request_latency_seconds histogram\n",
+	      f);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		snprintf(lab, sizeof(lab), "op=\"%s\"", fuse_op_names[i]);
+		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns);
+	}
+	free(st);
+	return 0;
+}
+
 static int prom_write(struct admin *a, FILE *f)
 {
 	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
@@ -808,7 +986,7 @@ static int prom_write(struct admin *a, FILE *f)
 		}
 	}
 	free(st);
-	return 0;
+	return prom_write_fuse(a, f);
 }
 
 static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,
@@ -1153,6 +1331,7 @@ static void client_close(struct admin_client *c)
 	ev_io_stop(a->loop, &c->rio);
 	ev_io_stop(a->loop, &c->wio);
 	ev_timer_stop(a->loop, &c->idle);
+	ev_timer_stop(a->loop, &c->deadline);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -1345,11 +1524,51 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	return ret;
 }
 
+/* The request deadline: absolute, from the first byte of a request line to
+ * its newline.  The idle timer restarts with every byte, so on its own it
+ * lets a client that trickles one byte a second hold a slot for ever. */
+static void client_deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_client *c = w->data;
+	char msg[96];
+
+	(void)loop, (void)revents;
+	log_debug("admin client: request not complete after %.1f s: closed",
+	          c->a->request_timeout);
+	snprintf(msg, sizeof(msg), "request not complete within %.1f s: closing",
+	         c->a->request_timeout);
+	c->closing = true;
+	c->in_len = 0;
+	ev_io_stop(c->a->loop, &c->rio);
+	client_error(c, NULL, msg); /* sends, then closes the client */
+}
+
+/* Arm the deadline when an incomplete line starts, re-arm it when a line was
+ * consumed and an incomplete one follows, stop it when nothing incomplete is
+ * buffered (a complete line waiting for its turn is the server's delay). */
+static void client_deadline_update(struct admin_client *c, bool consumed)
+{
+	struct ev_loop *loop = c->a->loop;
+	bool partial = c->in_len && !c->closing && !memchr(c->in, '\n', c->in_len);
+
+	if (!partial) {
+		ev_timer_stop(loop, &c->deadline);
+		return;
+	}
+	if (consumed)
+		ev_timer_stop(loop, &c->deadline);
+	if (!ev_is_active(&c->deadline)) {
+		ev_timer_set(&c->deadline, c->a->request_timeout, 0.0);
+		ev_timer_start(loop, &c->deadline);
+	}
+}
+
 /* Serve the complete lines in the input buffer, one reply at a time.
  * Returns -1 when the client was closed. */
 static int client_process(struct admin_client *c)
 {
 	struct admin *a = c->a;
+	bool consumed = false;
 
 	while (!c->closing && !client_pending(c)) {
 		char *nl = memchr(c->in, '\n', c->in_len);
@@ -1381,7 +1600,9 @@ static int client_process(struct admin_client *c)
 			return -1;
 		memmove(c->in, nl + 1, c->in_len - n - 1);
 		c->in_len -= n + 1;
+		consumed = true;
 	}
+	client_deadline_update(c, consumed);
 	/* read more only when nothing is waiting to be sent */
 	if (c->closing || client_pending(c))
 		ev_io_stop(a->loop, &c->rio);
@@ -1502,7 +1723,8 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
 		ev_init(&c->idle, client_idle_cb);
 		c->idle.repeat = a->idle_timeout;
-		c->rio.data = c->wio.data = c->idle.data = c;
+		ev_init(&c->deadline, client_deadline_cb);
+		c->rio.data = c->wio.data = c->idle.data = c->deadline.data = c;
 		c->next = a->clients;
 		if (a->clients)
 			a->clients->prev = c;
@@ -1531,6 +1753,110 @@ static int admin_probe(const struct sockaddr_un *sa)
 	else
 		ret = -errno;
 	close(fd);
+	return ret;
+}
+
+/* Create the listening socket at path without ever changing anything
+ * through a name another user could replace.  bind(2) creates the socket
+ * file with the process umask, so its mode and group must be set
+ * afterwards; done by path next to the final name, an attacker who can
+ * write that directory could swap the fresh socket for a symlink between
+ * bind and chown/chmod and have them applied to a file of their choosing.
+ * So: make a private directory (mkdtemp: mode 0700, ours) in the socket's
+ * directory, bind, chown, chmod and listen there, where nobody else can
+ * create or swap a name, then rename(2) the finished socket onto path: an
+ * atomic replacement that never follows a symlink at path.  The private
+ * directory goes away.  The umask is not touched: it is per process, and
+ * the reactors are already running. */
+static int admin_bind_private(struct admin *a, const char *path)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dirbuf[sizeof(sa.sun_path)], basebuf[sizeof(sa.sun_path)];
+	char tmp[sizeof(sa.sun_path) + 16];
+	const char *dir, *base;
+	int dfd = -1, tfd = -1, ret;
+	struct stat st;
+
+	memcpy(dirbuf, path, strlen(path) + 1);
+	memcpy(basebuf, path, strlen(path) + 1);
+	dir = dirname(dirbuf);
+	base = basename(basebuf);
+	if (snprintf(tmp, sizeof(tmp), "%s/.nvmefsd-admin.XXXXXX", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if (!mkdtemp(tmp)) {
+		ret = -errno;
+		log_err("admin socket %s: a private directory in %s: %s", path, dir,
+		        strerror(errno));
+		return ret;
+	}
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	tfd = open(tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || tfd < 0) {
+		ret = -errno;
+		log_err("admin socket %s: opening %s: %s", path, dfd < 0 ? dir : tmp,
+		        strerror(errno));
+		goto err_rmdir;
+	}
+	/* bind through the directory fd: the private path may be longer than
+	 * sun_path allows, /proc/self/fd/N/s never is */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/s", tfd);
+	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->fd < 0) {
+		ret = -errno;
+		log_err("admin socket: socket: %s", strerror(errno));
+		goto err_rmdir;
+	}
+	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: bind in %s: %s", path, tmp, strerror(errno));
+		goto err_close;
+	}
+	if (cfg->daemon.gid != (gid_t)-1 &&
+	    fchownat(tfd, "s", (uid_t)-1, cfg->daemon.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
+		        (unsigned)cfg->daemon.gid, strerror(errno));
+		goto err_unlink;
+	}
+	if (fchmodat(tfd, "s", 0660, 0) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	if (fstatat(tfd, "s", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: stat: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
+	if (listen(a->fd, 16) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: listen: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	if (renameat(tfd, "s", dfd, base) < 0) {
+		ret = -errno;
+		log_err("admin socket %s: rename into place: %s", path, strerror(errno));
+		goto err_unlink;
+	}
+	unlinkat(dfd, tmp + strlen(dir) + 1, AT_REMOVEDIR);
+	close(tfd);
+	close(dfd);
+	return 0;
+
+err_unlink:
+	unlinkat(tfd, "s", 0);
+err_close:
+	close(a->fd);
+	a->fd = -1;
+err_rmdir:
+	if (tfd >= 0)
+		close(tfd);
+	if (dfd >= 0)
+		close(dfd);
+	rmdir(tmp);
 	return ret;
 }
 
@@ -1568,64 +1894,19 @@ static int admin_listen(struct admin *a)
 			        strerror(-ret));
 			return ret;
 		}
+		/* the rename in admin_bind_private replaces it */
 		log_info("admin socket %s: replacing a stale socket file", path);
-		if (unlink(path) < 0 && errno != ENOENT) {
-			ret = -errno;
-			log_err("admin socket %s: cannot remove the stale socket: %s", path,
-			        strerror(errno));
-			return ret;
-		}
 	} else if (errno != ENOENT) {
 		ret = -errno;
 		log_err("admin socket %s: %s", path, strerror(errno));
 		return ret;
 	}
 
-	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (a->fd < 0) {
-		ret = -errno;
-		log_err("admin socket: socket: %s", strerror(errno));
+	ret = admin_bind_private(a, path);
+	if (ret < 0)
 		return ret;
-	}
-	if (bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: bind: %s%s", path, strerror(errno),
-		        errno == ENOENT ? " (does its directory exist?)" : "");
-		goto err_close;
-	}
-	/* not yet listening, so nobody connects before the mode is right */
-	if (cfg->daemon.gid != (gid_t)-1 && chown(path, (uid_t)-1, cfg->daemon.gid) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
-		        (unsigned)cfg->daemon.gid, strerror(errno));
-		goto err_unlink;
-	}
-	if (chmod(path, 0660) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
-		goto err_unlink;
-	}
-	if (stat(path, &st) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: stat: %s", path, strerror(errno));
-		goto err_unlink;
-	}
-	a->dev = st.st_dev;
-	a->ino = st.st_ino;
-	if (listen(a->fd, 16) < 0) {
-		ret = -errno;
-		log_err("admin socket %s: listen: %s", path, strerror(errno));
-		goto err_unlink;
-	}
 	memcpy(a->path, path, strlen(path) + 1);
 	return 0;
-
-err_unlink:
-	unlink(path);
-err_close:
-	close(a->fd);
-	a->fd = -1;
-	return ret;
 }
 
 int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out)
@@ -1643,6 +1924,7 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 	a->ctx = *ctx;
 	a->fd = -1;
 	a->idle_timeout = ctx->idle_timeout > 0 ? ctx->idle_timeout : ADMIN_IDLE_TIMEOUT;
+	a->request_timeout = ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
 	a->mono0 = mono_now();
 	a->wall0 = time(NULL);
 	ret = admin_listen(a);

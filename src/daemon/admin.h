@@ -17,8 +17,10 @@
  * on; a line longer than ADMIN_LINE_MAX gets an error reply and the client is
  * closed.  A client never blocks the daemon: all I/O is non-blocking, a
  * client whose unread replies exceed ADMIN_OUT_MAX is dropped, one that is
- * idle for idle_timeout seconds is closed, and at most ADMIN_MAX_CLIENTS are
- * served at once.
+ * idle for idle_timeout seconds is closed, one whose request line is not
+ * complete request_timeout seconds after its first byte arrived is answered
+ * with an error and closed (however steadily it trickles bytes), and at most
+ * ADMIN_MAX_CLIENTS are served at once.
  *
  * inject reaches the software controller's fault injection (src/sim/sim.h);
  * it is refused for a PCI controller.  "fault" is one of
@@ -35,7 +37,10 @@
  *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
- * and never when it is not a socket (-EEXIST).
+ * and never when it is not a socket (-EEXIST; a symlink is not followed).
+ * The socket is bound, given its group and mode inside a fresh private
+ * directory next to the path and then renamed onto it, so nothing is ever
+ * changed through a path that another user could swap.
  */
 #ifndef NVMEFS_ADMIN_H
 #define NVMEFS_ADMIN_H
@@ -49,6 +54,7 @@ struct cfg;
 struct nvme_ctrl;
 struct nvme_reactor;
 struct nvme_qpair;
+struct fusefs_stats;
 struct admin;
 struct sim;
 
@@ -56,6 +62,7 @@ struct sim;
 #define ADMIN_OUT_MAX      (1024 * 1024) /* unread reply bytes before a client is dropped */
 #define ADMIN_MAX_CLIENTS  64
 #define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
+#define ADMIN_REQUEST_TIMEOUT 10.0 /* seconds from a request's first byte to its newline */
 
 /* One namespace file of the mount. */
 struct admin_ns {
@@ -83,6 +90,12 @@ struct admin_ctx {
 	const struct admin_ns *ns;
 	unsigned nr_ns;
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
+	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
+	/* The FUSE front end's figures (fusefs_stats_get on the daemon's
+	 * session), called on the loop's thread.  NULL: no front end; "stats"
+	 * and "metrics" then leave it out. */
+	void (*fuse_stats)(void *arg, struct fusefs_stats *out);
+	void *fuse_stats_arg;
 	/* sims[i]: the software controller behind ctrls[i], NULL for a PCI
 	 * function (sims NULL: none).  It outlives a removal of the
 	 * controller (the daemon keeps its bus), so inject reaches it then. */
@@ -93,10 +106,11 @@ struct admin_ctx {
 	void *attach_arg;
 };
 
-/* Bind, chown, chmod and listen on ctx->cfg->daemon.admin_socket and serve
- * it from loop (the caller runs the loop).  Errors are logged with the path:
- * -EADDRINUSE (a daemon is listening there), -EEXIST (not a socket),
- * -ENAMETOOLONG, or the errno of socket/bind/chown/listen. */
+/* Create the socket at ctx->cfg->daemon.admin_socket (mode 0660, its group
+ * set) and serve it from loop (the caller runs the loop).  Errors are logged
+ * with the path: -EADDRINUSE (a daemon is listening there), -EEXIST (not a
+ * socket), -ENAMETOOLONG, or the errno of mkdtemp/socket/bind/chown/listen/
+ * rename. */
 int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out);
 
 /* Close every client and the socket, and remove the socket file if it is

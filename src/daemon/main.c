@@ -518,6 +518,11 @@ static int start_reactors(struct daemon *d)
 	return 0;
 }
 
+static void admin_fuse_stats(void *arg, struct fusefs_stats *out)
+{
+	fusefs_stats_get(arg, out);
+}
+
 static int start_admin(struct daemon *d)
 {
 	const struct fusefs_ns_desc *ns = fusefs_namespaces(d->fs, &d->nr_ns);
@@ -552,6 +557,8 @@ static int start_admin(struct daemon *d)
 	ctx.qpairs = d->qpairs;
 	ctx.ns = d->ans;
 	ctx.nr_ns = d->nr_ns;
+	ctx.fuse_stats = admin_fuse_stats;
+	ctx.fuse_stats_arg = d->fs;
 	ctx.sims = d->sims;
 	ctx.attach = daemon_attach;
 	ctx.attach_arg = d;

@@ -5,10 +5,11 @@
  * Reads and writes at any offset and length become NVMe Read/Write commands
  * on the serving reactor's qpair (unaligned writes by read-modify-write,
  * serialised per block range); fsync becomes Flush when the controller has a
- * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Dataset
- * Management deallocate (Write Zeroes when deallocated blocks do not read as
- * zeroes) and fallocate(ZERO_RANGE) Write Zeroes.  Nothing else changes a
- * file: create, unlink, truncate, chmod and chown fail with EPERM.
+ * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Write Zeroes
+ * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes never change, as
+ * on a block device: O_TRUNC is accepted without effect, ftruncate and
+ * truncate fail with EINVAL; create, unlink, chmod and chown with EPERM
+ * (docs/fuse.md has the full table).
  *
  * Threading: the FUSE channel is read by reactors, in their own libev loops
  * (the session fd is non-blocking, one ev_io watcher per reading reactor).  A
@@ -26,6 +27,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "nvme.h"
 
 struct nvme_ctrl;
 struct nvme_qpair;
@@ -56,6 +59,13 @@ struct fusefs_opts {
 	/* How many reactors read the channel (reactors 0..readers-1); 0 or
 	 * more than nr_reactors means all of them. */
 	unsigned readers;
+
+	/* Bounds per reactor (0: defaults): requests taken and not answered
+	 * (2048), bytes of write data held in bounce buffers while their
+	 * requests wait for DMA memory (8 MiB).  A reactor stops reading the
+	 * channel while it is at either bound. */
+	unsigned max_requests;
+	size_t bounce_max;
 
 	/* Called once, on a reactor thread, when the session ends by itself
 	 * (unmounted from outside, connection aborted). */
@@ -101,13 +111,50 @@ void fusefs_unmount(struct fusefs *fs);
 /* Free everything (reactors stopped and joined).  NULL is a no-op. */
 void fusefs_destroy(struct fusefs *fs);
 
+/* What a request was, for the per-opcode figures. */
+enum fusefs_op {
+	FUSEFS_OP_READ,
+	FUSEFS_OP_WRITE,
+	FUSEFS_OP_FLUSH,   /* fsync, fdatasync, flush (close) */
+	FUSEFS_OP_PUNCH,   /* fallocate PUNCH_HOLE */
+	FUSEFS_OP_ZERO,    /* fallocate ZERO_RANGE */
+	FUSEFS_OP_OTHER,   /* everything else the channel delivered: count only */
+	FUSEFS_OP_NR
+};
+
+/* Why a request waits (see sched.h). */
+enum fusefs_wait {
+	FUSEFS_WAIT_MEM,   /* for a DMA buffer */
+	FUSEFS_WAIT_SLOT,  /* for a free queue slot (tracker) */
+	FUSEFS_WAIT_LOCK,  /* for an overlapping write to finish (range lock) */
+	FUSEFS_WAIT_NR
+};
+
+struct fusefs_op_stats {
+	uint64_t count;    /* answered */
+	uint64_t bytes;    /* requested bytes of the answered ones */
+	uint64_t errors;   /* answered with an errno */
+	/* time from taking the request to answering it, in the engine's
+	 * buckets: nvme_lat_percentile(lat_ns, 99.0) */
+	uint64_t lat_ns[NVME_LAT_BUCKETS];
+};
+
 struct fusefs_stats {
 	uint64_t reads, writes, rmw_writes, fsyncs, flushes_sent, fallocs;
 	uint64_t errors;      /* requests answered with an errno */
 	uint64_t lock_waits;  /* writes that waited for an overlapping write */
 	uint64_t resource_waits; /* requests that waited for a buffer or queue slot */
+
+	uint64_t inflight;                   /* requests taken, not answered */
+	uint64_t parked[FUSEFS_WAIT_NR];     /* waiting now, by reason */
+	uint64_t waits[FUSEFS_WAIT_NR];      /* waits begun since start, by reason */
+	uint64_t lock_wait_ns;               /* total time spent waiting for range locks */
+	uint64_t bounce_bytes, bounce_peak;  /* write data held outside DMA memory: now, most */
+	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
+	struct fusefs_op_stats op[FUSEFS_OP_NR];
 };
-/* Summed over reactors; approximate while running. */
+/* Summed over reactors (bounce_peak: the largest of one reactor); any
+ * thread, approximate while running. */
 void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out);
 
 #endif

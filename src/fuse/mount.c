@@ -1,8 +1,9 @@
 /* mount.c - make a mountpoint usable: create it, clear a stale FUSE mount,
- * refuse a live one. */
+ * refuse a live one.  What is mounted where comes from libmount. */
 #include "fuse_fs.h"
 
 #include <errno.h>
+#include <libmount.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,52 +15,29 @@
 
 #include "log.h"
 
-/* mountinfo escapes space, tab, newline and backslash as \ooo */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = 0;
-}
-
-/* The file system type and source of the topmost mount at path, if any. */
+/* The file system type and source of the topmost mount at path, if any.
+ * libmount reads /proc/self/mountinfo (and undoes its octal escapes of
+ * space, tab, newline and backslash); searching backwards finds the mount
+ * stacked last, the one on top. */
 static bool mounted_at(const char *path, char *fstype, size_t tlen, char *src, size_t slen)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_fs *fs;
 	bool found = false;
 
-	if (!f)
+	if (!tb) {
+		log_warn("%s: cannot read /proc/self/mountinfo", path);
 		return false;
-	while (getline(&line, &cap, f) > 0) {
-		/* id parent major:minor root mountpoint opts [optional...] - type source superopts */
-		char mnt[PATH_MAX], type[64], source[PATH_MAX];
-		char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-			continue;
-		if (sscanf(sep + 3, "%63s %4095s", type, source) != 2)
-			continue;
-		unescape(mnt);
-		if (strcmp(mnt, path) == 0) {
-			found = true; /* keep scanning: the last one is on top */
-			snprintf(fstype, tlen, "%s", type);
-			unescape(source);
-			snprintf(src, slen, "%s", source);
-		}
 	}
-	free(line);
-	fclose(f);
+	fs = mnt_table_find_target(tb, path, MNT_ITER_BACKWARD);
+	if (fs) {
+		const char *t = mnt_fs_get_fstype(fs), *s = mnt_fs_get_source(fs);
+
+		found = true;
+		snprintf(fstype, tlen, "%s", t ? t : "?");
+		snprintf(src, slen, "%s", s ? s : "none");
+	}
+	mnt_unref_table(tb);
 	return found;
 }
 

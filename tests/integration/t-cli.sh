@@ -170,6 +170,41 @@ cmp -s "$TMP/data" "$TMP/back" || fail "data read back differs"
 [ "$(json "$TMP/s3" 'd["reactors"][0]["qpairs"][0]["completed"] == d["totals"]["completed"]')" = True ] ||
 	fail "qpair and totals disagree"
 
+# ---- the FUSE front end: per-operation counts and bytes move by the I/O done ----
+fop() { # FILE OP FIELD
+	json "$1" 'd["fuse"]["ops"]["'"$2"'"]["'"$3"'"]'
+}
+[ "$(fop "$TMP/s1" write count)" -ge 1024 ] || fail "fuse write count $(fop "$TMP/s1" write count)"
+[ $(($(fop "$TMP/s1" write count) - $(fop "$TMP/s0" write count))) = 1024 ] ||
+	fail "fuse writes delta, want 1024"
+[ $(($(fop "$TMP/s1" write bytes) - $(fop "$TMP/s0" write bytes))) = 4194304 ] ||
+	fail "fuse write bytes delta, want 4194304"
+[ $(($(fop "$TMP/s3" read count) - $(fop "$TMP/s2" read count))) = 64 ] ||
+	fail "fuse reads delta, want 64"
+[ $(($(fop "$TMP/s3" read bytes) - $(fop "$TMP/s2" read bytes))) = 4194304 ] ||
+	fail "fuse read bytes delta, want 4194304"
+[ "$(json "$TMP/s3" 'd["fuse"]["ops"]["read"]["errors"]')" = 0 ] || fail "fuse read errors"
+[ "$(json "$TMP/s3" 'd["fuse"]["inflight"]')" = 0 ] || fail "fuse requests in flight while idle"
+[ "$(json "$TMP/s3" 'sorted(d["fuse"]["parked"])')" = "['memory', 'queue_slot', 'range_lock']" ] ||
+	fail "fuse parked reasons: $(json "$TMP/s3" 'sorted(d["fuse"]["parked"])')"
+[ "$(json "$TMP/s3" 'd["fuse"]["ops"]["write"]["latency_us"]["p50"] <= d["fuse"]["ops"]["write"]["latency_us"]["max"] and d["fuse"]["ops"]["write"]["latency_us"]["max"] > 0')" = True ] ||
+	fail "fuse write latency percentiles"
+fallocate -p -o 1048576 -l 65536 "$NS" || fail "punch"
+fallocate -z -o 0 -l 65536 "$NS" || fail "zero range"
+ctl stats --json > "$TMP/s4" || fail "stats --json"
+[ $(($(fop "$TMP/s4" punch count) - $(fop "$TMP/s3" punch count))) = 1 ] || fail "fuse punch delta, want 1"
+[ $(($(fop "$TMP/s4" punch bytes) - $(fop "$TMP/s3" punch bytes))) = 65536 ] || fail "fuse punch bytes delta"
+[ $(($(fop "$TMP/s4" zero count) - $(fop "$TMP/s3" zero count))) = 1 ] || fail "fuse zero delta, want 1"
+ctl stats > "$TMP/h_stats2" || fail "stats"
+grep -q '^FUSE front end: 0 in flight; parked now: memory 0 queue_slot 0 range_lock 0' "$TMP/h_stats2" ||
+	fail "stats: no front-end line: $(cat "$TMP/h_stats2")"
+grep -Eq '^punch +[1-9][0-9]* ' "$TMP/h_stats2" || fail "stats: no punch row"
+grep -Eq '^write +[0-9]+ ' "$TMP/h_stats2" || fail "stats: no write row"
+ctl metrics > "$TMP/m2" || fail "metrics"
+grep -Eq '^nvmefs_fuse_requests_total\{op="punch"\} [1-9][0-9]*$' "$TMP/m2" || fail "metrics: no fuse punch count"
+grep -q '^nvmefs_fuse_inflight 0$' "$TMP/m2" || fail "metrics: no fuse inflight"
+grep -q '^# TYPE nvmefs_fuse_request_latency_seconds histogram$' "$TMP/m2" || fail "metrics: no fuse latency histogram"
+grep -Eq '^nvmefs_fuse_parked\{reason="range_lock"\} 0$' "$TMP/m2" || fail "metrics: no fuse parked"
 # ---- inject and attach ----
 ctl inject nvme0 fail 1 0x4281 > "$TMP/out" 2>&1 || fail "inject fail: $(cat "$TMP/out")"
 grep -q '^nvme0: fail next 1 command(s) with status 0x4281 injected; controller live$' "$TMP/out" ||

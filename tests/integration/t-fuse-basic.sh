@@ -50,6 +50,7 @@ mkdir "$MNT/dir" 2>/dev/null && fail "mkdir succeeded"
 rm -f "$F" 2>/dev/null
 [ -f "$F" ] || fail "unlink removed the file"
 truncate -s 1M "$F" 2>/dev/null && fail "truncate succeeded"
+[ "$(stat -c %s "$F")" = $((96 << 20)) ] || fail "size changed after truncate"
 chmod 666 "$F" 2>/dev/null && fail "chmod succeeded"
 touch "$F" || fail "touch (times only) failed"
 [ "$(stat -c %s "$F")" = $((96 << 20)) ] || fail "size changed"

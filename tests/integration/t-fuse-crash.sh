@@ -1,7 +1,9 @@
 #!/bin/sh
 # t-fuse-crash.sh - kill -9 leaves a dead FUSE mount (ENOTCONN); a restart
 # clears it with a lazy unmount and says so, and every byte written before
-# an fsync is there (file-backed namespace).  A mountpoint with something
+# an fsync is there (file-backed namespace).  The restart is done as the
+# systemd unit does it (ExecStartPre's --check-config, then the daemon), over
+# a dead mount twice in a row.  A mountpoint with something
 # else mounted on it is refused: exit 1 with a message, nothing mounted.
 . "$(dirname "$0")/lib.sh"
 lib_init
@@ -25,10 +27,20 @@ wait "$DPID" 2>/dev/null
 DPID=
 stat "$MNT" > /dev/null 2> "$TMP/stat.err" && fail "mountpoint usable after kill -9?"
 grep -q "not connected" "$TMP/stat.err" || fail "no ENOTCONN: $(cat "$TMP/stat.err")"
-daemon_start nvme0n1 nvme0n2 || { fail "restart over the stale mount"; finish; }
-grep -q "stale FUSE mount" "$LOG" || fail "stale mount not logged"
-cmp -n $((24 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "n1: fsync'd data lost"
-dd if="$MNT/nvme0n2" bs=4k skip=3 count=1280 status=none | cmp - "$TMP/b" || fail "n2: fsync'd data lost"
+for cycle in 1 2; do
+	"$D" --check-config -c "$CONF" > /dev/null 2>&1 ||
+		fail "cycle $cycle: --check-config (the unit's ExecStartPre) fails over the dead mount"
+	daemon_start nvme0n1 nvme0n2 || { fail "cycle $cycle: restart over the stale mount"; finish; }
+	[ "$(grep -c "stale FUSE mount" "$LOG")" -ge $cycle ] || fail "cycle $cycle: stale mount not logged"
+	cmp -n $((24 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "cycle $cycle: n1: fsync'd data lost"
+	dd if="$MNT/nvme0n2" bs=4k skip=3 count=1280 status=none | cmp - "$TMP/b" ||
+		fail "cycle $cycle: n2: fsync'd data lost"
+	[ $cycle = 2 ] && break
+	kill -9 "$DPID"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	stat "$MNT" > /dev/null 2>&1 && fail "cycle $cycle: mountpoint usable after kill -9?"
+done
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "exit $DAEMON_RC"
 

@@ -1,9 +1,10 @@
 #!/bin/sh
 # t-fuse-edges.sh - I/O at and past the end of a namespace, exact errnos
 # (python3 os.pread/os.pwrite): a read at the end returns 0 bytes, one that
-# crosses the end is short, one past it returns 0; a write past the end or
-# crossing it fails with ENOSPC and changes nothing; a write ending exactly at
-# the end succeeds.  On a 4 KiB and a 512 B namespace.
+# crosses the end is short, one past it returns 0; a write at or past the end
+# fails with ENOSPC and changes nothing; one crossing the end writes what fits
+# and returns that count (a block device does the same); a write ending
+# exactly at the end succeeds.  On a 4 KiB and a 512 B namespace.
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v python3 >/dev/null || skip "no python3"
@@ -45,13 +46,20 @@ r = os.pread(fd, 10000, size - 1000)
 check("read crossing the end is short (%d)" % len(r), r == pat[-1000:])
 r = os.pread(fd, 1, size - 1)
 check("last byte", r == pat[-1:])
-for off, n in ((size, 1), (size + 4096, 4096), (size - 100, 200), (size - 4096, 8192)):
+for off, n in ((size, 1), (size + 4096, 4096)):
     try:
         os.pwrite(fd, b"\xee" * n, off)
         check("pwrite %d@%d succeeded" % (n, off), False)
     except OSError as e:
         check("pwrite %d@%d: errno %d, want ENOSPC" % (n, off, e.errno), e.errno == errno.ENOSPC)
 check("failed writes changed nothing", os.pread(fd, len(pat), size - len(pat)) == pat)
+# across the end: short, what fits is written, the bytes before untouched
+for off, n, v in ((size - 100, 200, 0xee), (size - 4096, 8192, 0xdd)):
+    r = os.pwrite(fd, bytes([v]) * n, off)
+    check("pwrite %d@%d across the end wrote %d, want %d" % (n, off, r, size - off), r == size - off)
+    check("pwrite %d@%d: what fits is there" % (n, off), os.pread(fd, n, off) == bytes([v]) * (size - off))
+    check("pwrite %d@%d: before it untouched" % (n, off),
+          os.pread(fd, len(pat) - 4096, size - len(pat)) == pat[:len(pat) - 4096])
 # small unaligned reads and writes everywhere near the end
 for off, n in ((size - 4097, 3), (size - 513, 2), (size - 1, 1), (1, 1), (511, 2)):
     b = bytes([(off + n) & 0xff]) * n

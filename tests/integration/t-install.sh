@@ -5,7 +5,7 @@
 set -eu
 : "${BUILD:?}" "${ROOT:?}"
 P=$(mktemp -d)
-trap 'rm -rf "$P"' EXIT
+trap 'rm -rf "$P" "$P.effective"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 M="make -s -C $ROOT -o all B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
 
@@ -18,7 +18,20 @@ done
 [ -x "$P/sbin/nvmefsd" ] || fail "nvmefsd not executable"
 grep -q "^ExecStart=$P/sbin/nvmefsd -f -c $P/etc/nvmefs/nvmefs.conf\$" "$P/lib/systemd/system/nvmefs.service" ||
 	fail "unit's ExecStart does not name the installed paths"
-"$P/sbin/nvmefsd" --check-config -c "$P/etc/nvmefs/nvmefs.conf" >/dev/null || fail "installed config invalid"
+"$P/sbin/nvmefsd" --check-config -c "$P/etc/nvmefs/nvmefs.conf" > "$P.effective" || fail "installed config invalid"
+
+# A RuntimeDirectory= that is or holds the mountpoint breaks Restart= after a
+# kill -9: systemd's chown of it fails on the dead FUSE mount (ENOTCONN).
+U=$P/lib/systemd/system/nvmefs.service
+mp=$(sed -n 's/^mountpoint = //p' "$P.effective")
+rm -f "$P.effective"
+[ -n "$mp" ] || fail "no mountpoint in the effective config"
+for rd in $(sed -n 's/^RuntimeDirectory=//p' "$U"); do
+	case "$mp/" in
+	"/run/${rd%/}/"*) fail "RuntimeDirectory=$rd holds the mountpoint $mp" ;;
+	esac
+done
+echo "no runtime directory holds the mountpoint $mp"
 
 if command -v systemd-analyze >/dev/null; then
 	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||

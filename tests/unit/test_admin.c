@@ -8,6 +8,7 @@
  * so everything is deterministic and single-threaded.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -995,6 +996,214 @@ START_TEST(t_attach)
 }
 END_TEST
 
+/* The socket never exists with the umask's mode or without its group, and
+ * the private directory it was made in is gone. */
+START_TEST(t_socket_private)
+{
+	mode_t old = umask(0);
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	start();
+	umask(old);
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	ck_assert_uint_eq(st.st_gid, cfg->daemon.gid);
+	d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		ck_assert_msg(!strcmp(de->d_name, "admin.sock"), "left behind: %s", de->d_name);
+		n++;
+	}
+	closedir(d);
+	ck_assert_int_eq(n, 1);
+}
+END_TEST
+
+/* A symlink at the socket's path is neither followed nor replaced. */
+START_TEST(t_socket_symlink)
+{
+	char target[160];
+	struct admin *a = NULL;
+	struct stat st;
+	int fd;
+
+	snprintf(target, sizeof(target), "%s/target", dir);
+	fd = open(target, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(symlink(target, sock_path), 0);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -EEXIST);
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(stat(target, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	unlink(sock_path);
+	unlink(target);
+}
+END_TEST
+
+/* A client that trickles a request a byte at a time is answered with an
+ * error and closed at the request deadline, although every byte restarts
+ * its idle timer. */
+START_TEST(t_request_deadline)
+{
+	const char *req = "{\"cmd\":                                                      ";
+	double t0;
+	char *line;
+	int fd;
+
+	ctx.request_timeout = 0.3;
+	start();
+	fd = client();
+	t0 = now();
+	for (size_t i = 0;; i = (i + 1) % strlen(req)) {
+		char c;
+		ssize_t n = recv(fd, &c, 1, MSG_PEEK);
+
+		if (n == 1 || n == 0 || (n < 0 && errno != EAGAIN))
+			break; /* something to read, or closed */
+		send(fd, req + i, 1, MSG_NOSIGNAL);
+		for (int k = 0; k < 10; k++) {
+			turn();
+			poll(NULL, 0, 5);
+		}
+		ck_assert_msg(now() - t0 < 10, "trickling client not closed");
+	}
+	line = recv_line(fd);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_msg(strstr(line, "not complete within"), "reply: %s", line);
+	ck_assert_ptr_null(recv_line(fd));
+	close(fd);
+}
+END_TEST
+
+/* The deadline is per request: requests that each arrive in two pieces well
+ * within it are served, however long the connection lasts in all. */
+START_TEST(t_request_deadline_per_request)
+{
+	json_object *o;
+	int fd;
+
+	ctx.request_timeout = 0.3;
+	start();
+	fd = client();
+	for (int i = 0; i < 6; i++) {
+		send_str(fd, "{\"cmd\":", 7);
+		for (int k = 0; k < 10; k++) {
+			turn();
+			poll(NULL, 0, 5);
+		}
+		o = ask_fd(fd, "\"status\"}");
+		expect_ok(o);
+		json_object_put(o);
+	}
+	close(fd);
+}
+END_TEST
+
+/* A front end with known figures: stats shows them under "fuse" and the
+ * metrics as nvmefs_fuse_* series; without one, neither mentions it. */
+static void fake_fuse_stats(void *arg, struct fusefs_stats *st)
+{
+	ck_assert_ptr_eq(arg, &ctx);
+	memset(st, 0, sizeof(*st));
+	st->inflight = 5;
+	st->parked[FUSEFS_WAIT_MEM] = 2;
+	st->parked[FUSEFS_WAIT_LOCK] = 1;
+	st->waits[FUSEFS_WAIT_SLOT] = 7;
+	st->lock_waits = 3;
+	st->lock_wait_ns = 1500000000;
+	st->bounce_bytes = 4096;
+	st->bounce_peak = 65536;
+	st->op[FUSEFS_OP_READ].count = 10;
+	st->op[FUSEFS_OP_READ].bytes = 40960;
+	st->op[FUSEFS_OP_READ].errors = 1;
+	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(10000)] = 9;  /* 10 us */
+	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(1000000)] = 1; /* 1 ms */
+	st->op[FUSEFS_OP_PUNCH].count = 4;
+	st->op[FUSEFS_OP_PUNCH].bytes = 1 << 20;
+}
+
+START_TEST(t_fuse_stats)
+{
+	json_object *o, *f, *rd, *lat;
+	const char *text;
+
+	start();
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	ck_assert(!json_object_object_get_ex(o, "fuse", NULL));
+	json_object_put(o);
+	o = ask("{\"cmd\":\"metrics\"}");
+	ck_assert_ptr_null(strstr(json_object_get_string(get(o, "text")), "nvmefs_fuse_"));
+	json_object_put(o);
+	admin_stop(adm);
+	adm = NULL;
+
+	ctx.fuse_stats = fake_fuse_stats;
+	ctx.fuse_stats_arg = &ctx;
+	start();
+	o = ask("{\"cmd\":\"stats\"}");
+	expect_ok(o);
+	f = get(o, "fuse");
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "inflight")), 5);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "memory")), 2);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "range_lock")), 1);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "parked"), "queue_slot")), 0);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(f, "waits"), "queue_slot")), 7);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "lock_waits")), 3);
+	ck_assert_double_eq_tol(json_object_get_double(get(f, "lock_wait_s")), 1.5, 1e-9);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "bounce_bytes")), 4096);
+	ck_assert_uint_eq(json_object_get_uint64(get(f, "bounce_peak_bytes")), 65536);
+	rd = get(get(f, "ops"), "read");
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "count")), 10);
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "bytes")), 40960);
+	ck_assert_uint_eq(json_object_get_uint64(get(rd, "errors")), 1);
+	lat = get(rd, "latency_us");
+	/* 9 of 10 at 10 us, one at 1 ms: the median is near 10 us, the max near 1 ms */
+	ck_assert(json_object_get_double(get(lat, "p50")) >= 10 &&
+		  json_object_get_double(get(lat, "p50")) < 20);
+	ck_assert(json_object_get_double(get(lat, "p99")) >= 1000);
+	ck_assert(json_object_get_double(get(lat, "p99_9")) >= 1000);
+	ck_assert(json_object_get_double(get(lat, "max")) >= 1000 &&
+		  json_object_get_double(get(lat, "max")) < 2000);
+	ck_assert_uint_eq(json_object_get_uint64(get(get(get(f, "ops"), "punch"), "count")), 4);
+	for (const char *const *n = (const char *const[]){"write", "flush", "zero", "other", NULL};
+	     *n; n++)
+		ck_assert_uint_eq(json_object_get_uint64(get(get(get(f, "ops"), *n), "count")), 0);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"metrics\"}");
+	expect_ok(o);
+	text = json_object_get_string(get(o, "text"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_inflight 5\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_parked{reason=\"memory\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_waits_total{reason=\"queue_slot\"} 7\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_lock_wait_seconds_total 1.500000000\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_bounce_peak_bytes 65536\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_requests_total{op=\"read\"} 10\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_requests_total{op=\"punch\"} 4\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_fuse_request_bytes_total{op=\"punch\"} 1048576\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nnvmefs_fuse_request_errors_total{op=\"read\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_fuse_request_latency_seconds histogram\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_fuse_request_latency_seconds_bucket{op=\"read\",le=\"0.0005\"} 9\n"));
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_fuse_request_latency_seconds_bucket{op=\"read\",le=\"0.002\"} 10\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_fuse_request_latency_seconds_count{op=\"read\"} 10\n"));
+	json_object_put(o);
+}
+END_TEST
+
 static Suite *admin_suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -1020,6 +1229,11 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_inject_dead);
 	tcase_add_test(tc, t_inject_refused);
 	tcase_add_test(tc, t_attach);
+	tcase_add_test(tc, t_socket_private);
+	tcase_add_test(tc, t_socket_symlink);
+	tcase_add_test(tc, t_request_deadline);
+	tcase_add_test(tc, t_request_deadline_per_request);
+	tcase_add_test(tc, t_fuse_stats);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,519 @@
+/* fsio.c - requests that reach the device.
+ *
+ * A request (struct rq) moves through a few stages.  The scheduler gives it
+ * its DMA buffer and, for writes and fallocate, the block range lock before
+ * its first stage runs; a stage that finds no free queue slot returns
+ * SCHED_STALL and is run again later.  Writes hold the lock so that a
+ * read-modify-write never races with another write to the same blocks (the
+ * lock covers aligned writes too: a read-modify-write of a block would
+ * otherwise write back stale bytes of a concurrent write to it).
+ */
+#include "fsio.h"
+
+#include <errno.h>
+#include <linux/falloc.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "log.h"
+#include "nvme.h"
+
+#define ZBLOCKS_MAX 65536u /* NLB is 16 bits, 0-based */
+
+enum rq_op { OP_READ, OP_WRITE, OP_FSYNC, OP_FALLOC };
+enum rq_stage { RS_START, RS_EDGES, RS_WRITE, RS_IO, RS_FA_PART };
+
+struct rq {
+	struct sched_rq sq;       /* first: the scheduler's part */
+	fuse_req_t req;
+	struct fusefs_rx *rx;
+	struct fusefs_ns *ns;
+	uint8_t op, stage;
+	int mode;                 /* fallocate */
+	uint64_t off, len;        /* bytes, clamped to the namespace */
+	uint64_t lb0, lb1;        /* blocks touched: [lb0, lb1) */
+	/* One DMA allocation (sq.dma, sq.mem bytes): [buf, buf + buf_len) the
+	 * blocks (or a zero buffer), then the partial blocks read for a
+	 * read-modify-write at edge. */
+	uint8_t *buf;
+	size_t buf_len;
+	uint8_t *edge;
+	unsigned outstanding;     /* commands in flight */
+	unsigned submitted;       /* edge reads submitted (bit mask) */
+	int err;
+	/* read-modify-write edges: block and [z0, z1) bytes in it to replace */
+	unsigned nedge, part;
+	uint64_t eblk[2];
+	uint32_t ez0[2], ez1[2];
+	bool part_read;           /* fallocate: edge read done, write next */
+	uint64_t cur, mid1;       /* fallocate: next block of the middle, end */
+	uint64_t step;            /* blocks of the command in flight */
+};
+
+#define RQ(sqp) ((struct rq *)((char *)(sqp) - offsetof(struct rq, sq)))
+
+static enum sched_res rq_run(struct sched_rq *sq);
+
+int fsio_map_err(int err)
+{
+	switch (err) {
+	case 0:
+		return 0;
+	case -ENOSPC:
+		return ENOSPC;
+	case -ENOMEM:
+		return ENOMEM;
+	case -EACCES:
+		return EROFS; /* the device refused the write: write protected */
+	case -ENODEV:
+		return EIO; /* the controller is gone: fail at once, never wait */
+	default:
+		return EIO; /* media/data errors, timeouts, aborts, a dead controller */
+	}
+}
+
+size_t fsio_max_mem(uint32_t max_lba)
+{
+	/* an unaligned write of FUSEFS_MAX_IO: one block more than its
+	 * length, plus its two partial blocks read separately */
+	size_t w = FUSEFS_MAX_IO + 3 * (size_t)max_lba;
+	size_t z = FUSEFS_ZBUF_MAX + (size_t)max_lba;
+
+	return w > z ? w : z;
+}
+
+size_t fsio_rq_size(void)
+{
+	return sizeof(struct rq);
+}
+
+static struct nvme_qpair *rq_qp(struct rq *q)
+{
+	return q->rx->qp[q->ns->d.ctrl];
+}
+
+static void rq_abort(struct sched_rq *sq, int errnum)
+{
+	struct rq *q = RQ(sq);
+
+	if (errnum)
+		fuse_reply_err(q->req, errnum);
+	else
+		fuse_reply_none(q->req); /* the channel is gone: just free it */
+}
+
+static struct rq *rq_new(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, int op,
+			 uint8_t stat_op)
+{
+	struct sched_rq *sq = sched_rq_new(rx->sched, stat_op);
+	struct rq *q;
+
+	if (!sq) {
+		sched_count(rx->sched, stat_op, 0, ENOMEM);
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
+	}
+	q = RQ(sq);
+	q->req = req;
+	q->rx = rx;
+	q->ns = ns;
+	q->op = (uint8_t)op;
+	sq->run = rq_run;
+	sq->abort = rq_abort;
+	return q;
+}
+
+static size_t edge_bytes(const struct rq *q)
+{
+	return (q->op == OP_WRITE ? q->nedge : q->nedge ? 1 : 0) << q->ns->shift;
+}
+
+/* What the scheduler must get before the first stage runs. */
+static void rq_needs(struct rq *q, bool lock)
+{
+	q->sq.mem = q->buf_len + edge_bytes(q);
+	if (lock) {
+		q->sq.lock = &q->ns->lock;
+		q->sq.lb0 = q->lb0;
+		q->sq.lb1 = q->lb1;
+	}
+	q->sq.bytes = q->len;
+}
+
+/* Stage RS_START: the buffer has come. */
+static void rq_take_buf(struct rq *q)
+{
+	q->buf = q->sq.dma;
+	q->edge = q->buf ? q->buf + q->buf_len : NULL;
+}
+
+static void rq_fail(struct rq *q, int errnum)
+{
+	fuse_reply_err(q->req, errnum);
+	sched_finish(&q->sq, errnum);
+}
+
+/* What a submission's return means for the request: a stall until a tracker
+ * frees (-EAGAIN), failed, or one more command in flight (and, with to_io,
+ * the request now waits for it). */
+static enum sched_res rq_issued(struct rq *q, int err, bool to_io)
+{
+	if (err == -EAGAIN)
+		return SCHED_STALL;
+	if (err) {
+		rq_fail(q, fsio_map_err(err));
+		return SCHED_ASYNC;
+	}
+	q->outstanding++;
+	if (to_io)
+		q->stage = RS_IO;
+	return SCHED_ASYNC;
+}
+
+/* One command of q completed: false (and q failed) on an error. */
+static bool cmd_ok(struct rq *q, int err)
+{
+	q->outstanding--;
+	if (err) {
+		rq_fail(q, fsio_map_err(err));
+		return false;
+	}
+	return true;
+}
+
+/* ---- read ---- */
+
+static void read_done(void *arg, int err, uint16_t status)
+{
+	struct rq *q = arg;
+
+	(void)status;
+	if (!cmd_ok(q, err))
+		return;
+	fuse_reply_buf(q->req, (const char *)q->buf + (q->off - (q->lb0 << q->ns->shift)), q->len);
+	sched_finish(&q->sq, 0);
+}
+
+static enum sched_res read_run(struct rq *q)
+{
+	int err;
+
+	rq_take_buf(q);
+	err = nvme_qpair_read(rq_qp(q), q->ns->d.nsid, q->lb0, q->buf, q->buf_len, read_done, q);
+	return rq_issued(q, err, true);
+}
+
+void fsio_read(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
+	       size_t size)
+{
+	struct rq *q = rq_new(rx, req, ns, OP_READ, FUSEFS_OP_READ);
+
+	if (!q)
+		return;
+	SCHED_STAT_ADD(rx->sched, reads, 1);
+	q->off = off;
+	q->len = size;
+	q->lb0 = q->off >> ns->shift;
+	q->lb1 = (q->off + q->len + (1u << ns->shift) - 1) >> ns->shift;
+	q->buf_len = (q->lb1 - q->lb0) << ns->shift;
+	rq_needs(q, false);
+	sched_start(&q->sq);
+}
+
+/* ---- write, with read-modify-write of partial blocks ---- */
+
+/* Partial blocks of [off, off+len) and which bytes of them come from the
+ * device (the rest is new data or zeroes). */
+static void plan_edges(struct rq *q)
+{
+	uint64_t lsz = 1ull << q->ns->shift;
+	uint64_t end = q->off + q->len;
+
+	q->nedge = 0;
+	if (q->off & (lsz - 1)) {
+		uint64_t b = q->off >> q->ns->shift;
+		q->eblk[0] = b;
+		q->ez0[0] = (uint32_t)(q->off - (b << q->ns->shift));
+		q->ez1[0] = (uint32_t)((end < (b + 1) * lsz ? end : (b + 1) * lsz) - (b << q->ns->shift));
+		q->nedge = 1;
+	}
+	if ((end & (lsz - 1)) && (q->nedge == 0 || (end >> q->ns->shift) != q->eblk[0])) {
+		uint64_t b = end >> q->ns->shift;
+		uint64_t s = q->off > (b << q->ns->shift) ? q->off : (b << q->ns->shift);
+		q->eblk[q->nedge] = b;
+		q->ez0[q->nedge] = (uint32_t)(s - (b << q->ns->shift));
+		q->ez1[q->nedge] = (uint32_t)(end - (b << q->ns->shift));
+		q->nedge++;
+	}
+}
+
+static void write_done(void *arg, int err, uint16_t status)
+{
+	struct rq *q = arg;
+
+	(void)status;
+	if (!cmd_ok(q, err))
+		return;
+	fuse_reply_write(q->req, q->len);
+	sched_finish(&q->sq, 0);
+}
+
+static void edge_done(void *arg, int err, uint16_t status)
+{
+	struct rq *q = arg;
+
+	(void)status;
+	q->outstanding--;
+	if (err && !q->err)
+		q->err = err;
+	if (q->outstanding || q->submitted != (1u << q->nedge) - 1)
+		return; /* the other edge read is still to come */
+	if (q->err) {
+		rq_fail(q, fsio_map_err(q->err));
+		return;
+	}
+	/* keep the device's bytes around the new data */
+	uint32_t lsz = 1u << q->ns->shift;
+	for (unsigned i = 0; i < q->nedge; i++) {
+		uint8_t *blk = q->buf + ((q->eblk[i] - q->lb0) << q->ns->shift);
+		const uint8_t *old = q->edge + (size_t)i * lsz;
+		memcpy(blk, old, q->ez0[i]);
+		memcpy(blk + q->ez1[i], old + q->ez1[i], lsz - q->ez1[i]);
+	}
+	q->stage = RS_WRITE;
+	sched_resume(&q->sq);
+}
+
+static enum sched_res write_run(struct rq *q)
+{
+	struct nvme_qpair *qp = rq_qp(q);
+	uint32_t lsz = 1u << q->ns->shift;
+	int err;
+
+	switch (q->stage) {
+	case RS_START:
+		rq_take_buf(q);
+		q->stage = q->nedge ? RS_EDGES : RS_WRITE;
+		return write_run(q);
+	case RS_EDGES:
+		for (unsigned i = 0; i < q->nedge; i++) {
+			if (q->submitted & (1u << i))
+				continue;
+			err = nvme_qpair_read(qp, q->ns->d.nsid, q->eblk[i], q->edge + (size_t)i * lsz,
+					      lsz, edge_done, q);
+			if (err == -EAGAIN)
+				return SCHED_STALL;
+			if (err) {
+				if (!q->err)
+					q->err = err;
+				q->submitted = (1u << q->nedge) - 1;
+				if (!q->outstanding)
+					rq_fail(q, fsio_map_err(err));
+				return SCHED_ASYNC;
+			}
+			q->submitted |= 1u << i;
+			q->outstanding++;
+		}
+		return SCHED_ASYNC;
+	case RS_WRITE:
+		err = nvme_qpair_write(qp, q->ns->d.nsid, q->lb0, q->buf, q->buf_len, false, write_done,
+				       q);
+		return rq_issued(q, err, true);
+	default:
+		return SCHED_ASYNC;
+	}
+}
+
+void fsio_write(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
+		struct fuse_bufvec *bufv, size_t size)
+{
+	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+	struct rq *q = rq_new(rx, req, ns, OP_WRITE, FUSEFS_OP_WRITE);
+	ssize_t got;
+	uint8_t *to;
+
+	if (!q)
+		return;
+	q->off = off;
+	q->len = size;
+	q->lb0 = q->off >> ns->shift;
+	q->lb1 = (q->off + q->len + (1u << ns->shift) - 1) >> ns->shift;
+	q->buf_len = (q->lb1 - q->lb0) << ns->shift;
+	plan_edges(q);
+	SCHED_STAT_ADD(rx->sched, writes, 1);
+	if (q->nedge)
+		SCHED_STAT_ADD(rx->sched, rmw_writes, 1);
+	rq_needs(q, true);
+	/* the session buffer is reused once we return: take the data now,
+	 * straight into the DMA buffer when one is free, else into a bounce
+	 * buffer the scheduler has budgeted for */
+	to = sched_payload(&q->sq, q->off - (q->lb0 << ns->shift), size);
+	if (!to) {
+		rq_fail(q, ENOMEM);
+		return;
+	}
+	dst.buf[0].mem = to;
+	dst.buf[0].size = size;
+	got = fuse_buf_copy(&dst, bufv, 0);
+	if (got < 0 || (size_t)got != size) {
+		rq_fail(q, got < 0 ? (int)-got : EIO);
+		return;
+	}
+	sched_start(&q->sq);
+}
+
+/* ---- fsync ---- */
+
+static void fsync_done(void *arg, int err, uint16_t status)
+{
+	struct rq *q = arg;
+
+	(void)status;
+	if (!cmd_ok(q, err))
+		return;
+	fuse_reply_err(q->req, 0);
+	sched_finish(&q->sq, 0);
+}
+
+static enum sched_res fsync_run(struct rq *q)
+{
+	int err = nvme_qpair_flush(rq_qp(q), q->ns->d.nsid, fsync_done, q);
+
+	if (!err)
+		SCHED_STAT_ADD(q->rx->sched, flushes_sent, 1);
+	return rq_issued(q, err, true);
+}
+
+void fsio_fsync(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns)
+{
+	struct rq *q = rq_new(rx, req, ns, OP_FSYNC, FUSEFS_OP_FLUSH);
+
+	if (!q)
+		return;
+	rq_needs(q, false);
+	sched_start(&q->sq);
+}
+
+/* ---- fallocate: partial edge blocks, then the aligned middle ---- */
+
+static void fa_done(void *arg, int err, uint16_t status)
+{
+	struct rq *q = arg;
+
+	(void)status;
+	if (!cmd_ok(q, err))
+		return;
+	if (q->part < q->nedge) {
+		if (!q->part_read) {
+			q->part_read = true;
+			memset(q->edge + q->ez0[q->part], 0, q->ez1[q->part] - q->ez0[q->part]);
+		} else {
+			q->part_read = false;
+			q->part++;
+		}
+	} else {
+		q->cur += q->step;
+	}
+	if (q->part >= q->nedge && q->cur >= q->mid1) {
+		fuse_reply_err(q->req, 0);
+		sched_finish(&q->sq, 0);
+		return;
+	}
+	sched_resume(&q->sq);
+}
+
+static enum sched_res fa_run(struct rq *q)
+{
+	struct nvme_qpair *qp = rq_qp(q);
+	uint32_t nsid = q->ns->d.nsid;
+	uint32_t lsz = 1u << q->ns->shift;
+	int err;
+
+	if (q->stage == RS_START) {
+		rq_take_buf(q);
+		if (q->buf_len)
+			memset(q->buf, 0, q->buf_len);
+		q->stage = RS_FA_PART;
+	}
+	if (q->part >= q->nedge && q->cur >= q->mid1) {
+		/* nothing at all to do (an empty range) */
+		fuse_reply_err(q->req, 0);
+		sched_finish(&q->sq, 0);
+		return SCHED_ASYNC;
+	}
+	if (q->part < q->nedge) {
+		if (!q->part_read)
+			err = nvme_qpair_read(qp, nsid, q->eblk[q->part], q->edge, lsz, fa_done, q);
+		else
+			err = nvme_qpair_write(qp, nsid, q->eblk[q->part], q->edge, lsz, false, fa_done,
+					       q);
+	} else {
+		uint64_t n = q->mid1 - q->cur;
+		bool punch = q->mode & FALLOC_FL_PUNCH_HOLE;
+
+		if (q->buf_len) {
+			/* no Write Zeroes: write a buffer of zeroes */
+			if (n > q->buf_len >> q->ns->shift)
+				n = q->buf_len >> q->ns->shift;
+			q->step = n;
+			err = nvme_qpair_write(qp, nsid, q->cur, q->buf, n << q->ns->shift, false,
+					       fa_done, q);
+		} else {
+			/* Write Zeroes for punch too: deallocation alone (DSM)
+			 * is advisory, a hole must read back as zeroes.  Punch
+			 * lets the device deallocate (DEAC) where deallocated
+			 * blocks read as zeroes; the engine splits at WZSL. */
+			if (n > ZBLOCKS_MAX)
+				n = ZBLOCKS_MAX;
+			q->step = n;
+			err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n,
+						      punch && q->ns->dealloc_zeroes, fa_done, q);
+		}
+	}
+	return rq_issued(q, err, false);
+}
+
+void fsio_fallocate(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, int mode,
+		    uint64_t off, uint64_t end)
+{
+	struct rq *q = rq_new(rx, req, ns, OP_FALLOC,
+			      mode & FALLOC_FL_PUNCH_HOLE ? FUSEFS_OP_PUNCH : FUSEFS_OP_ZERO);
+	uint64_t lsz = 1ull << ns->shift;
+
+	if (!q)
+		return;
+	SCHED_STAT_ADD(rx->sched, fallocs, 1);
+	q->mode = mode;
+	q->off = off;
+	q->len = end - q->off;
+	q->lb0 = q->off >> ns->shift;
+	q->lb1 = (end + lsz - 1) >> ns->shift;
+	plan_edges(q);
+	/* the aligned middle: [ceil(off), floor(end)) */
+	q->cur = (q->off + lsz - 1) >> ns->shift;
+	q->mid1 = end >> ns->shift;
+	if (q->mid1 < q->cur)
+		q->mid1 = q->cur;
+	if (q->mid1 > q->cur && !ns->wzeroes) {
+		uint64_t bytes = (q->mid1 - q->cur) << ns->shift;
+		q->buf_len = bytes < FUSEFS_ZBUF_MAX ? bytes : FUSEFS_ZBUF_MAX;
+	}
+	rq_needs(q, true);
+	sched_start(&q->sq);
+}
+
+static enum sched_res rq_run(struct sched_rq *sq)
+{
+	struct rq *q = RQ(sq);
+
+	switch (q->op) {
+	case OP_READ:
+		return read_run(q);
+	case OP_WRITE:
+		return write_run(q);
+	case OP_FSYNC:
+		return fsync_run(q);
+	default:
+		return fa_run(q);
+	}
+}

@@ -1,0 +1,494 @@
+/* rqsched.c - per-reactor request scheduler: memory queue, ready queue, range
+ * lock hand-over, bounded bounce buffers, statistics.  See rqsched.h for the
+ * progress argument. */
+#include "rqsched.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define DEFAULT_MAX_RQ 2048
+#define DEFAULT_BOUNCE_MAX (8u << 20)
+#define RQ_CACHE 256
+
+struct rq_list {
+	struct sched_rq *head, *tail;
+};
+
+struct sched {
+	struct sched_env env;
+	struct sched_opts o;
+	struct rq_list memq;    /* waiting for memory, FIFO */
+	struct rq_list readyq;  /* holding all but a tracker, FIFO */
+	struct sched_rq *all;   /* live requests */
+	struct sched_rq *cache;
+	unsigned nr_cache;
+	unsigned live;          /* owner writes, others read relaxed */
+	unsigned holders;       /* requests holding a DMA buffer */
+	size_t bounce_used;
+	bool kicking;
+	bool closed;            /* any thread writes, owner reads (relaxed) */
+	bool want_room;         /* sched_accepting said no: call on_room */
+	struct fusefs_stats st; /* owner writes, others read relaxed */
+};
+
+#define ST_ADD(s, f, n) sched_stat_add(&(s)->st.f, (n))
+#define ST_SET(s, f, v) __atomic_store_n(&(s)->st.f, (v), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void push(struct rq_list *l, struct sched_rq *q)
+{
+	q->next = NULL;
+	if (l->tail)
+		l->tail->next = q;
+	else
+		l->head = q;
+	l->tail = q;
+}
+
+static void push_front(struct rq_list *l, struct sched_rq *q)
+{
+	q->next = l->head;
+	l->head = q;
+	if (!l->tail)
+		l->tail = q;
+}
+
+static struct sched_rq *pop(struct rq_list *l)
+{
+	struct sched_rq *q = l->head;
+
+	if (q) {
+		l->head = q->next;
+		if (!l->head)
+			l->tail = NULL;
+		q->next = NULL;
+	}
+	return q;
+}
+
+static void wait_begin(struct sched_rq *q, unsigned why)
+{
+	struct sched *s = q->s;
+
+	q->wait = (uint8_t)(why + 1);
+	ST_ADD(s, parked[why], 1);
+	ST_ADD(s, waits[why], 1);
+	if (why == FUSEFS_WAIT_LOCK) {
+		ST_ADD(s, lock_waits, 1);
+	} else if (!q->stall_counted) {
+		q->stall_counted = true;
+		ST_ADD(s, resource_waits, 1);
+	}
+}
+
+static void wait_end(struct sched_rq *q)
+{
+	if (q->wait) {
+		ST_ADD(q->s, parked[q->wait - 1], (uint64_t)-1);
+		q->wait = 0;
+	}
+}
+
+int sched_create(const struct sched_env *env, const struct sched_opts *o, struct sched **out)
+{
+	struct sched *s;
+
+	if (o->rq_size < sizeof(struct sched_rq))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->env = *env;
+	s->o = *o;
+	if (!s->o.max_rq)
+		s->o.max_rq = DEFAULT_MAX_RQ;
+	if (!s->o.bounce_max)
+		s->o.bounce_max = DEFAULT_BOUNCE_MAX;
+	if (s->o.bounce_max < s->o.max_payload)
+		s->o.bounce_max = s->o.max_payload;
+	*out = s;
+	return 0;
+}
+
+static void rq_release(struct sched_rq *q);
+static void granted(struct sched_rq *q);
+static void granted_cb(void *arg);
+
+unsigned sched_destroy(struct sched *s, int errnum)
+{
+	unsigned n = 0;
+
+	if (!s)
+		return 0;
+	s->kicking = true; /* aborts must not run anything */
+	while (s->all) {
+		struct sched_rq *q = s->all;
+
+		/* the lock goes away with every scheduler: no hand-over */
+		q->locked = false;
+		wait_end(q);
+		q->abort(q, errnum);
+		rq_release(q);
+		n++;
+	}
+	while (s->cache) {
+		struct sched_rq *q = s->cache;
+
+		s->cache = q->next;
+		free(q);
+	}
+	free(s);
+	return n;
+}
+
+void sched_close(struct sched *s)
+{
+	__atomic_store_n(&s->closed, true, __ATOMIC_RELAXED);
+}
+
+bool sched_accepting(struct sched *s)
+{
+	if (s->live < s->o.max_rq && s->bounce_used + s->o.max_payload <= s->o.bounce_max)
+		return true;
+	if (!s->want_room) {
+		s->want_room = true;
+		ST_ADD(s, channel_pauses, 1);
+	}
+	return false;
+}
+
+static void room_check(struct sched *s)
+{
+	if (s->want_room && s->live < s->o.max_rq &&
+	    s->bounce_used + s->o.max_payload <= s->o.bounce_max) {
+		s->want_room = false;
+		if (s->o.on_room)
+			s->o.on_room(s->o.room_arg);
+	}
+}
+
+struct sched_rq *sched_rq_new(struct sched *s, uint8_t op)
+{
+	struct sched_rq *q = s->cache;
+
+	if (s->live >= s->o.max_rq)
+		return NULL;
+	if (q) {
+		s->cache = q->next;
+		s->nr_cache--;
+	} else {
+		q = malloc(s->o.rq_size);
+		if (!q)
+			return NULL;
+	}
+	memset(q, 0, s->o.rq_size);
+	q->s = s;
+	q->op = op;
+	q->t0 = now_ns();
+	q->anext = s->all;
+	if (s->all)
+		s->all->aprev = q;
+	s->all = q;
+	__atomic_store_n(&s->live, s->live + 1, __ATOMIC_RELAXED);
+	ST_SET(s, inflight, s->live);
+	return q;
+}
+
+static bool mem_get(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	if (q->dma || !q->mem)
+		return true;
+	q->dma = s->env.buf_alloc(s->env.ctx, q->mem);
+	if (!q->dma)
+		return false;
+	s->holders++;
+	return true;
+}
+
+static void bounce_free(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	if (!q->bounce)
+		return;
+	free(q->bounce);
+	q->bounce = NULL;
+	s->bounce_used -= q->bounce_len;
+	ST_SET(s, bounce_bytes, s->bounce_used);
+}
+
+void *sched_payload(struct sched_rq *q, size_t off, size_t len)
+{
+	struct sched *s = q->s;
+
+	if (!s->memq.head && mem_get(q))
+		return (uint8_t *)q->dma + off;
+	/* the channel only reads while the budget can hold a largest write */
+	if (s->bounce_used + len > s->o.bounce_max)
+		return NULL;
+	q->bounce = malloc(len ? len : 1);
+	if (!q->bounce)
+		return NULL;
+	q->bounce_len = len;
+	q->bounce_off = off;
+	s->bounce_used += len;
+	ST_SET(s, bounce_bytes, s->bounce_used);
+	if (s->bounce_used > s->st.bounce_peak)
+		ST_SET(s, bounce_peak, s->bounce_used);
+	return q->bounce;
+}
+
+/* Release everything q holds and recycle it; no statistics, no kick. */
+static void rq_release(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+	struct rlock_ent *g;
+
+	if (q->locked) {
+		q->locked = false;
+		g = rlock_release(q->lock, &q->le);
+		while (g) {
+			struct sched_rq *w = (struct sched_rq *)((char *)g - offsetof(struct sched_rq, le));
+
+			g = g->gnext;
+			if (w->s == s) {
+				granted(w); /* the caller kicks when q is gone */
+			} else if (w->s->env.call(w->s->env.ctx, granted_cb, w) < 0) {
+				/* cannot happen short of ENOMEM: the waiter would hang */
+				log_err("fuse: cannot hand a range lock grant to another reactor");
+				abort();
+			}
+		}
+	}
+	if (q->dma) {
+		s->env.buf_free(s->env.ctx, q->dma, q->mem);
+		q->dma = NULL;
+		s->holders--;
+	}
+	bounce_free(q);
+	if (q->aprev)
+		q->aprev->anext = q->anext;
+	else
+		s->all = q->anext;
+	if (q->anext)
+		q->anext->aprev = q->aprev;
+	if (s->nr_cache < RQ_CACHE) {
+		q->next = s->cache;
+		s->cache = q;
+		s->nr_cache++;
+	} else {
+		free(q);
+	}
+	__atomic_store_n(&s->live, s->live - 1, __ATOMIC_RELAXED);
+	ST_SET(s, inflight, s->live);
+}
+
+static void count_op(struct sched *s, uint8_t op, uint64_t bytes, int errnum, uint64_t ns)
+{
+	struct fusefs_op_stats *os = &s->st.op[op < FUSEFS_OP_NR ? op : FUSEFS_OP_OTHER];
+
+	sched_stat_add(&os->count, 1);
+	sched_stat_add(&os->bytes, bytes);
+	sched_stat_add(&os->lat_ns[nvme_lat_bucket(ns)], 1);
+	if (errnum) {
+		sched_stat_add(&os->errors, 1);
+		ST_ADD(s, errors, 1);
+	}
+}
+
+void sched_count(struct sched *s, uint8_t op, uint64_t bytes, int errnum)
+{
+	count_op(s, op, bytes, errnum, 0);
+}
+
+void sched_finish(struct sched_rq *q, int errnum)
+{
+	struct sched *s = q->s;
+
+	count_op(s, q->op, q->bytes, errnum, now_ns() - q->t0);
+	wait_end(q);
+	rq_release(q);
+	room_check(s);
+	sched_kick(s);
+}
+
+/* q holds memory and its grant: run it, or queue it behind the ready ones. */
+static void run_or_ready(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	if (s->readyq.head) {
+		push(&s->readyq, q);
+		wait_begin(q, FUSEFS_WAIT_SLOT);
+		return;
+	}
+	if (q->run(q) == SCHED_STALL) {
+		push(&s->readyq, q);
+		wait_begin(q, FUSEFS_WAIT_SLOT);
+	}
+}
+
+/* q has its memory: take the bounce data over, then the lock, then run. */
+static void after_mem(struct sched_rq *q)
+{
+	if (q->bounce) {
+		memcpy((uint8_t *)q->dma + q->bounce_off, q->bounce, q->bounce_len);
+		bounce_free(q);
+		room_check(q->s);
+	}
+	if (q->lock) {
+		if (!rlock_acquire(q->lock, &q->le, q->lb0, q->lb1)) {
+			q->t_lock = now_ns();
+			wait_begin(q, FUSEFS_WAIT_LOCK);
+			return; /* rlock_release hands it back */
+		}
+		q->locked = true;
+	}
+	run_or_ready(q);
+}
+
+/* A grant for q, on q's own thread: it runs at the next kick, before
+ * anything that waits for memory. */
+static void granted(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	ST_ADD(s, lock_wait_ns, now_ns() - q->t_lock);
+	wait_end(q);
+	q->locked = true;
+	push(&s->readyq, q);
+}
+
+/* The same, handed over from the reactor that released the range. */
+static void granted_cb(void *arg)
+{
+	struct sched_rq *q = arg;
+
+	granted(q);
+	sched_kick(q->s);
+}
+
+void sched_start(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	if (q->mem && (q->dma == NULL) && (s->memq.head || !mem_get(q))) {
+		push(&s->memq, q);
+		wait_begin(q, FUSEFS_WAIT_MEM);
+		return;
+	}
+	after_mem(q);
+}
+
+void sched_resume(struct sched_rq *q)
+{
+	struct sched *s = q->s;
+
+	if (__atomic_load_n(&s->closed, __ATOMIC_RELAXED))
+		return; /* left for sched_destroy */
+	if (q->run(q) == SCHED_STALL) {
+		/* it holds everything but a tracker: first in line for one */
+		push_front(&s->readyq, q);
+		wait_begin(q, FUSEFS_WAIT_SLOT);
+	}
+}
+
+void sched_kick(struct sched *s)
+{
+	struct sched_rq *q;
+	bool stalled = false;
+
+	if (s->kicking || __atomic_load_n(&s->closed, __ATOMIC_RELAXED))
+		return;
+	s->kicking = true;
+	for (;;) {
+		q = s->readyq.head;
+		if (q && !stalled) {
+			pop(&s->readyq);
+			wait_end(q);
+			if (q->run(q) == SCHED_STALL) {
+				/* no tracker: the rest of the ready queue waits
+				 * for a completion too */
+				push_front(&s->readyq, q);
+				wait_begin(q, FUSEFS_WAIT_SLOT);
+				stalled = true;
+			}
+			continue;
+		}
+		q = s->memq.head;
+		if (!q)
+			break;
+		if (!mem_get(q)) {
+			if (s->holders)
+				break; /* buffers come back as holders finish */
+			/* nothing holds a buffer and still none fits: never will */
+			pop(&s->memq);
+			wait_end(q);
+			log_err("fuse: no DMA buffer of %zu bytes can ever be free", q->mem);
+			q->abort(q, ENOMEM);
+			sched_finish(q, ENOMEM);
+			continue;
+		}
+		pop(&s->memq);
+		wait_end(q);
+		after_mem(q);
+	}
+	s->kicking = false;
+}
+
+struct fusefs_stats *sched_stats_raw(struct sched *s)
+{
+	return &s->st;
+}
+
+unsigned sched_inflight(const struct sched *s)
+{
+	return __atomic_load_n(&s->live, __ATOMIC_RELAXED);
+}
+
+void sched_stats_add(const struct sched *s, struct fusefs_stats *out)
+{
+	const struct fusefs_stats *st = &s->st;
+#define SUM(f) out->f += __atomic_load_n(&st->f, __ATOMIC_RELAXED)
+	SUM(reads);
+	SUM(writes);
+	SUM(rmw_writes);
+	SUM(fsyncs);
+	SUM(flushes_sent);
+	SUM(fallocs);
+	SUM(errors);
+	SUM(lock_waits);
+	SUM(resource_waits);
+	SUM(inflight);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
+		SUM(parked[i]);
+		SUM(waits[i]);
+	}
+	SUM(lock_wait_ns);
+	SUM(bounce_bytes);
+	SUM(channel_pauses);
+	uint64_t pk = __atomic_load_n(&st->bounce_peak, __ATOMIC_RELAXED);
+	if (pk > out->bounce_peak)
+		out->bounce_peak = pk;
+	for (unsigned o = 0; o < FUSEFS_OP_NR; o++) {
+		SUM(op[o].count);
+		SUM(op[o].bytes);
+		SUM(op[o].errors);
+		for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++)
+			SUM(op[o].lat_ns[b]);
+	}
+#undef SUM
+}

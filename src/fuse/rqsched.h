@@ -1,0 +1,150 @@
+/* rqsched.h - the request scheduler of one reactor: life cycle, waiting and
+ * retry of front-end requests, with a proof of progress.
+ *
+ * A request needs up to three things before and while it runs, taken in
+ * this order and never given back until it finishes:
+ *   1. memory: one DMA buffer of q->mem bytes from the reactor's pool (0: none);
+ *   2. a range lock grant on q->lock for blocks [lb0, lb1) (NULL: none);
+ *   3. queue slots: each command it submits needs a free tracker; run()
+ *      returns SCHED_STALL when the engine said -EAGAIN.
+ * Where it waits (enum sched_wait):
+ *   MEM   the memory queue, FIFO.  Only its head allocates; a later request
+ *         that needs memory queues behind it (so a large request is not
+ *         starved by small ones).  A request that needs no memory skips it.
+ *   LOCK  in the range lock, holding its memory.
+ *   SLOT  the ready queue, FIFO, holding memory and lock.  Granted requests
+ *         (lock waits that ended) enter it too.  The ready queue is served
+ *         before the memory queue at every kick.
+ * Progress: a request on the ready queue needs only a tracker, which a
+ * completion frees (the engine completes or times out every command); a lock
+ * waiter waits for earlier overlapping entries, each of which holds its memory
+ * already, so the chain ends at a holder, which is on the ready queue or in
+ * flight; so every request holding memory finishes, and the memory queue's
+ * head gets its buffer once enough has come back: at the latest when the pool
+ * is as it was at start, where sched_create's caller checked that the largest
+ * request fits.  Nothing on this reactor waits for another reactor's memory.
+ *
+ * Write data that arrives while its request cannot have memory is kept in a
+ * bounce buffer (malloc) charged to a per-reactor budget; the channel asks
+ * sched_accepting() before it reads a request and stops reading while the
+ * budget could not hold one more largest write or the request count is at
+ * its cap: what a scheduler allocates is bounded by its options.
+ *
+ * Threading: one scheduler per reactor, used on that reactor's thread only,
+ * except sched_stats (any thread) and the grant hand-over (env.call).
+ * No libfuse or engine types: the engine and the pool come in through
+ * struct sched_env, so tests/unit/test_fuse_sched.c runs it on fakes.
+ * Prefix sched_.
+ */
+#ifndef NVMEFS_SCHED_H
+#define NVMEFS_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fuse_fs.h"
+#include "rlock.h"
+
+enum sched_res { SCHED_ASYNC, SCHED_STALL };
+
+struct sched_env {
+	/* the reactor's DMA pool: NULL when nothing fits now */
+	void *(*buf_alloc)(void *ctx, size_t len);
+	void (*buf_free)(void *ctx, void *buf, size_t len);
+	/* run fn(arg) on the scheduler's own thread soon, from any thread;
+	 * 0 or -ENOMEM */
+	int (*call)(void *ctx, void (*fn)(void *arg), void *arg);
+	void *ctx;
+};
+
+struct sched_opts {
+	size_t rq_size;      /* bytes per request, >= sizeof(struct sched_rq) */
+	unsigned max_rq;     /* requests at once (0: 2048) */
+	size_t bounce_max;   /* bounce bytes at once (0: 8 MiB) */
+	size_t max_payload;  /* largest write payload a request can bring */
+	/* called (on the scheduler's thread) when sched_accepting turns true
+	 * again after it returned false */
+	void (*on_room)(void *arg);
+	void *room_arg;
+};
+
+struct sched;
+
+struct sched_rq {
+	/* set by the caller between sched_rq_new and sched_start */
+	size_t mem;               /* DMA bytes (0: none) */
+	struct rlock *lock;       /* NULL: no range lock */
+	uint64_t lb0, lb1;
+	/* Called with memory and grant held, on the scheduler's thread, first
+	 * from sched_start or a kick and again after each SCHED_STALL or
+	 * sched_resume.  SCHED_STALL: no tracker, nothing submitted by this
+	 * call; call me again later. */
+	enum sched_res (*run)(struct sched_rq *q);
+	/* Give up on the request without running it further: answer errnum
+	 * (or nothing when the channel is gone: errnum 0).  The scheduler
+	 * frees it afterwards. */
+	void (*abort)(struct sched_rq *q, int errnum);
+	uint8_t op;               /* enum fusefs_op, for the statistics */
+	uint64_t bytes;           /* for the statistics */
+	/* the scheduler's */
+	void *dma;                /* the DMA buffer once taken */
+	struct sched *s;
+	struct sched_rq *next;    /* queue link */
+	struct sched_rq *anext, *aprev; /* every live request */
+	struct rlock_ent le;
+	void *bounce;
+	size_t bounce_len, bounce_off;
+	uint64_t t0, t_lock;
+	uint8_t wait;             /* enum fusefs_wait + 1, 0: not waiting */
+	bool locked;
+	bool stall_counted;
+};
+
+int sched_create(const struct sched_env *env, const struct sched_opts *o, struct sched **out);
+/* Abort every request still alive (abort(q, errnum)), free what each holds
+ * (buffer, bounce, lock entry: the lock must not be used again by anyone,
+ * i.e. every scheduler sharing it is being destroyed), then free the
+ * scheduler.  Returns how many requests were aborted. */
+unsigned sched_destroy(struct sched *s, int errnum);
+
+/* The channel is gone and the reactors are stopping (any thread): from
+ * now on nothing waiting is run again; sched_destroy frees it. */
+void sched_close(struct sched *s);
+
+/* May the channel read one more request?  When false, sched will call
+ * o.on_room once it is true again. */
+bool sched_accepting(struct sched *s);
+
+/* A zeroed request of o.rq_size bytes (NULL: at the cap or no memory). */
+struct sched_rq *sched_rq_new(struct sched *s, uint8_t op);
+/* Where a write's payload of len bytes goes: into the DMA buffer at off if
+ * memory could be taken now (and no one waits for memory), else into a
+ * bounce buffer that sched copies to off once the DMA buffer is taken.
+ * Call once, after setting q->mem, before sched_start; NULL: no memory for
+ * a bounce buffer either (the request must be failed with sched_fail). */
+void *sched_payload(struct sched_rq *q, size_t off, size_t len);
+/* Start: memory, lock, run, waiting wherever needed. */
+void sched_start(struct sched_rq *q);
+/* From a completion: run q again now (SCHED_STALL queues it). */
+void sched_resume(struct sched_rq *q);
+/* q has been answered: release everything, count it (errnum 0: success). */
+void sched_finish(struct sched_rq *q, int errnum);
+/* Retry waiting requests: each loop pass and after completions. */
+void sched_kick(struct sched *s);
+
+/* Count a request that was answered at once, without a sched_rq. */
+void sched_count(struct sched *s, uint8_t op, uint64_t bytes, int errnum);
+/* Front-end counters of other kinds (fusefs_stats fields by name). */
+#define SCHED_STAT_ADD(s, f, n) sched_stat_add(&sched_stats_raw(s)->f, (n))
+struct fusefs_stats *sched_stats_raw(struct sched *s);
+static inline void sched_stat_add(uint64_t *p, uint64_t n)
+{
+	__atomic_store_n(p, *p + n, __ATOMIC_RELAXED);
+}
+/* Add this scheduler's counters to *out (any thread; relaxed reads). */
+void sched_stats_add(const struct sched *s, struct fusefs_stats *out);
+/* Requests alive (taken and not finished), any thread. */
+unsigned sched_inflight(const struct sched *s);
+
+#endif

@@ -1,0 +1,161 @@
+/* test_mount.c - fusefs_prepare_mountpoint against real mounts: a missing
+ * mountpoint is created, an empty directory is accepted, a live mount is
+ * refused with -EBUSY and named (its source read back through libmount,
+ * escapes and all, also for a path with a space, a tab and a backslash), the
+ * mount on top is the one named when two are stacked.  Needs root (mounts
+ * tmpfs); as another user every test fails with that reason.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fuse_fs.h"
+
+static char dir[64];
+static char mounted[4][192]; /* paths with a mount of ours, for teardown */
+static int nr_mounted;
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/test_mount.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	char cmd[256];
+
+	for (int i = 0; i < nr_mounted; i++)
+		while (umount2(mounted[i], MNT_DETACH) == 0)
+			; /* stacked mounts: every one */
+	nr_mounted = 0;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) < 0)
+		perror("system");
+}
+
+/* fusefs_prepare_mountpoint(path) with its log lines caught in log[] */
+static int prepare(const char *path, char *log, size_t len)
+{
+	FILE *f = tmpfile();
+	int saved = dup(2), ret;
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	fflush(stderr);
+	dup2(fileno(f), 2);
+	ret = fusefs_prepare_mountpoint(path);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	n = fread(log, 1, len - 1, f);
+	log[n] = 0;
+	fclose(f);
+	return ret;
+}
+
+static void mount_tmpfs(const char *src, const char *path)
+{
+	ck_assert_msg(getuid() == 0, "needs root: mounts tmpfs");
+	ck_assert_msg(mount(src, path, "tmpfs", 0, "size=64k") == 0, "mount %s: %s", path,
+		      strerror(errno));
+	if (nr_mounted < 4)
+		snprintf(mounted[nr_mounted++], sizeof(mounted[0]), "%s", path);
+}
+
+START_TEST(t_create_and_empty)
+{
+	char path[192], log[4096];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/a/b/mnt", dir);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), 0);
+}
+END_TEST
+
+START_TEST(t_busy_named)
+{
+	char path[192], log[4096];
+
+	snprintf(path, sizeof(path), "%s/mnt", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	mount_tmpfs("nvmefs-test-src", path);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EBUSY);
+	ck_assert_msg(strstr(log, "nvmefs-test-src (tmpfs) is mounted there"), "log: %s", log);
+	ck_assert_int_eq(umount(path), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), 0);
+}
+END_TEST
+
+START_TEST(t_busy_escaped_path)
+{
+	char path[192], log[4096];
+
+	/* mountinfo shows these as \040, \011 and \134 */
+	snprintf(path, sizeof(path), "%s/a dir\twith\\odd", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	mount_tmpfs("src with space", path);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EBUSY);
+	ck_assert_msg(strstr(log, "src with space (tmpfs) is mounted there"), "log: %s", log);
+}
+END_TEST
+
+START_TEST(t_stacked_top_named)
+{
+	char path[192], log[4096];
+
+	snprintf(path, sizeof(path), "%s/mnt", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	mount_tmpfs("nvmefs-bottom", path);
+	mount_tmpfs("nvmefs-top", path);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EBUSY);
+	ck_assert_msg(strstr(log, "nvmefs-top (tmpfs)"), "log: %s", log);
+	ck_assert_int_eq(umount(path), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EBUSY);
+	ck_assert_msg(strstr(log, "nvmefs-bottom (tmpfs)"), "log: %s", log);
+}
+END_TEST
+
+START_TEST(t_not_a_directory)
+{
+	char path[192], log[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -ENOTDIR);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("mount");
+	TCase *tc = tcase_create("mount");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, t_create_and_empty);
+	tcase_add_test(tc, t_busy_named);
+	tcase_add_test(tc, t_busy_escaped_path);
+	tcase_add_test(tc, t_stacked_top_named);
+	tcase_add_test(tc, t_not_a_directory);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
