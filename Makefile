@@ -140,6 +140,13 @@ fuzzers: $(FUZZ_BINS)
 $(B)/fuzz/%: tests/fuzz/%.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+# ---- soak (not in CI): 10 minutes of fio verify under injected faults, and
+# 20 kill -9 cycles; bench/soak/ gets the verdict and the plot ----
+soak: deps
+	$(MAKE) all
+	sh bench/soak.sh
+	CRASH_CYCLES=20 BUILD=$(CURDIR)/build sh tests/integration/t-crash-cycles.sh
+
 fuzz: deps
 	$(MAKE) FUZZ=1 fuzzers
 	BUILD_FUZZ=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/run.sh fuzz
@@ -181,5 +188,5 @@ tidy:
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all deps run check fuzz fuzzers check-unit check-integration check-vm install uninstall format tidy clean
+.PHONY: all deps run check fuzz fuzzers soak check-unit check-integration check-vm install uninstall format tidy clean
 .SECONDARY:
