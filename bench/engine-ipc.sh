@@ -76,7 +76,7 @@ gdb -batch -ex 'ptype /o struct nvme_qpair' "$PERF" > "$TMP/ptype" 2>/dev/null |
 sed -n '1,/qid;/p' "$TMP/ptype" | head -30 > "$TMP/layout"
 # fields past the first line that the submit/reap path also reads or writes
 # (qpair.c: trk_free_count, rw, submit_range, finish, nvme_qpair_reap)
-grep -E ' (ntrk|quarantined|ctrl|reactor|max_xfer|oldest|newest|parent_free|pool_iova|reaping|bad_sq_head);' "$TMP/ptype" > "$TMP/coldhot" || true
+grep -E ' (ntrk|held|shadow|ctrl|reactor|max_xfer|oldest|newest|parent_free|pool_iova|reaping|bad_sq_head);' "$TMP/ptype" > "$TMP/coldhot" || true
 
 python3 - "$TMP" "$N1" "$N2" "$QD" "$SIM_FN" <<'PY' | tee "$TMP/report"
 import re, sys

@@ -615,9 +615,20 @@ static const char *const daemon_keys[] = {
     "file_group", "allow_other",  "log_level", NULL,
 };
 
-enum { E_QUEUES, E_QUEUE_DEPTH, E_CQ_BUDGET, E_CPUS, E_MODE, E_IO_TIMEOUT_MS, E_NUMA, E_NKEYS };
+enum {
+	E_QUEUES,
+	E_QUEUE_DEPTH,
+	E_CQ_BUDGET,
+	E_CPUS,
+	E_MODE,
+	E_IO_TIMEOUT_MS,
+	E_IO_RETRIES,
+	E_NUMA,
+	E_NKEYS
+};
 static const char *const engine_keys[] = {
-    "queues", "queue_depth", "cq_budget", "cpus", "mode", "io_timeout_ms", "numa", NULL,
+    "queues",        "queue_depth", "cq_budget", "cpus", "mode",
+    "io_timeout_ms", "io_retries",  "numa",      NULL,
 };
 
 /* C_NAMESPACES.. are the software controller's own keys */
@@ -934,6 +945,9 @@ static void do_engine(struct ctx *c, int si)
 	e->io_timeout_ms = 5000;
 	if ((kv = slot[E_IO_TIMEOUT_MS]))
 		get_uint(c, kv, 100, 600000, &e->io_timeout_ms);
+	e->io_retries = 3;
+	if ((kv = slot[E_IO_RETRIES]))
+		get_uint(c, kv, 0, 10, &e->io_retries);
 	e->numa = true;
 	if ((kv = slot[E_NUMA]))
 		get_bool(c, kv, &e->numa);
@@ -1256,6 +1270,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	}
 	fprintf(out, "mode = %s\n", cfg_mode_name(e->mode));
 	fprintf(out, "io_timeout_ms = %u\n", e->io_timeout_ms);
+	fprintf(out, "io_retries = %u\n", e->io_retries);
 	fprintf(out, "numa = %s\n", e->numa ? "yes" : "no");
 
 	for (unsigned i = 0; i < cfg->nr_ctrls; i++) {
@@ -1333,7 +1348,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	if (e->queues != f->queues || e->queue_depth != f->queue_depth ||
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||
 	    e->cpus_set != f->cpus_set || e->mode != f->mode ||
-	    e->io_timeout_ms != f->io_timeout_ms || e->numa != f->numa ||
+	    e->io_timeout_ms != f->io_timeout_ms || e->io_retries != f->io_retries ||
+	    e->numa != f->numa ||
 	    memcmp(e->cpus, f->cpus, e->nr_cpus * sizeof(e->cpus[0])))
 		return false;
 	if (a->nr_ctrls != b->nr_ctrls)

@@ -45,6 +45,7 @@ struct cfg_engine {
 	bool cpus_set;        /* false: the default (every online CPU) */
 	enum cfg_mode mode;
 	unsigned io_timeout_ms;
+	unsigned io_retries;  /* resubmissions of a command after a reset or Abort */
 	bool numa;
 };
 

@@ -173,6 +173,7 @@ static int open_controllers(struct daemon *d)
 			.queue_depth = cfg->engine.queue_depth,
 			.cq_budget = cfg->engine.cq_budget,
 			.io_timeout_ms = cfg->engine.io_timeout_ms,
+			.io_retries = cfg->engine.io_retries,
 			.interrupts = cfg->engine.mode != CFG_MODE_POLL,
 		};
 		struct nvme_bus *bus = NULL;

@@ -8,13 +8,13 @@
 #include "engine_internal.h"
 #include "log.h"
 
-#define ADMIN_BOUNCE (64u << 10)
-/* admin_mem layout, in 4 KiB pages: ASQ, ACQ, PRP list, bounce */
-#define ASQ_OFF    0
-#define ACQ_OFF    (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
-#define PRPL_OFF   (ACQ_OFF + 4096)
-#define BOUNCE_OFF (PRPL_OFF + 4096)
+/* admin_mem layout: ASQ (one page), ACQ (one page) */
+#define ASQ_OFF  0
+#define ACQ_OFF  (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
+#define ADMIN_MEM (ACQ_OFF + 4096)
 static_assert(NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe) == 4096, "ASQ is one page");
+static_assert(NVME_ADMIN_ENTRIES <= 64, "admin CID: slot index in 6 bits");
+#define ADMIN_CID_SLOT(cid) ((cid) & 63u)
 
 static void sleep_us(unsigned us)
 {
@@ -22,9 +22,18 @@ static void sleep_us(unsigned us)
 	nanosleep(&ts, NULL);
 }
 
+#define RST_ADD(field, v) __atomic_add_fetch(&c->rst.field, (v), __ATOMIC_RELAXED)
+
 static uint32_t csts(struct nvme_ctrl *c)
 {
 	return nvme_bus_read32(c->bus, NVME_REG_CSTS);
+}
+
+static void set_state(struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	atomic_store_explicit(&c->state, (int)s, memory_order_release);
+	if (c->event_cb)
+		c->event_cb(c->event_arg, c, s);
 }
 
 /* Wait until (CSTS & mask) == want.  A controller reading all ones is gone;
@@ -57,7 +66,7 @@ static int wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t
 	}
 }
 
-static int disable_locked(struct nvme_ctrl *c)
+static int disable_dev(struct nvme_ctrl *c)
 {
 	uint32_t cc = nvme_bus_read32(c->bus, NVME_REG_CC);
 	if (cc == 0xffffffffu) {
@@ -70,15 +79,41 @@ static int disable_locked(struct nvme_ctrl *c)
 	                 "waiting for the controller to disable");
 }
 
-/* Program the admin queue and enable.  Rings are zeroed so no stale phase
- * bit is mistaken for a completion. */
-static int enable_locked(struct nvme_ctrl *c)
+/* Disable; when the controller does not obey within CAP.TO, reset the
+ * function (FLR).  0 means the device can no longer touch host memory. */
+static int disable_or_flr(struct nvme_ctrl *c)
 {
+	int rc = disable_dev(c);
+	if (rc == 0 || rc == -ENODEV)
+		return rc;
+	if (!c->bus->ops->reset) {
+		log_err("%s: the controller does not disable and the bus has no function reset",
+		        c->name);
+		return rc;
+	}
+	log_warn("%s: the controller does not disable: function level reset", c->name);
+	rc = c->bus->ops->reset(c->bus);
+	if (rc < 0) {
+		log_err("%s: function level reset failed: %s", c->name, strerror(-rc));
+		return rc;
+	}
+	return wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
+	                 "waiting for the controller after the function reset");
+}
+
+/* Program the admin queue and enable.  Rings are zeroed so no stale phase
+ * bit is mistaken for a completion.  Callers own admin_lock's state: no
+ * slot is busy (the controller was disabled and the slots released). */
+static int enable_dev(struct nvme_ctrl *c)
+{
+	pthread_mutex_lock(&c->admin_lock);
 	memset(c->asq, 0, ACQ_OFF);
 	memset((void *)c->acq, 0, NVME_ADMIN_ENTRIES * sizeof(struct nvme_cqe));
 	c->asq_tail = 0;
+	c->asq_head = 0;
 	c->acq_head = 0;
 	c->acq_phase = 1;
+	pthread_mutex_unlock(&c->admin_lock);
 
 	nvme_bus_write32(c->bus, NVME_REG_AQA,
 	                 ((NVME_ADMIN_ENTRIES - 1u) << 16) | (NVME_ADMIN_ENTRIES - 1u));
@@ -90,103 +125,262 @@ static int enable_locked(struct nvme_ctrl *c)
 	              (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc | NVME_CC_EN);
-	return wait_csts(c, NVME_CSTS_RDY, NVME_CSTS_RDY, c->ready_timeout_ms, true,
-	                 "waiting for the controller to become ready");
+	int rc = wait_csts(c, NVME_CSTS_RDY, NVME_CSTS_RDY, c->ready_timeout_ms, true,
+	                   "waiting for the controller to become ready");
+	if (rc == 0) {
+		pthread_mutex_lock(&c->admin_lock);
+		c->admin_ready = true;
+		pthread_mutex_unlock(&c->admin_lock);
+	}
+	return rc;
 }
 
-static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
-                        struct nvme_cqe *cqe_out, uint32_t timeout_ms)
-{
-	struct nvme_dma_region tmp = {0};
-	uint64_t tmp_iova = 0;
-	uint8_t *dbuf = NULL;
-	uint64_t diova = 0;
-	int rc = 0;
+/* ---- the asynchronous admin queue ---- */
 
+static void slot_release(struct nvme_ctrl *c, struct nvme_admin_slot *sl)
+{
+	if (sl->dma.vaddr) {
+		if (c->bus)
+			nvme_dma_unmap(c->bus, &sl->dma, sl->dma_iova);
+		nvme_dma_free(&sl->dma);
+	}
+	memset(&sl->dma, 0, sizeof(sl->dma));
+	sl->busy = false;
+	atomic_fetch_sub_explicit(&c->admin_outstanding, 1, memory_order_relaxed);
+}
+
+struct admin_done {
+	nvme_admin_cb cb;
+	void *arg;
+	int err;
+	struct nvme_cqe cqe;
+	bool has_cqe;
+};
+
+static void run_done(struct admin_done *d, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (d[i].cb)
+			d[i].cb(d[i].arg, d[i].err, d[i].has_cqe ? &d[i].cqe : NULL);
+}
+
+/* Every outstanding admin command's callback runs with err (those whose
+ * callback has not run yet).  release: the device can no longer touch their
+ * buffers (disabled, reset or gone), so the slots are freed too; otherwise
+ * they stay busy until their CQE or a disable. */
+static void admin_abandon(struct nvme_ctrl *c, int err, bool release)
+{
+	struct admin_done d[NVME_ADMIN_SLOTS];
+	unsigned n = 0;
+	pthread_mutex_lock(&c->admin_lock);
+	if (release)
+		c->admin_ready = false;
+	for (unsigned i = 0; i < NVME_ADMIN_SLOTS; i++) {
+		struct nvme_admin_slot *sl = &c->slots[i];
+		if (!sl->busy)
+			continue;
+		if (!sl->cb_done) {
+			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = err};
+			sl->cb_done = true;
+		}
+		if (release)
+			slot_release(c, sl);
+	}
+	pthread_mutex_unlock(&c->admin_lock);
+	run_done(d, n);
+}
+
+int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why);
+static void *admin_thread(void *arg);
+
+/* Reap the admin CQ and expire timed-out commands; callbacks run after the
+ * lock is dropped (they may submit again).  Any thread. */
+static void admin_reap(struct nvme_ctrl *c)
+{
+	struct admin_done d[NVME_ADMIN_SLOTS * 2];
+	unsigned n = 0;
+	bool expired = false;
+	pthread_mutex_lock(&c->admin_lock);
+	if (!c->admin_ready || !c->bus) {
+		pthread_mutex_unlock(&c->admin_lock);
+		return;
+	}
+	unsigned consumed = 0;
+	for (;;) {
+		volatile struct nvme_cqe *e = &c->acq[c->acq_head];
+		uint16_t st = e->status;
+		if (NVME_CQE_PHASE(st) != c->acq_phase)
+			break;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		struct nvme_cqe cqe = {.dw0 = e->dw0, .dw1 = e->dw1, .sq_head = e->sq_head,
+		                       .sq_id = e->sq_id, .cid = e->cid,
+		                       .status = NVME_CQE_STATUS(e->status)};
+		if (++c->acq_head == NVME_ADMIN_ENTRIES) {
+			c->acq_head = 0;
+			c->acq_phase ^= 1;
+		}
+		consumed++;
+		/* the admin SQ's head, as the device reports it */
+		if (cqe.sq_head < NVME_ADMIN_ENTRIES)
+			c->asq_head = cqe.sq_head;
+		struct nvme_admin_slot *sl = &c->slots[ADMIN_CID_SLOT(cqe.cid) % NVME_ADMIN_SLOTS];
+		if (ADMIN_CID_SLOT(cqe.cid) >= NVME_ADMIN_SLOTS || !sl->busy || sl->cid != cqe.cid) {
+			c->admin_bogus++;
+			log_warn("%s: dropping admin completion for unknown cid 0x%x", c->name,
+			         cqe.cid);
+			continue;
+		}
+		if (!sl->cb_done) {
+			int err = nvme_status_errno(cqe.status);
+			if (err == 0 && sl->len && (sl->opc & 2) && sl->ubuf)
+				memcpy(sl->ubuf, sl->dma.vaddr, sl->len);
+			if (err < 0)
+				log_debug("%s: admin opcode 0x%02x failed: %s (status 0x%x)", c->name,
+				          sl->opc, nvme_status_str(cqe.status), cqe.status);
+			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = err,
+			                             .cqe = cqe, .has_cqe = true};
+		}
+		slot_release(c, sl); /* its CQE is here: the device is done with the buffer */
+	}
+	if (consumed)
+		nvme_bus_doorbell(c->bus,
+		                  (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
+		                  c->acq_head);
+	uint64_t now = nvme_now_ns();
+	for (unsigned i = 0; i < NVME_ADMIN_SLOTS; i++) {
+		struct nvme_admin_slot *sl = &c->slots[i];
+		if (sl->busy && !sl->cb_done && now > sl->deadline_ns) {
+			log_err("%s: admin command opcode 0x%02x timed out", c->name, sl->opc);
+			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = -ETIMEDOUT};
+			sl->cb_done = true; /* the slot and its buffer wait for the CQE or a disable */
+			expired = true;
+		}
+	}
+	pthread_mutex_unlock(&c->admin_lock);
+	run_done(d, n);
+	if (expired)
+		nvme_ctrl_reset_async(c, "an admin command timed out");
+}
+
+static void thr_kick(struct nvme_ctrl *c)
+{
+	pthread_mutex_lock(&c->thr_lock);
+	pthread_cond_broadcast(&c->thr_cond);
+	pthread_mutex_unlock(&c->thr_lock);
+}
+
+static int admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                        nvme_admin_cb cb, void *arg, uint32_t timeout_ms)
+{
 	if (len > NVME_ENGINE_MAX_XFER)
 		return -EINVAL;
+	struct nvme_dma_region dma = {0};
+	uint64_t iova = 0;
+	size_t dlen = (len + NVME_PAGE_SIZE - 1) & ~(size_t)(NVME_PAGE_SIZE - 1);
 	if (len) {
-		if (len <= c->bounce_len) {
-			dbuf = c->bounce;
-			diova = c->admin_iova + BOUNCE_OFF;
-		} else {
-			rc = nvme_dma_alloc(len, c->bus->numa_node, &tmp);
-			if (rc < 0)
-				return rc;
-			rc = nvme_dma_map(c->bus, &tmp, &tmp_iova);
-			if (rc < 0) {
-				nvme_dma_free(&tmp);
-				return rc;
-			}
-			dbuf = tmp.vaddr;
-			diova = tmp_iova;
-		}
-		/* opcode bits 1:0 give the direction: 01 host to device, 10 back */
+		/* the data pages, then one page for a PRP list */
+		int rc = nvme_dma_alloc(dlen + NVME_PAGE_SIZE, c->bus ? c->bus->numa_node : -1, &dma);
+		if (rc < 0)
+			return rc;
 		if ((cmd->opc & 1) && buf)
-			memcpy(dbuf, buf, len);
-		else
-			memset(dbuf, 0, len);
+			memcpy(dma.vaddr, buf, len);
 	}
-
+	int rc = 0;
+	pthread_mutex_lock(&c->admin_lock);
+	if (!c->bus) {
+		rc = -ENODEV;
+		goto unlock;
+	}
+	if (!c->admin_ready) {
+		rc = -EAGAIN;
+		goto unlock;
+	}
+	struct nvme_admin_slot *sl = NULL;
+	unsigned idx = 0;
+	for (; idx < NVME_ADMIN_SLOTS; idx++)
+		if (!c->slots[idx].busy) {
+			sl = &c->slots[idx];
+			break;
+		}
+	/* a free slot implies a free SQ entry unless the device's sq_head is stale */
+	if (!sl || (uint16_t)((c->asq_tail + 1u) % NVME_ADMIN_ENTRIES) == c->asq_head) {
+		rc = -EAGAIN;
+		goto unlock;
+	}
 	struct nvme_sqe sqe = *cmd;
 	sqe.flags = 0; /* PRPs */
-	sqe.cid = ++c->admin_cid;
+	sqe.cid = (uint16_t)(((unsigned)++c->admin_gen << 6) | idx);
 	if (len) {
-		rc = nvme_prp_build(diova, len, c->admin_prp_list, c->admin_iova + PRPL_OFF,
-		                    &sqe.prp1, &sqe.prp2);
+		rc = nvme_dma_map(c->bus, &dma, &iova);
 		if (rc < 0)
-			goto out;
+			goto unlock;
+		rc = nvme_prp_build(iova, len, (uint64_t *)((uint8_t *)dma.vaddr + dlen),
+		                    iova + dlen, &sqe.prp1, &sqe.prp2);
+		if (rc < 0) {
+			nvme_dma_unmap(c->bus, &dma, iova);
+			goto unlock;
+		}
 	}
+	*sl = (struct nvme_admin_slot){.busy = true, .cid = sqe.cid, .opc = cmd->opc, .cb = cb,
+	                               .arg = arg, .ubuf = buf, .len = len, .dma = dma,
+	                               .dma_iova = iova,
+	                               .deadline_ns = nvme_now_ns() + timeout_ms * 1000000ull};
+	dma.vaddr = NULL; /* the slot's now */
+	unsigned before = atomic_fetch_add_explicit(&c->admin_outstanding, 1, memory_order_relaxed);
 	c->asq[c->asq_tail] = sqe;
 	c->asq_tail = (uint16_t)((c->asq_tail + 1) % NVME_ADMIN_ENTRIES);
 	nvme_bus_doorbell(c->bus,
 	                  (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(0, c->dstrd)),
 	                  c->asq_tail);
+	pthread_mutex_unlock(&c->admin_lock);
+	if (before == 0 && c->thr_started)
+		thr_kick(c); /* the admin thread reaps while anything is outstanding */
+	return 0;
+unlock:
+	pthread_mutex_unlock(&c->admin_lock);
+	if (dma.vaddr)
+		nvme_dma_free(&dma);
+	return rc;
+}
 
-	uint64_t deadline = nvme_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+int nvme_ctrl_admin_async(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                          nvme_admin_cb cb, void *arg)
+{
+	int st = atomic_load_explicit(&c->state, memory_order_acquire);
+	if (st == NVME_CTRL_REMOVED || st == NVME_CTRL_FAILED)
+		return -ENODEV;
+	return admin_submit(c, cmd, buf, len, cb, arg, NVME_ADMIN_TIMEOUT_MS);
+}
+
+struct sync_wait {
+	_Atomic int done;
+	int err;
 	struct nvme_cqe cqe;
+};
+
+static void sync_cb(void *arg, int err, const struct nvme_cqe *cqe)
+{
+	struct sync_wait *w = arg;
+	w->err = err;
+	if (cqe)
+		w->cqe = *cqe;
+	atomic_store_explicit(&w->done, 1, memory_order_release);
+}
+
+/* Submit and poll the admin CQ on this thread until the callback ran (the
+ * reaper's timeout runs it at the latest). */
+static int admin_sync(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                      struct nvme_cqe *cqe_out, uint32_t timeout_ms)
+{
+	struct sync_wait w = {0};
+	int rc = admin_submit(c, cmd, buf, len, sync_cb, &w, timeout_ms);
+	if (rc < 0)
+		return rc;
 	unsigned spins = 0;
-	for (;;) {
-		volatile struct nvme_cqe *e = &c->acq[c->acq_head];
-		uint16_t st = e->status;
-		if (NVME_CQE_PHASE(st) == c->acq_phase) {
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			cqe.dw0 = e->dw0;
-			cqe.dw1 = e->dw1;
-			cqe.sq_head = e->sq_head;
-			cqe.sq_id = e->sq_id;
-			cqe.cid = e->cid;
-			cqe.status = e->status;
-			if (++c->acq_head == NVME_ADMIN_ENTRIES) {
-				c->acq_head = 0;
-				c->acq_phase ^= 1;
-			}
-			nvme_bus_doorbell(
-			    c->bus,
-			    (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
-			    c->acq_head);
-			if (cqe.cid == sqe.cid)
-				break;
-			/* a late completion of an earlier timed-out command */
-			c->admin_bogus++;
-			log_warn("%s: dropping admin completion for cid %u (waiting for %u)",
-			         c->name, cqe.cid, sqe.cid);
-			continue;
-		}
-		if (nvme_now_ns() > deadline) {
-			uint32_t s = csts(c);
-			if (s == 0xffffffffu) {
-				log_err("%s: device not responding (admin opcode 0x%02x)", c->name,
-				        cmd->opc);
-				rc = -ENODEV;
-			} else {
-				log_err("%s: admin command opcode 0x%02x timed out after %u ms "
-				        "(CSTS 0x%x)",
-				        c->name, cmd->opc, timeout_ms, s);
-				rc = -ETIMEDOUT;
-			}
-			goto out;
-		}
+	while (!atomic_load_explicit(&w.done, memory_order_acquire)) {
+		admin_reap(c);
+		if (atomic_load_explicit(&w.done, memory_order_acquire))
+			break;
 		/* spin briefly (a local or inline device answers in microseconds),
 		 * then back off so a device thread on the same core can run */
 		if (spins++ < 2000) {
@@ -196,53 +390,39 @@ static int admin_locked(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, si
 		sleep_us(20);
 		/* a failed controller will never answer: say so now, not at the timeout */
 		if ((spins & 63) == 0) {
-			uint32_t s = csts(c);
-			if (s == 0xffffffffu || (s & NVME_CSTS_CFS)) {
-				log_err("%s: admin opcode 0x%02x: %s (CSTS 0x%x)", c->name,
-				        cmd->opc,
-				        s == 0xffffffffu ? "device not responding"
-				                         : "controller fatal status",
-				        s);
-				rc = s == 0xffffffffu ? -ENODEV : -EIO;
-				goto out;
+			pthread_mutex_lock(&c->admin_lock);
+			uint32_t s = c->bus ? csts(c) : 0xffffffffu;
+			pthread_mutex_unlock(&c->admin_lock);
+			if (s == 0xffffffffu) {
+				log_err("%s: admin opcode 0x%02x: device not responding", c->name,
+				        cmd->opc);
+				/* gone: nothing can be written any more */
+				admin_abandon(c, -ENODEV, true);
+			} else if (s & NVME_CSTS_CFS) {
+				log_err("%s: admin opcode 0x%02x: controller fatal status (CSTS 0x%x)",
+				        c->name, cmd->opc, s);
+				admin_abandon(c, -EIO, false);
 			}
 		}
 	}
-	if (cqe_out) {
-		*cqe_out = cqe;
-		cqe_out->status = NVME_CQE_STATUS(cqe.status);
-	}
-	uint16_t status = NVME_CQE_STATUS(cqe.status);
-	rc = nvme_status_errno(status);
-	if (rc == 0 && len && (cmd->opc & 2) && buf)
-		memcpy(buf, dbuf, len);
-	if (rc < 0)
-		log_debug("%s: admin opcode 0x%02x failed: %s (status 0x%x)", c->name, cmd->opc,
-		          nvme_status_str(status), status);
-out:
-	if (tmp.vaddr) {
-		nvme_dma_unmap(c->bus, &tmp, tmp_iova);
-		nvme_dma_free(&tmp);
-	}
-	return rc;
+	if (cqe_out)
+		*cqe_out = w.cqe;
+	return w.err;
 }
 
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
                     struct nvme_cqe *cqe_out)
 {
-	pthread_mutex_lock(&c->admin_lock);
-	int rc = admin_locked(c, cmd, buf, len, cqe_out, NVME_ADMIN_TIMEOUT_MS);
-	pthread_mutex_unlock(&c->admin_lock);
-	return rc;
+	int st = atomic_load_explicit(&c->state, memory_order_acquire);
+	if (st == NVME_CTRL_REMOVED || st == NVME_CTRL_FAILED)
+		return -ENODEV;
+	return admin_sync(c, cmd, buf, len, cqe_out, NVME_ADMIN_TIMEOUT_MS);
 }
 
 int nvme_ctrl_admin_timeout(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
                             struct nvme_cqe *cqe_out, uint32_t timeout_ms)
 {
-	pthread_mutex_lock(&c->admin_lock);
-	int rc = admin_locked(c, cmd, buf, len, cqe_out, timeout_ms);
-	pthread_mutex_unlock(&c->admin_lock);
-	return rc;
+	return admin_sync(c, cmd, buf, len, cqe_out, timeout_ms);
 }
 
 static void trim_copy(char *dst, const char *src, size_t n)
@@ -264,7 +444,30 @@ static void trim_copy(char *dst, const char *src, size_t n)
 static int identify(struct nvme_ctrl *c, uint32_t cns, uint32_t nsid, void *buf)
 {
 	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .nsid = nsid, .cdw10 = cns};
-	return nvme_ctrl_admin(c, &cmd, buf, 4096, NULL);
+	return admin_sync(c, &cmd, buf, 4096, NULL, NVME_ADMIN_TIMEOUT_MS);
+}
+
+/* Write Zeroes and DSM limits from Identify Controller NVM (CNS 06h); a
+ * controller without it (before NVMe 2.0, often) has none. */
+static void read_nvm_limits(struct nvme_ctrl *c, struct nvme_ctrl_info *in)
+{
+	in->max_wz_bytes = 0;
+	in->dsm_max_ranges = NVME_DSM_MAX_RANGES;
+	in->dsm_max_range_blocks = UINT32_MAX;
+	in->dsm_max_blocks = 0;
+	struct nvme_id_ctrl_nvm *nvm = calloc(1, sizeof(*nvm));
+	if (!nvm)
+		return;
+	if (identify(c, NVME_ID_CNS_CTRL_NVM, 0, nvm) == 0) {
+		if (nvm->wzsl && nvm->wzsl < 32)
+			in->max_wz_bytes = (uint64_t)NVME_PAGE_SIZE << nvm->wzsl;
+		if (nvm->dmrl)
+			in->dsm_max_ranges = nvm->dmrl;
+		if (nvm->dmrsl)
+			in->dsm_max_range_blocks = nvm->dmrsl;
+		in->dsm_max_blocks = nvm->dmsl;
+	}
+	free(nvm);
 }
 
 static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
@@ -273,7 +476,7 @@ static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 	                       .cdw10 = NVME_FEAT_NUM_QUEUES,
 	                       .cdw11 = ((want - 1u) << 16) | (want - 1u)};
 	struct nvme_cqe cqe;
-	int rc = nvme_ctrl_admin(c, &cmd, NULL, 0, &cqe);
+	int rc = admin_sync(c, &cmd, NULL, 0, &cqe, NVME_ADMIN_TIMEOUT_MS);
 	if (rc < 0) {
 		log_err("%s: Set Features Number of Queues failed: %s", c->name, strerror(-rc));
 		return rc;
@@ -291,26 +494,120 @@ static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 	return 0;
 }
 
-static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
+/* The active namespace IDs, all of them: CNS 02h returns up to 1024 IDs
+ * greater than the one given, so a longer list is read page by page. */
+static int active_nsids(struct nvme_ctrl *c, uint32_t nn, uint32_t **out, unsigned *cnt)
 {
-	uint32_t *list = calloc(1024, sizeof(uint32_t));
+	uint32_t *page = calloc(1024, sizeof(uint32_t));
+	uint32_t *ids = NULL;
+	unsigned n = 0, cap = 0;
+	int rc = -ENOMEM;
+	if (!page)
+		return -ENOMEM;
+	uint32_t after = 0;
+	for (;;) {
+		rc = identify(c, NVME_ID_CNS_NS_ACTIVE_LIST, after, page);
+		if (rc < 0) {
+			if (after) /* a later page failed: keep what we have */
+				break;
+			/* pre-1.1 controllers: every NSID up to NN is a candidate */
+			log_info("%s: no active namespace list (%s); probing 1..%u", c->name,
+			         strerror(-rc), nn);
+			free(ids);
+			ids = calloc(nn ? nn : 1, sizeof(uint32_t));
+			if (!ids) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			for (n = 0; n < nn; n++)
+				ids[n] = n + 1;
+			break;
+		}
+		unsigned k = 0;
+		while (k < 1024 && page[k] && page[k] > after)
+			k++;
+		if (n + k > cap) {
+			cap = (n + k) * 2;
+			uint32_t *t = realloc(ids, cap * sizeof(uint32_t));
+			if (!t) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			ids = t;
+		}
+		memcpy(ids + n, page, k * sizeof(uint32_t));
+		n += k;
+		if (k < 1024 || page[1023] >= 0xfffffffeu)
+			break;
+		after = page[1023];
+	}
+	rc = 0;
+	*out = ids;
+	*cnt = n;
+	ids = NULL;
+out:
+	free(ids);
+	free(page);
+	return rc;
+}
+
+/* Identify namespace nsid into ns.  1: present but not usable (skipped,
+ * with a message), 0: usable, < 0: the command failed. */
+static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
+                    struct nvme_ns_info *ns)
+{
+	int rc = identify(c, NVME_ID_CNS_NS, nsid, id);
+	if (rc < 0) {
+		log_warn("%s: Identify namespace %u failed: %s", c->name, nsid, strerror(-rc));
+		return rc;
+	}
+	if (id->nsze == 0)
+		return 1; /* inactive */
+	/* FLBAS bits 3:0 are the format's low bits; with more than 16 formats
+	 * bits 6:5 are its high bits */
+	unsigned fmt = id->flbas & 0xf;
+	if (id->nlbaf >= 16)
+		fmt |= ((id->flbas >> 5) & 3u) << 4;
+	if (fmt > id->nlbaf || fmt >= 64 || id->lbaf[fmt].lbads < 9 || id->lbaf[fmt].lbads > 16) {
+		log_warn("%s: namespace %u has an unusable LBA format (%u, lbads %u); skipped",
+		         c->name, nsid, fmt, fmt < 64 ? id->lbaf[fmt].lbads : 0);
+		return 1;
+	}
+	if (id->lbaf[fmt].ms) {
+		log_warn("%s: namespace %u has %u bytes of %s metadata per block, which nvmefs does "
+		         "not transfer; skipped",
+		         c->name, nsid, id->lbaf[fmt].ms,
+		         (id->flbas & 0x10) ? "extended-LBA" : "separate");
+		return 1;
+	}
+	if ((1u << id->lbaf[fmt].lbads) > c->info->max_xfer) {
+		log_warn("%s: namespace %u's block (%u bytes) exceeds the transfer limit (%u bytes); "
+		         "skipped",
+		         c->name, nsid, 1u << id->lbaf[fmt].lbads, c->info->max_xfer);
+		return 1;
+	}
+	memset(ns, 0, sizeof(*ns));
+	ns->nsid = nsid;
+	ns->nlba = id->nsze;
+	ns->lba_shift = id->lbaf[fmt].lbads;
+	ns->lba_size = 1u << ns->lba_shift;
+	ns->dealloc_zeroes = (id->dlfeat & 7) == 1;
+	return 0;
+}
+
+/* Read the namespaces into a new info (a copy of c->info's controller part). */
+static int read_namespaces(struct nvme_ctrl *c, uint32_t nn, struct nvme_ctrl_info **out)
+{
+	uint32_t *list = NULL;
+	unsigned cnt = 0;
 	struct nvme_id_ns *id = calloc(1, sizeof(*id));
 	struct nvme_ctrl_info *info = NULL;
-	unsigned cnt = 0;
 	int rc = -ENOMEM;
-	if (!list || !id)
+	if (!id)
 		goto out;
-	rc = identify(c, NVME_ID_CNS_NS_ACTIVE_LIST, 0, list);
-	if (rc < 0) {
-		/* pre-1.1 controllers: every NSID up to NN is a candidate */
-		log_info("%s: no active namespace list (%s); probing 1..%u", c->name, strerror(-rc),
-		         nn);
-		memset(list, 0, 4096);
-		for (uint32_t i = 0; i < nn && i < 1024; i++)
-			list[i] = i + 1;
-	}
-	while (cnt < 1024 && list[cnt])
-		cnt++;
+	rc = active_nsids(c, nn, &list, &cnt);
+	if (rc < 0)
+		goto out;
 	info = calloc(1, sizeof(*info) + cnt * sizeof(struct nvme_ns_info));
 	if (!info) {
 		rc = -ENOMEM;
@@ -318,36 +615,10 @@ static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
 	}
 	*info = *c->info;
 	info->nr_ns = 0;
-	for (unsigned i = 0; i < cnt; i++) {
-		rc = identify(c, NVME_ID_CNS_NS, list[i], id);
-		if (rc < 0) {
-			log_warn("%s: Identify namespace %u failed: %s", c->name, list[i],
-			         strerror(-rc));
-			continue;
-		}
-		if (id->nsze == 0)
-			continue; /* inactive */
-		unsigned fmt = id->flbas & 0xf;
-		if (fmt > id->nlbaf || id->lbaf[fmt].lbads < 9 || id->lbaf[fmt].lbads > 16) {
-			log_warn(
-			    "%s: namespace %u has an unusable LBA format (%u, lbads %u); skipped",
-			    c->name, list[i], fmt, fmt < 16 ? id->lbaf[fmt].lbads : 0);
-			continue;
-		}
-		if (id->lbaf[fmt].ms && (id->flbas & 0x10)) {
-			log_warn("%s: namespace %u uses extended-LBA metadata; skipped", c->name,
-			         list[i]);
-			continue;
-		}
-		struct nvme_ns_info *ns = &info->ns[info->nr_ns++];
-		ns->nsid = list[i];
-		ns->nlba = id->nsze;
-		ns->lba_shift = id->lbaf[fmt].lbads;
-		ns->lba_size = 1u << ns->lba_shift;
-		ns->dealloc_zeroes = (id->dlfeat & 7) == 1;
-	}
-	free(c->info);
-	c->info = info;
+	for (unsigned i = 0; i < cnt; i++)
+		if (probe_ns(c, list[i], id, &info->ns[info->nr_ns]) == 0)
+			info->nr_ns++;
+	*out = info;
 	info = NULL;
 	rc = 0;
 out:
@@ -355,6 +626,57 @@ out:
 	free(list);
 	free(id);
 	return rc;
+}
+
+static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
+{
+	struct nvme_ctrl_info *info;
+	int rc = read_namespaces(c, nn, &info);
+	if (rc < 0)
+		return rc;
+	free(c->info);
+	c->info = info;
+	return 0;
+}
+
+static const struct nvme_ns_info *info_ns(const struct nvme_ctrl_info *in, uint32_t nsid)
+{
+	for (unsigned i = 0; i < in->nr_ns; i++)
+		if (in->ns[i].nsid == nsid)
+			return &in->ns[i];
+	return NULL;
+}
+
+/* After a reset: a namespace whose size or format changed, or that is gone,
+ * fails its I/O with -EIO from now on (the file system on it may no longer
+ * fit); new namespaces are ignored until a restart.  strict (re-attach):
+ * any difference is -ESTALE and nothing is marked. */
+static int recheck_namespaces(struct nvme_ctrl *c, bool strict)
+{
+	struct nvme_ctrl_info *now;
+	int rc = read_namespaces(c, c->info->nn, &now);
+	if (rc < 0)
+		return rc;
+	unsigned changed = 0;
+	for (unsigned i = 0; i < c->info->nr_ns; i++) {
+		struct nvme_ns_info *old = &c->info->ns[i];
+		const struct nvme_ns_info *n = info_ns(now, old->nsid);
+		if (n && n->nlba == old->nlba && n->lba_shift == old->lba_shift)
+			continue;
+		changed++;
+		if (strict)
+			log_err("%s: namespace %u %s", c->name, old->nsid,
+			        n ? "changed size or format" : "is gone");
+		else if (!old->failed) {
+			log_err("%s: namespace %u %s after the reset: its I/O fails from now on",
+			        c->name, old->nsid, n ? "changed size or format" : "is gone");
+			__atomic_store_n(&old->failed, true, __ATOMIC_RELEASE);
+		}
+	}
+	if (strict && now->nr_ns != c->info->nr_ns)
+		changed++;
+	free(now);
+	return strict && changed ? -ESTALE : 0;
 }
 
 static unsigned pow2_floor(unsigned v)
@@ -376,7 +698,15 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	c->opts = *o;
 	snprintf(c->name, sizeof(c->name), "%s", o->name && *o->name ? o->name : bus->name);
 	c->opts.name = c->name;
+	if (c->opts.io_retries > 10)
+		c->opts.io_retries = 10;
 	pthread_mutex_init(&c->admin_lock, NULL);
+	pthread_mutex_init(&c->thr_lock, NULL);
+	pthread_mutex_init(&c->reset_lock, NULL);
+	pthread_mutex_init(&c->qp_lock, NULL);
+	pthread_cond_init(&c->thr_cond, NULL);
+	pthread_cond_init(&c->ack_cond, NULL);
+	atomic_store(&c->state, NVME_CTRL_LIVE);
 
 	if (csts(c) == 0xffffffffu) {
 		log_err("%s: device not responding (CSTS reads all ones)", c->name);
@@ -430,7 +760,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	if (c->opts.io_queues == 0)
 		c->opts.io_queues = 1;
 
-	rc = nvme_dma_alloc(BOUNCE_OFF + ADMIN_BOUNCE, bus->numa_node, &c->admin_mem);
+	rc = nvme_dma_alloc(ADMIN_MEM, bus->numa_node, &c->admin_mem);
 	if (rc < 0)
 		goto err;
 	rc = nvme_dma_map(bus, &c->admin_mem, &c->admin_iova);
@@ -438,18 +768,14 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 		nvme_dma_free(&c->admin_mem);
 		goto err;
 	}
+	c->admin_mapped = true;
 	uint8_t *m = c->admin_mem.vaddr;
 	c->asq = (struct nvme_sqe *)(m + ASQ_OFF);
 	c->acq = (volatile struct nvme_cqe *)(m + ACQ_OFF);
-	c->admin_prp_list = (uint64_t *)(m + PRPL_OFF);
-	c->bounce = m + BOUNCE_OFF;
-	c->bounce_len = ADMIN_BOUNCE;
 
-	pthread_mutex_lock(&c->admin_lock);
-	rc = disable_locked(c);
+	rc = disable_dev(c);
 	if (rc == 0)
-		rc = enable_locked(c);
-	pthread_mutex_unlock(&c->admin_lock);
+		rc = enable_dev(c);
 	if (rc < 0)
 		goto err_mem;
 
@@ -481,6 +807,8 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->oacs = id->oacs;
 	in->sgls = id->sgls;
 	in->nn = id->nn;
+	in->acl = id->acl;
+	read_nvm_limits(c, in);
 	in->nr_vectors = o->interrupts ? bus->nr_vectors : 0;
 	c->shutdown_timeout_ms = 5000;
 	if (id->rtd3e / 1000u > c->shutdown_timeout_ms)
@@ -499,6 +827,13 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	         c->info->version >> 16, (c->info->version >> 8) & 0xff, c->info->nr_ns,
 	         c->info->nr_io_queues, c->info->max_xfer >> 10);
 	free(id);
+	rc = pthread_create(&c->thr, NULL, admin_thread, c);
+	if (rc != 0) {
+		rc = -rc;
+		goto err_mem;
+	}
+	c->thr_started = true;
+	pthread_setname_np(c->thr, "nvme-admin");
 	*out = c;
 	return 0;
 
@@ -512,12 +847,18 @@ err_mem:
 			          "disabling after a failed start");
 		}
 	}
+	admin_abandon(c, -EIO, true);
 	nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
 	nvme_dma_free(&c->admin_mem);
 err:
 	free(id);
 	free(c->info);
 	pthread_mutex_destroy(&c->admin_lock);
+	pthread_mutex_destroy(&c->thr_lock);
+	pthread_mutex_destroy(&c->reset_lock);
+	pthread_mutex_destroy(&c->qp_lock);
+	pthread_cond_destroy(&c->thr_cond);
+	pthread_cond_destroy(&c->ack_cond);
 	free(c);
 	return rc;
 }
@@ -562,45 +903,40 @@ int nvme_ctrl_wire_vector(struct nvme_ctrl *c, unsigned vector, int efd)
 	c->nr_efds = n;
 	rc = bus->ops->irq_set(bus, n, n ? c->efds : NULL);
 	if (rc < 0) {
+		/* a resize may have torn the old set down (VFIO disables MSI-X to
+		 * change the count): wire the previous set again */
 		c->efds[vector] = old;
-		log_warn("%s: cannot wire MSI-X vector %u: %s", c->name, vector, strerror(-rc));
+		unsigned m = 0;
+		for (unsigned i = 0; i < bus->nr_vectors; i++)
+			if (c->efds[i] >= 0)
+				m = i + 1;
+		c->nr_efds = m;
+		int rc2 = bus->ops->irq_set(bus, m, m ? c->efds : NULL);
+		log_warn("%s: cannot wire MSI-X vector %u: %s%s", c->name, vector, strerror(-rc),
+		         rc2 < 0 ? "; and the previous vectors could not be restored" : "");
 	}
 out:
 	pthread_mutex_unlock(&c->admin_lock);
 	return rc;
 }
 
-int nvme_ctrl_reset(struct nvme_ctrl *c)
-{
-	log_warn("%s: resetting the controller", c->name);
-	pthread_mutex_lock(&c->admin_lock);
-	int rc = disable_locked(c);
-	if (rc == 0)
-		rc = enable_locked(c);
-	pthread_mutex_unlock(&c->admin_lock);
-	if (rc < 0) {
-		log_err("%s: reset failed: %s", c->name, strerror(-rc));
-		return rc;
-	}
-	/* Number of Queues must be set again before any I/O queue is created */
-	unsigned granted = 0;
-	rc = set_num_queues(c, c->asked_queues, &granted);
-	if (rc < 0)
-		return rc;
-	if (granted < c->info->nr_io_queues)
-		log_warn("%s: after reset only %u I/O queues granted (was %u)", c->name, granted,
-		         c->info->nr_io_queues);
-	c->info->nr_io_queues = granted;
-	return 0;
-}
-
 void nvme_ctrl_close(struct nvme_ctrl *c)
 {
 	if (!c)
 		return;
+	if (c->thr_started) {
+		pthread_mutex_lock(&c->thr_lock);
+		c->thr_stop = true;
+		pthread_cond_broadcast(&c->thr_cond);
+		pthread_mutex_unlock(&c->thr_lock);
+		pthread_join(c->thr, NULL);
+		c->thr_started = false;
+	}
 	struct nvme_bus *bus = c->bus;
 	if (c->nr_qpairs)
 		log_warn("%s: closing with %u I/O queue pair(s) still open", c->name, c->nr_qpairs);
+	if (!bus)
+		goto free_all; /* removed: nothing of ours is mapped any more */
 	if (csts(c) != 0xffffffffu) {
 		uint32_t cc = nvme_bus_read32(bus, NVME_REG_CC);
 		if (cc & NVME_CC_EN) {
@@ -618,14 +954,499 @@ void nvme_ctrl_close(struct nvme_ctrl *c)
 			          "disabling after shutdown");
 		}
 	}
+	/* disabled (or gone): every admin buffer is free */
+	admin_abandon(c, -ENODEV, true);
 	if (c->nr_efds && bus->ops->irq_set)
 		bus->ops->irq_set(bus, 0, NULL);
-	free(c->efds);
-	nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
-	nvme_dma_free(&c->admin_mem);
+	if (c->admin_mapped)
+		nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
 	if (bus->ops->close)
 		bus->ops->close(bus);
+free_all:
+	free(c->efds);
+	nvme_dma_free(&c->admin_mem);
 	free(c->info);
 	pthread_mutex_destroy(&c->admin_lock);
+	pthread_mutex_destroy(&c->thr_lock);
+	pthread_mutex_destroy(&c->reset_lock);
+	pthread_mutex_destroy(&c->qp_lock);
+	pthread_cond_destroy(&c->thr_cond);
+	pthread_cond_destroy(&c->ack_cond);
 	free(c);
+}
+
+/* ---- recovery API ---- */
+
+enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c)
+{
+	return (enum nvme_ctrl_state)atomic_load_explicit(&c->state, memory_order_acquire);
+}
+
+const char *nvme_ctrl_state_name(enum nvme_ctrl_state s)
+{
+	switch (s) {
+	case NVME_CTRL_LIVE: return "live";
+	case NVME_CTRL_RESETTING: return "resetting";
+	case NVME_CTRL_REMOVED: return "removed";
+	case NVME_CTRL_FAILED: return "failed";
+	}
+	return "?";
+}
+
+void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *out)
+{
+	const uint64_t *src = (const uint64_t *)&c->rst;
+	uint64_t *dst = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg)
+{
+	c->event_arg = arg;
+	c->event_cb = cb;
+}
+
+
+/* ---- qpairs of this controller ---- */
+
+void nvme_ctrl_add_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp)
+{
+	pthread_mutex_lock(&c->qp_lock);
+	if (c->nqps < NVME_CTRL_MAX_QPAIRS)
+		c->qps[c->nqps++] = qp;
+	pthread_mutex_unlock(&c->qp_lock);
+}
+
+void nvme_ctrl_del_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp)
+{
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps; i++)
+		if (c->qps[i] == qp) {
+			c->qps[i] = c->qps[--c->nqps];
+			break;
+		}
+	pthread_mutex_unlock(&c->qp_lock);
+}
+
+void nvme_ctrl_ack(struct nvme_ctrl *c)
+{
+	pthread_mutex_lock(&c->thr_lock);
+	c->acks++;
+	pthread_cond_broadcast(&c->ack_cond);
+	pthread_mutex_unlock(&c->thr_lock);
+}
+
+/* Run fn on the reactor of every qpair of c and wait until all of them have
+ * (bounded: a reactor that does not answer in time fails the step). */
+static int on_reactors(struct nvme_ctrl *c, void (*fn)(void *), uint32_t timeout_ms)
+{
+	pthread_mutex_lock(&c->qp_lock);
+	pthread_mutex_lock(&c->thr_lock);
+	c->acks = 0;
+	pthread_mutex_unlock(&c->thr_lock);
+	unsigned want = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < c->nqps; i++) {
+		if (nvme_reactor_call(c->qps[i]->reactor, fn, c->qps[i]) == 0)
+			want++;
+		else
+			rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&c->qp_lock);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000 + 1;
+	pthread_mutex_lock(&c->thr_lock);
+	while (c->acks < want)
+		if (pthread_cond_timedwait(&c->ack_cond, &c->thr_lock, &ts) != 0) {
+			log_err("%s: %u of %u reactors did not answer the recovery in time", c->name,
+			        want - c->acks, want);
+			rc = -ETIMEDOUT;
+			break;
+		}
+	pthread_mutex_unlock(&c->thr_lock);
+	return rc;
+}
+
+static void post_to_reactors(struct nvme_ctrl *c, void (*fn)(void *))
+{
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps; i++)
+		nvme_reactor_call(c->qps[i]->reactor, fn, c->qps[i]);
+	pthread_mutex_unlock(&c->qp_lock);
+}
+
+/* ---- reset ---- */
+
+int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why)
+{
+	int expect = NVME_CTRL_LIVE;
+	if (!c->thr_started)
+		return -EAGAIN;
+	if (!atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_RESETTING))
+		return expect == NVME_CTRL_RESETTING ? -EBUSY : -ENODEV;
+	RST_ADD(resets_started, 1);
+	log_warn("%s: resetting the controller: %s", c->name, why);
+	if (c->event_cb)
+		c->event_cb(c->event_arg, c, NVME_CTRL_RESETTING);
+	/* hold new submissions at once, before the disable */
+	post_to_reactors(c, nvme_qpair_quiesce_call);
+	pthread_mutex_lock(&c->thr_lock);
+	snprintf(c->reset_why, sizeof(c->reset_why), "%s", why);
+	c->reset_req = true;
+	pthread_cond_broadcast(&c->thr_cond);
+	pthread_mutex_unlock(&c->thr_lock);
+	return 0;
+}
+
+/* The reset failed: the controller is disabled (or could not be, then its
+ * commands stay in flight forever: their buffers are never handed back). */
+static void reset_failed(struct nvme_ctrl *c, bool disabled)
+{
+	RST_ADD(resets_failed, 1);
+	if (disabled) {
+		admin_abandon(c, -EIO, true);
+		log_err("%s: reset failed: the controller is out of service; its I/O fails", c->name);
+	} else {
+		log_err("%s: reset failed and the controller could not be disabled: its commands "
+		        "in flight stay outstanding",
+		        c->name);
+	}
+	set_state(c, NVME_CTRL_FAILED);
+	on_reactors(c, disabled ? nvme_qpair_fail_call : nvme_qpair_refuse_call,
+	            c->ready_timeout_ms + 10000);
+}
+
+/* Bring the controller back after a disable: enable, Number of Queues,
+ * namespaces, every I/O queue with its qid and vector. */
+static int bring_back(struct nvme_ctrl *c, bool strict_ns)
+{
+	int rc = enable_dev(c);
+	if (rc < 0)
+		return rc;
+	unsigned granted = 0;
+	rc = set_num_queues(c, c->asked_queues, &granted);
+	if (rc < 0)
+		return rc;
+	rc = recheck_namespaces(c, strict_ns);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps && rc == 0; i++) {
+		if (c->qps[i]->qid > granted) {
+			log_err("%s: only %u I/O queues granted now; queue %u is lost", c->name,
+			        granted, c->qps[i]->qid);
+			rc = -ENOSPC;
+			break;
+		}
+		rc = nvme_qpair_create_on_dev(c->qps[i]);
+	}
+	pthread_mutex_unlock(&c->qp_lock);
+	return rc;
+}
+
+static void do_reset(struct nvme_ctrl *c)
+{
+	pthread_mutex_lock(&c->reset_lock);
+	if (atomic_load(&c->state) != NVME_CTRL_RESETTING || !c->bus) {
+		pthread_mutex_unlock(&c->reset_lock);
+		return;
+	}
+	uint64_t t0 = nvme_now_ns();
+	pthread_mutex_lock(&c->admin_lock);
+	c->admin_ready = false;
+	pthread_mutex_unlock(&c->admin_lock);
+	int rc = disable_or_flr(c);
+	if (rc == -ENODEV) {
+		pthread_mutex_unlock(&c->reset_lock);
+		nvme_ctrl_dead(c, "the device stopped answering during a reset");
+		return;
+	}
+	if (rc < 0) {
+		reset_failed(c, false);
+		pthread_mutex_unlock(&c->reset_lock);
+		return;
+	}
+	/* Disabled: the device no longer touches any of our memory.  Admin
+	 * commands fail; I/O is taken off the rings and held. */
+	admin_abandon(c, -EIO, true);
+	pthread_mutex_lock(&c->admin_lock);
+	if (c->nr_efds && c->bus->ops->irq_set) /* a function reset may have lost them */
+		c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
+	pthread_mutex_unlock(&c->admin_lock);
+	rc = on_reactors(c, nvme_qpair_stop_call, c->ready_timeout_ms + 10000);
+	if (rc == 0)
+		rc = bring_back(c, false);
+	if (rc < 0) {
+		disable_or_flr(c);
+		reset_failed(c, true);
+		pthread_mutex_unlock(&c->reset_lock);
+		return;
+	}
+	on_reactors(c, nvme_qpair_restart_call, c->ready_timeout_ms + 10000);
+	uint64_t dt = nvme_now_ns() - t0;
+	__atomic_store_n(&c->rst.reset_last_ns, dt, __ATOMIC_RELAXED);
+	if (dt > c->rst.reset_max_ns)
+		__atomic_store_n(&c->rst.reset_max_ns, dt, __ATOMIC_RELAXED);
+	RST_ADD(resets_ok, 1);
+	log_warn("%s: reset done in %llu ms", c->name, (unsigned long long)(dt / 1000000));
+	int expect = NVME_CTRL_RESETTING;
+	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE) && c->event_cb)
+		c->event_cb(c->event_arg, c, NVME_CTRL_LIVE);
+	pthread_mutex_unlock(&c->reset_lock);
+}
+
+static void *admin_thread(void *arg)
+{
+	struct nvme_ctrl *c = arg;
+	for (;;) {
+		pthread_mutex_lock(&c->thr_lock);
+		while (!c->thr_stop && !c->reset_req &&
+		       atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed) == 0)
+			pthread_cond_wait(&c->thr_cond, &c->thr_lock);
+		bool stop = c->thr_stop, reset = c->reset_req;
+		c->reset_req = false;
+		pthread_mutex_unlock(&c->thr_lock);
+		if (stop)
+			break;
+		if (reset) {
+			do_reset(c);
+			continue;
+		}
+		/* commands outstanding: reap (and expire) at 5 kHz until none is */
+		admin_reap(c);
+		sleep_us(200);
+	}
+	return NULL;
+}
+
+int nvme_ctrl_reset(struct nvme_ctrl *c)
+{
+	int rc = nvme_ctrl_reset_async(c, "requested");
+	if (rc < 0 && rc != -EBUSY)
+		return rc;
+	/* the reset holds reset_lock from its start to its end */
+	for (;;) {
+		int st = atomic_load(&c->state);
+		if (st == NVME_CTRL_LIVE)
+			return 0;
+		if (st == NVME_CTRL_FAILED)
+			return -EIO;
+		if (st == NVME_CTRL_REMOVED)
+			return -ENODEV;
+		sleep_us(1000);
+	}
+}
+
+/* ---- health, abort, removal ---- */
+
+static void abort_done(void *arg, int err, const struct nvme_cqe *cqe)
+{
+	struct nvme_ctrl *c = arg;
+	atomic_fetch_sub(&c->aborts_out, 1);
+	/* dw0 bit 0 clear: the command was aborted (its CQE follows on its
+	 * queue, where aborts_ok is counted) */
+	if (err == 0 && cqe && !(cqe->dw0 & 1))
+		return;
+	if (err != -EIO && err != -ENODEV) /* not already a reset or a removal */
+		nvme_ctrl_reset_async(c, "an Abort failed or was not honoured");
+}
+
+int nvme_ctrl_send_abort(struct nvme_ctrl *c, uint16_t qid, uint16_t cid)
+{
+	/* at most ACL + 1 Aborts outstanding */
+	unsigned n = atomic_fetch_add(&c->aborts_out, 1);
+	if (n > c->info->acl) {
+		atomic_fetch_sub(&c->aborts_out, 1);
+		return -EAGAIN;
+	}
+	struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT, .cdw10 = ((uint32_t)cid << 16) | qid};
+	uint32_t tmo = c->opts.io_timeout_ms / 2 < 10 ? 10 : c->opts.io_timeout_ms / 2;
+	int rc = atomic_load(&c->state) == NVME_CTRL_LIVE
+	             ? admin_submit(c, &cmd, NULL, 0, abort_done, c, tmo)
+	             : -EAGAIN;
+	if (rc < 0) {
+		atomic_fetch_sub(&c->aborts_out, 1);
+		return rc;
+	}
+	RST_ADD(aborts_sent, 1);
+	return 0;
+}
+
+void nvme_ctrl_dead(struct nvme_ctrl *c, const char *why)
+{
+	int st = atomic_exchange(&c->state, NVME_CTRL_REMOVED);
+	if (st == NVME_CTRL_REMOVED)
+		return; /* counted and logged once */
+	RST_ADD(removals, 1);
+	log_err("%s: the device is gone (%s): its I/O fails", c->name, why);
+	/* nothing can be written by a device that is gone */
+	admin_abandon(c, -ENODEV, true);
+	post_to_reactors(c, nvme_qpair_fail_call);
+	if (c->event_cb)
+		c->event_cb(c->event_arg, c, NVME_CTRL_REMOVED);
+}
+
+void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now)
+{
+	if (atomic_load_explicit(&c->state, memory_order_acquire) != NVME_CTRL_LIVE)
+		return;
+	uint64_t next = atomic_load_explicit(&c->csts_next_ns, memory_order_relaxed);
+	/* one reactor at a time, a few times a second */
+	if (now < next || !atomic_compare_exchange_strong(&c->csts_next_ns, &next,
+	                                                  now + NVME_CSTS_INTERVAL_NS))
+		return;
+	uint32_t s = csts(c);
+	if (s == 0xffffffffu) {
+		nvme_ctrl_dead(c, "registers read all ones");
+	} else if (s & NVME_CSTS_CFS) {
+		if (nvme_ctrl_reset_async(c, "controller fatal status (CSTS.CFS)") == 0) {
+			RST_ADD(cfs_events, 1);
+			log_err("%s: controller fatal status (CSTS 0x%x)", c->name, s);
+		}
+	}
+}
+
+int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
+{
+	*bus_out = NULL;
+	pthread_mutex_lock(&c->reset_lock); /* a reset in progress finishes first */
+	struct nvme_bus *bus = c->bus;
+	if (!bus) {
+		pthread_mutex_unlock(&c->reset_lock);
+		return 0;
+	}
+	int st = atomic_exchange(&c->state, NVME_CTRL_REMOVED);
+	if (st != NVME_CTRL_REMOVED) {
+		RST_ADD(removals, 1);
+		log_warn("%s: removing the controller: %s", c->name, why ? why : "requested");
+		if (c->event_cb)
+			c->event_cb(c->event_arg, c, NVME_CTRL_REMOVED);
+	}
+	pthread_mutex_lock(&c->admin_lock);
+	c->admin_ready = false;
+	pthread_mutex_unlock(&c->admin_lock);
+	/* still answering: disable it first, so nothing in flight can be written */
+	if (csts(c) != 0xffffffffu && disable_or_flr(c) < 0)
+		log_warn("%s: could not disable the controller before releasing it", c->name);
+	admin_abandon(c, -ENODEV, true);
+	on_reactors(c, nvme_qpair_fail_call, 10000);
+	/* every mapping of this controller on its bus goes */
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps; i++) {
+		struct nvme_qpair *qp = c->qps[i];
+		if (qp->ring_mapped)
+			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
+		qp->ring_mapped = false;
+		if (qp->pool_mapped)
+			nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_iova);
+		qp->pool_mapped = false;
+		qp->created_on_dev = false;
+	}
+	pthread_mutex_unlock(&c->qp_lock);
+	pthread_mutex_lock(&c->admin_lock);
+	if (c->nr_efds && bus->ops->irq_set)
+		bus->ops->irq_set(bus, 0, NULL); /* the eventfds stay, for a re-attach */
+	if (c->admin_mapped)
+		nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
+	c->admin_mapped = false;
+	c->bus = NULL;
+	pthread_mutex_unlock(&c->admin_lock);
+	*bus_out = bus;
+	pthread_mutex_unlock(&c->reset_lock);
+	return 0;
+}
+
+int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
+{
+	pthread_mutex_lock(&c->reset_lock);
+	int rc = 0;
+	int st = atomic_load(&c->state);
+	if (c->bus) {
+		rc = -EBUSY;
+		goto out;
+	}
+	if (st != NVME_CTRL_REMOVED && st != NVME_CTRL_FAILED) {
+		rc = -EINVAL;
+		goto out;
+	}
+	uint64_t cap = nvme_bus_read64(bus, NVME_REG_CAP);
+	if (cap == ~0ull) {
+		log_err("%s: device not responding (CAP reads all ones)", c->name);
+		rc = -ENODEV;
+		goto out;
+	}
+	if (NVME_CAP_DSTRD(cap) != c->dstrd || NVME_CAP_MQES(cap) + 1u < c->opts.queue_depth) {
+		log_err("%s: the re-attached controller differs (CAP 0x%llx)", c->name,
+		        (unsigned long long)cap);
+		rc = -ESTALE;
+		goto out;
+	}
+	rc = nvme_dma_map(bus, &c->admin_mem, &c->admin_iova);
+	if (rc < 0)
+		goto out;
+	pthread_mutex_lock(&c->admin_lock);
+	c->bus = bus;
+	c->admin_mapped = true;
+	pthread_mutex_unlock(&c->admin_lock);
+	rc = disable_dev(c);
+	if (rc < 0)
+		goto undo;
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps && rc == 0; i++) {
+		struct nvme_qpair *qp = c->qps[i];
+		rc = nvme_dma_map(bus, &qp->ring_mem, &qp->ring_iova);
+		if (rc < 0)
+			break;
+		qp->ring_mapped = true;
+		rc = nvme_dma_map(bus, &nvme_reactor_pool(qp->reactor)->region, &qp->pool_iova);
+		if (rc < 0)
+			break;
+		qp->pool_mapped = true;
+	}
+	pthread_mutex_unlock(&c->qp_lock);
+	if (rc < 0)
+		goto undo;
+	if (c->nr_efds && bus->ops->irq_set) {
+		rc = bus->ops->irq_set(bus, c->nr_efds, c->efds);
+		if (rc < 0)
+			goto undo;
+	}
+	rc = bring_back(c, true);
+	if (rc < 0)
+		goto undo;
+	/* the qpairs take the new bus, doorbells and IOVAs on their reactors */
+	atomic_store(&c->state, NVME_CTRL_RESETTING);
+	on_reactors(c, nvme_qpair_restart_call, 10000);
+	atomic_store(&c->csts_next_ns, 0);
+	log_info("%s: re-attached on %s", c->name, bus->name);
+	set_state(c, NVME_CTRL_LIVE);
+	pthread_mutex_unlock(&c->reset_lock);
+	return 0;
+undo:
+	if (csts(c) != 0xffffffffu)
+		disable_dev(c);
+	admin_abandon(c, -ENODEV, true);
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps; i++) {
+		struct nvme_qpair *qp = c->qps[i];
+		if (qp->ring_mapped)
+			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
+		if (qp->pool_mapped)
+			nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_iova);
+		qp->ring_mapped = qp->pool_mapped = qp->created_on_dev = false;
+	}
+	pthread_mutex_unlock(&c->qp_lock);
+	if (c->nr_efds && bus->ops->irq_set)
+		bus->ops->irq_set(bus, 0, NULL);
+	pthread_mutex_lock(&c->admin_lock);
+	if (c->admin_mapped)
+		nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
+	c->admin_mapped = false;
+	c->bus = NULL;
+	pthread_mutex_unlock(&c->admin_lock);
+out:
+	pthread_mutex_unlock(&c->reset_lock);
+	return rc;
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <numa.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,6 +30,41 @@ static void bind_node(void *p, size_t len, int node)
 		numa_tonode_memory(p, len, node);
 }
 
+/* Hugepages that cannot be locked (RLIMIT_MEMLOCK below a 2 MiB page, a
+ * hugetlb pool the kernel will not pin) are not tried again: every region
+ * then uses 4 KiB pages, said once. */
+static _Atomic bool huge_unlockable;
+static _Atomic bool fault_huge_lock;
+
+void nvme_dma_fault_huge_lock(bool on)
+{
+	atomic_store(&fault_huge_lock, on);
+	atomic_store(&huge_unlockable, false);
+}
+
+static void *try_huge(size_t hlen, int node)
+{
+	if (atomic_load(&huge_unlockable))
+		return MAP_FAILED;
+	void *p = MAP_FAILED;
+	int e = ENOMEM;
+	if (!atomic_load(&fault_huge_lock)) {
+		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (p == MAP_FAILED)
+			return MAP_FAILED; /* none free: not an error, and may change */
+		bind_node(p, hlen, node);
+		if (mlock(p, hlen) == 0)
+			return p;
+		e = errno;
+		munmap(p, hlen);
+	}
+	if (!atomic_exchange(&huge_unlockable, true))
+		log_warn("dma: hugepages cannot be locked (%s); DMA memory uses 4 KiB pages",
+		         strerror(e));
+	return MAP_FAILED;
+}
+
 int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -43,11 +79,12 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	void *p = MAP_FAILED;
 	if (len >= HUGE_SIZE) {
 		size_t hlen = round_up(len, HUGE_SIZE);
-		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
-		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		p = try_huge(hlen, out->node);
 		if (p != MAP_FAILED) {
-			len = hlen;
+			out->vaddr = p;
+			out->len = hlen;
 			out->huge = true;
+			return 0;
 		}
 	}
 	if (p == MAP_FAILED) {

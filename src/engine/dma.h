@@ -2,7 +2,8 @@
  *
  * A region is anonymous memory, populated and mlocked (so the pages a device
  * was given never move), on a chosen NUMA node when asked, backed by 2 MiB
- * hugepages when the system has them free.  It is made visible to a device by
+ * hugepages when the system has them free and they can be locked (if they
+ * cannot, one warning, and 4 KiB pages from then on).  It is made visible to a device by
  * mapping it into that device's bus; one region may be mapped into several
  * buses (a reactor's pool is mapped into every controller it has a qpair on),
  * each mapping with its own IOVA base.  Translation inside one region is O(1):
@@ -34,6 +35,10 @@ struct nvme_dma_region {
  * binds it to that NUMA node when libnuma is available. */
 int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out);
 void nvme_dma_free(struct nvme_dma_region *r);
+/* Fault injection for tests: hugepages behave as if they could not be
+ * locked (the fallback to 4 KiB pages runs).  Also forgets an earlier
+ * failure, so the next allocation tries hugepages again. */
+void nvme_dma_fault_huge_lock(bool on);
 
 /* Map the whole region into bus; *iova receives its base.  The region must
  * stay allocated until nvme_dma_unmap. */

@@ -42,6 +42,27 @@ static inline uint64_t nvme_now_ns(void)
 }
 
 /* ---- controller ---- */
+#define NVME_ADMIN_SLOTS      (NVME_ADMIN_ENTRIES - 1)
+#define NVME_CTRL_MAX_QPAIRS  256
+#define NVME_CSTS_INTERVAL_NS 250000000ull /* the reactors read CSTS at most 4 times a second */
+
+/* One asynchronous admin command.  Its bounce buffer (with a PRP list page
+ * at its end) is the command's own: freed when the CQE arrives or the
+ * controller is disabled, never when the command merely timed out. */
+struct nvme_admin_slot {
+	bool busy;
+	bool cb_done; /* the callback ran (timeout, CFS): only the CQE or a disable frees it */
+	uint16_t cid;
+	uint8_t opc;
+	nvme_admin_cb cb;
+	void *arg;
+	void *ubuf;
+	size_t len;
+	struct nvme_dma_region dma;
+	uint64_t dma_iova;
+	uint64_t deadline_ns;
+};
+
 struct nvme_ctrl {
 	struct nvme_bus *bus;
 	char name[64];
@@ -51,17 +72,38 @@ struct nvme_ctrl {
 	uint32_t ready_timeout_ms; /* CAP.TO */
 	uint32_t shutdown_timeout_ms;
 
-	pthread_mutex_t admin_lock;       /* serialises the admin queue and irq wiring */
-	struct nvme_dma_region admin_mem; /* ASQ | ACQ | PRP list page | bounce */
+	/* The admin queue: admin_lock is held only to post a command or reap
+	 * CQEs, never across a wait. */
+	pthread_mutex_t admin_lock;       /* admin queue, slots, irq wiring, bus pointer */
+	struct nvme_dma_region admin_mem; /* ASQ | ACQ */
 	uint64_t admin_iova;
+	bool admin_mapped;
+	bool admin_ready; /* enabled and the admin queue programmed */
 	struct nvme_sqe *asq;
 	volatile struct nvme_cqe *acq;
-	uint64_t *admin_prp_list;
-	uint8_t *bounce;
-	size_t bounce_len;
-	uint16_t asq_tail, acq_head, admin_cid;
+	uint16_t asq_tail, asq_head, acq_head;
 	uint8_t acq_phase;
+	uint8_t admin_gen;
+	_Atomic unsigned admin_outstanding; /* busy slots */
 	uint64_t admin_bogus;
+	struct nvme_admin_slot slots[NVME_ADMIN_SLOTS];
+
+	/* admin thread: reaps the admin CQ while commands are outstanding, runs resets */
+	pthread_t thr;
+	bool thr_started;
+	pthread_mutex_t thr_lock; /* thr_cond, ack_cond, reset request */
+	pthread_cond_t thr_cond, ack_cond;
+	bool thr_stop;
+	bool reset_req;
+	char reset_why[96];
+	unsigned acks; /* reactor calls that finished (thr_lock) */
+	pthread_mutex_t reset_lock; /* one reset, removal or attach at a time */
+	_Atomic uint64_t csts_next_ns; /* rate limit of the reactors' CSTS reads */
+	_Atomic unsigned aborts_out;
+
+	pthread_mutex_t qp_lock; /* qps[] */
+	struct nvme_qpair *qps[NVME_CTRL_MAX_QPAIRS];
+	unsigned nqps;
 
 	int *efds; /* per MSI-X vector, -1 when unwired */
 	unsigned nr_efds;
@@ -69,12 +111,30 @@ struct nvme_ctrl {
 	unsigned asked_queues;
 
 	struct nvme_ctrl_info *info; /* with ns[] */
+
+	/* recovery */
+	_Atomic int state; /* enum nvme_ctrl_state */
+	struct nvme_ctrl_rstats rst; /* updated with relaxed atomic adds */
+	nvme_ctrl_event_cb event_cb;
+	void *event_arg;
 };
 
 int nvme_ctrl_wire_vector(struct nvme_ctrl *c, unsigned vector, int efd);
+/* qpair.c <-> ctrl.c */
+void nvme_ctrl_add_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp);
+void nvme_ctrl_del_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp);
+/* The reactors' periodic health check: CSTS (rate limited), CFS, all ones. */
+void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now);
+/* A reactor saw the device gone (all ones). */
+void nvme_ctrl_dead(struct nvme_ctrl *c, const char *why);
+/* Abort of qid/cid, asynchronous; 0 when sent. */
+int nvme_ctrl_send_abort(struct nvme_ctrl *c, uint16_t qid, uint16_t cid);
 
 /* ---- trackers and qpair ---- */
-enum { TRK_FREE = 0, TRK_INFLIGHT, TRK_ABORTING, TRK_QUARANTINED };
+/* FREE; INFLIGHT (on the device); ABORTING (timed out, Abort sent: still on
+ * the device); HELD (in the tracker and its shadow SQE only, never on the
+ * device: waiting for a reset to finish). */
+enum { TRK_FREE = 0, TRK_INFLIGHT, TRK_ABORTING, TRK_HELD };
 
 /* CID = generation (4 bits) << 12 | tracker index: a CQE that names a tracker
  * by an old generation is a duplicate or stale completion and is dropped,
@@ -92,6 +152,7 @@ struct nvme_tracker {
 	uint8_t opc;
 	uint32_t len;
 	uint16_t next_free; /* free list link (index) */
+	uint8_t retries;    /* resubmissions so far */
 	uint64_t submit_ns;
 	uint64_t abort_ns;
 	nvme_io_cb cb;
@@ -128,6 +189,8 @@ struct nvme_qpair_ctr {
 	uint64_t reap_passes, sq_doorbells, cq_doorbells, idle_polls;
 };
 
+enum { QP_RUN = 0, QP_HELD = 1, QP_DEAD = 2 };
+
 #define NVME_NS_NONE UINT32_MAX /* no namespace cached (the broadcast NSID is never an I/O one) */
 
 struct nvme_qpair {
@@ -147,6 +210,7 @@ struct nvme_qpair {
 	uint8_t cq_phase;
 	uint8_t sq_dirty; /* tail advanced, doorbell not yet rung */
 	bool reaping;     /* guards against a callback reaping again */
+	uint8_t held;     /* QP_RUN, QP_HELD (reset: submissions held), QP_DEAD (-ENODEV) */
 	/* ---- cold: set-up, teardown, timeouts, interrupts, messages ---- */
 	uint16_t qid;
 	uint16_t entries;
@@ -168,6 +232,8 @@ struct nvme_qpair {
 	struct nvme_qpair *next_in_reactor;
 	size_t alloc_len;
 	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
+	uint8_t io_retries;
+	bool ring_mapped;
 	/* ---- line "warm": read once per I/O (the cached namespace) or once per
 	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
 	 * own: an I/O touches line 0, this line, the counters and its histogram
@@ -180,10 +246,10 @@ struct nvme_qpair {
 	volatile uint32_t *cq_db;
 	uint32_t max_xfer;
 	uint16_t ntrk; /* trackers in use: entries - 1 - cq_budget, capped */
-	uint16_t quarantined;
 	uint16_t cq_budget;
 	uint8_t ns_shift;
 	uint32_t ns_lba_mask; /* lba_size - 1 */
+	struct nvme_sqe *shadow; /* per tracker index: its command, to resubmit after a reset */
 	/* ---- counters, written only by the owner ---- */
 	alignas(64) struct nvme_qpair_ctr ctr;
 	alignas(64) struct nvme_qpair_stats st; /* the rest: errors, histograms */
@@ -268,6 +334,26 @@ int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova
                    uint64_t *prp2);
 /* qpair.c, for the reactor */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now);
+/* qpair.c, run on the owning reactor by the controller's recovery (posted
+ * with nvme_reactor_call; each acknowledges through nvme_ctrl_ack):
+ *  quiesce  hold new submissions;
+ *  stop     (controller disabled) reap what the device posted, empty the
+ *           rings, turn every command still outstanding into a held one (one
+ *           retry) or fail it with -EIO when its retries are used up;
+ *  restart  (queues re-created) put the held commands on the device;
+ *  fail     (failed or removed; the device cannot touch memory) fail every
+ *           command with -EIO, new submissions -ENODEV. */
+void nvme_qpair_quiesce_call(void *qp);
+void nvme_qpair_stop_call(void *qp);
+void nvme_qpair_restart_call(void *qp);
+void nvme_qpair_fail_call(void *qp);
+/* refuse   (failed, not disabled) new submissions -ENODEV, held commands
+ *          -EIO; those on the device stay in flight for good */
+void nvme_qpair_refuse_call(void *qp);
+/* ctrl.c: a reactor call above finished */
+void nvme_ctrl_ack(struct nvme_ctrl *c);
+/* qpair.c: (re)create the queue pair on the device (any thread, sync admin) */
+int nvme_qpair_create_on_dev(struct nvme_qpair *qp);
 /* reactor.c, for qpair.c */
 int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp);
 void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp);

@@ -2,8 +2,10 @@
  *
  * Three objects:
  *   nvme_ctrl     one controller behind an nvme_bus: bring-up, admin queue
- *                 (shared, serialised, never on the I/O path), identify,
- *                 namespaces, I/O queue creation, shutdown, reset.
+ *                 (asynchronous, never on the I/O path, reaped by the
+ *                 controller's admin thread), identify, namespaces, I/O queue
+ *                 creation, shutdown, recovery (abort, reset, removal,
+ *                 re-attach).
  *   nvme_reactor  one pinned thread with a libev loop; owns qpairs (one per
  *                 controller) and a DMA buffer pool on its CPU's NUMA node.
  *   nvme_qpair    one I/O SQ+CQ pair, owned by exactly one reactor: no locks.
@@ -44,6 +46,7 @@ struct nvme_ns_info {
 	uint32_t lba_size;    /* bytes */
 	uint8_t lba_shift;
 	bool dealloc_zeroes;  /* DLFEAT: deallocated blocks read as zeroes */
+	bool failed;          /* changed size or format after a reset: I/O fails with -EIO */
 };
 
 struct nvme_ctrl_info {
@@ -58,6 +61,17 @@ struct nvme_ctrl_info {
 	uint16_t oncs, oacs;
 	uint32_t sgls;
 	uint32_t nn;
+	uint8_t acl;           /* Abort Command Limit, 0-based */
+	/* From Identify Controller NVM (CNS 06h), when the controller has it:
+	 * max_wz_bytes bytes per Write Zeroes command (WZSL; 0: only the 65536-block
+	 * field limits it), dsm_max_ranges ranges per Dataset Management command
+	 * (DMRL; 256 when not limited), dsm_max_range_blocks blocks per range
+	 * (DMRSL; UINT32_MAX when not limited), dsm_max_blocks blocks per command
+	 * (DMSL; 0: not limited). */
+	uint64_t max_wz_bytes;
+	uint32_t dsm_max_ranges;
+	uint32_t dsm_max_range_blocks;
+	uint64_t dsm_max_blocks;
 	unsigned nr_io_queues; /* granted by Set Features Number of Queues */
 	unsigned nr_vectors;   /* MSI-X vectors usable */
 	unsigned nr_ns;
@@ -70,6 +84,7 @@ struct nvme_ctrl_opts {
 	unsigned queue_depth;    /* entries per I/O queue (capped by MQES) */
 	unsigned cq_budget;      /* CQEs reaped per queue per pass, < queue_depth */
 	unsigned io_timeout_ms;
+	unsigned io_retries;     /* resubmissions of a command after a reset or abort (0..10) */
 	bool interrupts;         /* wire one MSI-X vector per I/O CQ */
 };
 
@@ -87,18 +102,98 @@ const struct nvme_ctrl_info *nvme_ctrl_get_info(const struct nvme_ctrl *c);
 const char *nvme_ctrl_name(const struct nvme_ctrl *c);
 struct nvme_bus *nvme_ctrl_bus(struct nvme_ctrl *c);
 
-/* Synchronous admin command (serialised by a mutex; polls the admin CQ).
- * buf/len: data in or out (copied through a DMA bounce buffer).  cqe_out
- * may be NULL.  Returns 0, -EIO etc. mapped from the status (see
- * nvme_status_errno), or -ETIMEDOUT. */
+/* Synchronous admin command: nvme_ctrl_admin_async, then the calling thread
+ * polls the admin CQ until its completion.  buf/len: data in or out (copied
+ * through a DMA bounce buffer).  cqe_out may be NULL.  Returns 0, -EIO etc.
+ * mapped from the status (see nvme_status_errno), -ETIMEDOUT, -EAGAIN while a
+ * reset rebuilds the admin queue, -ENODEV when removed. */
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
 		    struct nvme_cqe *cqe_out);
 
-/* Controller reset for recovery: disable (wait RDY=0), re-create the admin
- * queue, enable, and set Number of Queues again.  Every I/O queue on the
- * device is gone afterwards: each owner must call nvme_qpair_reinit (on its
- * reactor thread) before submitting again.  Any thread; not concurrently
- * with I/O on this controller's qpairs. */
+/* ---- recovery ----
+ * The engine recovers on its own: a command past io_timeout_ms gets an Abort
+ * (sent asynchronously from the reactor's timeout scan); if the Abort fails or
+ * the command is still outstanding a grace period later, or the controller
+ * reports CSTS.CFS, or an admin command times out, the controller is reset by
+ * its admin thread: submissions are held, the controller disabled (FLR when
+ * that fails), re-enabled, every queue re-created with the same qid and
+ * vector, and every command that was in flight resubmitted (up to io_retries
+ * times, then -EIO).  A BAR reading all ones is a removal. */
+
+/* Controller state, readable from any thread. */
+enum nvme_ctrl_state {
+	NVME_CTRL_LIVE,      /* serving I/O */
+	NVME_CTRL_RESETTING, /* recovery in progress: submissions are accepted into a
+	                        tracker and held (not on the device) until the queue is
+	                        back, failed with -EIO if the reset outlasts io_timeout_ms;
+	                        -EAGAIN only when no tracker is free, as always */
+	NVME_CTRL_REMOVED,   /* device gone or released: every submission fails at once
+	                        with -ENODEV */
+	NVME_CTRL_FAILED,    /* reset failed: like REMOVED for I/O (-ENODEV), device still
+	                        attached */
+};
+enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c);
+/* "live", "resetting", "removed", "failed" */
+const char *nvme_ctrl_state_name(enum nvme_ctrl_state s);
+
+/* Recovery counters, per controller (any thread; relaxed reads). */
+struct nvme_ctrl_rstats {
+	uint64_t timeouts;             /* commands that exceeded io_timeout_ms */
+	uint64_t aborts_sent, aborts_ok;
+	uint64_t resets_started, resets_ok, resets_failed;
+	uint64_t reset_last_ns, reset_max_ns; /* duration of the last / longest reset */
+	uint64_t resubmitted;          /* commands sent again after a reset or abort */
+	uint64_t failed_after_retries; /* commands failed with EIO after io_retries */
+	uint64_t cfs_events;           /* CSTS.CFS seen */
+	uint64_t removals;             /* removal requests or dead BAR seen */
+};
+void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *out);
+
+/* Event callback: called (from whatever thread noticed: a reactor, the
+ * controller's admin thread or the caller) when the state changes.  Must not
+ * block, must not call nvme_ctrl_remove/attach itself (post to a loop). */
+typedef void (*nvme_ctrl_event_cb)(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s);
+void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg);
+
+/* Removal (any thread except a reactor's): state REMOVED first (new
+ * submissions fail with -ENODEV), disable the controller when it still
+ * answers, fail everything in flight with -EIO on the owning reactors, unmap
+ * every DMA mapping of this controller on its bus (rings, the reactor pools'
+ * mappings, admin memory), unwire its vectors and hand the bus back in
+ * *bus_out: the controller no longer references it.  The nvme_ctrl, its
+ * qpairs and namespace list stay.  Blocks until done (bounded: CAP.TO plus
+ * the reactors' acknowledgements).  Idempotent: on a controller without a bus
+ * *bus_out = NULL. */
+int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out);
+
+/* Re-attach a controller that nvme_ctrl_remove released (a FAILED one must be
+ * removed first: -EBUSY while it holds a bus) on a freshly opened bus:
+ * bring-up, same namespaces required (same nsid set, sizes and formats: else
+ * -ESTALE and it stays removed), map the pools again, re-create every qpair
+ * with its qid and vector, state LIVE.  Any thread except a reactor's.  On
+ * success the ctrl owns the bus; on failure the caller keeps it. */
+int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus);
+
+/* Start a reset now (any thread); returns at once; 0, -EBUSY if one runs
+ * already, -ENODEV when the controller is removed or failed. */
+int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why);
+
+/* Asynchronous admin command: any thread, no lock held across the wait.  cb
+ * runs on an engine thread (the controller's admin thread, or a thread
+ * waiting in nvme_ctrl_admin) and must not block; it may submit again.  buf:
+ * data in/out, copied through a DMA bounce buffer owned by the engine for the
+ * command's life (never reused before its CQE or a controller disable); buf
+ * itself must stay valid until cb.  cqe status is the 15-bit status (phase
+ * stripped).  err: 0, a mapped status, -ETIMEDOUT (admin timeout: a reset
+ * follows), -EIO (reset), -ENODEV (removed).  Returns 0 (cb will run exactly
+ * once), -EAGAIN (admin queue full or being rebuilt), -ENODEV, -EINVAL. */
+typedef void (*nvme_admin_cb)(void *arg, int err, const struct nvme_cqe *cqe);
+int nvme_ctrl_admin_async(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+			  nvme_admin_cb cb, void *arg);
+
+/* A reset now, waited for: nvme_ctrl_reset_async and wait until the
+ * controller is LIVE again (0) or FAILED/REMOVED (-EIO/-ENODEV).  Any thread
+ * but a reactor owning one of its qpairs. */
 int nvme_ctrl_reset(struct nvme_ctrl *c);
 
 /* Orderly shutdown (CC.SHN normal, wait SHST complete), then free all. */
@@ -124,12 +219,13 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
  * Call before nvme_reactor_start. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
-/* Delete the queues on the device and free (reactor stopped or on its thread). */
+/* Delete the queues on the device and free (reactor stopped or on its
+ * thread).  Waits for a reset, removal or attach of its controller in
+ * progress to end: call it after the reactor stopped (a reset waits for the
+ * reactor's answer; on the reactor's own thread that wait runs out first).
+ * Commands still on a device that could not delete the queue are left
+ * outstanding with the qpair's memory rather than freed under the device. */
 void nvme_qpair_destroy(struct nvme_qpair *qp);
-/* After nvme_ctrl_reset: fail every command still in flight with -EIO (the
- * device forgot them), release quarantined CIDs, and create the queue pair on
- * the device again with the same memory.  Owning reactor thread only. */
-int nvme_qpair_reinit(struct nvme_qpair *qp);
 
 /* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before
  * start or from the reactor thread. */
@@ -179,8 +275,10 @@ int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *b
 int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf,
 		     size_t len, bool fua, nvme_io_cb cb, void *arg);
 int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *arg);
+/* Split at max_wz_bytes (WZSL) and 65536 blocks.  deac: also deallocate
+ * (cdw12 DEAC), so a thin device can free the blocks. */
 int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
-			    nvme_io_cb cb, void *arg);
+			    bool deac, nvme_io_cb cb, void *arg);
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
 			  nvme_io_cb cb, void *arg);
 
@@ -231,6 +329,8 @@ struct nvme_qpair_stats {
 	uint64_t sq_doorbells, cq_doorbells;
 	uint64_t interrupts, idle_polls;
 	uint64_t bytes_read, bytes_written;
+	/* recovery */
+	uint64_t timeouts, aborts_sent, aborts_ok, resubmitted, failed_after_retries;
 	uint64_t lat_ns[NVME_LAT_BUCKETS];
 };
 

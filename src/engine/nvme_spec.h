@@ -160,6 +160,7 @@ enum {
 	NVME_ID_CNS_NS = 0x00,
 	NVME_ID_CNS_CTRL = 0x01,
 	NVME_ID_CNS_NS_ACTIVE_LIST = 0x02,
+	NVME_ID_CNS_CTRL_NVM = 0x06, /* I/O command set specific controller, NVM */
 };
 
 /* Feature identifiers */
@@ -302,6 +303,18 @@ enum {
 /* VWC bit 0: a volatile write cache is present */
 #define NVME_VWC_PRESENT 0x1
 
+/* ---- identify controller, NVM command set specific (CNS 06h) ---- */
+struct nvme_id_ctrl_nvm {
+	uint8_t vsl;   /* verify size limit, 2^n MPSMIN units, 0: none */
+	uint8_t wzsl;  /* write zeroes size limit, 2^n MPSMIN units, 0: none */
+	uint8_t wusl;
+	uint8_t dmrl;  /* DSM ranges per command, 0: none */
+	uint32_t dmrsl; /* DSM blocks per range, 0: none */
+	uint64_t dmsl;  /* DSM blocks per command, 0: none */
+	uint8_t rsvd16[4080];
+};
+static_assert(sizeof(struct nvme_id_ctrl_nvm) == 4096, "identify controller NVM is 4096 bytes");
+
 /* ---- identify namespace (CNS 00h) ---- */
 struct nvme_lbaf {
 	uint16_t ms;
@@ -316,7 +329,8 @@ struct nvme_id_ns {
 	uint64_t nuse;
 	uint8_t nsfeat;
 	uint8_t nlbaf; /* 0-based */
-	uint8_t flbas; /* bits 3:0 the format in use */
+	uint8_t flbas; /* bits 3:0 the format in use (low bits), 4 extended
+	                  metadata, 6:5 the format's high bits when NLBAF >= 16 */
 	uint8_t mc;
 	uint8_t dpc;
 	uint8_t dps;
@@ -345,8 +359,7 @@ struct nvme_id_ns {
 	uint16_t endgid;
 	uint8_t nguid[16];
 	uint8_t eui64[8];
-	struct nvme_lbaf lbaf[16]; /* 128 */
-	uint8_t rsvd192[192];
+	struct nvme_lbaf lbaf[64]; /* 128; NLBAF > 16 uses entries 16..63 */
 	uint8_t vs[3712];
 };
 static_assert(sizeof(struct nvme_id_ns) == 4096, "identify namespace is 4096 bytes");

@@ -1,7 +1,20 @@
 /* qpair.c - one I/O queue pair: submission with deferred doorbells, budgeted
- * reaping, the CID-indexed tracker table, PRP lists, splitting, timeouts.
+ * reaping, the CID-indexed tracker table, PRP lists, splitting, timeouts and
+ * the qpair's part of controller recovery.
  *
- * Owned by one reactor thread: no locks.  The invariants:
+ * THE BUFFER INVARIANT.  A tracker, its PRP list page and the caller's data
+ * buffer are reused -- and the command completes to its caller, with
+ * whatever result -- only when the device can no longer touch them: after
+ * the command's CQE was reaped, or after the controller was disabled (CC.EN
+ * = 0 and CSTS.RDY = 0), its function reset, or the device found gone.  A
+ * timed-out command is never completed by its timeout: it gets an Abort,
+ * and if that does not bring its CQE, a controller reset; until then it
+ * stays in flight with its buffer.  Commands a reset took off the device are
+ * resubmitted from their shadow SQE (up to io_retries times) or failed with
+ * -EIO, both after the disable.
+ *
+ * Owned by one reactor thread: no locks (recovery reaches a qpair only
+ * through calls run on its reactor).  The queue invariants:
  *  - trackers <= entries - 1 - cq_budget.  Every tracker has at most one CQE
  *    the device may still post, and at most cq_budget consumed CQEs are not yet
  *    returned by the (once per reap call) head doorbell; so the device never
@@ -76,6 +89,7 @@ static inline __attribute__((always_inline)) void trk_arm(struct nvme_tracker *t
 	t->cb = cb;
 	t->arg = arg;
 	t->parent = NULL;
+	t->retries = 0;
 }
 
 static inline void trk_put(struct nvme_qpair *qp, struct nvme_tracker *t)
@@ -87,7 +101,7 @@ static inline void trk_put(struct nvme_qpair *qp, struct nvme_tracker *t)
 
 static inline unsigned trk_free_count(const struct nvme_qpair *qp)
 {
-	return (unsigned)qp->ntrk - qp->inflight - qp->quarantined;
+	return (unsigned)qp->ntrk - qp->inflight;
 }
 
 static inline unsigned sq_space(const struct nvme_qpair *qp)
@@ -102,9 +116,11 @@ static inline uint64_t qp_iova(const struct nvme_qpair *qp, const void *p)
 
 /* Advance the tail in memory only (the doorbell is rung once per pass by
  * nvme_qpair_flush_sq) and account the tracker in flight.  The SQE is
- * already in slot qp->sq_tail. */
+ * already in slot qp->sq_tail; a copy goes to the tracker's shadow (cold,
+ * read only by recovery) so a reset can send it again. */
 static inline void sq_commit(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t now)
 {
+	qp->shadow[t->cid & NVME_CID_IDX_MASK] = qp->sq[qp->sq_tail];
 	qp->sq_tail = (uint16_t)((qp->sq_tail + 1u) & qp->mask);
 	qp->sq_dirty = 1;
 	t->state = TRK_INFLIGHT;
@@ -113,10 +129,22 @@ static inline void sq_commit(struct nvme_qpair *qp, struct nvme_tracker *t, uint
 	STAT_INC(qp->ctr.submitted);
 }
 
-/* The slow paths' submit: copy a prepared SQE into the ring. */
-static inline void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t,
-                           const struct nvme_sqe *sqe, uint64_t now)
+/* The slow paths' submit: copy a prepared SQE into the ring, or, while a
+ * reset holds the queue, into the tracker's shadow only (TRK_HELD: not on
+ * the device; the restart sends it). */
+static void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t, const struct nvme_sqe *sqe,
+                    uint64_t now)
 {
+	if (__builtin_expect(qp->held != QP_RUN, 0)) {
+		struct nvme_sqe *sh = &qp->shadow[t->cid & NVME_CID_IDX_MASK];
+		*sh = *sqe;
+		sh->cid = t->cid;
+		t->state = TRK_HELD;
+		t->submit_ns = now;
+		qp->inflight++;
+		STAT_INC(qp->ctr.submitted);
+		return;
+	}
 	qp->sq[qp->sq_tail] = *sqe;
 	qp->sq[qp->sq_tail].cid = t->cid;
 	sq_commit(qp, t, now);
@@ -161,7 +189,7 @@ static __attribute__((noinline)) void finish_child(struct nvme_qpair *qp, struct
 		uint64_t now = nvme_reactor_now(qp->reactor);
 		while (p->left && trk_free_count(qp) > 0 && sq_space(qp) > 0)
 			submit_child(qp, p, now);
-		if (!p->children && p->left) { /* every tracker quarantined: give up */
+		if (!p->children && p->left) { /* no room at all: give up */
 			p->err = -EIO;
 			p->left = 0;
 		}
@@ -184,11 +212,11 @@ static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, uint16_
 }
 
 /* End a tracker's command: stats, parent accounting, the callback.  The
- * tracker is freed (or quarantined) before the callback so it may submit. */
+ * tracker is freed before the callback so it may submit.  Only after its
+ * CQE or a disable (the buffer invariant). */
 static inline __attribute__((always_inline)) void finish(struct nvme_qpair *qp,
                                                          struct nvme_tracker *t, int err,
-                                                         uint16_t status, uint64_t now,
-                                                         bool quarantine)
+                                                         uint16_t status, uint64_t now)
 {
 	nvme_io_cb cb = t->cb;
 	void *arg = t->arg;
@@ -198,12 +226,7 @@ static inline __attribute__((always_inline)) void finish(struct nvme_qpair *qp,
 	uint32_t len = t->len;
 
 	qp->inflight--;
-	if (quarantine) {
-		t->state = TRK_QUARANTINED;
-		qp->quarantined++;
-	} else {
-		trk_put(qp, t);
-	}
+	trk_put(qp, t);
 	STAT_INC(qp->ctr.completed);
 	STAT_INC(qp->st.lat_ns[nvme_lat_bucket_inline(lat)]);
 	if (__builtin_expect(status != 0, 0))
@@ -222,11 +245,55 @@ static inline __attribute__((always_inline)) void finish(struct nvme_qpair *qp,
 
 /* ---- reaping ---- */
 
+/* Put a tracker's shadow SQE on the ring again (it stays counted in flight). */
+static void resend(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t now)
+{
+	qp->sq[qp->sq_tail] = qp->shadow[t->cid & NVME_CID_IDX_MASK];
+	qp->sq_tail = (uint16_t)((qp->sq_tail + 1u) & qp->mask);
+	qp->sq_dirty = 1;
+	t->state = TRK_INFLIGHT;
+	t->submit_ns = now;
+}
+
+/* The CQE of a command we sent an Abort for.  Command Abort Requested: the
+ * device let go of it, so it is sent again (one retry) or fails with -EIO
+ * when its retries are used up; any other status is its real result. */
+static __attribute__((noinline)) void aborted_cqe(struct nvme_qpair *qp, struct nvme_tracker *t,
+                                                  uint16_t status, uint64_t now)
+{
+	if (NVME_STATUS_SCT(status) != NVME_SCT_GENERIC ||
+	    NVME_STATUS_SC(status) != NVME_SC_ABORT_REQ) {
+		finish(qp, t, status ? nvme_status_errno(status) : 0, status, now);
+		return;
+	}
+	STAT_INC(qp->st.aborts_ok);
+	__atomic_add_fetch(&qp->ctrl->rst.aborts_ok, 1, __ATOMIC_RELAXED);
+	if (t->retries >= qp->io_retries) {
+		STAT_INC(qp->st.failed_after_retries);
+		__atomic_add_fetch(&qp->ctrl->rst.failed_after_retries, 1, __ATOMIC_RELAXED);
+		finish(qp, t, -EIO, NVME_STATUS_TIMEOUT, now);
+		return;
+	}
+	t->retries++;
+	STAT_INC(qp->st.resubmitted);
+	__atomic_add_fetch(&qp->ctrl->rst.resubmitted, 1, __ATOMIC_RELAXED);
+	if (qp->held != QP_RUN) {
+		t->state = TRK_HELD; /* a reset is coming: the restart sends it */
+		t->submit_ns = now;
+	} else if (sq_space(qp) > 0) {
+		/* room: this command's own slot was consumed, see the invariants */
+		resend(qp, t, now);
+	} else {
+		finish(qp, t, -EIO, NVME_STATUS_TIMEOUT, now); /* its CQE is here: safe */
+	}
+}
+
 unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 {
 	/* A completion callback that reaps again would let consumed-but-not-
-	 * doorbelled CQEs exceed the budget the tracker count was sized for. */
-	if (qp->reaping)
+	 * doorbelled CQEs exceed the budget the tracker count was sized for.
+	 * A dead queue's rings may be unmapped from the device: not looked at. */
+	if (qp->reaping || qp->held == QP_DEAD)
 		return 0;
 	if (budget == 0 || budget > qp->cq_budget)
 		budget = qp->cq_budget;
@@ -257,30 +324,16 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 		unsigned idx = cid & NVME_CID_IDX_MASK;
 		struct nvme_tracker *t = &qp->trk[idx];
 		if (__builtin_expect(idx > mask || t->cid != cid || t->state != TRK_INFLIGHT, 0)) {
-			if (idx > mask || t->cid != cid || t->state == TRK_FREE) {
+			if (idx > mask || t->cid != cid || t->state != TRK_ABORTING) {
 				STAT_INC(qp->st.bogus_cqes);
 				continue;
 			}
-			if (t->state == TRK_QUARANTINED) {
-				/* late completion of a command already failed with
-				 * -ETIMEDOUT: the result is dropped; the device has now
-				 * let go of the CID */
-				STAT_INC(qp->st.bogus_cqes);
-				qp->quarantined--;
-				trk_put(qp, t);
-				continue;
-			}
-			/* TRK_ABORTING */
-			uint16_t status = NVME_CQE_STATUS(st);
-			if (NVME_STATUS_SCT(status) == NVME_SCT_GENERIC &&
-			    NVME_STATUS_SC(status) == NVME_SC_ABORT_REQ)
-				status = NVME_STATUS_TIMEOUT; /* we aborted it because it timed out */
-			finish(qp, t, status ? nvme_status_errno(status) : 0, status, now, false);
+			aborted_cqe(qp, t, NVME_CQE_STATUS(st), now);
 			continue;
 		}
 		uint16_t status = NVME_CQE_STATUS(st);
 		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0, status,
-		       now, false);
+		       now);
 	}
 	qp->cq_head = head;
 	qp->cq_phase = phase;
@@ -313,7 +366,7 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 
 void nvme_qpair_flush_sq(struct nvme_qpair *qp)
 {
-	if (!qp->sq_dirty)
+	if (!qp->sq_dirty || qp->held != QP_RUN)
 		return;
 	qp->sq_dirty = 0;
 	nvme_bus_doorbell(qp->bus, qp->sq_db, qp->sq_tail);
@@ -331,6 +384,18 @@ static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
 	return NULL;
 }
 
+/* Submissions on a queue that is not running: dead -ENODEV; held ones go
+ * on (sq_push holds them). */
+static inline int qp_gate(const struct nvme_qpair *qp)
+{
+	return qp->held == QP_DEAD ? -ENODEV : 0;
+}
+
+static inline bool ns_failed(const struct nvme_ns_info *ns)
+{
+	return __atomic_load_n(&ns->failed, __ATOMIC_ACQUIRE);
+}
+
 /* The namespace if [slba, slba + nlb) is a non-empty range inside it. */
 static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
                                            uint64_t nlb)
@@ -342,18 +407,21 @@ static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid,
 }
 
 /* Make nsid the cached namespace (the controller's namespace list is fixed
- * for the qpair's life: loaded once by nvme_ctrl_open).  False: no such one. */
-static __attribute__((noinline)) bool ns_cache(struct nvme_qpair *qp, uint32_t nsid)
+ * for the qpair's life: loaded once by nvme_ctrl_open; a reset may mark one
+ * failed, and empties the cache).  -EINVAL: no such one, -EIO: failed. */
+static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t nsid)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
 	if (!ns || nsid == NVME_NS_NONE)
-		return false;
+		return -EINVAL;
+	if (ns_failed(ns))
+		return -EIO;
 	qp->ns_id = nsid;
 	qp->ns_shift = ns->lba_shift;
 	qp->ns_lba_mask = ns->lba_size - 1;
 	qp->ns_nlba = ns->nlba;
 	qp->ns_max_nlb = qp->max_xfer >> ns->lba_shift;
-	return true;
+	return 0;
 }
 
 /* Room for n commands now?  The SQ can only be full if the device reported
@@ -445,8 +513,11 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
                                              uint64_t slba, const void *buf, size_t len,
                                              uint32_t cdw12, nvme_io_cb cb, void *arg)
 {
-	if (nsid != qp->ns_id && !ns_cache(qp, nsid))
-		return -EINVAL;
+	int rc = qp_gate(qp);
+	if (rc < 0)
+		return rc;
+	if (nsid != qp->ns_id && (rc = ns_cache(qp, nsid)) < 0)
+		return rc;
 	unsigned shift = qp->ns_shift;
 	if (len == 0 || (len & ((1u << shift) - 1)) || ((uintptr_t)buf & 3))
 		return -EINVAL;
@@ -468,9 +539,9 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	/* cannot fail: dword aligned, len <= max_xfer */
 	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, qp_iova(qp, t->prp_list), &prp1, &prp2);
 	trk_arm(t, opc, (uint32_t)len, cb, arg);
-	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, prp1, prp2, slba,
-	             (uint32_t)(nlb - 1) | cdw12);
-	sq_commit(qp, t, nvme_reactor_now(qp->reactor));
+	struct nvme_sqe sqe;
+	sqe_write_rw(&sqe, opc, t->cid, nsid, prp1, prp2, slba, (uint32_t)(nlb - 1) | cdw12);
+	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
 	return 0;
 }
 
@@ -493,7 +564,7 @@ static inline __attribute__((always_inline)) int rw_fast(struct nvme_qpair *qp, 
 	                         nlb - 1 >= qp->ns_max_nlb || /* also nlb == 0 */
 	                         slba >= nlba || nlb > nlba - slba || off > qp->pool_len ||
 	                         len > qp->pool_len - off || qp->free_head == TRK_NONE ||
-	                         sq_space(qp) == 0 || !r->in_pass,
+	                         sq_space(qp) == 0 || qp->held || !r->in_pass,
 	                     0))
 		return 1;
 	uint64_t iova = qp->pool_iova + off;
@@ -532,9 +603,14 @@ int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const 
 
 int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *arg)
 {
+	int rc = qp_gate(qp);
+	if (rc < 0)
+		return rc;
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
 	if (!ns)
 		return -EINVAL;
+	if (ns_failed(ns))
+		return -EIO;
 	if (!room_for(qp, 1))
 		return -EAGAIN;
 	struct nvme_tracker *t = trk_get(qp);
@@ -545,29 +621,46 @@ int nvme_qpair_flush(struct nvme_qpair *qp, uint32_t nsid, nvme_io_cb cb, void *
 }
 
 int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
-                            nvme_io_cb cb, void *arg)
+                            bool deac, nvme_io_cb cb, void *arg)
 {
+	int rc = qp_gate(qp);
+	if (rc < 0)
+		return rc;
 	const struct nvme_ns_info *ns = ns_range(qp, nsid, slba, nlb);
 	if (!ns)
 		return -EINVAL;
-	if (!(qp->ctrl->info->oncs & NVME_ONCS_WRITE_ZEROES))
+	if (ns_failed(ns))
+		return -EIO;
+	const struct nvme_ctrl_info *in = qp->ctrl->info;
+	if (!(in->oncs & NVME_ONCS_WRITE_ZEROES))
 		return -EOPNOTSUPP;
-	/* NLB is a 16-bit 0-based field: 65536 blocks per command */
-	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, 65536,
-	                    0, cb, arg);
+	/* NLB is a 16-bit 0-based field: 65536 blocks per command; WZSL may
+	 * lower that (never below one block: a namespace's block fits MDTS) */
+	uint64_t chunk = 65536;
+	if (in->max_wz_bytes && (in->max_wz_bytes >> ns->lba_shift) < chunk)
+		chunk = in->max_wz_bytes >> ns->lba_shift ? in->max_wz_bytes >> ns->lba_shift : 1;
+	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, chunk,
+	                    deac ? NVME_WZ_DEAC : 0, cb, arg);
 }
 
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
                           nvme_io_cb cb, void *arg)
 {
+	int rc = qp_gate(qp);
+	if (rc < 0)
+		return rc;
 	const struct nvme_ns_info *ns = ns_range(qp, nsid, slba, nlb);
 	if (!ns)
 		return -EINVAL;
+	if (ns_failed(ns))
+		return -EIO;
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_DSM))
 		return -EOPNOTSUPP;
-	const uint64_t per = 1u << 31;
+	const struct nvme_ctrl_info *in = qp->ctrl->info;
+	const uint64_t per = in->dsm_max_range_blocks < (1u << 31) ? in->dsm_max_range_blocks
+	                                                            : (1u << 31);
 	uint64_t nranges = (nlb + per - 1) / per;
-	if (nranges > NVME_DSM_MAX_RANGES)
+	if (nranges > in->dsm_max_ranges || (in->dsm_max_blocks && nlb > in->dsm_max_blocks))
 		return -EINVAL;
 	if (!room_for(qp, 1))
 		return -EAGAIN;
@@ -592,23 +685,24 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 
 /* ---- timeouts ---- */
 
-/* Called from the reactor's periodic timer.  Expired commands get an Abort
- * through the admin queue; if they are still outstanding a grace period
- * later (or the Abort could not be sent) they complete with -ETIMEDOUT and
- * their tracker is quarantined: its CID is not reused until the device
- * completes it late (then dropped) or the queue is reinitialised. */
+/* Called from the reactor's periodic timer; never sleeps.  A command past
+ * io_timeout_ms gets an Abort (asynchronous: its result comes back on the
+ * admin thread, which asks for a reset when it failed); a command still
+ * outstanding a grace period after that -- or whose Abort could not be sent
+ * -- makes the controller reset.  Its tracker and buffer stay in flight
+ * throughout (the buffer invariant).  Held commands (a reset is under way)
+ * that waited io_timeout_ms fail with -EIO: they are not on the device. */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 {
+	struct nvme_ctrl *c = qp->ctrl;
 	uint64_t tmo = (uint64_t)qp->io_timeout_ms * 1000000ull;
 	uint64_t grace = tmo / 2;
 	if (grace < 10000000ull)
 		grace = 10000000ull;
 	if (grace > 5000000000ull)
 		grace = 5000000000ull;
-	uint32_t abort_ms = (uint32_t)(grace / 1000000ull);
-	if (abort_ms > 1000)
-		abort_ms = 1000;
-	bool can_abort = true;
+	bool live = nvme_ctrl_state(c) == NVME_CTRL_LIVE;
+	bool escalate = false;
 	/* callbacks below must not reap: that could free trackers under the scan */
 	bool was_reaping = qp->reaping;
 	qp->reaping = true;
@@ -616,38 +710,147 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 	 * every I/O an in-flight list update on submit and on completion */
 	for (unsigned i = 0; i < qp->ntrk; i++) {
 		struct nvme_tracker *t = &qp->trk[i];
-		if (t->state == TRK_INFLIGHT) {
-			if (now < t->submit_ns || now - t->submit_ns < tmo)
-				continue;
-			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms",
-			         qp->ctrl->name, qp->qid, t->cid, t->opc, qp->io_timeout_ms);
+		if (t->state == TRK_INFLIGHT && live && now >= t->submit_ns &&
+		    now - t->submit_ns >= tmo) {
+			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms", c->name,
+			         qp->qid, t->cid, t->opc, qp->io_timeout_ms);
+			STAT_INC(qp->st.timeouts);
+			__atomic_add_fetch(&c->rst.timeouts, 1, __ATOMIC_RELAXED);
 			t->state = TRK_ABORTING;
 			t->abort_ns = now;
-			if (can_abort) {
-				/* Synchronous and bounded: the reactor stalls at most abort_ms. */
-				struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT,
-				                       .cdw10 = ((uint32_t)t->cid << 16) | qp->qid};
-				int rc = nvme_ctrl_admin_timeout(qp->ctrl, &cmd, NULL, 0, NULL,
-				                                 abort_ms);
-				if (rc < 0) {
-					can_abort =
-					    false; /* admin queue stuck too: do not stall on each */
-					t->abort_ns = now - grace;
-				}
-			} else {
-				t->abort_ns = now - grace;
-			}
+			if (nvme_ctrl_send_abort(c, qp->qid, t->cid) == 0)
+				STAT_INC(qp->st.aborts_sent);
+			else
+				escalate = true; /* no Abort possible: reset at once */
+		} else if (t->state == TRK_ABORTING && live && now - t->abort_ns >= grace) {
+			escalate = true;
+		} else if (t->state == TRK_HELD && now - t->submit_ns >= tmo) {
+			log_warn("%s: qid %u cid 0x%x held %u ms by a reset: failed", c->name, qp->qid,
+			         t->cid, qp->io_timeout_ms);
+			finish(qp, t, -EIO, NVME_STATUS_TIMEOUT, now);
 		}
-		if (t->state == TRK_ABORTING && now - t->abort_ns >= grace) {
-			finish(qp, t, -ETIMEDOUT, NVME_STATUS_TIMEOUT, now, true);
-		}
+	}
+	qp->reaping = was_reaping;
+	if (escalate)
+		nvme_ctrl_reset_async(c, "a command was still outstanding after its timeout");
+}
+
+/* ---- recovery calls (owning reactor) ---- */
+
+static void ring_zero(struct nvme_qpair *qp)
+{
+	memset(qp->ring_mem.vaddr, 0, qp->ring_mem.len);
+	qp->sq_tail = qp->sq_head = qp->cq_head = 0;
+	qp->cq_phase = 1;
+	qp->sq_dirty = 0;
+}
+
+void nvme_qpair_quiesce_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	if (qp->held == QP_RUN)
+		qp->held = QP_HELD;
+}
+
+/* Fail every command (the device can no longer touch them) with err. */
+static void fail_outstanding(struct nvme_qpair *qp, int err, uint16_t status)
+{
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
+	for (unsigned i = 0; i < qp->ntrk; i++) {
+		struct nvme_tracker *t = &qp->trk[i];
+		if (t->state != TRK_FREE)
+			finish(qp, t, err, status, now);
 	}
 	qp->reaping = was_reaping;
 }
 
+void nvme_qpair_stop_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	struct nvme_ctrl *c = qp->ctrl;
+	if (qp->held != QP_DEAD) {
+		/* what the device completed before the disable is complete */
+		qp->held = QP_RUN; /* reap looks at the CQ; nothing is submitted meanwhile */
+		while (nvme_qpair_reap(qp, 0) > 0)
+			;
+		qp->held = QP_HELD;
+		ring_zero(qp);
+		qp->created_on_dev = false;
+		uint64_t now = nvme_reactor_now(qp->reactor);
+		bool was_reaping = qp->reaping;
+		qp->reaping = true;
+		for (unsigned i = 0; i < qp->ntrk; i++) {
+			struct nvme_tracker *t = &qp->trk[i];
+			if (t->state != TRK_INFLIGHT && t->state != TRK_ABORTING)
+				continue;
+			if (t->retries >= qp->io_retries) {
+				STAT_INC(qp->st.failed_after_retries);
+				__atomic_add_fetch(&c->rst.failed_after_retries, 1, __ATOMIC_RELAXED);
+				finish(qp, t, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
+				       now);
+				continue;
+			}
+			t->retries++;
+			t->state = TRK_HELD;
+			t->submit_ns = now; /* the reset gets io_timeout_ms to bring it back */
+			STAT_INC(qp->st.resubmitted);
+			__atomic_add_fetch(&c->rst.resubmitted, 1, __ATOMIC_RELAXED);
+		}
+		qp->reaping = was_reaping;
+	}
+	nvme_ctrl_ack(c);
+}
+
+void nvme_qpair_restart_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	struct nvme_ctrl *c = qp->ctrl;
+	/* after a re-attach the bus, its BAR and the pool's IOVA are new */
+	qp->bus = c->bus;
+	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qp->qid, c->dstrd));
+	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qp->qid, c->dstrd));
+	ring_zero(qp);
+	qp->ns_id = NVME_NS_NONE; /* a namespace may have failed */
+	qp->held = QP_RUN;
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	for (unsigned i = 0; i < qp->ntrk; i++) {
+		struct nvme_tracker *t = &qp->trk[i];
+		if (t->state == TRK_HELD)
+			resend(qp, t, now); /* at most ntrk < entries: the empty ring has room */
+	}
+	nvme_qpair_flush_sq(qp);
+	nvme_ctrl_ack(c);
+}
+
+void nvme_qpair_fail_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	qp->held = QP_DEAD;
+	qp->created_on_dev = false;
+	fail_outstanding(qp, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
+	nvme_ctrl_ack(qp->ctrl);
+}
+
+void nvme_qpair_refuse_call(void *arg)
+{
+	struct nvme_qpair *qp = arg;
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	qp->held = QP_DEAD;
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
+	for (unsigned i = 0; i < qp->ntrk; i++)
+		if (qp->trk[i].state == TRK_HELD)
+			finish(qp, &qp->trk[i], -EIO,
+			       NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE), now);
+	qp->reaping = was_reaping;
+	nvme_ctrl_ack(qp->ctrl);
+}
+
 /* ---- creation and teardown ---- */
 
-static int create_io_queues(struct nvme_qpair *qp)
+int nvme_qpair_create_on_dev(struct nvme_qpair *qp)
 {
 	struct nvme_ctrl *c = qp->ctrl;
 	size_t sq_bytes = (size_t)qp->entries * sizeof(struct nvme_sqe);
@@ -659,7 +862,7 @@ static int create_io_queues(struct nvme_qpair *qp)
 	                      .prp1 = qp->ring_iova + sq_off,
 	                      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
 	                      .cdw11 = cdw11};
-	int rc = nvme_ctrl_admin(c, &cq, NULL, 0, NULL);
+	int rc = nvme_ctrl_admin_timeout(c, &cq, NULL, 0, NULL, NVME_ADMIN_TIMEOUT_MS);
 	if (rc < 0) {
 		log_err("%s: Create I/O CQ %u (%u entries) failed: %s", c->name, qp->qid,
 		        qp->entries, strerror(-rc));
@@ -669,11 +872,11 @@ static int create_io_queues(struct nvme_qpair *qp)
 	                      .prp1 = qp->ring_iova,
 	                      .cdw10 = ((uint32_t)(qp->entries - 1u) << 16) | qp->qid,
 	                      .cdw11 = ((uint32_t)qp->qid << 16) | NVME_QUEUE_PC};
-	rc = nvme_ctrl_admin(c, &sq, NULL, 0, NULL);
+	rc = nvme_ctrl_admin_timeout(c, &sq, NULL, 0, NULL, NVME_ADMIN_TIMEOUT_MS);
 	if (rc < 0) {
 		log_err("%s: Create I/O SQ %u failed: %s", c->name, qp->qid, strerror(-rc));
 		struct nvme_sqe del = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qp->qid};
-		nvme_ctrl_admin(c, &del, NULL, 0, NULL);
+		nvme_ctrl_admin_timeout(c, &del, NULL, 0, NULL, NVME_ADMIN_TIMEOUT_MS);
 		return rc;
 	}
 	qp->created_on_dev = true;
@@ -693,7 +896,6 @@ static void rings_reset(struct nvme_qpair *qp)
 		qp->free_head = (uint16_t)i;
 	}
 	qp->inflight = 0;
-	qp->quarantined = 0;
 	qp->parent_free = NULL;
 	for (unsigned i = 0; i < qp->ntrk; i++) {
 		qp->parents[i].next_free = qp->parent_free;
@@ -701,15 +903,16 @@ static void rings_reset(struct nvme_qpair *qp)
 	}
 }
 
-/* Complete every command still in flight with err (the device will not). */
+/* Complete every command still in flight with err (the device will not:
+ * its queues are deleted or it is disabled or gone). */
 static void fail_all(struct nvme_qpair *qp, int err, uint16_t status)
 {
 	uint64_t now = nvme_reactor_now(qp->reactor);
 	while (qp->inflight) /* again if a callback submitted */
 		for (unsigned i = 0; i < qp->ntrk; i++) {
 			struct nvme_tracker *t = &qp->trk[i];
-			if (t->state == TRK_INFLIGHT || t->state == TRK_ABORTING)
-				finish(qp, t, err, status, now, false);
+			if (t->state != TRK_FREE)
+				finish(qp, t, err, status, now);
 		}
 }
 
@@ -720,14 +923,18 @@ static void free_qpair(struct nvme_qpair *qp)
 		if (qp->trk[i].prp_list)
 			nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
 	nvme_mem_free(qp->parents, qp->ntrk * sizeof(struct nvme_parent));
-	if (qp->pool_mapped)
-		nvme_dma_unmap(qp->bus, &pool->region, qp->pool_iova);
+	nvme_mem_free(qp->shadow, qp->ntrk_alloc * sizeof(struct nvme_sqe));
+	struct nvme_bus *bus = qp->ctrl->bus; /* NULL once removed: then nothing is mapped */
+	if (qp->pool_mapped && bus)
+		nvme_dma_unmap(bus, &pool->region, qp->pool_iova);
 	if (qp->ring_mem.vaddr) {
-		nvme_dma_unmap(qp->bus, &qp->ring_mem, qp->ring_iova);
+		if (qp->ring_mapped && bus)
+			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
 		nvme_dma_free(&qp->ring_mem);
 	}
 	if (qp->efd >= 0) {
-		nvme_ctrl_wire_vector(qp->ctrl, (unsigned)qp->vector, -1);
+		if (bus)
+			nvme_ctrl_wire_vector(qp->ctrl, (unsigned)qp->vector, -1);
 		close(qp->efd);
 	}
 	nvme_mem_free(qp, qp->alloc_len);
@@ -767,11 +974,17 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	qp->ntrk = (uint16_t)ntrk;
 	qp->max_xfer = in->max_xfer;
 	qp->io_timeout_ms = c->opts.io_timeout_ms;
+	qp->io_retries = (uint8_t)c->opts.io_retries;
 	snprintf(qp->name, sizeof(qp->name), "%s/q%u", c->name, qid);
 
 	qp->parents = nvme_mem_alloc(ntrk * sizeof(struct nvme_parent), r->node);
-	if (!qp->parents)
+	qp->shadow = nvme_mem_alloc(ntrk_alloc * sizeof(struct nvme_sqe), r->node);
+	if (!qp->parents || !qp->shadow)
 		goto err;
+	if (nvme_ctrl_state(c) != NVME_CTRL_LIVE) {
+		rc = -EAGAIN;
+		goto err;
+	}
 	for (unsigned i = 0; i < ntrk_alloc; i++)
 		qp->trk[i].cid = (uint16_t)i;
 
@@ -782,10 +995,9 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	if (rc < 0)
 		goto err;
 	rc = nvme_dma_map(c->bus, &qp->ring_mem, &qp->ring_iova);
-	if (rc < 0) {
-		nvme_dma_free(&qp->ring_mem);
+	if (rc < 0)
 		goto err;
-	}
+	qp->ring_mapped = true;
 	qp->sq = qp->ring_mem.vaddr;
 	qp->cq = (volatile struct nvme_cqe *)((uint8_t *)qp->ring_mem.vaddr + sq_off);
 
@@ -825,13 +1037,14 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 			log_warn("%s: no MSI-X vector for this queue; it will be polled", qp->name);
 	}
 	rings_reset(qp);
-	rc = create_io_queues(qp);
+	rc = nvme_qpair_create_on_dev(qp);
 	if (rc < 0)
 		goto err;
 	rc = nvme_reactor_attach(r, qp);
 	if (rc < 0)
 		goto err_dev;
 	__atomic_add_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
+	nvme_ctrl_add_qpair(c, qp);
 	*out = qp;
 	return 0;
 err_dev : {
@@ -847,7 +1060,7 @@ err:
 
 static void delete_io_queues(struct nvme_qpair *qp)
 {
-	if (!qp->created_on_dev)
+	if (!qp->created_on_dev || nvme_ctrl_state(qp->ctrl) != NVME_CTRL_LIVE)
 		return;
 	struct nvme_sqe ds = {.opc = NVME_ADM_DELETE_SQ, .cdw10 = qp->qid};
 	struct nvme_sqe dc = {.opc = NVME_ADM_DELETE_CQ, .cdw10 = qp->qid};
@@ -867,27 +1080,30 @@ void nvme_qpair_destroy(struct nvme_qpair *qp)
 {
 	if (!qp)
 		return;
+	struct nvme_ctrl *c = qp->ctrl;
+	/* not under a reset, removal or attach: they reach this qpair */
+	pthread_mutex_lock(&c->reset_lock);
+	nvme_ctrl_del_qpair(c, qp);
+	pthread_mutex_unlock(&c->reset_lock);
 	nvme_qpair_flush_sq(qp);
 	delete_io_queues(qp);
-	if (qp->inflight)
+	if (qp->inflight) {
+		if (qp->created_on_dev && qp->held != QP_DEAD) {
+			/* the queue could not be deleted: the device may still write into
+			 * these buffers, so they are not handed back (the invariant) */
+			log_warn("%s: %u command(s) still on the device at destroy: left outstanding",
+			         qp->name, qp->inflight);
+			nvme_reactor_detach(qp->reactor, qp);
+			__atomic_sub_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
+			return;
+		}
 		log_warn("%s: %u command(s) still in flight at destroy: failed", qp->name,
 		         qp->inflight);
+	}
 	fail_all(qp, -ECANCELED, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
 	nvme_reactor_detach(qp->reactor, qp);
-	__atomic_sub_fetch(&qp->ctrl->nr_qpairs, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
 	free_qpair(qp);
-}
-
-int nvme_qpair_reinit(struct nvme_qpair *qp)
-{
-	/* After nvme_ctrl_reset the device has forgotten this queue and every
-	 * command on it: fail them, and forget the quarantine with them. */
-	qp->created_on_dev = false;
-	if (qp->inflight)
-		log_warn("%s: failing %u command(s) lost in the reset", qp->name, qp->inflight);
-	fail_all(qp, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
-	rings_reset(qp);
-	return create_io_queues(qp);
 }
 
 unsigned nvme_qpair_inflight(const struct nvme_qpair *qp)

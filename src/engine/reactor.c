@@ -219,14 +219,19 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	struct nvme_reactor *r = w->data;
 	uint64_t now = nvme_now_ns();
-	for (unsigned i = 0; i < r->nqps; i++)
-		if (r->qps[i]->inflight)
-			nvme_qpair_check_timeouts(r->qps[i], now);
+	for (unsigned i = 0; i < r->nqps; i++) {
+		struct nvme_qpair *qp = r->qps[i];
+		if (qp->inflight)
+			nvme_qpair_check_timeouts(qp, now);
+		/* CSTS: fatal status or a device gone (rate limited per controller) */
+		if (qp->held != QP_DEAD)
+			nvme_ctrl_check_health(qp->ctrl, now);
+	}
 }
 
 static void retune_timer(struct nvme_reactor *r)
 {
-	double tick = 1.0;
+	double tick = 0.25; /* the health check's CSTS interval */
 	for (unsigned i = 0; i < r->nqps; i++) {
 		double t = r->qps[i]->io_timeout_ms / 4000.0;
 		if (t < tick)

@@ -665,7 +665,7 @@ static enum run_res fa_run(struct rq *q)
 			if (punch && q->ns->dsm && q->ns->dealloc_zeroes)
 				err = nvme_qpair_deallocate(qp, nsid, q->cur, n, fa_done, q);
 			else
-				err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n, fa_done, q);
+				err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n, false, fa_done, q);
 		}
 	}
 	return rq_issued(q, err, false);

@@ -879,6 +879,7 @@ int main(int argc, char **argv)
 			.queue_depth = cfg->engine.queue_depth,
 			.cq_budget = cfg->engine.cq_budget,
 			.io_timeout_ms = cfg->engine.io_timeout_ms,
+			.io_retries = cfg->engine.io_retries,
 			.interrupts = cfg->engine.mode != CFG_MODE_POLL,
 		};
 		rc = nvme_ctrl_open(bus, &co, &c->ctrl);

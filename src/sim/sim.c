@@ -37,6 +37,7 @@
 #define SIM_ERRLOG 16
 #define SIM_MAX_DEFERRED 4096
 #define SIM_BOGUS_CID 0xfffe     /* never a tracker index: entries <= 4096 */
+#define SIM_MAX_STALLED 64
 
 struct sim_map {
 	uint8_t *vaddr;
@@ -45,7 +46,7 @@ struct sim_map {
 };
 
 struct sim_qstats {
-	uint64_t cmds, reads, writes, flushes, write_zeroes, dsm, admin_cmds;
+	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
 	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds;
 	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
 };
@@ -88,6 +89,12 @@ struct sim_deferred {
 	uint64_t due_ns;
 	uint16_t cqid;
 	struct nvme_cqe cqe;
+};
+
+/* A command held by sim_fault_stall_next: fetched, not executed. */
+struct sim_stalled {
+	uint16_t sqid;
+	struct nvme_sqe sqe;
 };
 
 struct sim {
@@ -140,6 +147,13 @@ struct sim {
 	_Atomic bool f_hang;
 	_Atomic bool f_never_ready;
 	_Atomic bool cfs;
+	_Atomic bool removed;      /* sim_fault_remove: registers read all ones, nothing runs */
+	_Atomic unsigned f_stall_n;
+	_Atomic bool f_abort_ignore;
+	_Atomic unsigned f_irq_fail_n;
+	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
+	unsigned nr_stalled;
+	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
 
 	/* completions held back by sim_fault_delay (s->lock) */
 	struct sim_deferred *deferred;
@@ -162,6 +176,7 @@ struct sim {
 };
 
 static const struct nvme_bus_ops sim_ops;
+static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid);
 static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
 
 static uint64_t sim_now_ns(void)
@@ -614,6 +629,13 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->eui64[7] = (uint8_t)c->nsid;
 		break;
 	}
+	case NVME_ID_CNS_CTRL_NVM: {
+		struct nvme_id_ctrl_nvm *id = (struct nvme_id_ctrl_nvm *)buf;
+		id->wzsl = (uint8_t)s->o.wzsl;
+		id->dmrl = (uint8_t)s->o.dmrl;
+		id->dmrsl = s->o.dmrsl;
+		break;
+	}
 	case NVME_ID_CNS_NS_ACTIVE_LIST: {
 		unsigned k = 0;
 		for (unsigned i = 1; i <= s->o.nr_ns; i++)
@@ -624,6 +646,8 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 	default:
 		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	}
+	if (s->o.identify_hook)
+		st = s->o.identify_hook(s->o.hook_arg, c, buf, st);
 	if (!st)
 		st = sim_to_host(s, c, buf, 4096);
 	free(buf);
@@ -862,10 +886,8 @@ static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c
 		*status = sim_get_log(s, c);
 		break;
 	case NVME_ADM_ABORT:
-		/* commands execute as soon as they are fetched, so there is never
-		 * one left to abort: dw0 bit 0 = 1, "not aborted" */
 		*status = 0;
-		*dw0 = 1;
+		*dw0 = sim_abort(s, (uint16_t)(c->cdw10 & 0xffff), (uint16_t)(c->cdw10 >> 16));
 		break;
 	case NVME_ADM_ASYNC_EVENT:
 		if (s->nr_aer >= SIM_MAX_AER) {
@@ -1022,6 +1044,12 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	case NVME_CMD_WRITE_ZEROES: {
 		uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
 		sq->st.write_zeroes++;
+		if (c->cdw12 & NVME_WZ_DEAC)
+			sq->st.write_zeroes_deac++;
+		/* DEAC or not, the blocks read as zeroes afterwards (DLFEAT 001b) */
+		if (s->o.wzsl && ((uint64_t)((c->cdw12 & 0xffff) + 1u) << ns->lba_shift) >
+				     ((uint64_t)SIM_PAGE << s->o.wzsl))
+			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 		return sim_zero(ns, slba, (c->cdw12 & 0xffff) + 1u);
 	}
 	case NVME_CMD_DSM:
@@ -1033,6 +1061,50 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 }
 
 /* -------------------------------------------------------- queue processing */
+
+/* sim_fault_stall_next: hold the command (not executed, not completed). */
+static bool sim_stall(struct sim *s, uint16_t sqid, const struct nvme_sqe *c)
+{
+	bool held = false;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->nr_stalled < SIM_MAX_STALLED && sim_take(&s->f_stall_n)) {
+		s->stalled[s->nr_stalled++] = (struct sim_stalled){.sqid = sqid, .sqe = *c};
+		held = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return held;
+}
+
+/* Abort: a stalled command named by (sqid, cid) completes with Command
+ * Abort Requested; dw0 bit 0 = 0 says it was aborted.  Commands that are
+ * not stalled executed as soon as they were fetched: nothing to abort. */
+static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid)
+{
+	if (atomic_load(&s->f_abort_ignore) || sqid == 0 || sqid >= SIM_NQ)
+		return 1;
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = 0; i < s->nr_stalled; i++) {
+		struct sim_stalled *st = &s->stalled[i];
+		if (st->sqid != sqid || st->sqe.cid != cid)
+			continue;
+		struct sim_sq *sq = &s->sq[sqid];
+		uint16_t cqid = sq->cqid;
+		s->stalled[i] = s->stalled[--s->nr_stalled];
+		pthread_mutex_unlock(&s->lock);
+		if (!sq->valid || !s->cq[cqid].valid)
+			return 1;
+		struct nvme_cqe e = {.sq_head = sq->head, .sq_id = sqid, .cid = cid,
+				     .status = (uint16_t)(NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_REQ) << 1)};
+		if (sim_cq_full(&s->cq[cqid], 1))
+			return 1;
+		sim_cq_post(&s->cq[cqid], &e);
+		sim_irq(s, &s->cq[cqid]);
+		return 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 1;
+}
 
 static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
 {
@@ -1048,7 +1120,7 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 
 static bool sim_running(struct sim *s)
 {
-	return s->enabled && (s->csts & NVME_CSTS_RDY) && !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
+	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && s->enabled && (s->csts & NVME_CSTS_RDY) && !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
 }
 
@@ -1085,6 +1157,8 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 				continue;
 		} else if (atomic_load_explicit(&s->f_fail_n, memory_order_relaxed) && sim_take(&s->f_fail_n)) {
 			status = atomic_load(&s->f_fail_status);
+		} else if (atomic_load_explicit(&s->f_stall_n, memory_order_relaxed) && sim_stall(s, qid, &c)) {
+			continue;
 		} else {
 			status = sim_io(s, sq, &c);
 		}
@@ -1147,6 +1221,8 @@ static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 	struct sim *s = (struct sim *)bus;
 
 	(void)val; /* the value is in BAR memory already; read it from there */
+	if (atomic_load_explicit(&s->removed, memory_order_relaxed))
+		return;
 	if (s->o.threaded) {
 		atomic_store(&s->kick, 1);
 		if (atomic_load(&s->sleeping)) {
@@ -1247,6 +1323,8 @@ static void sim_reset_queues(struct sim *s)
 	atomic_store(&s->f_lose_n, 0);
 	atomic_store(&s->f_bogus_n, 0);
 	atomic_store(&s->f_dup_n, 0);
+	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
+	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
 	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
 }
 
@@ -1296,6 +1374,7 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 		if (!s->ready_due_ns)
 			s->ready_due_ns = 1;
 	} else if (!(val & NVME_CC_EN) && (old & NVME_CC_EN)) {
+		s->resets++;
 		s->enabled = false;
 		s->ready_due_ns = 0;
 		sim_reset_queues(s);
@@ -1318,6 +1397,8 @@ static uint32_t sim_read32(struct nvme_bus *bus, uint32_t off)
 	struct sim *s = (struct sim *)bus;
 	uint32_t v;
 
+	if (atomic_load(&s->removed))
+		return 0xffffffffu; /* a PCIe read to a function that is gone */
 	pthread_mutex_lock(&s->lock);
 	switch (off) {
 	case NVME_REG_CAP: v = (uint32_t)s->cap; break;
@@ -1349,6 +1430,8 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 {
 	struct sim *s = (struct sim *)bus;
 
+	if (atomic_load(&s->removed))
+		return;
 	if (off >= NVME_REG_DBS && off < bus->bar0_len) {
 		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
 		return;
@@ -1394,6 +1477,13 @@ static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
 	if (n > s->o.nr_vectors || n > sizeof(s->efds) / sizeof(s->efds[0]))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	if (sim_take(&s->f_irq_fail_n)) {
+		for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
+			s->efds[i] = -1;
+		s->nr_efds = 0;
+		pthread_mutex_unlock(&s->lock);
+		return -EIO;
+	}
 	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
 		s->efds[i] = i < n ? efds[i] : -1;
 	s->nr_efds = n;
@@ -1405,6 +1495,8 @@ static int sim_reset(struct nvme_bus *bus)
 {
 	struct sim *s = (struct sim *)bus;
 
+	if (atomic_load(&s->removed))
+		return -ENODEV;
 	if (s->o.threaded)
 		pthread_mutex_lock(&s->qlock);
 	pthread_mutex_lock(&s->lock);
@@ -1415,6 +1507,7 @@ static int sim_reset(struct nvme_bus *bus)
 	s->csts = 0;
 	s->aqa = 0;
 	s->asq = s->acq = 0;
+	s->resets++;
 	atomic_store(&s->cfs, false);
 	pthread_mutex_unlock(&s->lock);
 	if (s->o.threaded)
@@ -1639,6 +1732,81 @@ void sim_fault_hang(struct sim *s, bool hang)
 	}
 }
 
+void sim_fault_stall_next(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_stall_n, n);
+}
+
+void sim_fault_abort_ignore(struct sim *s, bool on)
+{
+	atomic_store(&s->f_abort_ignore, on);
+}
+
+int sim_fault_release_stalled(struct sim *s)
+{
+	int n = 0;
+
+	if (s->o.threaded)
+		pthread_mutex_lock(&s->qlock);
+	pthread_mutex_lock(&s->lock);
+	struct sim_stalled st[SIM_MAX_STALLED];
+	unsigned nr = s->nr_stalled;
+	memcpy(st, s->stalled, nr * sizeof(st[0]));
+	s->nr_stalled = 0;
+	pthread_mutex_unlock(&s->lock);
+	for (unsigned i = 0; i < nr; i++) {
+		struct sim_sq *sq = &s->sq[st[i].sqid];
+		if (!sq->valid || !sim_running(s))
+			continue;
+		uint16_t status = sim_io(s, sq, &st[i].sqe);
+		sim_complete(s, st[i].sqid, sq, st[i].sqe.cid, status, 0, true);
+		sim_irq(s, &s->cq[sq->cqid]);
+		n++;
+	}
+	if (s->o.threaded)
+		pthread_mutex_unlock(&s->qlock);
+	return n;
+}
+
+void sim_fault_irq_set(struct sim *s, unsigned n)
+{
+	atomic_store(&s->f_irq_fail_n, n);
+}
+
+int sim_vector_efd(struct sim *s, unsigned v)
+{
+	pthread_mutex_lock(&s->lock);
+	int fd = v < s->nr_efds ? s->efds[v] : -1;
+	pthread_mutex_unlock(&s->lock);
+	return fd;
+}
+
+void sim_fault_remove(struct sim *s)
+{
+	atomic_store(&s->removed, true);
+}
+
+void sim_fault_clear(struct sim *s)
+{
+	atomic_store(&s->f_fail_n, 0);
+	atomic_store(&s->f_delay_us, 0);
+	atomic_store(&s->f_lose_n, 0);
+	atomic_store(&s->f_bogus_n, 0);
+	atomic_store(&s->f_dup_n, 0);
+	atomic_store(&s->f_stall_n, 0);
+	atomic_store(&s->f_abort_ignore, false);
+	atomic_store(&s->f_never_ready, false);
+	atomic_store(&s->f_hang, false);
+	atomic_store(&s->removed, false);
+	/* registers as after a power-on reset: disabled, no queues, no CFS */
+	sim_reset(&s->bus);
+	s->resets--; /* not a host-initiated reset */
+	s->nr_queues_granted = 0;
+	s->intms = 0;
+	memset(s->efds, 0xff, sizeof(s->efds));
+	s->nr_efds = 0;
+}
+
 void sim_fault_never_ready(struct sim *s, bool on)
 {
 	atomic_store(&s->f_never_ready, on);
@@ -1673,6 +1841,7 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->writes += q->writes;
 	t->flushes += q->flushes;
 	t->write_zeroes += q->write_zeroes;
+	t->write_zeroes_deac += q->write_zeroes_deac;
 	t->dsm += q->dsm;
 	t->admin_cmds += q->admin_cmds;
 	t->bytes_read += q->bytes_read;
@@ -1696,4 +1865,8 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 	}
 	sim_add(st, &s->admin_st);
 	sim_add(st, &s->retired);
+	pthread_mutex_lock(&s->lock);
+	st->resets = s->resets;
+	st->stalled = s->nr_stalled;
+	pthread_mutex_unlock(&s->lock);
 }

@@ -44,6 +44,7 @@
 #define SIM_MAX_NS 16
 
 struct sim;
+struct nvme_sqe;
 struct cfg_controller;
 
 enum sim_backing { SIM_BACKING_RAM, SIM_BACKING_NULL, SIM_BACKING_FILE };
@@ -67,6 +68,14 @@ struct sim_opts {
 	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
 	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
 	bool vwc;             /* Identify VWC: volatile write cache present */
+	unsigned wzsl;        /* Identify Controller NVM (CNS 06h): Write Zeroes limit, log2 4 KiB units, 0: none */
+	unsigned dmrl;        /* DSM ranges per command, 0: none */
+	uint32_t dmrsl;       /* DSM blocks per range, 0: none */
+	/* Tests: called for every Identify after the sim built its answer (data,
+	 * 4096 bytes) with its status; returns the status to report, and may
+	 * rewrite data (formats, metadata, namespace lists the sim lacks). */
+	uint16_t (*identify_hook)(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status);
+	void *hook_arg;
 	unsigned sgl;         /* reserved: SGLs are not implemented yet; 0 or 1 accepted, PRPs only */
 };
 
@@ -99,8 +108,8 @@ void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status);
 void sim_fault_delay(struct sim *s, unsigned usec);
 
 /* Execute the next n I/O commands but never post their completions.
- * A controller reset (CC.EN 1->0, FLR) cancels what is left of this and of
- * the bogus-CID and duplicate faults. */
+ * A controller reset (CC.EN 1->0, FLR) cancels what is left of this, of the
+ * bogus-CID and duplicate faults, of a hang and of stalled commands. */
 void sim_fault_lose_next(struct sim *s, unsigned n);
 
 /* For the next n I/O completions, first post an extra CQE whose CID was not
@@ -114,9 +123,37 @@ void sim_fault_duplicate(struct sim *s, unsigned n);
 /* Controller fatal status: CSTS.CFS = 1, stop processing until CC.EN 1->0. */
 void sim_fault_cfs(struct sim *s);
 
-/* Stop (true) / resume (false) fetching commands.  Doorbells are still
- * accepted; resuming processes what was submitted meanwhile. */
+/* Stop (true) / resume (false) fetching commands, admin ones included.
+ * Doorbells are still accepted; resuming processes what was submitted
+ * meanwhile.  A controller reset ends the hang (and drops what was queued). */
 void sim_fault_hang(struct sim *s, bool hang);
+
+/* Fetch the next n I/O commands but neither execute nor complete them: they
+ * stay "on the device" until an Abort names them (then they complete with
+ * Command Abort Requested), sim_fault_release_stalled, or a controller reset
+ * (which drops them unexecuted). */
+void sim_fault_stall_next(struct sim *s, unsigned n);
+/* While set, Abort never aborts (dw0 bit 0 = 1). */
+void sim_fault_abort_ignore(struct sim *s, bool on);
+/* Execute the stalled commands now and post their completions (a device
+ * finishing late).  Returns how many. */
+int sim_fault_release_stalled(struct sim *s);
+
+/* The next n MSI-X set-ups (bus irq_set) fail with -EIO after tearing the
+ * current wiring down, as a failed VFIO resize leaves it. */
+void sim_fault_irq_set(struct sim *s, unsigned n);
+/* The eventfd wired to MSI-X vector v now, -1 when none. */
+int sim_vector_efd(struct sim *s, unsigned v);
+
+/* Surprise removal: from now on every BAR0 register read returns all ones,
+ * register writes and doorbells are ignored and DMA stops (no command is
+ * executed or completed). */
+void sim_fault_remove(struct sim *s);
+
+/* Cancel delay, hang, fail-next, lose-next, bogus, duplicate, never-ready,
+ * CFS and removal: the device answers again with its registers as after a
+ * power-on reset (disabled, no queues), its namespaces' data kept. */
+void sim_fault_clear(struct sim *s);
 
 /* While set, CC.EN = 1 never sets CSTS.RDY. */
 void sim_fault_never_ready(struct sim *s, bool on);
@@ -136,6 +173,9 @@ struct sim_stats {
 	uint64_t sq_doorbells, cq_doorbells;
 	uint64_t irqs;          /* eventfd signals */
 	uint64_t invalid_doorbells; /* doorbell to a missing queue / bad value */
+	uint64_t write_zeroes_deac; /* Write Zeroes with DEAC set */
+	uint64_t resets;        /* controller disables (CC.EN 1 -> 0) and function resets */
+	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 };
 void sim_get_stats(struct sim *s, struct sim_stats *st);
 

@@ -136,6 +136,10 @@ static const struct bad bad_cases[] = {
      "t.conf:2: cq_budget = 16: must be below queue_depth (16)\n"},
     {"budget above depth", "[engine]\nqueue_depth = 8\ncq_budget = 64\n" CTRL,
      "t.conf:3: cq_budget = 64: must be below queue_depth (8)\n"},
+    {"io_retries 11", "[engine]\nio_retries = 11\n" CTRL,
+     "t.conf:2: io_retries = 11: must be 0..10\n"},
+    {"io_retries -1", "[engine]\nio_retries = -1\n" CTRL,
+     "t.conf:2: io_retries = -1: must be 0..10\n"},
     {"io_timeout_ms 99", "[engine]\nio_timeout_ms = 99\n" CTRL,
      "t.conf:2: io_timeout_ms = 99: must be 100..600000\n"},
     {"io_timeout_ms 600001", "[engine]\nio_timeout_ms = 600001\n" CTRL,
@@ -261,7 +265,7 @@ START_TEST(test_all_errors_reported)
 	    "t.conf:3: size = 3: must be at least one block (4096 bytes)\n"
 	    "t.conf:5: queues = 0: must be 1..64\n"
 	    "t.conf:6: foo = 1: unknown key in [engine]; allowed: queues, queue_depth, "
-	    "cq_budget, cpus, mode, io_timeout_ms, numa\n"
+	    "cq_budget, cpus, mode, io_timeout_ms, io_retries, numa\n"
 	    "t.conf:8: file_mode = 9: must be an octal mode 0000..0777\n"
 	    "t.conf:9: [bogus]: unknown section; allowed: [daemon], [engine], [controller "
 	    "NAME]\n"
@@ -380,6 +384,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->engine.cq_budget, 64);
 	ck_assert_int_eq(cfg->engine.mode, CFG_MODE_HYBRID);
 	ck_assert_uint_eq(cfg->engine.io_timeout_ms, 5000);
+	ck_assert_uint_eq(cfg->engine.io_retries, 3);
 	ck_assert(cfg->engine.numa);
 
 	ck_assert_uint_eq(cfg->nr_ctrls, 1);
@@ -403,7 +408,7 @@ START_TEST(test_values)
 	    load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
 	            "allow_other = off\nlog_level = warn\n"
 	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
-	            "numa = false\nio_timeout_ms = 100\n"
+	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
 	            "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
 	            "namespaces = 4\nbacking = /srv/%c/ns%n-100%%\nexec = thread\n"
 	            "mdts = 0\nmax_queues = 1\n"
@@ -427,6 +432,7 @@ START_TEST(test_values)
 	ck_assert_str_eq(cfg_mode_name(cfg->engine.mode), "interrupt");
 	ck_assert(!cfg->engine.numa);
 	ck_assert_uint_eq(cfg->engine.io_timeout_ms, 100);
+	ck_assert_uint_eq(cfg->engine.io_retries, 0);
 
 	ck_assert_uint_eq(cfg->nr_ctrls, 2);
 	ck_assert_str_eq(c->name, "Disk_1-b");
@@ -445,7 +451,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 22);
+	ck_assert_int_eq(c->line, 23);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }

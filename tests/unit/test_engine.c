@@ -3,9 +3,12 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dma.h"
 #include "engine_internal.h"
@@ -382,6 +385,221 @@ START_TEST(t_shutdown_state)
 }
 END_TEST
 
+
+/* ---- DMA memory: hugepages that cannot be locked fall back to 4 KiB ---- */
+START_TEST(t_dma_huge_fallback)
+{
+	char path[] = "/tmp/test_engine_log.XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	fflush(stderr);
+	int saved = dup(2);
+	ck_assert_int_ge(saved, 0);
+	dup2(fd, 2);
+	log_set_level(LOG_LVL_WARN);
+	nvme_dma_fault_huge_lock(true);
+	struct nvme_dma_region a, b;
+	int ra = nvme_dma_alloc(4u << 20, -1, &a);
+	int rb = nvme_dma_alloc(4u << 20, -1, &b);
+	nvme_dma_fault_huge_lock(false);
+	log_set_level(LOG_LVL_ERROR);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ck_assert_int_eq(ra, 0);
+	ck_assert_int_eq(rb, 0);
+	ck_assert(!a.huge && !b.huge);
+	ck_assert_uint_ge(a.len, 4u << 20);
+	((uint8_t *)a.vaddr)[a.len - 1] = 1; /* usable */
+	nvme_dma_free(&a);
+	nvme_dma_free(&b);
+	char text[4096] = {0};
+	ck_assert_int_ge(pread(fd, text, sizeof(text) - 1, 0), 0);
+	close(fd);
+	unlink(path);
+	/* one line for both allocations */
+	const char *k = "hugepages cannot be locked";
+	char *first = strstr(text, k);
+	ck_assert_ptr_nonnull(first);
+	ck_assert_ptr_null(strstr(first + 1, k));
+}
+END_TEST
+
+/* ---- namespaces the engine must not expose, and formats it must read ---- */
+enum ns_case { NS_SEP_META, NS_TOO_BIG, NS_FLBAS_HIGH, NS_MANY };
+#define MANY_NS 1500u
+
+static uint16_t ns_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
+{
+	enum ns_case k = *(enum ns_case *)arg;
+	uint8_t cns = cmd->cdw10 & 0xff;
+	if (k == NS_MANY && cns == NVME_ID_CNS_NS_ACTIVE_LIST) {
+		/* up to 1024 IDs greater than cmd->nsid, of 1..MANY_NS */
+		uint32_t *list = data;
+		memset(list, 0, 4096);
+		unsigned n = 0;
+		for (uint32_t id = cmd->nsid + 1; id <= MANY_NS && n < 1024; id++)
+			list[n++] = id;
+		return 0;
+	}
+	if (cns != NVME_ID_CNS_NS)
+		return status;
+	struct nvme_id_ns *id = data;
+	switch (k) {
+	case NS_SEP_META: /* namespace 1: 8 bytes of separate metadata per block */
+		if (cmd->nsid == 1)
+			id->lbaf[0].ms = 8;
+		break;
+	case NS_TOO_BIG: /* namespace 1: 64 KiB blocks, beyond MDTS */
+		if (cmd->nsid == 1)
+			id->lbaf[0].lbads = 16;
+		break;
+	case NS_FLBAS_HIGH: /* 21 formats; format 17 (0x11) in use: 4 KiB */
+		if (cmd->nsid == 1) {
+			id->nlbaf = 20;
+			for (unsigned i = 0; i <= 20; i++)
+				id->lbaf[i].lbads = 9;
+			id->lbaf[17].lbads = 12;
+			id->flbas = 0x1 | (0x1 << 5);
+		}
+		break;
+	case NS_MANY:
+		if (cmd->nsid > 2) { /* beyond the sim's own: small 512-byte ones */
+			memset(id, 0, sizeof(*id));
+			id->nsze = id->ncap = 8;
+			id->lbaf[0].lbads = 9;
+			return 0;
+		}
+		break;
+	}
+	return status;
+}
+
+START_TEST(t_ns_formats)
+{
+	enum ns_case k = (enum ns_case)_i;
+	struct sim *s;
+	struct sim_opts so = sim_defaults(false);
+	so.identify_hook = ns_hook;
+	so.hook_arg = &k;
+	if (k == NS_TOO_BIG)
+		so.mdts = 1; /* 8 KiB per command */
+	ck_assert_int_eq(sim_create(&so, &s), 0);
+	struct nvme_ctrl *c;
+	struct nvme_ctrl_opts co = {.io_queues = 1};
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
+	switch (k) {
+	case NS_SEP_META:
+	case NS_TOO_BIG:
+		ck_assert_uint_eq(in->nr_ns, 1); /* namespace 1 skipped */
+		ck_assert_uint_eq(in->ns[0].nsid, 2);
+		break;
+	case NS_FLBAS_HIGH:
+		ck_assert_uint_eq(in->nr_ns, 2);
+		ck_assert_uint_eq(in->ns[0].lba_size, 4096);
+		break;
+	case NS_MANY:
+		ck_assert_uint_eq(in->nr_ns, MANY_NS);
+		ck_assert_uint_eq(in->ns[MANY_NS - 1].nsid, MANY_NS);
+		ck_assert_uint_eq(in->ns[1500 - 1].nlba, 8);
+		break;
+	}
+	if (k == NS_TOO_BIG) {
+		/* I/O to the refused namespace is refused, not a division by zero */
+		struct nvme_reactor *r;
+		struct nvme_reactor_opts ro = {
+		    .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+		ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
+		struct nvme_qpair *qp;
+		ck_assert_int_eq(nvme_qpair_create(c, r, 1, &qp), 0);
+		void *buf = nvme_reactor_buf_alloc(r, 1u << 17);
+		ck_assert_int_eq(nvme_qpair_read(qp, 1, 0, buf, 1u << 17, NULL, NULL), -EINVAL);
+		ck_assert_int_eq(nvme_qpair_write_zeroes(qp, 1, 0, 4, false, NULL, NULL), -EINVAL);
+		nvme_qpair_destroy(qp);
+		nvme_reactor_destroy(r);
+	}
+	nvme_ctrl_close(c);
+}
+END_TEST
+
+/* ---- a failed MSI-X resize leaves the earlier vectors wired ---- */
+START_TEST(t_wire_vector_restore)
+{
+	struct sim *s;
+	struct sim_opts so = sim_defaults(false);
+	ck_assert_int_eq(sim_create(&so, &s), 0);
+	struct nvme_ctrl *c;
+	struct nvme_ctrl_opts co = {.io_queues = 2, .interrupts = true};
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
+	int e1 = eventfd(0, EFD_CLOEXEC), e2 = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_eq(nvme_ctrl_wire_vector(c, 1, e1), 0);
+	ck_assert_int_eq(sim_vector_efd(s, 1), e1);
+	sim_fault_irq_set(s, 1); /* the resize to 3 vectors fails and tears 1 down */
+	ck_assert_int_eq(nvme_ctrl_wire_vector(c, 2, e2), -EIO);
+	ck_assert_int_eq(sim_vector_efd(s, 1), e1); /* wired again */
+	ck_assert_int_eq(sim_vector_efd(s, 2), -1);
+	ck_assert_int_eq(nvme_ctrl_wire_vector(c, 1, -1), 0);
+	nvme_ctrl_close(c);
+	close(e1);
+	close(e2);
+}
+END_TEST
+
+/* ---- Identify Controller NVM limits; Write Zeroes split at WZSL, DEAC ---- */
+static void wz_cb(void *arg, int err, uint16_t status)
+{
+	(void)status;
+	ck_assert_int_eq(err, 0);
+	(*(unsigned *)arg)++;
+}
+
+START_TEST(t_wz_limits)
+{
+	struct sim *s;
+	struct sim_opts so = sim_defaults(false);
+	so.wzsl = 1;   /* 8 KiB per Write Zeroes */
+	so.dmrl = 4;
+	so.dmrsl = 1000;
+	ck_assert_int_eq(sim_create(&so, &s), 0);
+	struct nvme_ctrl *c;
+	struct nvme_ctrl_opts co = {.io_queues = 1};
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
+	ck_assert_uint_eq(in->max_wz_bytes, 8192);
+	ck_assert_uint_eq(in->dsm_max_ranges, 4);
+	ck_assert_uint_eq(in->dsm_max_range_blocks, 1000);
+	ck_assert_uint_eq(in->dsm_max_blocks, 0);
+	struct nvme_reactor *r;
+	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
+	struct nvme_qpair *qp;
+	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &qp), 0);
+	unsigned count = 0;
+	struct sim_stats st0, st1;
+	sim_get_stats(s, &st0);
+	/* 64 blocks of 512 bytes = 32 KiB: four commands of 8 KiB */
+	ck_assert_int_eq(nvme_qpair_write_zeroes(qp, 1, 0, 64, true, wz_cb, &count), 0);
+	nvme_qpair_flush_sq(qp);
+	for (int i = 0; i < 1000 && count == 0; i++)
+		nvme_qpair_reap(qp, 0);
+	ck_assert_uint_eq(count, 1);
+	sim_get_stats(s, &st1);
+	ck_assert_uint_eq(st1.write_zeroes - st0.write_zeroes, 4);
+	ck_assert_uint_eq(st1.write_zeroes_deac - st0.write_zeroes_deac, 4);
+	/* a deallocate beyond 4 ranges of 1000 blocks is refused */
+	ck_assert_int_eq(nvme_qpair_deallocate(qp, 1, 0, 4001, wz_cb, &count), -EINVAL);
+	ck_assert_int_eq(nvme_qpair_deallocate(qp, 1, 0, 4000, wz_cb, &count), 0);
+	nvme_qpair_flush_sq(qp);
+	for (int i = 0; i < 1000 && count == 1; i++)
+		nvme_qpair_reap(qp, 0);
+	ck_assert_uint_eq(count, 2);
+	nvme_qpair_destroy(qp);
+	nvme_reactor_destroy(r);
+	nvme_ctrl_close(c);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(LOG_LVL_ERROR);
@@ -400,6 +618,10 @@ int main(void)
 	tcase_add_loop_test(tc, t_cfs_admin, 0, 2);
 	tcase_add_test(tc, t_device_gone);
 	tcase_add_loop_test(tc, t_shutdown_state, 0, 2);
+	tcase_add_test(tc, t_dma_huge_fallback);
+	tcase_add_loop_test(tc, t_ns_formats, NS_SEP_META, NS_MANY + 1);
+	tcase_add_test(tc, t_wire_vector_restore);
+	tcase_add_test(tc, t_wz_limits);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -55,7 +55,8 @@ static void env_open(struct env *e, const struct sim_opts *so, unsigned depth, u
 	                            .io_queues = 1,
 	                            .queue_depth = depth,
 	                            .cq_budget = budget,
-	                            .io_timeout_ms = timeout_ms};
+	                            .io_timeout_ms = timeout_ms,
+	                            .io_retries = 3};
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(e->sim), &co, &e->c), 0);
 	struct nvme_reactor_opts ro = {
 	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 32u << 20};
@@ -481,7 +482,7 @@ START_TEST(t_bad_input)
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, UINT64_MAX, buf, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, outside, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, buf + 2, 512, done_cb, &d), -EINVAL);
-	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, done_cb, &d), -EINVAL);
+	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, false, done_cb, &d), -EINVAL);
 	ck_assert_uint_eq(nvme_qpair_inflight(e.qp), 0);
 	/* trackers exhausted: -EAGAIN, and the queue recovers */
 	unsigned n = 0;
@@ -515,7 +516,7 @@ START_TEST(t_other_cmds)
 	drive(&e, &d, 3);
 	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(e.c);
 	if (in->oncs & NVME_ONCS_WRITE_ZEROES) {
-		ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 0, 16, done_cb, &d), 0);
+		ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 0, 16, false, done_cb, &d), 0);
 		drive(&e, &d, 4);
 		ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, r, 8192, done_cb, &d), 0);
 		drive(&e, &d, 5);
@@ -535,7 +536,8 @@ START_TEST(t_other_cmds)
 }
 END_TEST
 
-/* ---- timeouts: lost completion and hung device complete with -ETIMEDOUT ---- */
+/* ---- timeouts: a lost completion or a hung device is recovered by an
+ * Abort and a controller reset; the commands are sent again and succeed ---- */
 struct tmo_ctx {
 	struct env *e;
 	uint8_t *buf;
@@ -574,28 +576,22 @@ static void timeout_case(bool threaded, bool hang)
 	ck_assert_int_eq(nvme_reactor_run(e.r), 0);
 	uint64_t ms = (nvme_now_ns() - t0) / 1000000;
 	ck_assert_uint_eq(t.d.count, 2);
-	ck_assert_int_eq(t.d.err, -ETIMEDOUT);
-	ck_assert_uint_eq(t.d.status, NVME_STATUS_TIMEOUT);
-	ck_assert_uint_lt(ms, 5000); /* bounded: never a hang */
+	ck_assert_int_eq(t.d.err, 0); /* recovered: resubmitted after the reset */
+	ck_assert_uint_lt(ms, 20000); /* bounded: never a hang */
 	struct nvme_qpair_stats st;
 	nvme_qpair_stats_get(e.qp, &st);
-	ck_assert_uint_ge(st.errors[NVME_ERRC_TIMEOUT], 1);
-	if (hang) {
-		ck_assert_uint_eq(st.errors[NVME_ERRC_TIMEOUT], 2);
-		/* the device wakes up and completes them late: dropped, CIDs freed */
-		sim_fault_hang(e.sim, false);
-		for (int i = 0; i < 2000 && st.bogus_cqes < 2; i++) {
-			nvme_qpair_flush_sq(e.qp);
-			if (!threaded)
-				sim_poll(e.sim);
-			nvme_qpair_reap(e.qp, 0);
-			nvme_qpair_stats_get(e.qp, &st);
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
-		ck_assert_uint_eq(st.bogus_cqes, 2);
-		ck_assert_uint_eq(t.d.count, 2);
+	ck_assert_uint_ge(st.timeouts, 1);
+	ck_assert_uint_ge(st.resubmitted, 1);
+	/* the admin thread ends the reset after the reactor resent the commands */
+	for (int i = 0; i < 20000 && nvme_ctrl_state(e.c) != NVME_CTRL_LIVE; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
 	}
+	ck_assert_int_eq(nvme_ctrl_state(e.c), NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(e.c, &rs);
+	ck_assert_uint_ge(rs.resets_ok, 1);
+	ck_assert_uint_eq(rs.resets_failed, 0);
 	/* the queue still serves I/O */
 	struct done ok = {0};
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, t.buf, 512, done_cb, &ok), 0);
@@ -614,8 +610,22 @@ START_TEST(t_timeout_hang)
 }
 END_TEST
 
-/* ---- reset and queue re-creation ---- */
-START_TEST(t_reset_reinit)
+/* ---- reset: a command in flight is sent again and completes ---- */
+struct rst_ctx {
+	struct env *e;
+	struct done *lost;
+};
+
+static void rst_hook(void *arg)
+{
+	struct rst_ctx *t = arg;
+	if (!t->e->threaded)
+		sim_poll(t->e->sim);
+	if (t->lost->count == 1 && nvme_ctrl_state(t->e->c) == NVME_CTRL_LIVE)
+		nvme_reactor_stop(t->e->r);
+}
+
+START_TEST(t_reset_resubmit)
 {
 	struct env e;
 	struct sim_opts so = sim_defaults(_i & 1);
@@ -625,20 +635,25 @@ START_TEST(t_reset_reinit)
 	struct done d = {0};
 	ck_assert_int_eq(nvme_qpair_write(e.qp, 1, 64, w, 4096, false, done_cb, &d), 0);
 	drive(&e, &d, 1);
-	/* a command lost in flight, then reset: it is failed, not hung */
+	/* a command lost in flight, then a reset: it is sent again */
 	sim_fault_lose_next(e.sim, 1);
 	struct done lost = {0};
+	memset(r, 0, 4096);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 64, r, 4096, done_cb, &lost), 0);
 	nvme_qpair_flush_sq(e.qp);
-	ck_assert_int_eq(nvme_ctrl_reset(e.c), 0);
-	ck_assert_int_eq(nvme_qpair_reinit(e.qp), 0);
+	ck_assert_int_eq(nvme_ctrl_reset_async(e.c, "test"), 0);
+	ck_assert_int_eq(nvme_ctrl_reset_async(e.c, "test"), -EBUSY);
+	struct rst_ctx t = {.e = &e, .lost = &lost};
+	nvme_reactor_set_pass_hook(e.r, rst_hook, &t);
+	ck_assert_int_eq(nvme_reactor_run(e.r), 0);
 	ck_assert_uint_eq(lost.count, 1);
-	ck_assert_int_eq(lost.err, -EIO);
-	memset(r, 0, 4096);
-	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 64, r, 4096, done_cb, &d), 0);
-	drive(&e, &d, 2);
-	ck_assert_int_eq(d.err, 0);
+	ck_assert_int_eq(lost.err, 0);
 	ck_assert_mem_eq(w, r, 4096);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(e.c, &rs);
+	ck_assert_uint_eq(rs.resets_started, 1);
+	ck_assert_uint_eq(rs.resets_ok, 1);
+	ck_assert_uint_eq(rs.resubmitted, 1);
 	env_close(&e);
 }
 END_TEST
@@ -676,7 +691,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_other_cmds, 0, 2);
 	tcase_add_loop_test(tc, t_timeout_lost, 0, 2);
 	tcase_add_loop_test(tc, t_timeout_hang, 0, 2);
-	tcase_add_loop_test(tc, t_reset_reinit, 0, 2);
+	tcase_add_loop_test(tc, t_reset_resubmit, 0, 2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,684 @@
+/* test_recovery.c - a slow, failing or vanished controller never hangs the
+ * engine and never corrupts data.  Reactors run on their own threads against
+ * the software controller; faults are injected in the device model.  Every
+ * wait has a generous deadline that only detects a hang; nothing asserts a
+ * duration (durations are printed, for the record). */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine_internal.h"
+#include "log.h"
+#include "nvme.h"
+#include "sim.h"
+
+#define HANG_MS 30000
+#define NBUF 8
+#define BUFSZ (64u << 10)
+
+struct rig {
+	struct sim *sim;
+	struct nvme_ctrl *c;
+	unsigned nr;
+	struct nvme_reactor *r[2];
+	struct nvme_qpair *qp[2];
+	uint8_t *buf[2][NBUF];
+	_Atomic unsigned ev[4]; /* state changes reported, by state */
+};
+
+static void state_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	(void)c;
+	struct rig *g = arg;
+	atomic_fetch_add(&g->ev[s], 1);
+}
+
+struct rig_opts {
+	unsigned reactors;
+	unsigned timeout_ms;
+	unsigned retries;
+	bool threaded;
+	unsigned ready_delay_ms;
+};
+
+static void rig_open(struct rig *g, const struct rig_opts *o)
+{
+	memset(g, 0, sizeof(*g));
+	struct sim_opts so = {.name = "rec", .nr_ns = 1, .threaded = o->threaded,
+	                      .ready_delay_ms = o->ready_delay_ms};
+	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512,
+	                                .backing = SIM_BACKING_RAM};
+	ck_assert_int_eq(sim_create(&so, &g->sim), 0);
+	struct nvme_ctrl_opts co = {.name = "rec",
+	                            .io_queues = o->reactors,
+	                            .queue_depth = 32,
+	                            .cq_budget = 4,
+	                            .io_timeout_ms = o->timeout_ms,
+	                            .io_retries = o->retries};
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(g->sim), &co, &g->c), 0);
+	nvme_ctrl_set_event_cb(g->c, state_cb, g);
+	g->nr = o->reactors;
+	for (unsigned i = 0; i < g->nr; i++) {
+		struct nvme_reactor_opts ro = {
+		    .id = i, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+		ck_assert_int_eq(nvme_reactor_create(&ro, &g->r[i]), 0);
+		ck_assert_int_eq(nvme_qpair_create(g->c, g->r[i], (uint16_t)(i + 1), &g->qp[i]), 0);
+		for (unsigned b = 0; b < NBUF; b++) {
+			g->buf[i][b] = nvme_reactor_buf_alloc(g->r[i], BUFSZ);
+			ck_assert_ptr_nonnull(g->buf[i][b]);
+		}
+		ck_assert_int_eq(nvme_reactor_start(g->r[i]), 0);
+	}
+}
+
+static void rig_close(struct rig *g)
+{
+	for (unsigned i = 0; i < g->nr; i++) {
+		nvme_reactor_stop(g->r[i]);
+		nvme_reactor_join(g->r[i]);
+	}
+	for (unsigned i = 0; i < g->nr; i++) {
+		nvme_qpair_destroy(g->qp[i]);
+		nvme_reactor_destroy(g->r[i]);
+	}
+	nvme_ctrl_close(g->c); /* owns the bus, and so the sim */
+}
+
+static uint64_t ms_since(uint64_t t0)
+{
+	return (nvme_now_ns() - t0) / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+#define WAIT_FOR(cond)                                                                   \
+	do {                                                                             \
+		uint64_t t0_ = nvme_now_ns();                                            \
+		while (!(cond)) {                                                        \
+			ck_assert_msg(ms_since(t0_) < HANG_MS, "hung waiting for " #cond); \
+			sleep_ms(1);                                                     \
+		}                                                                        \
+	} while (0)
+
+static void fill(uint8_t *p, size_t len, uint32_t seed)
+{
+	for (size_t i = 0; i < len; i += 4) {
+		uint32_t v = seed * 2246822519u ^ (uint32_t)(i * 2654435761u);
+		memcpy(p + i, &v, 4);
+	}
+}
+
+/* ---- one I/O, submitted on its reactor ---- */
+struct io {
+	struct rig *g;
+	unsigned q;
+	bool write;
+	uint64_t lba;
+	size_t len;
+	uint8_t *buf;
+	nvme_io_cb cb; /* NULL: io_done */
+	int submit_rc;
+	int err;
+	uint64_t done_ns;
+	_Atomic int done;
+	_Atomic int submitted;
+	enum nvme_ctrl_state state_at_submit;
+};
+
+static void io_done(void *arg, int err, uint16_t status)
+{
+	(void)status;
+	struct io *io = arg;
+	io->err = err;
+	io->done_ns = nvme_now_ns();
+	atomic_store(&io->done, 1);
+}
+
+static void io_submit_call(void *arg)
+{
+	struct io *io = arg;
+	struct nvme_qpair *qp = io->g->qp[io->q];
+	nvme_io_cb cb = io->cb ? io->cb : io_done;
+	io->state_at_submit = nvme_ctrl_state(io->g->c);
+	io->submit_rc = io->write ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
+	                          : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
+	if (io->submit_rc < 0) {
+		io->err = io->submit_rc;
+		atomic_store(&io->done, 1);
+	}
+	atomic_store(&io->submitted, 1);
+}
+
+static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba,
+                     size_t len, uint8_t *buf)
+{
+	memset(io, 0, sizeof(*io));
+	io->g = g;
+	io->q = q;
+	io->write = write;
+	io->lba = lba;
+	io->len = len;
+	io->buf = buf;
+	ck_assert_int_eq(nvme_reactor_call(g->r[q], io_submit_call, io), 0);
+	WAIT_FOR(atomic_load(&io->submitted));
+}
+
+static int io_wait(struct io *io)
+{
+	WAIT_FOR(atomic_load(&io->done));
+	return io->err;
+}
+
+static int io_sync(struct rig *g, unsigned q, bool write, uint64_t lba, size_t len, uint8_t *buf)
+{
+	struct io io;
+	io_start(g, &io, q, write, lba, len, buf);
+	return io_wait(&io);
+}
+
+/* Write a pattern at lba through queue q (buffer 7 of that reactor). */
+static void put_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, uint32_t seed)
+{
+	fill(g->buf[q][7], len, seed);
+	ck_assert_int_eq(io_sync(g, q, true, lba, len, g->buf[q][7]), 0);
+}
+
+static void check_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, uint32_t seed)
+{
+	uint8_t *want = malloc(len);
+	fill(want, len, seed);
+	memset(g->buf[q][6], 0, len);
+	ck_assert_int_eq(io_sync(g, q, false, lba, len, g->buf[q][6]), 0);
+	ck_assert_mem_eq(g->buf[q][6], want, len);
+	free(want);
+}
+
+/* ---- abort honoured: the command is sent again, no reset ---- */
+START_TEST(t_abort_ok)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 100, 4096, 11);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	uint64_t t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 100, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), 0);
+	printf("abort honoured: caller saw success after %llu ms (timeout 200 ms)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	uint8_t want[4096];
+	fill(want, 4096, 11);
+	ck_assert_mem_eq(g.buf[0][0], want, 4096);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.timeouts, 1);
+	ck_assert_uint_eq(rs.aborts_sent, 1);
+	ck_assert_uint_eq(rs.aborts_ok, 1);
+	ck_assert_uint_eq(rs.resubmitted, 1);
+	ck_assert_uint_eq(rs.resets_started, 0);
+	struct nvme_qpair_stats st;
+	nvme_qpair_stats_get(g.qp[0], &st);
+	ck_assert_uint_eq(st.timeouts, 1);
+	ck_assert_uint_eq(st.aborts_sent, 1);
+	ck_assert_uint_eq(st.aborts_ok, 1);
+	ck_assert_uint_eq(st.resubmitted, 1);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- abort ignored: reset, resubmitted, the right data ---- */
+START_TEST(t_abort_ignored_reset)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 200, 8192, 22);
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	uint64_t t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 200, 8192, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), 0);
+	printf("abort ignored: caller saw success after %llu ms (reset, resubmitted)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	uint8_t want[8192];
+	fill(want, 8192, 22);
+	ck_assert_mem_eq(g.buf[0][0], want, 8192);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.aborts_ok, 0);
+	ck_assert_uint_eq(rs.resets_started, 1);
+	ck_assert_uint_eq(rs.resets_ok, 1);
+	ck_assert_uint_eq(rs.resubmitted, 1);
+	ck_assert_uint_gt(rs.reset_last_ns, 0);
+	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_RESETTING]), 1);
+	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_LIVE]), 1);
+	/* I/O goes on */
+	put_pattern(&g, 0, 300, 4096, 23);
+	check_pattern(&g, 0, 300, 4096, 23);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- retries used up: -EIO, after the disable ---- */
+START_TEST(t_retries_exhausted)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = 1, .threaded = _i & 1};
+	rig_open(&g, &o);
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 2); /* the first try and its one retry stall */
+	struct io io;
+	uint64_t t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	printf("retries used up: caller saw EIO after %llu ms (2 resets)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.resets_ok, 2);
+	ck_assert_uint_eq(rs.resubmitted, 1);
+	ck_assert_uint_eq(rs.failed_after_retries, 1);
+	struct nvme_qpair_stats st;
+	nvme_qpair_stats_get(g.qp[0], &st);
+	ck_assert_uint_eq(st.failed_after_retries, 1);
+	/* the controller serves I/O again */
+	put_pattern(&g, 0, 64, 4096, 5);
+	check_pattern(&g, 0, 64, 4096, 5);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- CSTS.CFS: reset, the command in flight completes, I/O works ---- */
+START_TEST(t_cfs)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 400, 4096, 33);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	io_start(&g, &io, 0, false, 400, 4096, g.buf[0][0]);
+	uint64_t t0 = nvme_now_ns();
+	sim_fault_cfs(g.sim);
+	ck_assert_int_eq(io_wait(&io), 0);
+	printf("CFS: in-flight read succeeded %llu ms after the fault (reset, resubmitted)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	uint8_t want[4096];
+	fill(want, 4096, 33);
+	ck_assert_mem_eq(g.buf[0][0], want, 4096);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.cfs_events, 1);
+	ck_assert_uint_eq(rs.resets_ok, 1);
+	ck_assert_uint_eq(rs.timeouts, 0); /* found by the health check, not a timeout */
+	put_pattern(&g, 0, 500, 4096, 34);
+	check_pattern(&g, 0, 500, 4096, 34);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- submissions during a reset are held, then complete ---- */
+START_TEST(t_held_during_reset)
+{
+	struct rig g;
+	/* enabling takes 400 ms: the reset lasts at least that long */
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true,
+	                     .ready_delay_ms = 400};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 0, 4096, 44);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), -EBUSY);
+	fill(g.buf[0][1], 4096, 45);
+	struct io w, r;
+	io_start(&g, &w, 0, true, 8, 4096, g.buf[0][1]);
+	io_start(&g, &r, 0, false, 0, 4096, g.buf[0][2]);
+	ck_assert_int_eq(w.submit_rc, 0); /* accepted, not -EAGAIN */
+	ck_assert_int_eq(r.submit_rc, 0);
+	ck_assert_int_eq(w.state_at_submit, NVME_CTRL_RESETTING);
+	ck_assert_int_eq(io_wait(&w), 0);
+	ck_assert_int_eq(io_wait(&r), 0);
+	uint8_t want[4096];
+	fill(want, 4096, 44);
+	ck_assert_mem_eq(g.buf[0][2], want, 4096);
+	check_pattern(&g, 0, 8, 4096, 45);
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_LIVE);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- a reset that outlasts io_timeout_ms fails held submissions ---- */
+START_TEST(t_held_too_long)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 100, .retries = 3, .threaded = true,
+	                     .ready_delay_ms = 1500};
+	rig_open(&g, &o);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
+	struct io r;
+	io_start(&g, &r, 0, false, 0, 4096, g.buf[0][2]);
+	ck_assert_int_eq(r.submit_rc, 0);
+	ck_assert_int_eq(io_wait(&r), -EIO);
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_RESETTING);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	put_pattern(&g, 0, 0, 4096, 46);
+	check_pattern(&g, 0, 0, 4096, 46);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- the buffer invariant: the stale-read corruption is impossible ----
+ * A read of block X stalls on the device.  Its caller reuses the buffer in
+ * its completion callback: fills it with new data and writes it to block Y.
+ * Before that callback, the device "finishes late" (the stalled read is
+ * executed now, if the device still has it).  Had the callback run at the
+ * timeout while the read was still on the device (the old behaviour), the
+ * late read would overwrite the new data and block Y would get X's stale
+ * data.  Now the callback runs only after the disable dropped the read. */
+struct inv {
+	struct rig *g;
+	uint8_t *a;
+	int read_err;
+	uint64_t resets_at_cb;
+	uint64_t stalled_at_cb;
+	int released;
+	struct io w;
+	_Atomic int done;
+};
+
+static void inv_write_done(void *arg, int err, uint16_t status)
+{
+	(void)status;
+	struct inv *v = arg;
+	v->w.err = err;
+	atomic_store(&v->done, 1);
+}
+
+static void inv_read_done(void *arg, int err, uint16_t status)
+{
+	(void)status;
+	struct inv *v = arg;
+	struct sim_stats ss;
+	sim_get_stats(v->g->sim, &ss);
+	v->read_err = err;
+	v->resets_at_cb = ss.resets;
+	v->stalled_at_cb = ss.stalled;
+	fill(v->a, 4096, 77); /* the buffer is ours again: reuse it */
+	v->released = sim_fault_release_stalled(v->g->sim); /* the device finishing late */
+	int rc = nvme_qpair_write(v->g->qp[0], 1, 900, v->a, 4096, false, inv_write_done, v);
+	if (rc < 0) {
+		v->w.err = rc;
+		atomic_store(&v->done, 1);
+	}
+}
+
+static void inv_submit_call(void *arg)
+{
+	struct inv *v = arg;
+	int rc = nvme_qpair_read(v->g->qp[0], 1, 800, v->a, 4096, inv_read_done, v);
+	ck_assert_int_eq(rc, 0);
+}
+
+START_TEST(t_buffer_invariant)
+{
+	struct rig g;
+	unsigned retries = _i & 1 ? 0 : 3; /* the read fails with EIO, or is resubmitted */
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = retries,
+	                     .threaded = (_i & 2) != 0};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 800, 4096, 66); /* X: the stale data */
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 1);
+	struct inv v = {.g = &g, .a = g.buf[0][0]};
+	ck_assert_int_eq(nvme_reactor_call(g.r[0], inv_submit_call, &v), 0);
+	WAIT_FOR(atomic_load(&v.done));
+	ck_assert_int_eq(v.read_err, retries ? 0 : -EIO);
+	ck_assert_uint_ge(v.resets_at_cb, 1); /* the callback ran after the disable */
+	ck_assert_uint_eq(v.stalled_at_cb, 0);
+	ck_assert_int_eq(v.released, 0);      /* nothing left on the device to finish late */
+	ck_assert_int_eq(v.w.err, 0);
+	check_pattern(&g, 0, 900, 4096, 77);  /* Y has the new data, not X's */
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- removal: in-flight EIO, new -ENODEV, release, re-attach, data kept ---- */
+START_TEST(t_removal_reattach)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 1000, 8192, 88);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	io_start(&g, &io, 0, false, 1000, 4096, g.buf[0][0]);
+	uint64_t t0 = nvme_now_ns();
+	sim_fault_remove(g.sim);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	printf("removal: in-flight read failed with EIO %llu ms after the device vanished\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_REMOVED);
+	WAIT_FOR(atomic_load(&g.ev[NVME_CTRL_REMOVED]) == 1);
+	struct io late;
+	io_start(&g, &late, 0, false, 1000, 4096, g.buf[0][1]);
+	ck_assert_int_eq(late.submit_rc, -ENODEV);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.removals, 1);
+	struct nvme_bus *bus = NULL;
+	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
+	ck_assert_ptr_eq(bus, sim_bus(g.sim));
+	ck_assert_ptr_null(nvme_ctrl_bus(g.c));
+	struct nvme_bus *again = (struct nvme_bus *)1;
+	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &again), 0);
+	ck_assert_ptr_null(again);
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.removals, 1); /* counted once */
+	/* the device comes back: same sim, same data */
+	sim_fault_clear(g.sim);
+	t0 = nvme_now_ns();
+	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), 0);
+	printf("re-attach took %llu ms\n", (unsigned long long)ms_since(t0));
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_LIVE);
+	ck_assert_ptr_eq(nvme_ctrl_bus(g.c), bus);
+	check_pattern(&g, 0, 1000, 8192, 88);
+	put_pattern(&g, 0, 1100, 4096, 89);
+	check_pattern(&g, 0, 1100, 4096, 89);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), -EBUSY);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- removal requested while the device still answers: it is disabled
+ * first, then its commands fail; a controller with different namespaces is
+ * not re-attached ---- */
+START_TEST(t_remove_live)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	rig_open(&g, &o);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	struct nvme_bus *bus = NULL;
+	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
+	ck_assert_ptr_nonnull(bus);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	struct sim_stats ss;
+	sim_get_stats(g.sim, &ss);
+	ck_assert_uint_ge(ss.resets, 1); /* disabled before the command was failed */
+	ck_assert_uint_eq(ss.stalled, 0);
+	/* a different controller on the bus: refused, the caller keeps the bus */
+	struct sim_opts so = {.name = "other", .nr_ns = 1};
+	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512,
+	                                .backing = SIM_BACKING_RAM};
+	struct sim *other;
+	ck_assert_int_eq(sim_create(&so, &other), 0);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c, sim_bus(other)), -ESTALE);
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_REMOVED);
+	sim_destroy(other);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), 0);
+	put_pattern(&g, 0, 0, 4096, 90);
+	check_pattern(&g, 0, 0, 4096, 90);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- a reset that fails: FAILED, in-flight EIO, new -ENODEV ---- */
+START_TEST(t_reset_fails)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	rig_open(&g, &o);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io;
+	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	sim_fault_never_ready(g.sim, true);
+	ck_assert_int_eq(nvme_ctrl_reset(g.c), -EIO);
+	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_FAILED);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	struct io late;
+	io_start(&g, &late, 0, false, 0, 4096, g.buf[0][1]);
+	ck_assert_int_eq(late.submit_rc, -ENODEV);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.resets_failed, 1);
+	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_FAILED]), 1);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- two reactors, two queues on one controller, resetting together ---- */
+#define TWO_IOS 24
+START_TEST(t_two_reactors)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true};
+	rig_open(&g, &o);
+	for (unsigned q = 0; q < 2; q++)
+		put_pattern(&g, q, 2000 + q * 100, 4096, 100 + q);
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 2); /* one stalled read on each queue */
+	struct io st[2];
+	for (unsigned q = 0; q < 2; q++)
+		io_start(&g, &st[q], q, false, 2000 + q * 100, 4096, g.buf[q][0]);
+	/* more traffic on both queues while they time out and reset */
+	static struct io more[2][TWO_IOS];
+	for (unsigned k = 0; k < TWO_IOS; k++)
+		for (unsigned q = 0; q < 2; q++) {
+			uint8_t *b = g.buf[q][1 + k % 5];
+			fill(b, 4096, 1000 + q * TWO_IOS + k);
+			io_start(&g, &more[q][k], q, true, 3000 + (q * TWO_IOS + k) * 8, 4096, b);
+			io_wait(&more[q][k]);
+		}
+	for (unsigned q = 0; q < 2; q++) {
+		ck_assert_int_eq(io_wait(&st[q]), 0);
+		uint8_t want[4096];
+		fill(want, 4096, 100 + q);
+		ck_assert_mem_eq(g.buf[q][0], want, 4096);
+		for (unsigned k = 0; k < TWO_IOS; k++)
+			ck_assert_int_eq(more[q][k].err, 0);
+	}
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	for (unsigned q = 0; q < 2; q++)
+		for (unsigned k = 0; k < TWO_IOS; k++)
+			check_pattern(&g, q, 3000 + (q * TWO_IOS + k) * 8, 4096,
+			              1000 + q * TWO_IOS + k);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_ge(rs.resets_ok, 1);
+	ck_assert_uint_eq(rs.resets_failed, 0);
+	ck_assert_uint_ge(rs.resubmitted, 2);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- asynchronous admin commands ---- */
+struct adm {
+	_Atomic int done;
+	int err;
+	pthread_t thread;
+	struct nvme_cqe cqe;
+};
+
+static void adm_cb(void *arg, int err, const struct nvme_cqe *cqe)
+{
+	struct adm *a = arg;
+	a->err = err;
+	a->thread = pthread_self();
+	if (cqe)
+		a->cqe = *cqe;
+	atomic_store(&a->done, 1);
+}
+
+START_TEST(t_admin_async)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	rig_open(&g, &o);
+	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
+	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
+	struct adm a = {0};
+	ck_assert_int_eq(nvme_ctrl_admin_async(g.c, &cmd, id, sizeof(*id), adm_cb, &a), 0);
+	WAIT_FOR(atomic_load(&a.done));
+	ck_assert_int_eq(a.err, 0);
+	ck_assert(!pthread_equal(a.thread, pthread_self())); /* reaped by the engine */
+	ck_assert_int_eq(memcmp(id->mn, "nvmefs software controller", 26), 0);
+	/* a command the device never answers: -ETIMEDOUT to the caller, but
+	 * its slot (and bounce buffer) stays until the reset's disable */
+	sim_fault_hang(g.sim, true);
+	struct adm b = {0};
+	uint64_t t0 = nvme_now_ns();
+	ck_assert_int_eq(nvme_ctrl_admin_async(g.c, &cmd, id, sizeof(*id), adm_cb, &b), 0);
+	WAIT_FOR(atomic_load(&b.done));
+	ck_assert_int_eq(b.err, -ETIMEDOUT);
+	printf("admin timeout reported after %llu ms\n", (unsigned long long)ms_since(t0));
+	/* the admin timeout resets the controller (which ends the sim's hang) */
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE &&
+	         atomic_load(&g.c->admin_outstanding) == 0);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_ge(rs.resets_ok, 1);
+	ck_assert_int_eq(nvme_ctrl_admin(g.c, &cmd, id, sizeof(*id), NULL), 0);
+	free(id);
+	rig_close(&g);
+}
+END_TEST
+
+int main(void)
+{
+	log_set_level(LOG_LVL_ERROR);
+	Suite *s = suite_create("recovery");
+	TCase *tc = tcase_create("recovery");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, t_abort_ok, 0, 2);
+	tcase_add_loop_test(tc, t_abort_ignored_reset, 0, 2);
+	tcase_add_loop_test(tc, t_retries_exhausted, 0, 2);
+	tcase_add_loop_test(tc, t_cfs, 0, 2);
+	tcase_add_test(tc, t_held_during_reset);
+	tcase_add_test(tc, t_held_too_long);
+	tcase_add_loop_test(tc, t_buffer_invariant, 0, 4);
+	tcase_add_loop_test(tc, t_removal_reattach, 0, 2);
+	tcase_add_test(tc, t_remove_live);
+	tcase_add_test(tc, t_reset_fails);
+	tcase_add_test(tc, t_two_reactors);
+	tcase_add_loop_test(tc, t_admin_async, 0, 2);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
