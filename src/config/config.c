@@ -1349,8 +1349,7 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||
 	    e->cpus_set != f->cpus_set || e->mode != f->mode ||
 	    e->io_timeout_ms != f->io_timeout_ms || e->io_retries != f->io_retries ||
-	    e->numa != f->numa ||
-	    memcmp(e->cpus, f->cpus, e->nr_cpus * sizeof(e->cpus[0])))
+	    e->numa != f->numa || memcmp(e->cpus, f->cpus, e->nr_cpus * sizeof(e->cpus[0])))
 		return false;
 	if (a->nr_ctrls != b->nr_ctrls)
 		return false;

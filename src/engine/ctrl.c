@@ -9,12 +9,12 @@
 #include "log.h"
 
 /* admin_mem layout: ASQ (one page), ACQ (one page) */
-#define ASQ_OFF  0
-#define ACQ_OFF  (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
+#define ASQ_OFF   0
+#define ACQ_OFF   (NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe))
 #define ADMIN_MEM (ACQ_OFF + 4096)
 static_assert(NVME_ADMIN_ENTRIES * sizeof(struct nvme_sqe) == 4096, "ASQ is one page");
 static_assert(NVME_ADMIN_ENTRIES <= 64, "admin CID: slot index in 6 bits");
-#define ADMIN_CID_SLOT(cid) ((cid) & 63u)
+#define ADMIN_CID_SLOT(cid) ((cid)&63u)
 
 static void sleep_us(unsigned us)
 {
@@ -212,8 +212,11 @@ static void admin_reap(struct nvme_ctrl *c)
 		if (NVME_CQE_PHASE(st) != c->acq_phase)
 			break;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		struct nvme_cqe cqe = {.dw0 = e->dw0, .dw1 = e->dw1, .sq_head = e->sq_head,
-		                       .sq_id = e->sq_id, .cid = e->cid,
+		struct nvme_cqe cqe = {.dw0 = e->dw0,
+		                       .dw1 = e->dw1,
+		                       .sq_head = e->sq_head,
+		                       .sq_id = e->sq_id,
+		                       .cid = e->cid,
 		                       .status = NVME_CQE_STATUS(e->status)};
 		if (++c->acq_head == NVME_ADMIN_ENTRIES) {
 			c->acq_head = 0;
@@ -224,7 +227,8 @@ static void admin_reap(struct nvme_ctrl *c)
 		if (cqe.sq_head < NVME_ADMIN_ENTRIES)
 			c->asq_head = cqe.sq_head;
 		struct nvme_admin_slot *sl = &c->slots[ADMIN_CID_SLOT(cqe.cid) % NVME_ADMIN_SLOTS];
-		if (ADMIN_CID_SLOT(cqe.cid) >= NVME_ADMIN_SLOTS || !sl->busy || sl->cid != cqe.cid) {
+		if (ADMIN_CID_SLOT(cqe.cid) >= NVME_ADMIN_SLOTS || !sl->busy ||
+		    sl->cid != cqe.cid) {
 			c->admin_bogus++;
 			log_warn("%s: dropping admin completion for unknown cid 0x%x", c->name,
 			         cqe.cid);
@@ -235,24 +239,27 @@ static void admin_reap(struct nvme_ctrl *c)
 			if (err == 0 && sl->len && (sl->opc & 2) && sl->ubuf)
 				memcpy(sl->ubuf, sl->dma.vaddr, sl->len);
 			if (err < 0)
-				log_debug("%s: admin opcode 0x%02x failed: %s (status 0x%x)", c->name,
-				          sl->opc, nvme_status_str(cqe.status), cqe.status);
-			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = err,
-			                             .cqe = cqe, .has_cqe = true};
+				log_debug("%s: admin opcode 0x%02x failed: %s (status 0x%x)",
+				          c->name, sl->opc, nvme_status_str(cqe.status),
+				          cqe.status);
+			d[n++] = (struct admin_done){
+			    .cb = sl->cb, .arg = sl->arg, .err = err, .cqe = cqe, .has_cqe = true};
 		}
 		slot_release(c, sl); /* its CQE is here: the device is done with the buffer */
 	}
 	if (consumed)
-		nvme_bus_doorbell(c->bus,
-		                  (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
-		                  c->acq_head);
+		nvme_bus_doorbell(
+		    c->bus, (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(0, c->dstrd)),
+		    c->acq_head);
 	uint64_t now = nvme_now_ns();
 	for (unsigned i = 0; i < NVME_ADMIN_SLOTS; i++) {
 		struct nvme_admin_slot *sl = &c->slots[i];
 		if (sl->busy && !sl->cb_done && now > sl->deadline_ns) {
 			log_err("%s: admin command opcode 0x%02x timed out", c->name, sl->opc);
-			d[n++] = (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = -ETIMEDOUT};
-			sl->cb_done = true; /* the slot and its buffer wait for the CQE or a disable */
+			d[n++] =
+			    (struct admin_done){.cb = sl->cb, .arg = sl->arg, .err = -ETIMEDOUT};
+			/* the slot and its buffer wait for the CQE or a disable */
+			sl->cb_done = true;
 			expired = true;
 		}
 	}
@@ -279,7 +286,8 @@ static int admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *b
 	size_t dlen = (len + NVME_PAGE_SIZE - 1) & ~(size_t)(NVME_PAGE_SIZE - 1);
 	if (len) {
 		/* the data pages, then one page for a PRP list */
-		int rc = nvme_dma_alloc(dlen + NVME_PAGE_SIZE, c->bus ? c->bus->numa_node : -1, &dma);
+		int rc =
+		    nvme_dma_alloc(dlen + NVME_PAGE_SIZE, c->bus ? c->bus->numa_node : -1, &dma);
 		if (rc < 0)
 			return rc;
 		if ((cmd->opc & 1) && buf)
@@ -321,8 +329,14 @@ static int admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *b
 			goto unlock;
 		}
 	}
-	*sl = (struct nvme_admin_slot){.busy = true, .cid = sqe.cid, .opc = cmd->opc, .cb = cb,
-	                               .arg = arg, .ubuf = buf, .len = len, .dma = dma,
+	*sl = (struct nvme_admin_slot){.busy = true,
+	                               .cid = sqe.cid,
+	                               .opc = cmd->opc,
+	                               .cb = cb,
+	                               .arg = arg,
+	                               .ubuf = buf,
+	                               .len = len,
+	                               .dma = dma,
 	                               .dma_iova = iova,
 	                               .deadline_ns = nvme_now_ns() + timeout_ms * 1000000ull};
 	dma.vaddr = NULL; /* the slot's now */
@@ -399,8 +413,9 @@ static int admin_sync(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf
 				/* gone: nothing can be written any more */
 				admin_abandon(c, -ENODEV, true);
 			} else if (s & NVME_CSTS_CFS) {
-				log_err("%s: admin opcode 0x%02x: controller fatal status (CSTS 0x%x)",
-				        c->name, cmd->opc, s);
+				log_err(
+				    "%s: admin opcode 0x%02x: controller fatal status (CSTS 0x%x)",
+				    c->name, cmd->opc, s);
 				admin_abandon(c, -EIO, false);
 			}
 		}
@@ -574,16 +589,18 @@ static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
 		return 1;
 	}
 	if (id->lbaf[fmt].ms) {
-		log_warn("%s: namespace %u has %u bytes of %s metadata per block, which nvmefs does "
-		         "not transfer; skipped",
-		         c->name, nsid, id->lbaf[fmt].ms,
-		         (id->flbas & 0x10) ? "extended-LBA" : "separate");
+		log_warn(
+		    "%s: namespace %u has %u bytes of %s metadata per block, which nvmefs does "
+		    "not transfer; skipped",
+		    c->name, nsid, id->lbaf[fmt].ms,
+		    (id->flbas & 0x10) ? "extended-LBA" : "separate");
 		return 1;
 	}
 	if ((1u << id->lbaf[fmt].lbads) > c->info->max_xfer) {
-		log_warn("%s: namespace %u's block (%u bytes) exceeds the transfer limit (%u bytes); "
-		         "skipped",
-		         c->name, nsid, 1u << id->lbaf[fmt].lbads, c->info->max_xfer);
+		log_warn(
+		    "%s: namespace %u's block (%u bytes) exceeds the transfer limit (%u bytes); "
+		    "skipped",
+		    c->name, nsid, 1u << id->lbaf[fmt].lbads, c->info->max_xfer);
 		return 1;
 	}
 	memset(ns, 0, sizeof(*ns));
@@ -985,10 +1002,14 @@ enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c)
 const char *nvme_ctrl_state_name(enum nvme_ctrl_state s)
 {
 	switch (s) {
-	case NVME_CTRL_LIVE: return "live";
-	case NVME_CTRL_RESETTING: return "resetting";
-	case NVME_CTRL_REMOVED: return "removed";
-	case NVME_CTRL_FAILED: return "failed";
+	case NVME_CTRL_LIVE:
+		return "live";
+	case NVME_CTRL_RESETTING:
+		return "resetting";
+	case NVME_CTRL_REMOVED:
+		return "removed";
+	case NVME_CTRL_FAILED:
+		return "failed";
 	}
 	return "?";
 }
@@ -1006,7 +1027,6 @@ void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *ar
 	c->event_arg = arg;
 	c->event_cb = cb;
 }
-
 
 /* ---- qpairs of this controller ---- */
 
@@ -1060,8 +1080,8 @@ static int on_reactors(struct nvme_ctrl *c, void (*fn)(void *), uint32_t timeout
 	pthread_mutex_lock(&c->thr_lock);
 	while (c->acks < want)
 		if (pthread_cond_timedwait(&c->ack_cond, &c->thr_lock, &ts) != 0) {
-			log_err("%s: %u of %u reactors did not answer the recovery in time", c->name,
-			        want - c->acks, want);
+			log_err("%s: %u of %u reactors did not answer the recovery in time",
+			        c->name, want - c->acks, want);
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -1107,7 +1127,8 @@ static void reset_failed(struct nvme_ctrl *c, bool disabled)
 	RST_ADD(resets_failed, 1);
 	if (disabled) {
 		admin_abandon(c, -EIO, true);
-		log_err("%s: reset failed: the controller is out of service; its I/O fails", c->name);
+		log_err("%s: reset failed: the controller is out of service; its I/O fails",
+		        c->name);
 	} else {
 		log_err("%s: reset failed and the controller could not be disabled: its commands "
 		        "in flight stay outstanding",
@@ -1294,8 +1315,8 @@ void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now)
 		return;
 	uint64_t next = atomic_load_explicit(&c->csts_next_ns, memory_order_relaxed);
 	/* one reactor at a time, a few times a second */
-	if (now < next || !atomic_compare_exchange_strong(&c->csts_next_ns, &next,
-	                                                  now + NVME_CSTS_INTERVAL_NS))
+	if (now < next ||
+	    !atomic_compare_exchange_strong(&c->csts_next_ns, &next, now + NVME_CSTS_INTERVAL_NS))
 		return;
 	uint32_t s = csts(c);
 	if (s == 0xffffffffu) {

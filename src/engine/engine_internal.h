@@ -96,8 +96,8 @@ struct nvme_ctrl {
 	bool thr_stop;
 	bool reset_req;
 	char reset_why[96];
-	unsigned acks; /* reactor calls that finished (thr_lock) */
-	pthread_mutex_t reset_lock; /* one reset, removal or attach at a time */
+	unsigned acks;                 /* reactor calls that finished (thr_lock) */
+	pthread_mutex_t reset_lock;    /* one reset, removal or attach at a time */
 	_Atomic uint64_t csts_next_ns; /* rate limit of the reactors' CSTS reads */
 	_Atomic unsigned aborts_out;
 
@@ -113,7 +113,7 @@ struct nvme_ctrl {
 	struct nvme_ctrl_info *info; /* with ns[] */
 
 	/* recovery */
-	_Atomic int state; /* enum nvme_ctrl_state */
+	_Atomic int state;           /* enum nvme_ctrl_state */
 	struct nvme_ctrl_rstats rst; /* updated with relaxed atomic adds */
 	nvme_ctrl_event_cb event_cb;
 	void *event_arg;

@@ -216,7 +216,7 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 /* Create I/O queue pair qid (1-based, < granted + 1) on controller c, owned by
  * reactor r: rings and trackers on r's NUMA node, its DMA pool mapped for c's
  * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts are on.
- * Call before nvme_reactor_start. */
+ * Call before nvme_reactor_start.  -EAGAIN when the controller is not live. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
 /* Delete the queues on the device and free (reactor stopped or on its
@@ -260,16 +260,25 @@ void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len);
 
 /* ---- I/O on a qpair (owning reactor thread only) ---- */
 
-/* err: 0 or a negative errno (nvme_status_errno); status: the NVMe status
- * ((dnr<<14)|(sct<<8)|sc, 0 on success; NVME_STATUS_TIMEOUT for a timed-out
- * command). */
+/* err: 0 or a negative errno (nvme_status_errno, or -EIO from recovery);
+ * status: the NVMe status ((dnr<<14)|(sct<<8)|sc, 0 on success;
+ * NVME_STATUS_TIMEOUT for a command that kept timing out until its retries
+ * were used up, Command Aborted due to SQ Deletion for one failed by a failed
+ * reset or a removal). */
 #define NVME_STATUS_TIMEOUT 0xffff
 typedef void (*nvme_io_cb)(void *arg, int err, uint16_t status);
 
 /* buf must come from nvme_reactor_buf_alloc of the owning reactor.  len in
  * bytes, a multiple of the namespace's LBA size; transfers larger than
  * max_xfer are split into several commands and complete once.  -EAGAIN: no
- * tracker or SQ slot free now (retry from a later pass), -EINVAL: bad range. */
+ * tracker or SQ slot free now (retry from a later pass), -EINVAL: bad range,
+ * -ENODEV: the controller is removed or failed, -EIO: the namespace changed
+ * across a reset.  While the controller resets, submissions are accepted and
+ * held (see enum nvme_ctrl_state).  A command that times out is aborted and,
+ * failing that, the controller reset and the command sent again (io_retries
+ * times); its callback runs only once the device can no longer touch buf:
+ * success, its real status, or -EIO when the retries are used up or the
+ * controller failed or vanished. */
 int nvme_qpair_read(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, void *buf, size_t len,
 		    nvme_io_cb cb, void *arg);
 int nvme_qpair_write(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, const void *buf,

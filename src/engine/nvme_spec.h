@@ -305,10 +305,10 @@ enum {
 
 /* ---- identify controller, NVM command set specific (CNS 06h) ---- */
 struct nvme_id_ctrl_nvm {
-	uint8_t vsl;   /* verify size limit, 2^n MPSMIN units, 0: none */
-	uint8_t wzsl;  /* write zeroes size limit, 2^n MPSMIN units, 0: none */
+	uint8_t vsl;  /* verify size limit, 2^n MPSMIN units, 0: none */
+	uint8_t wzsl; /* write zeroes size limit, 2^n MPSMIN units, 0: none */
 	uint8_t wusl;
-	uint8_t dmrl;  /* DSM ranges per command, 0: none */
+	uint8_t dmrl;   /* DSM ranges per command, 0: none */
 	uint32_t dmrsl; /* DSM blocks per range, 0: none */
 	uint64_t dmsl;  /* DSM blocks per command, 0: none */
 	uint8_t rsvd16[4080];

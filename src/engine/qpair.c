@@ -214,9 +214,8 @@ static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, uint16_
 /* End a tracker's command: stats, parent accounting, the callback.  The
  * tracker is freed before the callback so it may submit.  Only after its
  * CQE or a disable (the buffer invariant). */
-static inline __attribute__((always_inline)) void finish(struct nvme_qpair *qp,
-                                                         struct nvme_tracker *t, int err,
-                                                         uint16_t status, uint64_t now)
+static inline __attribute__((always_inline)) void
+finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status, uint64_t now)
 {
 	nvme_io_cb cb = t->cb;
 	void *arg = t->arg;
@@ -332,8 +331,8 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 			continue;
 		}
 		uint16_t status = NVME_CQE_STATUS(st);
-		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0, status,
-		       now);
+		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0,
+		       status, now);
 	}
 	qp->cq_head = head;
 	qp->cq_phase = phase;
@@ -560,7 +559,8 @@ static inline __attribute__((always_inline)) int rw_fast(struct nvme_qpair *qp, 
 	uint64_t nlba = qp->ns_nlba;
 	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
 	struct nvme_reactor *r = qp->reactor;
-	if (__builtin_expect(nsid != qp->ns_id || ((len & qp->ns_lba_mask) | ((uintptr_t)buf & 3)) ||
+	if (__builtin_expect(nsid != qp->ns_id ||
+	                         ((len & qp->ns_lba_mask) | ((uintptr_t)buf & 3)) ||
 	                         nlb - 1 >= qp->ns_max_nlb || /* also nlb == 0 */
 	                         slba >= nlba || nlb > nlba - slba || off > qp->pool_len ||
 	                         len > qp->pool_len - off || qp->free_head == TRK_NONE ||
@@ -657,8 +657,8 @@ int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, u
 	if (!(qp->ctrl->info->oncs & NVME_ONCS_DSM))
 		return -EOPNOTSUPP;
 	const struct nvme_ctrl_info *in = qp->ctrl->info;
-	const uint64_t per = in->dsm_max_range_blocks < (1u << 31) ? in->dsm_max_range_blocks
-	                                                            : (1u << 31);
+	const uint64_t per =
+	    in->dsm_max_range_blocks < (1u << 31) ? in->dsm_max_range_blocks : (1u << 31);
 	uint64_t nranges = (nlb + per - 1) / per;
 	if (nranges > in->dsm_max_ranges || (in->dsm_max_blocks && nlb > in->dsm_max_blocks))
 		return -EINVAL;
@@ -712,8 +712,8 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 		struct nvme_tracker *t = &qp->trk[i];
 		if (t->state == TRK_INFLIGHT && live && now >= t->submit_ns &&
 		    now - t->submit_ns >= tmo) {
-			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms", c->name,
-			         qp->qid, t->cid, t->opc, qp->io_timeout_ms);
+			log_warn("%s: qid %u cid 0x%x (opcode 0x%02x) timed out after %u ms",
+			         c->name, qp->qid, t->cid, t->opc, qp->io_timeout_ms);
 			STAT_INC(qp->st.timeouts);
 			__atomic_add_fetch(&c->rst.timeouts, 1, __ATOMIC_RELAXED);
 			t->state = TRK_ABORTING;
@@ -725,8 +725,8 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 		} else if (t->state == TRK_ABORTING && live && now - t->abort_ns >= grace) {
 			escalate = true;
 		} else if (t->state == TRK_HELD && now - t->submit_ns >= tmo) {
-			log_warn("%s: qid %u cid 0x%x held %u ms by a reset: failed", c->name, qp->qid,
-			         t->cid, qp->io_timeout_ms);
+			log_warn("%s: qid %u cid 0x%x held %u ms by a reset: failed", c->name,
+			         qp->qid, t->cid, qp->io_timeout_ms);
 			finish(qp, t, -EIO, NVME_STATUS_TIMEOUT, now);
 		}
 	}
@@ -771,11 +771,11 @@ void nvme_qpair_stop_call(void *arg)
 	struct nvme_qpair *qp = arg;
 	struct nvme_ctrl *c = qp->ctrl;
 	if (qp->held != QP_DEAD) {
-		/* what the device completed before the disable is complete */
-		qp->held = QP_RUN; /* reap looks at the CQ; nothing is submitted meanwhile */
+		/* what the device completed before the disable is complete; what
+		 * the callbacks submit meanwhile is held */
+		qp->held = QP_HELD;
 		while (nvme_qpair_reap(qp, 0) > 0)
 			;
-		qp->held = QP_HELD;
 		ring_zero(qp);
 		qp->created_on_dev = false;
 		uint64_t now = nvme_reactor_now(qp->reactor);
@@ -787,8 +787,10 @@ void nvme_qpair_stop_call(void *arg)
 				continue;
 			if (t->retries >= qp->io_retries) {
 				STAT_INC(qp->st.failed_after_retries);
-				__atomic_add_fetch(&c->rst.failed_after_retries, 1, __ATOMIC_RELAXED);
-				finish(qp, t, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
+				__atomic_add_fetch(&c->rst.failed_after_retries, 1,
+				                   __ATOMIC_RELAXED);
+				finish(qp, t, -EIO,
+				       NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
 				       now);
 				continue;
 			}
@@ -1091,8 +1093,9 @@ void nvme_qpair_destroy(struct nvme_qpair *qp)
 		if (qp->created_on_dev && qp->held != QP_DEAD) {
 			/* the queue could not be deleted: the device may still write into
 			 * these buffers, so they are not handed back (the invariant) */
-			log_warn("%s: %u command(s) still on the device at destroy: left outstanding",
-			         qp->name, qp->inflight);
+			log_warn(
+			    "%s: %u command(s) still on the device at destroy: left outstanding",
+			    qp->name, qp->inflight);
 			nvme_reactor_detach(qp->reactor, qp);
 			__atomic_sub_fetch(&c->nr_qpairs, 1, __ATOMIC_RELAXED);
 			return;

@@ -385,7 +385,6 @@ START_TEST(t_shutdown_state)
 }
 END_TEST
 
-
 /* ---- DMA memory: hugepages that cannot be locked fall back to 4 KiB ---- */
 START_TEST(t_dma_huge_fallback)
 {
@@ -558,7 +557,7 @@ START_TEST(t_wz_limits)
 {
 	struct sim *s;
 	struct sim_opts so = sim_defaults(false);
-	so.wzsl = 1;   /* 8 KiB per Write Zeroes */
+	so.wzsl = 1; /* 8 KiB per Write Zeroes */
 	so.dmrl = 4;
 	so.dmrsl = 1000;
 	ck_assert_int_eq(sim_create(&so, &s), 0);
@@ -571,7 +570,8 @@ START_TEST(t_wz_limits)
 	ck_assert_uint_eq(in->dsm_max_range_blocks, 1000);
 	ck_assert_uint_eq(in->dsm_max_blocks, 0);
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	struct nvme_qpair *qp;
 	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &qp), 0);

@@ -482,7 +482,8 @@ START_TEST(t_bad_input)
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, UINT64_MAX, buf, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, outside, 512, done_cb, &d), -EINVAL);
 	ck_assert_int_eq(nvme_qpair_read(e.qp, 1, 0, buf + 2, 512, done_cb, &d), -EINVAL);
-	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, false, done_cb, &d), -EINVAL);
+	ck_assert_int_eq(nvme_qpair_write_zeroes(e.qp, 1, 1u << 16, 1, false, done_cb, &d),
+	                 -EINVAL);
 	ck_assert_uint_eq(nvme_qpair_inflight(e.qp), 0);
 	/* trackers exhausted: -EAGAIN, and the queue recovers */
 	unsigned n = 0;

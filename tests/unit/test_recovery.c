@@ -17,8 +17,8 @@
 #include "sim.h"
 
 #define HANG_MS 30000
-#define NBUF 8
-#define BUFSZ (64u << 10)
+#define NBUF    8
+#define BUFSZ   (64u << 10)
 
 struct rig {
 	struct sim *sim;
@@ -43,30 +43,54 @@ struct rig_opts {
 	unsigned retries;
 	bool threaded;
 	unsigned ready_delay_ms;
+	enum nvme_poll_mode mode; /* poll unless said */
+	bool interrupts;
+	_Atomic bool *shrink_ns1; /* when set: Identify reports namespace 1 smaller */
 };
+
+static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
+{
+	_Atomic bool *on = arg;
+	if ((cmd->cdw10 & 0xff) == NVME_ID_CNS_NS && cmd->nsid == 1 && atomic_load(on)) {
+		struct nvme_id_ns *id = data;
+		id->nsze = id->ncap = id->nuse = id->nsze / 2;
+	}
+	return status;
+}
 
 static void rig_open(struct rig *g, const struct rig_opts *o)
 {
 	memset(g, 0, sizeof(*g));
-	struct sim_opts so = {.name = "rec", .nr_ns = 1, .threaded = o->threaded,
-	                      .ready_delay_ms = o->ready_delay_ms};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512,
-	                                .backing = SIM_BACKING_RAM};
+	struct sim_opts so = {.name = "rec",
+	                      .threaded = o->threaded,
+	                      .ready_delay_ms = o->ready_delay_ms,
+	                      .nr_ns = 2};
+	if (o->shrink_ns1) {
+		so.identify_hook = shrink_hook;
+		so.hook_arg = o->shrink_ns1;
+	}
+	so.ns[1] =
+	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	ck_assert_int_eq(sim_create(&so, &g->sim), 0);
 	struct nvme_ctrl_opts co = {.name = "rec",
 	                            .io_queues = o->reactors,
 	                            .queue_depth = 32,
 	                            .cq_budget = 4,
 	                            .io_timeout_ms = o->timeout_ms,
-	                            .io_retries = o->retries};
+	                            .io_retries = o->retries,
+	                            .interrupts = o->interrupts};
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(g->sim), &co, &g->c), 0);
 	nvme_ctrl_set_event_cb(g->c, state_cb, g);
 	g->nr = o->reactors;
 	for (unsigned i = 0; i < g->nr; i++) {
 		struct nvme_reactor_opts ro = {
-		    .id = i, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
+		    .id = i, .cpu = -1, .mode = o->mode, .buf_pool_bytes = 8u << 20};
 		ck_assert_int_eq(nvme_reactor_create(&ro, &g->r[i]), 0);
 		ck_assert_int_eq(nvme_qpair_create(g->c, g->r[i], (uint16_t)(i + 1), &g->qp[i]), 0);
+		if (o->interrupts)
+			ck_assert_int_ge(nvme_qpair_vector(g->qp[i]), 1);
 		for (unsigned b = 0; b < NBUF; b++) {
 			g->buf[i][b] = nvme_reactor_buf_alloc(g->r[i], BUFSZ);
 			ck_assert_ptr_nonnull(g->buf[i][b]);
@@ -99,13 +123,13 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-#define WAIT_FOR(cond)                                                                   \
-	do {                                                                             \
-		uint64_t t0_ = nvme_now_ns();                                            \
-		while (!(cond)) {                                                        \
-			ck_assert_msg(ms_since(t0_) < HANG_MS, "hung waiting for " #cond); \
-			sleep_ms(1);                                                     \
-		}                                                                        \
+#define WAIT_FOR(cond)                                                                             \
+	do {                                                                                       \
+		uint64_t t0_ = nvme_now_ns();                                                      \
+		while (!(cond)) {                                                                  \
+			ck_assert_msg(ms_since(t0_) < HANG_MS, "hung waiting for " #cond);         \
+			sleep_ms(1);                                                               \
+		}                                                                                  \
 	} while (0)
 
 static void fill(uint8_t *p, size_t len, uint32_t seed)
@@ -148,8 +172,9 @@ static void io_submit_call(void *arg)
 	struct nvme_qpair *qp = io->g->qp[io->q];
 	nvme_io_cb cb = io->cb ? io->cb : io_done;
 	io->state_at_submit = nvme_ctrl_state(io->g->c);
-	io->submit_rc = io->write ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
-	                          : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
+	io->submit_rc = io->write
+	                    ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
+	                    : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
 	if (io->submit_rc < 0) {
 		io->err = io->submit_rc;
 		atomic_store(&io->done, 1);
@@ -157,8 +182,8 @@ static void io_submit_call(void *arg)
 	atomic_store(&io->submitted, 1);
 }
 
-static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba,
-                     size_t len, uint8_t *buf)
+static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba, size_t len,
+                     uint8_t *buf)
 {
 	memset(io, 0, sizeof(*io));
 	io->g = g;
@@ -184,6 +209,13 @@ static int io_sync(struct rig *g, unsigned q, bool write, uint64_t lba, size_t l
 	return io_wait(&io);
 }
 
+/* Wait until the device holds n stalled commands (fetched, not executed). */
+static void wait_stalled(struct rig *g, uint64_t n)
+{
+	struct sim_stats ss;
+	WAIT_FOR((sim_get_stats(g->sim, &ss), ss.stalled == n));
+}
+
 /* Write a pattern at lba through queue q (buffer 7 of that reactor). */
 static void put_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, uint32_t seed)
 {
@@ -205,7 +237,11 @@ static void check_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, u
 START_TEST(t_abort_ok)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 100, 4096, 11);
 	sim_fault_stall_next(g.sim, 1);
@@ -235,11 +271,75 @@ START_TEST(t_abort_ok)
 }
 END_TEST
 
+/* ---- a slow device: within the timeout nothing happens; beyond it, a
+ * reset and the command sent again (the device is fast again after the
+ * reset: success), or it stays slow (EIO after io_retries) ---- */
+static void slow_cured(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	struct rig *g = arg;
+	state_cb(arg, c, s);
+	if (s == NVME_CTRL_RESETTING)
+		sim_fault_delay(g->sim, 0);
+}
+
+START_TEST(t_slow_device)
+{
+	struct rig g;
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 2,
+	                     .threaded = true};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 600, 4096, 55);
+	/* slow but in time */
+	sim_fault_delay(g.sim, 100000);
+	check_pattern(&g, 0, 600, 4096, 55);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.timeouts, 0);
+	/* too slow, cured by the reset */
+	nvme_ctrl_set_event_cb(g.c, slow_cured, &g);
+	sim_fault_delay(g.sim, 1000000);
+	struct io io;
+	uint64_t t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), 0);
+	printf("slow device (1 s per command, timeout 200 ms), fast after a reset: caller saw "
+	       "success after %llu ms\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000));
+	uint8_t want[4096];
+	fill(want, 4096, 55);
+	ck_assert_mem_eq(g.buf[0][0], want, 4096);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	/* too slow for good: every try times out */
+	nvme_ctrl_set_event_cb(g.c, state_cb, &g);
+	sim_fault_delay(g.sim, 1000000);
+	t0 = nvme_now_ns();
+	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
+	ck_assert_int_eq(io_wait(&io), -EIO);
+	printf("slow device for good: caller saw EIO after %llu ms (%u retries)\n",
+	       (unsigned long long)((io.done_ns - t0) / 1000000), o.retries);
+	sim_fault_delay(g.sim, 0);
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.failed_after_retries, 1);
+	ck_assert_uint_eq(rs.resets_failed, 0);
+	put_pattern(&g, 0, 700, 4096, 56);
+	check_pattern(&g, 0, 700, 4096, 56);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- abort ignored: reset, resubmitted, the right data ---- */
 START_TEST(t_abort_ignored_reset)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 200, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 200, 8192, 22);
 	sim_fault_abort_ignore(g.sim, true);
@@ -261,6 +361,8 @@ START_TEST(t_abort_ignored_reset)
 	ck_assert_uint_eq(rs.resets_ok, 1);
 	ck_assert_uint_eq(rs.resubmitted, 1);
 	ck_assert_uint_gt(rs.reset_last_ns, 0);
+	ck_assert_uint_ge(rs.reset_max_ns, rs.reset_last_ns);
+	printf("abort ignored: the reset itself took %.1f ms\n", rs.reset_last_ns / 1e6);
 	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_RESETTING]), 1);
 	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_LIVE]), 1);
 	/* I/O goes on */
@@ -270,11 +372,95 @@ START_TEST(t_abort_ignored_reset)
 }
 END_TEST
 
+/* ---- the same, in interrupt and hybrid mode: after the reset the queues
+ * come back with their vectors and the resent commands complete by interrupt */
+START_TEST(t_reset_irq_modes)
+{
+	struct rig g;
+	struct rig_opts o = {.reactors = 2,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = true,
+	                     .interrupts = true,
+	                     .mode = _i ? NVME_MODE_HYBRID : NVME_MODE_INTERRUPT};
+	rig_open(&g, &o);
+	for (unsigned q = 0; q < 2; q++)
+		put_pattern(&g, q, 4000 + q * 16, 4096, 200 + q);
+	sim_fault_abort_ignore(g.sim, true);
+	sim_fault_stall_next(g.sim, 1);
+	struct io io[2];
+	io_start(&g, &io[0], 0, false, 4000, 4096, g.buf[0][0]);
+	io_start(&g, &io[1], 1, false, 4016, 4096, g.buf[1][0]);
+	for (unsigned q = 0; q < 2; q++) {
+		ck_assert_int_eq(io_wait(&io[q]), 0);
+		uint8_t want[4096];
+		fill(want, 4096, 200 + q);
+		ck_assert_mem_eq(g.buf[q][0], want, 4096);
+	}
+	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c, &rs);
+	ck_assert_uint_eq(rs.resets_ok, 1);
+	for (unsigned q = 0; q < 2; q++) {
+		put_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
+		check_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
+		struct nvme_qpair_stats st;
+		nvme_qpair_stats_get(g.qp[q], &st);
+		ck_assert_uint_gt(st.interrupts, 0);
+	}
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- a namespace that changed size across a reset fails its I/O ---- */
+static void ns2_read_call(void *arg)
+{
+	struct io *io = arg;
+	io->submit_rc = nvme_qpair_read(io->g->qp[0], 2, 0, io->buf, 4096, io_done, io);
+	if (io->submit_rc < 0) {
+		io->err = io->submit_rc;
+		atomic_store(&io->done, 1);
+	}
+	atomic_store(&io->submitted, 1);
+}
+
+START_TEST(t_ns_changed)
+{
+	struct rig g;
+	_Atomic bool shrink = false;
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1,
+	                     .shrink_ns1 = &shrink};
+	rig_open(&g, &o);
+	put_pattern(&g, 0, 0, 4096, 1);
+	atomic_store(&shrink, true);
+	ck_assert_int_eq(nvme_ctrl_reset(g.c), 0);
+	ck_assert(nvme_ctrl_get_info(g.c)->ns[0].failed);
+	ck_assert(!nvme_ctrl_get_info(g.c)->ns[1].failed);
+	ck_assert_int_eq(io_sync(&g, 0, false, 0, 4096, g.buf[0][0]), -EIO);
+	/* the other namespace is unaffected */
+	struct io io;
+	memset(&io, 0, sizeof(io));
+	io.g = &g;
+	io.buf = g.buf[0][1];
+	ck_assert_int_eq(nvme_reactor_call(g.r[0], ns2_read_call, &io), 0);
+	ck_assert_int_eq(io_wait(&io), 0);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- retries used up: -EIO, after the disable ---- */
 START_TEST(t_retries_exhausted)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = 1, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 150,
+	                     .retries = 1,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	sim_fault_abort_ignore(g.sim, true);
 	sim_fault_stall_next(g.sim, 2); /* the first try and its one retry stall */
@@ -304,12 +490,17 @@ END_TEST
 START_TEST(t_cfs)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 400, 4096, 33);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 400, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
 	sim_fault_cfs(g.sim);
 	ck_assert_int_eq(io_wait(&io), 0);
@@ -335,7 +526,11 @@ START_TEST(t_held_during_reset)
 {
 	struct rig g;
 	/* enabling takes 400 ms: the reset lasts at least that long */
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true,
 	                     .ready_delay_ms = 400};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 44);
@@ -363,7 +558,11 @@ END_TEST
 START_TEST(t_held_too_long)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 100, .retries = 3, .threaded = true,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 100,
+	                     .retries = 3,
+	                     .threaded = true,
 	                     .ready_delay_ms = 1500};
 	rig_open(&g, &o);
 	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
@@ -415,7 +614,7 @@ static void inv_read_done(void *arg, int err, uint16_t status)
 	v->read_err = err;
 	v->resets_at_cb = ss.resets;
 	v->stalled_at_cb = ss.stalled;
-	fill(v->a, 4096, 77); /* the buffer is ours again: reuse it */
+	fill(v->a, 4096, 77);                               /* the buffer is ours again: reuse it */
 	v->released = sim_fault_release_stalled(v->g->sim); /* the device finishing late */
 	int rc = nvme_qpair_write(v->g->qp[0], 1, 900, v->a, 4096, false, inv_write_done, v);
 	if (rc < 0) {
@@ -435,7 +634,10 @@ START_TEST(t_buffer_invariant)
 {
 	struct rig g;
 	unsigned retries = _i & 1 ? 0 : 3; /* the read fails with EIO, or is resubmitted */
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 150, .retries = retries,
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 150,
+	                     .retries = retries,
 	                     .threaded = (_i & 2) != 0};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 800, 4096, 66); /* X: the stale data */
@@ -447,9 +649,9 @@ START_TEST(t_buffer_invariant)
 	ck_assert_int_eq(v.read_err, retries ? 0 : -EIO);
 	ck_assert_uint_ge(v.resets_at_cb, 1); /* the callback ran after the disable */
 	ck_assert_uint_eq(v.stalled_at_cb, 0);
-	ck_assert_int_eq(v.released, 0);      /* nothing left on the device to finish late */
+	ck_assert_int_eq(v.released, 0); /* nothing left on the device to finish late */
 	ck_assert_int_eq(v.w.err, 0);
-	check_pattern(&g, 0, 900, 4096, 77);  /* Y has the new data, not X's */
+	check_pattern(&g, 0, 900, 4096, 77); /* Y has the new data, not X's */
 	rig_close(&g);
 }
 END_TEST
@@ -458,12 +660,17 @@ END_TEST
 START_TEST(t_removal_reattach)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	put_pattern(&g, 0, 1000, 8192, 88);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 1000, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
 	sim_fault_remove(g.sim);
 	ck_assert_int_eq(io_wait(&io), -EIO);
@@ -507,11 +714,16 @@ END_TEST
 START_TEST(t_remove_live)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	struct nvme_bus *bus = NULL;
 	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
 	ck_assert_ptr_nonnull(bus);
@@ -522,8 +734,8 @@ START_TEST(t_remove_live)
 	ck_assert_uint_eq(ss.stalled, 0);
 	/* a different controller on the bus: refused, the caller keeps the bus */
 	struct sim_opts so = {.name = "other", .nr_ns = 1};
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512,
-	                                .backing = SIM_BACKING_RAM};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	struct sim *other;
 	ck_assert_int_eq(sim_create(&so, &other), 0);
 	ck_assert_int_eq(nvme_ctrl_attach(g.c, sim_bus(other)), -ESTALE);
@@ -540,11 +752,16 @@ END_TEST
 START_TEST(t_reset_fails)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	sim_fault_stall_next(g.sim, 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
+	wait_stalled(&g, 1);
 	sim_fault_never_ready(g.sim, true);
 	ck_assert_int_eq(nvme_ctrl_reset(g.c), -EIO);
 	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_FAILED);
@@ -565,7 +782,11 @@ END_TEST
 START_TEST(t_two_reactors)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 2, .timeout_ms = 200, .retries = 3, .threaded = true};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 2,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .threaded = true};
 	rig_open(&g, &o);
 	for (unsigned q = 0; q < 2; q++)
 		put_pattern(&g, q, 2000 + q * 100, 4096, 100 + q);
@@ -626,7 +847,11 @@ static void adm_cb(void *arg, int err, const struct nvme_cqe *cqe)
 START_TEST(t_admin_async)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 1, .timeout_ms = 5000, .retries = 3, .threaded = _i & 1};
+	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = _i & 1};
 	rig_open(&g, &o);
 	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
 	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
@@ -659,12 +884,15 @@ END_TEST
 
 int main(void)
 {
-	log_set_level(LOG_LVL_ERROR);
+	log_set_level(getenv("TEST_LOG") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
 	Suite *s = suite_create("recovery");
 	TCase *tc = tcase_create("recovery");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, t_abort_ok, 0, 2);
 	tcase_add_loop_test(tc, t_abort_ignored_reset, 0, 2);
+	tcase_add_test(tc, t_slow_device);
+	tcase_add_loop_test(tc, t_reset_irq_modes, 0, 2);
+	tcase_add_loop_test(tc, t_ns_changed, 0, 2);
 	tcase_add_loop_test(tc, t_retries_exhausted, 0, 2);
 	tcase_add_loop_test(tc, t_cfs, 0, 2);
 	tcase_add_test(tc, t_held_during_reset);
