@@ -20,6 +20,18 @@ ifeq ($(SAN),1)
 B ?= build-san
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 OPT := -O1
+else ifeq ($(TSAN),1)
+# clang: gcc refuses atomic_thread_fence under -fsanitize=thread
+B ?= build-tsan
+CC := clang
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+OPT := -O1
+else ifeq ($(FUZZ),1)
+# libFuzzer needs clang; the module archives are instrumented for coverage
+B ?= build-fuzz
+CC := clang
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT := -O1
 else
 B ?= build
 SANFLAGS :=
@@ -103,12 +115,41 @@ ifeq ($(SAN),1)
 check: deps
 	$(MAKE) SAN=1 all
 	BUILD=$(B) sh tests/run.sh unit integration
+else ifeq ($(TSAN),1)
+check: deps
+	$(MAKE) TSAN=1 all
+	BUILD=$(B) sh tests/run.sh unit integration
 else
 check: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
-	BUILD=build BUILD_SAN=build-san sh tests/run.sh unit integration unit-san vm
+	$(MAKE) TSAN=1 all
+	$(MAKE) FUZZ=1 fuzzers
+	BUILD=build BUILD_SAN=build-san BUILD_TSAN=build-tsan BUILD_FUZZ=build-fuzz \
+		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration unit-san unit-tsan fuzz vm
 endif
+
+# ---- fuzzing: tests/fuzz/fuzz_NAME.c, seeds in tests/fuzz/corpus/NAME/ ----
+# `make fuzz` runs each target for FUZZ_SECONDS (60) on a scratch copy of its
+# corpus; `make check` runs each for CI_FUZZ_SECONDS (15) as a smoke test.
+FUZZ_SECONDS ?= 60
+CI_FUZZ_SECONDS ?= 15
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRCS))
+fuzzers: $(FUZZ_BINS)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+# ---- soak (not in CI): 10 minutes of fio verify under injected faults, and
+# 20 kill -9 cycles; bench/soak/ gets the verdict and the plot ----
+soak: deps
+	$(MAKE) all
+	sh bench/soak.sh
+	CRASH_CYCLES=20 BUILD=$(CURDIR)/build sh tests/integration/t-crash-cycles.sh
+
+fuzz: deps
+	$(MAKE) FUZZ=1 fuzzers
+	BUILD_FUZZ=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/run.sh fuzz
 
 check-unit: all
 	BUILD=$(B) sh tests/run.sh unit
@@ -145,7 +186,7 @@ tidy:
 	clang-tidy $$(find src -name '*.c') -- $(CPPFLAGS) -std=gnu11
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all deps run check check-unit check-integration check-vm install uninstall format tidy clean
+.PHONY: all deps run check fuzz fuzzers soak check-unit check-integration check-vm install uninstall format tidy clean
 .SECONDARY:

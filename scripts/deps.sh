@@ -7,9 +7,10 @@ set -eu
 
 BUILD="gcc make pkg-config libc6-dev libfuse3-dev fuse3 libev-dev libnuma-dev \
 	libinih-dev libjson-c-dev libsystemd-dev libmount-dev check"
-TEST="fio util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils"
+# clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
+TEST="clang libclang-rt-14-dev e2fsprogs fio util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils"
 VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
-BENCH="qemu-system-common nbdkit libnbd-bin valgrind"
+BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 
 case "${1:-all}" in
 build) PKGS="$BUILD" ;;

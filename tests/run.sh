@@ -2,6 +2,9 @@
 # run.sh SUITE... - run test suites and print one summary.
 #   unit         every check binary in $BUILD/tests (counts check's test cases)
 #   unit-san     the same from $BUILD_SAN (ASan+UBSan build)
+#   unit-tsan    the same from $BUILD_TSAN (ThreadSanitizer build)
+#   fuzz         every libFuzzer target in $BUILD_FUZZ/fuzz for $FUZZ_SECONDS
+#                each, on a scratch copy of tests/fuzz/corpus/NAME
 #   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim)
 #   integration-san  the same against $BUILD_SAN
 #   vm           every tests/vm/t-*.sh (VFIO on QEMU's NVMe model in a guest)
@@ -13,13 +16,19 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${BUILD:-build}
 BUILD_SAN=${BUILD_SAN:-build-san}
+BUILD_TSAN=${BUILD_TSAN:-build-tsan}
+BUILD_FUZZ=${BUILD_FUZZ:-build-fuzz}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 case "$BUILD_SAN" in /*) ;; *) BUILD_SAN=$ROOT/$BUILD_SAN ;; esac
+case "$BUILD_TSAN" in /*) ;; *) BUILD_TSAN=$ROOT/$BUILD_TSAN ;; esac
+case "$BUILD_FUZZ" in /*) ;; *) BUILD_FUZZ=$ROOT/$BUILD_FUZZ ;; esac
 LOGDIR=$BUILD/test-logs
 mkdir -p "$LOGDIR"
 PASS=0 FAIL=0 SKIP=0 FAILED=
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# a data race fails the test (exit 66) with both stacks in the log
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 want() { [ -z "${TESTS:-}" ] || echo "$1" | grep -Eq "$TESTS"; }
 
@@ -69,11 +78,43 @@ run_scripts() { # label build files...
 	done
 }
 
+run_fuzz() { # every target for FUZZ_SECONDS on a scratch corpus (seeds untouched)
+	secs=${FUZZ_SECONDS:-60}
+	for f in "$BUILD_FUZZ"/fuzz/fuzz_*; do
+		[ -x "$f" ] || continue
+		name=$(basename "$f"); short=${name#fuzz_}
+		n="fuzz/$short"
+		want "$n" || continue
+		log=$LOGDIR/fuzz_$short.log
+		work=$(mktemp -d /tmp/nvmefs-fuzz.XXXXXX)
+		seeds=$HERE/fuzz/corpus/$short
+		mkdir -p "$work/corpus" "$work/crash"
+		dict=
+		[ -f "$HERE/fuzz/$short.dict" ] && dict=-dict=$HERE/fuzz/$short.dict
+		"$f" $dict -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix="$work/crash/" "$work/corpus" "$seeds" > "$log" 2>&1
+		rc=$?
+		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+		if [ $rc = 0 ]; then
+			PASS=$((PASS + 1)); echo "PASS: $n (${execs:-?} executions in ${secs}s)"
+		else
+			FAIL=$((FAIL + 1)); FAILED="$FAILED $n"; tail -n 60 "$log"
+			for a in "$work"/crash/*; do
+				[ -f "$a" ] && cp "$a" "$LOGDIR/" && echo "artifact: $LOGDIR/$(basename "$a")"
+			done
+			echo "FAIL: $n (exit $rc)"
+		fi
+		rm -rf "$work"
+	done
+}
+
 for suite in "$@"; do
 	echo "==== $suite"
 	case $suite in
 	unit) run_unit "$BUILD" unit ;;
 	unit-san) run_unit "$BUILD_SAN" unit-san ;;
+	unit-tsan) run_unit "$BUILD_TSAN" unit-tsan ;;
+	fuzz) run_fuzz ;;
 	integration) run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh ;;
 	integration-san) run_scripts integration-san "$BUILD_SAN" "$HERE"/integration/t-*.sh ;;
 	vm) run_scripts vm "$BUILD" "$HERE"/vm/t-*.sh ;;

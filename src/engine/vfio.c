@@ -775,9 +775,10 @@ static int vfio_irq1_set(struct vfio_bus *vb, unsigned index, const char *what, 
 			 int efd)
 {
 	struct vfio_irq_info ii = {.argsz = sizeof(ii), .index = index};
-	struct {
+	/* the header and one eventfd: vfio_irq_set ends in a flexible array */
+	union {
 		struct vfio_irq_set s;
-		int fd;
+		uint8_t raw[sizeof(struct vfio_irq_set) + sizeof(int)];
 	} is;
 
 	if (efd < 0 && !*wired)
@@ -797,7 +798,7 @@ static int vfio_irq1_set(struct vfio_bus *vb, unsigned index, const char *what, 
 	if (efd >= 0) {
 		is.s.count = 1;
 		is.s.flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
-		is.fd = efd;
+		memcpy(is.s.data, &efd, sizeof(efd));
 	} else {
 		/* count 0 with DATA_NONE tears the trigger down */
 		is.s.argsz = sizeof(is.s);
