@@ -8,7 +8,8 @@
 # while (the engine aborts, resets and resubmits: ext4 must see no error),
 # then again while it is put in controller fatal status.  After an unmount,
 # fsck must find the file system clean; after a remount with the page cache
-# dropped, every file must read back with its checksum.
+# dropped, every file must read back with its checksum.  (A spell longer than
+# the retries fails I/O with EIO by design: t-fault-slow covers that.)
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v mkfs.ext4 >/dev/null || skip "no mkfs.ext4 (e2fsprogs)"
@@ -47,10 +48,12 @@ for kib in 1 3 4 17 64 129 512 1000 2048 8192; do
 done
 (cd "$TMP/src" && sha256sum f* > "$TMP/sums")
 
-# copy 1: the device turns slow (past the timeout) in the middle
+# copy 1: the device turns slow (every command 3x the timeout) for 0.7 s, a
+# spell shorter than the retries last (io_retries 3: four tries, each a
+# timeout plus an abort's grace), so every command must end well
 timeout 120 "$CTL" -s "$TMP/admin.sock" inject nvme0 delay $((IO_TIMEOUT * 3)) > /dev/null ||
 	fail "inject delay"
-(sleep 2; "$CTL" -s "$TMP/admin.sock" inject nvme0 clear > /dev/null) &
+(sleep 0.7; "$CTL" -s "$TMP/admin.sock" inject nvme0 clear > /dev/null) &
 CLR=$!
 timeout 300 cp -r "$TMP/src" "$FSMNT/a" || fail "cp while slow"
 timeout 120 sync -f "$FSMNT/a" || fail "sync while slow"
