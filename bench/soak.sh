@@ -218,6 +218,9 @@ set y2tics
 set ytics nomirror
 set key outside bottom center horizontal
 set grid
+set yrange [0:*]
+set y2range [0:*]
+set xrange [0:*]
 $arrows
 plot "$OUT/soak.csv" every ::1 using 1:2 with linespoints title "IOPS (10 s)", \
      "$OUT/soak.csv" every ::1 using 1:(\$3/1024) axes x1y2 with lines lw 2 title "RSS (MiB)"
