@@ -89,7 +89,7 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
 			(unsigned long long)fst.resource_waits);
 		log_msg(lvl,
-			"stats: fuse inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
+			"stats: sched inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
 			"waits_mem=%llu waits_slot=%llu waits_lock=%llu lock_wait_us=%llu "
 			"bounce_bytes=%llu bounce_peak=%llu channel_pauses=%llu "
 			"read_p99_us=%llu write_p99_us=%llu",

@@ -2,7 +2,7 @@
 # tests/integration/lib.sh; POSIX sh).
 #
 #   fuse_stat KEY           a counter of the front end's scheduler stats line
-#                           (SIGUSR1: "stats: fuse inflight=...")
+#                           (SIGUSR1: "stats: sched inflight=...")
 #   fio_deadline SECS ARGS  run fio ARGS (JSON output to $TMP/fio.json); if it
 #                           has not ended within SECS, fail, kill the daemon
 #                           with SIGKILL (which fails its requests, so fio can
@@ -21,15 +21,15 @@
 # verified.
 
 fuse_stat() {
-	before=$(grep -c "stats: fuse inflight=" "$LOG")
+	before=$(grep -c "stats: sched inflight=" "$LOG")
 	kill -USR1 "$DPID"
 	i=0
 	while [ $i -lt 50 ]; do
-		[ "$(grep -c "stats: fuse inflight=" "$LOG")" -gt "$before" ] && break
+		[ "$(grep -c "stats: sched inflight=" "$LOG")" -gt "$before" ] && break
 		sleep 0.1
 		i=$((i + 1))
 	done
-	grep "stats: fuse inflight=" "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n "s/^$1=//p"
+	grep "stats: sched inflight=" "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n "s/^$1=//p"
 }
 
 fio_deadline() {
@@ -43,7 +43,7 @@ fio_deadline() {
 			fail "fio still running after ${secs}s: requests hang (daemon state follows)"
 			kill -USR1 "$DPID" 2>/dev/null
 			sleep 0.5
-			grep "stats: fuse" "$LOG" | tail -n 2
+			grep -E "stats: (fuse|sched) " "$LOG" | tail -n 2
 			kill -9 "$DPID" 2>/dev/null
 			wait "$DPID" 2>/dev/null
 			DPID=
