@@ -6,7 +6,8 @@
  *
  * Stopping: stop taking FUSE requests, wait until every request taken has
  * been answered, unmount, stop the reactors, delete the queues, shut the
- * controllers down (CC.SHN) and exit 0.
+ * controllers down (CC.SHN) and exit 0; exit 1 if the drain deadline passed
+ * with requests unanswered (the front end frees them and logs how many).
  *
  * A controller that goes away (the VFIO request IRQ: hot removal or an
  * unbind; or a reactor finding its BAR reading all ones, reported through the
@@ -40,6 +41,7 @@
 #include "sim.h"
 
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
+#define POOL_MIB_MAX 4096u
 #define DRAIN_POLL 0.01         /* seconds between checks while draining */
 
 struct daemon;
@@ -79,6 +81,7 @@ struct daemon {
 	ev_async session_end;
 	ev_timer drain;
 	bool stopping;
+	bool gave_up;           /* requests left unanswered at the drain deadline */
 	ev_tstamp drain_deadline;
 };
 
@@ -112,6 +115,25 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.fallocs,
 			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
 			(unsigned long long)fst.resource_waits);
+		log_msg(lvl,
+			"stats: sched inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
+			"waits_mem=%llu waits_slot=%llu waits_lock=%llu lock_wait_us=%llu "
+			"bounce_bytes=%llu bounce_peak=%llu channel_pauses=%llu "
+			"read_p99_us=%llu write_p99_us=%llu",
+			(unsigned long long)fst.inflight,
+			(unsigned long long)fst.parked[FUSEFS_WAIT_MEM],
+			(unsigned long long)fst.parked[FUSEFS_WAIT_SLOT],
+			(unsigned long long)fst.parked[FUSEFS_WAIT_LOCK],
+			(unsigned long long)fst.waits[FUSEFS_WAIT_MEM],
+			(unsigned long long)fst.waits[FUSEFS_WAIT_SLOT],
+			(unsigned long long)fst.waits[FUSEFS_WAIT_LOCK],
+			(unsigned long long)(fst.lock_wait_ns / 1000),
+			(unsigned long long)fst.bounce_bytes, (unsigned long long)fst.bounce_peak,
+			(unsigned long long)fst.channel_pauses,
+			(unsigned long long)(nvme_lat_percentile(fst.op[FUSEFS_OP_READ].lat_ns, 99.0) /
+					     1000),
+			(unsigned long long)(nvme_lat_percentile(fst.op[FUSEFS_OP_WRITE].lat_ns, 99.0) /
+					     1000));
 	}
 }
 
@@ -129,6 +151,7 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	} else {
 		log_warn("%u request(s) still in flight at the drain deadline: stopping anyway",
 			 fusefs_inflight(d->fs));
+		d->gave_up = true;
 	}
 	ev_timer_stop(loop, w);
 	ev_break(loop, EVBREAK_ALL);
@@ -467,6 +490,17 @@ static int open_controllers(struct daemon *d)
 	return 0;
 }
 
+/* NVMEFS_POOL_MIB: a test and benchmarking knob (small pools exercise the
+ * front end's waiting for memory); the front end refuses a pool that cannot
+ * hold its largest request. */
+static size_t pool_bytes(void)
+{
+	const char *s = getenv("NVMEFS_POOL_MIB");
+	unsigned long mib = s ? strtoul(s, NULL, 10) : 0;
+
+	return mib && mib <= POOL_MIB_MAX ? (size_t)mib << 20 : POOL_BYTES;
+}
+
 static int start_reactors(struct daemon *d)
 {
 	const struct cfg_engine *e = &d->cfg->engine;
@@ -497,7 +531,7 @@ static int start_reactors(struct daemon *d)
 			.mode = e->mode == CFG_MODE_POLL        ? NVME_MODE_POLL
 				: e->mode == CFG_MODE_INTERRUPT ? NVME_MODE_INTERRUPT
 								: NVME_MODE_HYBRID,
-			.buf_pool_bytes = POOL_BYTES,
+			.buf_pool_bytes = pool_bytes(),
 		};
 
 		rc = nvme_reactor_create(&ro, &d->reactors[r]);
@@ -735,5 +769,5 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		log_info("stopped");
 	cfg_free(d.cfg);
-	return rc ? 1 : 0;
+	return rc || d.gave_up ? 1 : 0;
 }

@@ -15,7 +15,10 @@
  * (the session fd is non-blocking, one ev_io watcher per reading reactor).  A
  * request is served entirely on the reactor that read it: its qpairs, its DMA
  * buffers, and the reply from the completion callback.  Only the per-
- * namespace range lock is shared (a mutex, held for list updates only).
+ * namespace range lock is shared (a mutex, held for tree updates only); a
+ * grant for another reactor's request is handed to that reactor.  What each
+ * reactor holds is bounded (max_requests, bounce_max, its DMA pool): see
+ * rqsched.h and docs/fuse.md.
  *
  * Prefix fusefs_: libfuse owns fuse_ and exports fuse_fs_* symbols.
  *

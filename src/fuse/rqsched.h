@@ -78,8 +78,9 @@ struct sched_rq {
 	uint64_t lb0, lb1;
 	/* Called with memory and grant held, on the scheduler's thread, first
 	 * from sched_start or a kick and again after each SCHED_STALL or
-	 * sched_resume.  SCHED_STALL: no tracker, nothing submitted by this
-	 * call; call me again later. */
+	 * sched_resume.  SCHED_STALL: no tracker for the next command (what
+	 * this call submitted before it stays submitted); call me again
+	 * later, in order with the other stalled requests. */
 	enum sched_res (*run)(struct sched_rq *q);
 	/* Give up on the request without running it further: answer errnum
 	 * (or nothing when the channel is gone: errnum 0).  The scheduler
