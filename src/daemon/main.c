@@ -43,6 +43,11 @@
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define POOL_MIB_MAX 4096u
 #define DRAIN_POLL 0.01         /* seconds between checks while draining */
+/* The longest a stop waits for requests in flight, whatever io_timeout_ms
+ * (up to 600 s) and io_retries say: the systemd unit's TimeoutStopSec must
+ * cover this plus the controllers' shutdown (CC.SHN, at most 60 s), and
+ * t-install checks that it does. */
+#define DRAIN_MAX_S 30.0
 
 struct daemon;
 
@@ -169,8 +174,10 @@ static void begin_stop(struct daemon *d, const char *why)
 	notify_stopping("stopping (%s)", why);
 	fusefs_stop(d->fs);
 	/* the engine fails a stuck command after its timeout (and a reset):
-	 * allow for that, then give up waiting */
-	d->drain_deadline = ev_now(d->loop) + 2.0 * d->cfg->engine.io_timeout_ms / 1000.0 + 5.0;
+	 * allow for that, then give up waiting (capped: a stop must end
+	 * within the unit's TimeoutStopSec) */
+	double wait = 2.0 * d->cfg->engine.io_timeout_ms / 1000.0 + 5.0;
+	d->drain_deadline = ev_now(d->loop) + (wait < DRAIN_MAX_S ? wait : DRAIN_MAX_S);
 	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
 	d->drain.data = d;
 	ev_timer_start(d->loop, &d->drain);

@@ -33,6 +33,19 @@ for rd in $(sed -n 's/^RuntimeDirectory=//p' "$U"); do
 done
 echo "no runtime directory holds the mountpoint $mp"
 
+# The stop timeout must outlast the longest stop: the drain's cap
+# (DRAIN_MAX_S in main.c) plus the controllers' shutdown cap (ctrl.c).
+drain=$(sed -n 's/^#define DRAIN_MAX_S \([0-9]*\).*/\1/p' "$ROOT/src/daemon/main.c")
+shn=$(sed -n 's/.*shutdown_timeout_ms = id->rtd3e \/ 1000u > \([0-9]*\) ?.*/\1/p' "$ROOT/src/engine/ctrl.c")
+stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$U")
+if [ -z "$drain" ] || [ -z "$shn" ] || [ -z "$stop" ]; then
+	fail "cannot read the drain cap ($drain), shutdown cap ($shn) or TimeoutStopSec ($stop)"
+elif [ "$stop" -le $((drain + shn / 1000)) ]; then
+	fail "TimeoutStopSec=$stop is not above the drain cap $drain s + shutdown cap $((shn / 1000)) s"
+else
+	echo "TimeoutStopSec=$stop > drain $drain s + shutdown $((shn / 1000)) s"
+fi
+
 if command -v systemd-analyze >/dev/null; then
 	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||
 		fail "systemd-analyze verify"
