@@ -1,6 +1,8 @@
 # nvmefs - plain GNU make.  `make` builds build/nvmefsd, build/nvmefsctl and
 # build/nvmefs-perf; `make check` runs every test; `make check SAN=1` builds
-# into build-san/ with ASan+UBSan and runs the unit and integration tests there.
+# into build-san/ with ASan+UBSan and runs the unit and integration tests there;
+# `make check TSAN=1` does the same in build-tsan/ with ThreadSanitizer (clang).
+# `make fuzz`, `make memcheck` and `make soak` are described at their rules.
 #
 # Each src/<module>/ is its own static archive (build/lib/libnvmefs_<module>.a),
 # so a test links only the objects it uses.  New .c files are picked up
@@ -126,7 +128,8 @@ check: deps
 	$(MAKE) TSAN=1 all
 	$(MAKE) FUZZ=1 fuzzers
 	BUILD=build BUILD_SAN=build-san BUILD_TSAN=build-tsan BUILD_FUZZ=build-fuzz \
-		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration unit-san unit-tsan fuzz vm
+		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration unit-san unit-tsan \
+		unit-valgrind fuzz vm
 endif
 
 # ---- fuzzing: tests/fuzz/fuzz_NAME.c, seeds in tests/fuzz/corpus/NAME/ ----
@@ -157,6 +160,8 @@ check-integration: all
 	BUILD=$(B) sh tests/run.sh integration
 check-vm: all
 	BUILD=$(B) sh tests/run.sh vm
+memcheck: all
+	BUILD=$(B) sh tests/run.sh unit-valgrind
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/nvmefs
@@ -188,5 +193,5 @@ tidy:
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all deps run check fuzz fuzzers soak check-unit check-integration check-vm install uninstall format tidy clean
+.PHONY: all deps run check fuzz fuzzers soak memcheck check-unit check-integration check-vm install uninstall format tidy clean
 .SECONDARY:

@@ -3,6 +3,8 @@
 #   unit         every check binary in $BUILD/tests (counts check's test cases)
 #   unit-san     the same from $BUILD_SAN (ASan+UBSan build)
 #   unit-tsan    the same from $BUILD_TSAN (ThreadSanitizer build)
+#   unit-valgrind  the unit tests of $BUILD under valgrind memcheck (no fork,
+#                no suppressions; any error or definite leak fails the test)
 #   fuzz         every libFuzzer target in $BUILD_FUZZ/fuzz for $FUZZ_SECONDS
 #                each, on a scratch copy of tests/fuzz/corpus/NAME
 #   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim)
@@ -32,13 +34,15 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 want() { [ -z "${TESTS:-}" ] || echo "$1" | grep -Eq "$TESTS"; }
 
-run_unit() { # dir label
-	for t in "$1"/tests/test_*; do
+run_unit() { # dir label [wrapper...]
+	dir=$1 label=$2
+	shift 2
+	for t in "$dir"/tests/test_*; do
 		[ -x "$t" ] || continue
-		n="$2/$(basename "$t")"
+		n="$label/$(basename "$t")"
 		want "$n" || continue
 		log=$LOGDIR/$(echo "$n" | tr / _).log
-		CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60} "$t" > "$log" 2>&1
+		CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60} "$@" "$t" > "$log" 2>&1
 		rc=$?
 		# check prints "NN%: Checks: N, Failures: F, Errors: E"
 		line=$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -1)
@@ -114,6 +118,17 @@ for suite in "$@"; do
 	unit) run_unit "$BUILD" unit ;;
 	unit-san) run_unit "$BUILD_SAN" unit-san ;;
 	unit-tsan) run_unit "$BUILD_TSAN" unit-tsan ;;
+	unit-valgrind)
+		command -v valgrind >/dev/null || { echo "SKIP: unit-valgrind: no valgrind"; SKIP=$((SKIP + 1)); continue; }
+		# no fork: valgrind then follows each test case in one process
+		CK_FORK=no
+		export CK_FORK
+		ck_t=${CK_DEFAULT_TIMEOUT:-}
+		CK_DEFAULT_TIMEOUT=600
+		run_unit "$BUILD" unit-valgrind \
+			valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite
+		unset CK_FORK
+		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;
 	integration) run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh ;;
 	integration-san) run_scripts integration-san "$BUILD_SAN" "$HERE"/integration/t-*.sh ;;
