@@ -754,41 +754,6 @@ static const uint64_t prom_le_ns[] = {
 };
 #define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
 
-static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c, const uint64_t *h)
-{
-	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
-	double sum = 0;
-
-	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
-		uint64_t upper = nvme_lat_bucket_ns(b);
-
-		if (h[b]) {
-			count += h[b];
-			/* the sum is estimated from bucket midpoints */
-			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
-			for (unsigned k = 0; k < PROM_NLE; k++)
-				if (upper <= prom_le_ns[k])
-					cum[k] += h[b];
-		}
-		if (upper > lower)
-			lower = upper;
-	}
-	for (unsigned k = 0; k < PROM_NLE; k++) {
-		fputs("nvmefs_qpair_latency_seconds_bucket{", f);
-		prom_qlabels(f, a, r, c);
-		fprintf(f, ",le=\"%g\"} %llu\n", prom_le_ns[k] / 1e9, (unsigned long long)cum[k]);
-	}
-	fputs("nvmefs_qpair_latency_seconds_bucket{", f);
-	prom_qlabels(f, a, r, c);
-	fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)count);
-	fputs("nvmefs_qpair_latency_seconds_sum{", f);
-	prom_qlabels(f, a, r, c);
-	fprintf(f, "} %.9f\n", sum);
-	fputs("nvmefs_qpair_latency_seconds_count{", f);
-	prom_qlabels(f, a, r, c);
-	fprintf(f, "} %llu\n", (unsigned long long)count);
-}
-
 /* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
 static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
 {
@@ -814,6 +779,21 @@ static void prom_hist(FILE *f, const char *name, const char *labels, const uint6
 	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)count);
 	fprintf(f, "%s_sum{%s} %.9f\n", name, labels, sum);
 	fprintf(f, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+}
+
+/* One queue pair's latency histogram, labelled like its counters. */
+static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c, const uint64_t *h)
+{
+	char *labels = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&labels, &len);
+
+	if (!m)
+		return;
+	prom_qlabels(m, a, r, c);
+	if (fclose(m) == 0)
+		prom_hist(f, "nvmefs_qpair_latency_seconds", labels, h);
+	free(labels);
 }
 
 static int prom_write_fuse(struct admin *a, FILE *f)
