@@ -208,16 +208,17 @@ static void admin_reap(struct nvme_ctrl *c)
 	unsigned consumed = 0;
 	for (;;) {
 		volatile struct nvme_cqe *e = &c->acq[c->acq_head];
-		uint16_t st = e->status;
+		/* acquire on the phase tag, the device's last (release) store:
+		 * see nvme_qpair_reap; status is not read again below */
+		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
 		if (NVME_CQE_PHASE(st) != c->acq_phase)
 			break;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		struct nvme_cqe cqe = {.dw0 = e->dw0,
 		                       .dw1 = e->dw1,
 		                       .sq_head = e->sq_head,
 		                       .sq_id = e->sq_id,
 		                       .cid = e->cid,
-		                       .status = NVME_CQE_STATUS(e->status)};
+		                       .status = NVME_CQE_STATUS(st)};
 		if (++c->acq_head == NVME_ADMIN_ENTRIES) {
 			c->acq_head = 0;
 			c->acq_phase ^= 1;
