@@ -211,8 +211,15 @@ static void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
 		struct sim_map *m = &s->maps[i];
 		uint64_t mlen = atomic_load_explicit(&m->len, memory_order_acquire);
 
-		if (mlen && iova >= m->iova && iova - m->iova < mlen && len <= mlen - (iova - m->iova))
-			return m->vaddr + (iova - m->iova);
+		if (!mlen)
+			continue;
+		/* a slot is refilled (under s->lock) only after an unmap: a
+		 * device still using a stale IOVA then, as behind an IOMMU,
+		 * reaches the new mapping or faults; the fields are atomics so
+		 * that the reuse itself is not a data race */
+		uint64_t miova = __atomic_load_n(&m->iova, __ATOMIC_RELAXED);
+		if (iova >= miova && iova - miova < mlen && len <= mlen - (iova - miova))
+			return __atomic_load_n(&m->vaddr, __ATOMIC_RELAXED) + (iova - miova);
 	}
 	return NULL;
 }
@@ -231,8 +238,8 @@ static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *
 
 		if (i < n && atomic_load(&m->len))
 			continue;
-		m->vaddr = vaddr;
-		m->iova = s->next_iova;
+		__atomic_store_n(&m->vaddr, vaddr, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->iova, s->next_iova, __ATOMIC_RELAXED);
 		/* leave a guard page between mappings so an overrun is a DMA error */
 		s->next_iova += len + SIM_PAGE;
 		atomic_store_explicit(&m->len, len, memory_order_release);
