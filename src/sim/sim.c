@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,12 @@ struct sim {
 	/* threaded mode: held by the device thread while it processes, and by
 	 * register writes that reset queues, so a reset never races a fetch */
 	pthread_mutex_t qlock;
+	/* inline mode: one thread at a time executes device work (queue state
+	 * has no lock).  exec counts the threads that asked; the one that
+	 * raised it from 0 executes the doorbells marked in db_pend (bit:
+	 * doorbell index) for all of them until it drops back to 0. */
+	_Atomic unsigned exec;
+	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
 };
 
 static const struct nvme_bus_ops sim_ops;
@@ -1215,7 +1222,7 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 			sim_invalid_doorbell(s, &s->admin_st, 0x00);
 			return;
 		}
-		s->sq[qid].st.sq_doorbells++;
+		SIM_INC(s->sq[qid].st.sq_doorbells, 1);
 		sim_process_sq(s, qid);
 		return;
 	}
@@ -1237,6 +1244,64 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 			sim_process_sq(s, q);
 }
 
+/* Inline mode: the executing thread runs the marked doorbells (its own
+ * and those other threads marked meanwhile), then gives up its c claims;
+ * claims that arrived since mean more marks: run again. */
+static void sim_exec_run(struct sim *s, unsigned c)
+{
+	for (;;) {
+		if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
+			sim_post_deferred(s);
+		for (unsigned w = 0; w < sizeof(s->db_pend) / sizeof(s->db_pend[0]); w++) {
+			uint64_t bits = atomic_exchange_explicit(&s->db_pend[w], 0, memory_order_acquire);
+			while (bits) {
+				unsigned b = (unsigned)__builtin_ctzll(bits);
+				bits &= bits - 1;
+				sim_doorbell(s, NVME_REG_DBS + (w * 64 + b) * s->dstrd_bytes);
+			}
+		}
+		unsigned left = atomic_fetch_sub_explicit(&s->exec, c, memory_order_acq_rel) - c;
+		if (!left)
+			return;
+		c = left;
+	}
+}
+
+/* Inline mode: exclusive use of the queues for a register write, a reset or
+ * a poll (not per command): wait until no thread executes. */
+static void sim_exec_lock(struct sim *s)
+{
+	unsigned zero = 0;
+
+	while (!atomic_compare_exchange_weak_explicit(&s->exec, &zero, 1, memory_order_acquire,
+						      memory_order_relaxed)) {
+		zero = 0;
+		sched_yield();
+	}
+}
+
+/* ... and release it, running the doorbells marked meanwhile. */
+static void sim_exec_unlock(struct sim *s)
+{
+	sim_exec_run(s, 1);
+}
+
+static void sim_qlock(struct sim *s)
+{
+	if (s->o.threaded)
+		pthread_mutex_lock(&s->qlock);
+	else
+		sim_exec_lock(s);
+}
+
+static void sim_qunlock(struct sim *s)
+{
+	if (s->o.threaded)
+		pthread_mutex_unlock(&s->qlock);
+	else
+		sim_exec_unlock(s);
+}
+
 static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 {
 	struct sim *s = (struct sim *)bus;
@@ -1253,9 +1318,14 @@ static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		}
 		return;
 	}
-	if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
-		sim_post_deferred(s);
-	sim_doorbell(s, off);
+	uint32_t idx = (off - NVME_REG_DBS) / s->dstrd_bytes;
+	if (idx >= 2 * SIM_NQ || (off - NVME_REG_DBS) % s->dstrd_bytes) {
+		SIM_INC(s->admin_st.invalid_doorbells, 1);
+		return;
+	}
+	atomic_fetch_or_explicit(&s->db_pend[idx / 64], 1ull << (idx % 64), memory_order_release);
+	if (atomic_fetch_add_explicit(&s->exec, 1, memory_order_acq_rel) == 0)
+		sim_exec_run(s, 1);
 }
 
 /* Threaded mode: scan every queue's doorbells. */
@@ -1346,7 +1416,10 @@ static void sim_reset_queues(struct sim *s)
 	atomic_store(&s->f_dup_n, 0);
 	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
 	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
-	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
+	/* doorbell registers back to 0; the host may store into them at the
+	 * same time (its reactors' last doorbells): atomics on both sides */
+	for (size_t off = NVME_REG_DBS; off + 4 <= s->bus.bar0_len; off += 4)
+		__atomic_store_n((uint32_t *)(s->bus.bar0 + off), 0, __ATOMIC_RELAXED);
 }
 
 /* CC.EN 0 -> 1: check the admin queue set-up and CC fields. */
@@ -1457,8 +1530,7 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
 		return;
 	}
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	switch (off) {
 	case NVME_REG_INTMS: s->intms |= val; break;
@@ -1481,8 +1553,7 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		break; /* read-only or reserved: ignored, as hardware does */
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 }
 
 static void sim_write64(struct nvme_bus *bus, uint32_t off, uint64_t val)
@@ -1518,8 +1589,7 @@ static int sim_reset(struct nvme_bus *bus)
 
 	if (atomic_load(&s->removed))
 		return -ENODEV;
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	SIM_SET(s->enabled, false);
 	s->ready_due_ns = 0;
@@ -1531,8 +1601,7 @@ static int sim_reset(struct nvme_bus *bus)
 	s->resets++;
 	atomic_store(&s->cfs, false);
 	pthread_mutex_unlock(&s->lock);
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 	return 0;
 }
 
@@ -1767,8 +1836,7 @@ int sim_fault_release_stalled(struct sim *s)
 {
 	int n = 0;
 
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	struct sim_stalled st[SIM_MAX_STALLED];
 	unsigned nr = s->nr_stalled;
@@ -1784,8 +1852,7 @@ int sim_fault_release_stalled(struct sim *s)
 		sim_irq(s, &s->cq[sq->cqid]);
 		n++;
 	}
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 	return n;
 }
 
@@ -1840,10 +1907,12 @@ int sim_poll(struct sim *s)
 
 	if (s->o.threaded)
 		return 0;
+	sim_exec_lock(s);
 	n = sim_post_deferred(s);
 	for (uint16_t q = 0; q < SIM_NQ; q++)
 		if (s->sq[q].valid)
 			n += (int)sim_process_sq(s, q);
+	sim_exec_unlock(s);
 	return n;
 }
 
