@@ -1222,7 +1222,7 @@ static void do_reset(struct nvme_ctrl *c)
 	RST_ADD(resets_ok, 1);
 	log_warn("%s: reset done in %llu ms", c->name, (unsigned long long)(dt / 1000000));
 	int expect = NVME_CTRL_RESETTING;
-	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE) )
+	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE))
 		emit(c, NVME_CTRL_LIVE);
 	pthread_mutex_unlock(&c->reset_lock);
 }

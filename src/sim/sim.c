@@ -51,12 +51,12 @@ struct sim_map {
  * thread: relaxed atomic adds and loads (a lock-free add; the inline path
  * stays free of locks and system calls). */
 #define SIM_INC(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
-#define SIM_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define SIM_LOAD(x)   __atomic_load_n(&(x), __ATOMIC_RELAXED)
 /* Register state (enabled, csts) and the MSI-X table are written under
  * s->lock and read without it on the inline path: release stores, acquire
  * loads (plain moves on x86).  What sim_enable set up is seen with them. */
 #define SIM_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define SIM_GET(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define SIM_GET(x)    __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 struct sim_qstats {
 	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
@@ -490,7 +490,8 @@ static void sim_irq(struct sim *s, struct sim_cq *cq)
 {
 	int fd;
 
-	if (!cq->ien || cq->vector >= SIM_GET(s->nr_efds) || (fd = SIM_GET(s->efds[cq->vector])) < 0)
+	if (!cq->ien || cq->vector >= SIM_GET(s->nr_efds) ||
+	    (fd = SIM_GET(s->efds[cq->vector])) < 0)
 		return;
 	uint64_t one = 1;
 	if (write(fd, &one, sizeof(one)) == sizeof(one))
@@ -1148,7 +1149,9 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 
 static bool sim_running(struct sim *s)
 {
-	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && SIM_GET(s->enabled) && (SIM_GET(s->csts) & NVME_CSTS_RDY) && !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
+	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && SIM_GET(s->enabled) &&
+	       (SIM_GET(s->csts) & NVME_CSTS_RDY) &&
+	       !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
 }
 
@@ -1253,7 +1256,8 @@ static void sim_exec_run(struct sim *s, unsigned c)
 		if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
 			sim_post_deferred(s);
 		for (unsigned w = 0; w < sizeof(s->db_pend) / sizeof(s->db_pend[0]); w++) {
-			uint64_t bits = atomic_exchange_explicit(&s->db_pend[w], 0, memory_order_acquire);
+			uint64_t bits =
+			    atomic_exchange_explicit(&s->db_pend[w], 0, memory_order_acquire);
 			while (bits) {
 				unsigned b = (unsigned)__builtin_ctzll(bits);
 				bits &= bits - 1;
@@ -1274,7 +1278,7 @@ static void sim_exec_lock(struct sim *s)
 	unsigned zero = 0;
 
 	while (!atomic_compare_exchange_weak_explicit(&s->exec, &zero, 1, memory_order_acquire,
-						      memory_order_relaxed)) {
+	                                              memory_order_relaxed)) {
 		zero = 0;
 		sched_yield();
 	}
@@ -1460,7 +1464,8 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 		if (atomic_load(&s->cfs))
 			return;
 		if (!sim_enable(s)) {
-			SIM_SET(s->csts, s->csts | (NVME_CSTS_CFS)); /* a bad admin queue set-up is fatal */
+			SIM_SET(s->csts,
+			        s->csts | (NVME_CSTS_CFS)); /* a bad admin queue set-up is fatal */
 			return;
 		}
 		SIM_SET(s->enabled, true);
@@ -1473,7 +1478,8 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 		s->ready_due_ns = 0;
 		sim_reset_queues(s);
 		atomic_store(&s->cfs, false);
-		SIM_SET(s->csts, s->csts & (~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK)));
+		SIM_SET(s->csts,
+		        s->csts & (~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK)));
 	}
 }
 
