@@ -92,12 +92,16 @@ static inline int nvme_bus_err_irq_set(struct nvme_bus *b, int efd)
 	return b->ops->err_irq_set ? b->ops->err_irq_set(b, efd) : -ENOTSUP;
 }
 
-/* The one store per queue per pass that the I/O path makes.  The release
- * fence orders the SQE (or the consumed CQEs) before the device sees it. */
+/* The one store per queue per pass that the I/O path makes.  A release store:
+ * the SQE (or the consumed CQEs) is ordered before the device sees the new
+ * value, and the software device's acquire load of it pairs with it.  On x86
+ * it compiles to the same single mov as a volatile store (TSO: stores are not
+ * reordered with earlier stores), so it is also the correct MMIO write to a
+ * real controller's BAR (uncached memory, the store is not merged or elided
+ * since the pointer is volatile). */
 static inline void nvme_bus_doorbell(struct nvme_bus *b, volatile uint32_t *db, uint32_t val)
 {
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	*db = val;
+	__atomic_store_n(db, val, __ATOMIC_RELEASE);
 	if (__builtin_expect(b->db_notify != NULL, 0))
 		b->db_notify(b, (uint32_t)((volatile uint8_t *)db - b->bar0), val);
 }

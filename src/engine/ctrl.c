@@ -29,11 +29,20 @@ static uint32_t csts(struct nvme_ctrl *c)
 	return nvme_bus_read32(c->bus, NVME_REG_CSTS);
 }
 
+/* The callback may be set while another thread (the admin thread in a
+ * reset) emits: arg is stored before cb (release), cb loaded first (acquire),
+ * so a callback seen is called with its own argument. */
+static void emit(struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	nvme_ctrl_event_cb cb = __atomic_load_n(&c->event_cb, __ATOMIC_ACQUIRE);
+	if (cb)
+		cb(__atomic_load_n(&c->event_arg, __ATOMIC_RELAXED), c, s);
+}
+
 static void set_state(struct nvme_ctrl *c, enum nvme_ctrl_state s)
 {
 	atomic_store_explicit(&c->state, (int)s, memory_order_release);
-	if (c->event_cb)
-		c->event_cb(c->event_arg, c, s);
+	emit(c, s);
 }
 
 /* Wait until (CSTS & mask) == want.  A controller reading all ones is gone;
@@ -208,16 +217,17 @@ static void admin_reap(struct nvme_ctrl *c)
 	unsigned consumed = 0;
 	for (;;) {
 		volatile struct nvme_cqe *e = &c->acq[c->acq_head];
-		uint16_t st = e->status;
+		/* acquire on the phase tag, the device's last (release) store:
+		 * see nvme_qpair_reap; status is not read again below */
+		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
 		if (NVME_CQE_PHASE(st) != c->acq_phase)
 			break;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		struct nvme_cqe cqe = {.dw0 = e->dw0,
 		                       .dw1 = e->dw1,
 		                       .sq_head = e->sq_head,
 		                       .sq_id = e->sq_id,
 		                       .cid = e->cid,
-		                       .status = NVME_CQE_STATUS(e->status)};
+		                       .status = NVME_CQE_STATUS(st)};
 		if (++c->acq_head == NVME_ADMIN_ENTRIES) {
 			c->acq_head = 0;
 			c->acq_phase ^= 1;
@@ -1024,8 +1034,8 @@ void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *ou
 
 void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg)
 {
-	c->event_arg = arg;
-	c->event_cb = cb;
+	__atomic_store_n(&c->event_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->event_cb, cb, __ATOMIC_RELEASE);
 }
 
 /* ---- qpairs of this controller ---- */
@@ -1108,8 +1118,7 @@ int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why)
 		return expect == NVME_CTRL_RESETTING ? -EBUSY : -ENODEV;
 	RST_ADD(resets_started, 1);
 	log_warn("%s: resetting the controller: %s", c->name, why);
-	if (c->event_cb)
-		c->event_cb(c->event_arg, c, NVME_CTRL_RESETTING);
+	emit(c, NVME_CTRL_RESETTING);
 	/* hold new submissions at once, before the disable */
 	post_to_reactors(c, nvme_qpair_quiesce_call);
 	pthread_mutex_lock(&c->thr_lock);
@@ -1213,8 +1222,8 @@ static void do_reset(struct nvme_ctrl *c)
 	RST_ADD(resets_ok, 1);
 	log_warn("%s: reset done in %llu ms", c->name, (unsigned long long)(dt / 1000000));
 	int expect = NVME_CTRL_RESETTING;
-	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE) && c->event_cb)
-		c->event_cb(c->event_arg, c, NVME_CTRL_LIVE);
+	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE))
+		emit(c, NVME_CTRL_LIVE);
 	pthread_mutex_unlock(&c->reset_lock);
 }
 
@@ -1305,8 +1314,7 @@ void nvme_ctrl_dead(struct nvme_ctrl *c, const char *why)
 	/* nothing can be written by a device that is gone */
 	admin_abandon(c, -ENODEV, true);
 	post_to_reactors(c, nvme_qpair_fail_call);
-	if (c->event_cb)
-		c->event_cb(c->event_arg, c, NVME_CTRL_REMOVED);
+	emit(c, NVME_CTRL_REMOVED);
 }
 
 void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now)
@@ -1342,8 +1350,7 @@ int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus
 	if (st != NVME_CTRL_REMOVED) {
 		RST_ADD(removals, 1);
 		log_warn("%s: removing the controller: %s", c->name, why ? why : "requested");
-		if (c->event_cb)
-			c->event_cb(c->event_arg, c, NVME_CTRL_REMOVED);
+		emit(c, NVME_CTRL_REMOVED);
 	}
 	pthread_mutex_lock(&c->admin_lock);
 	c->admin_ready = false;

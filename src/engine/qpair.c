@@ -306,11 +306,13 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 	unsigned n = 0;
 	while (n < budget) {
 		volatile struct nvme_cqe *e = &qp->cq[head];
-		uint16_t st = e->status;
+		/* the phase tag is written last (a release store by the device):
+		 * an acquire load of it orders the reads of the rest after it.
+		 * On x86 a plain load; on a real controller's DMA into coherent
+		 * memory the same holds (the device writes the CQE in order). */
+		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
 		if (NVME_CQE_PHASE(st) != phase)
 			break;
-		/* the phase tag is written last: read the rest only after it */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		uint16_t cid = e->cid;
 		sqh = e->sq_head;
 		if (++head > mask) {

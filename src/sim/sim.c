@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,18 @@ struct sim_map {
 	uint64_t iova;
 	_Atomic uint64_t len; /* 0: free slot */
 };
+
+/* Counters are bumped by whichever thread executes the queue (the device
+ * thread, or a reactor in inline mode) and read by sim_get_stats from any
+ * thread: relaxed atomic adds and loads (a lock-free add; the inline path
+ * stays free of locks and system calls). */
+#define SIM_INC(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+#define SIM_LOAD(x)   __atomic_load_n(&(x), __ATOMIC_RELAXED)
+/* Register state (enabled, csts) and the MSI-X table are written under
+ * s->lock and read without it on the inline path: release stores, acquire
+ * loads (plain moves on x86).  What sim_enable set up is seen with them. */
+#define SIM_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define SIM_GET(x)    __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
 struct sim_qstats {
 	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
@@ -173,6 +186,12 @@ struct sim {
 	/* threaded mode: held by the device thread while it processes, and by
 	 * register writes that reset queues, so a reset never races a fetch */
 	pthread_mutex_t qlock;
+	/* inline mode: one thread at a time executes device work (queue state
+	 * has no lock).  exec counts the threads that asked; the one that
+	 * raised it from 0 executes the doorbells marked in db_pend (bit:
+	 * doorbell index) for all of them until it drops back to 0. */
+	_Atomic unsigned exec;
+	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
 };
 
 static const struct nvme_bus_ops sim_ops;
@@ -199,8 +218,15 @@ static void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
 		struct sim_map *m = &s->maps[i];
 		uint64_t mlen = atomic_load_explicit(&m->len, memory_order_acquire);
 
-		if (mlen && iova >= m->iova && iova - m->iova < mlen && len <= mlen - (iova - m->iova))
-			return m->vaddr + (iova - m->iova);
+		if (!mlen)
+			continue;
+		/* a slot is refilled (under s->lock) only after an unmap: a
+		 * device still using a stale IOVA then, as behind an IOMMU,
+		 * reaches the new mapping or faults; the fields are atomics so
+		 * that the reuse itself is not a data race */
+		uint64_t miova = __atomic_load_n(&m->iova, __ATOMIC_RELAXED);
+		if (iova >= miova && iova - miova < mlen && len <= mlen - (iova - miova))
+			return __atomic_load_n(&m->vaddr, __ATOMIC_RELAXED) + (iova - miova);
 	}
 	return NULL;
 }
@@ -219,8 +245,8 @@ static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *
 
 		if (i < n && atomic_load(&m->len))
 			continue;
-		m->vaddr = vaddr;
-		m->iova = s->next_iova;
+		__atomic_store_n(&m->vaddr, vaddr, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->iova, s->next_iova, __ATOMIC_RELAXED);
 		/* leave a guard page between mappings so an overrun is a DMA error */
 		s->next_iova += len + SIM_PAGE;
 		atomic_store_explicit(&m->len, len, memory_order_release);
@@ -462,11 +488,14 @@ static void sim_cq_post(struct sim_cq *cq, const struct nvme_cqe *e)
 
 static void sim_irq(struct sim *s, struct sim_cq *cq)
 {
-	if (!cq->ien || cq->vector >= s->nr_efds || s->efds[cq->vector] < 0)
+	int fd;
+
+	if (!cq->ien || cq->vector >= SIM_GET(s->nr_efds) ||
+	    (fd = SIM_GET(s->efds[cq->vector])) < 0)
 		return;
 	uint64_t one = 1;
-	if (write(s->efds[cq->vector], &one, sizeof(one)) == sizeof(one))
-		cq->st.irqs++;
+	if (write(fd, &one, sizeof(one)) == sizeof(one))
+		SIM_INC(cq->st.irqs, 1);
 }
 
 static void sim_defer(struct sim *s, uint16_t cqid, const struct nvme_cqe *e, unsigned delay_us)
@@ -858,7 +887,7 @@ static void sim_aer_flush(struct sim *s)
 static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t *status,
 		      uint32_t *dw0)
 {
-	sq->st.admin_cmds++;
+	SIM_INC(sq->st.admin_cmds, 1);
 	*dw0 = 0;
 	switch (c->opc) {
 	case NVME_ADM_IDENTIFY:
@@ -942,11 +971,11 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	}
 	if (!st) {
 		if (write) {
-			sq->st.writes++;
-			sq->st.bytes_written += len;
+			SIM_INC(sq->st.writes, 1);
+			SIM_INC(sq->st.bytes_written, len);
 		} else {
-			sq->st.reads++;
-			sq->st.bytes_read += len;
+			SIM_INC(sq->st.reads, 1);
+			SIM_INC(sq->st.bytes_read, len);
 		}
 	}
 	return st;
@@ -1022,7 +1051,7 @@ static uint16_t sim_flush_ns(struct sim_ns *ns)
 static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 {
 	if (c->opc == NVME_CMD_FLUSH && c->nsid == 0xffffffffu) {
-		sq->st.flushes++;
+		SIM_INC(sq->st.flushes, 1);
 		for (unsigned i = 0; i < s->o.nr_ns; i++) {
 			uint16_t st = sim_flush_ns(&s->ns[i]);
 			if (st)
@@ -1039,13 +1068,13 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	case NVME_CMD_WRITE:
 		return sim_rw(s, sq, c, ns, true);
 	case NVME_CMD_FLUSH:
-		sq->st.flushes++;
+		SIM_INC(sq->st.flushes, 1);
 		return sim_flush_ns(ns);
 	case NVME_CMD_WRITE_ZEROES: {
 		uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
-		sq->st.write_zeroes++;
+		SIM_INC(sq->st.write_zeroes, 1);
 		if (c->cdw12 & NVME_WZ_DEAC)
-			sq->st.write_zeroes_deac++;
+			SIM_INC(sq->st.write_zeroes_deac, 1);
 		/* DEAC or not, the blocks read as zeroes afterwards (DLFEAT 001b) */
 		if (s->o.wzsl && ((uint64_t)((c->cdw12 & 0xffff) + 1u) << ns->lba_shift) >
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
@@ -1053,7 +1082,7 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return sim_zero(ns, slba, (c->cdw12 & 0xffff) + 1u);
 	}
 	case NVME_CMD_DSM:
-		sq->st.dsm++;
+		SIM_INC(sq->st.dsm, 1);
 		return sim_dsm(s, c, ns);
 	default:
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
@@ -1113,14 +1142,16 @@ static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
 
 static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t info)
 {
-	st->invalid_doorbells++;
+	SIM_INC(st->invalid_doorbells, 1);
 	/* an Error Status async event, pointing at the error log */
 	s->pending_event = 0x00u | ((uint32_t)info << 8) | ((uint32_t)NVME_LOG_ERROR << 16);
 }
 
 static bool sim_running(struct sim *s)
 {
-	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && s->enabled && (s->csts & NVME_CSTS_RDY) && !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
+	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && SIM_GET(s->enabled) &&
+	       (SIM_GET(s->csts) & NVME_CSTS_RDY) &&
+	       !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
 }
 
@@ -1150,7 +1181,7 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 
 		if (++sq->head == sq->size)
 			sq->head = 0;
-		sq->st.cmds++;
+		SIM_INC(sq->st.cmds, 1);
 		n++;
 		if (!io) {
 			if (!sim_admin(s, sq, &c, &status, &dw0))
@@ -1163,9 +1194,9 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 			status = sim_io(s, sq, &c);
 		}
 		if (status) {
-			sq->st.invalid_cmds++;
+			SIM_INC(sq->st.invalid_cmds, 1);
 			if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
-				sq->st.dma_errors++;
+				SIM_INC(sq->st.dma_errors, 1);
 			if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
 				s->media_errors++;
 			sim_errlog_add(s, qid, c.cid, status, (uint64_t)c.cdw11 << 32 | c.cdw10, c.nsid);
@@ -1186,7 +1217,7 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 	uint16_t qid = (uint16_t)(idx / 2);
 
 	if (qid >= SIM_NQ || (off - NVME_REG_DBS) % s->dstrd_bytes) {
-		s->admin_st.invalid_doorbells++;
+		SIM_INC(s->admin_st.invalid_doorbells, 1);
 		return;
 	}
 	if (!(idx & 1)) {
@@ -1194,7 +1225,7 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 			sim_invalid_doorbell(s, &s->admin_st, 0x00);
 			return;
 		}
-		s->sq[qid].st.sq_doorbells++;
+		SIM_INC(s->sq[qid].st.sq_doorbells, 1);
 		sim_process_sq(s, qid);
 		return;
 	}
@@ -1208,12 +1239,71 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 		sim_invalid_doorbell(s, &cq->st, 0x01);
 		return;
 	}
-	cq->st.cq_doorbells++;
+	SIM_INC(cq->st.cq_doorbells, 1);
 	cq->head = (uint16_t)head;
 	/* room in the CQ may unblock its stalled SQs */
 	for (uint16_t q = 0; q < SIM_NQ; q++)
 		if (s->sq[q].valid && s->sq[q].cqid == qid && s->sq[q].head != s->sq[q].tail)
 			sim_process_sq(s, q);
+}
+
+/* Inline mode: the executing thread runs the marked doorbells (its own
+ * and those other threads marked meanwhile), then gives up its c claims;
+ * claims that arrived since mean more marks: run again. */
+static void sim_exec_run(struct sim *s, unsigned c)
+{
+	for (;;) {
+		if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
+			sim_post_deferred(s);
+		for (unsigned w = 0; w < sizeof(s->db_pend) / sizeof(s->db_pend[0]); w++) {
+			uint64_t bits =
+			    atomic_exchange_explicit(&s->db_pend[w], 0, memory_order_acquire);
+			while (bits) {
+				unsigned b = (unsigned)__builtin_ctzll(bits);
+				bits &= bits - 1;
+				sim_doorbell(s, NVME_REG_DBS + (w * 64 + b) * s->dstrd_bytes);
+			}
+		}
+		unsigned left = atomic_fetch_sub_explicit(&s->exec, c, memory_order_acq_rel) - c;
+		if (!left)
+			return;
+		c = left;
+	}
+}
+
+/* Inline mode: exclusive use of the queues for a register write, a reset or
+ * a poll (not per command): wait until no thread executes. */
+static void sim_exec_lock(struct sim *s)
+{
+	unsigned zero = 0;
+
+	while (!atomic_compare_exchange_weak_explicit(&s->exec, &zero, 1, memory_order_acquire,
+	                                              memory_order_relaxed)) {
+		zero = 0;
+		sched_yield();
+	}
+}
+
+/* ... and release it, running the doorbells marked meanwhile. */
+static void sim_exec_unlock(struct sim *s)
+{
+	sim_exec_run(s, 1);
+}
+
+static void sim_qlock(struct sim *s)
+{
+	if (s->o.threaded)
+		pthread_mutex_lock(&s->qlock);
+	else
+		sim_exec_lock(s);
+}
+
+static void sim_qunlock(struct sim *s)
+{
+	if (s->o.threaded)
+		pthread_mutex_unlock(&s->qlock);
+	else
+		sim_exec_unlock(s);
 }
 
 static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
@@ -1232,9 +1322,14 @@ static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		}
 		return;
 	}
-	if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
-		sim_post_deferred(s);
-	sim_doorbell(s, off);
+	uint32_t idx = (off - NVME_REG_DBS) / s->dstrd_bytes;
+	if (idx >= 2 * SIM_NQ || (off - NVME_REG_DBS) % s->dstrd_bytes) {
+		SIM_INC(s->admin_st.invalid_doorbells, 1);
+		return;
+	}
+	atomic_fetch_or_explicit(&s->db_pend[idx / 64], 1ull << (idx % 64), memory_order_release);
+	if (atomic_fetch_add_explicit(&s->exec, 1, memory_order_acq_rel) == 0)
+		sim_exec_run(s, 1);
 }
 
 /* Threaded mode: scan every queue's doorbells. */
@@ -1249,7 +1344,7 @@ static unsigned sim_scan(struct sim *s)
 			uint32_t h = sim_db_read(s, nvme_cq_hdbl_off(q, dstrd));
 			if (h < cq->size && h != cq->head) {
 				cq->head = (uint16_t)h;
-				cq->st.cq_doorbells++;
+				SIM_INC(cq->st.cq_doorbells, 1);
 			}
 		}
 	}
@@ -1259,7 +1354,7 @@ static unsigned sim_scan(struct sim *s)
 			continue;
 		uint32_t t = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
 		if (t != sq->tail && t < sq->size)
-			sq->st.sq_doorbells++;
+			SIM_INC(sq->st.sq_doorbells, 1);
 		work += sim_process_sq(s, q);
 	}
 	work += (unsigned)sim_post_deferred(s);
@@ -1325,7 +1420,10 @@ static void sim_reset_queues(struct sim *s)
 	atomic_store(&s->f_dup_n, 0);
 	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
 	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
-	memset((void *)(s->bus.bar0 + NVME_REG_DBS), 0, s->bus.bar0_len - NVME_REG_DBS);
+	/* doorbell registers back to 0; the host may store into them at the
+	 * same time (its reactors' last doorbells): atomics on both sides */
+	for (size_t off = NVME_REG_DBS; off + 4 <= s->bus.bar0_len; off += 4)
+		__atomic_store_n((uint32_t *)(s->bus.bar0 + off), 0, __ATOMIC_RELAXED);
 }
 
 /* CC.EN 0 -> 1: check the admin queue set-up and CC fields. */
@@ -1360,33 +1458,35 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 	if ((val & NVME_CC_SHN_MASK) && !(old & NVME_CC_SHN_MASK)) {
 		/* orderly shutdown: make everything durable, then report complete */
 		sim_flush_all(s);
-		s->csts = (s->csts & ~NVME_CSTS_SHST_MASK) | NVME_CSTS_SHST_CMPLT;
+		SIM_SET(s->csts, (s->csts & ~NVME_CSTS_SHST_MASK) | NVME_CSTS_SHST_CMPLT);
 	}
 	if ((val & NVME_CC_EN) && !(old & NVME_CC_EN)) {
 		if (atomic_load(&s->cfs))
 			return;
 		if (!sim_enable(s)) {
-			s->csts |= NVME_CSTS_CFS; /* a bad admin queue set-up is fatal */
+			SIM_SET(s->csts,
+			        s->csts | (NVME_CSTS_CFS)); /* a bad admin queue set-up is fatal */
 			return;
 		}
-		s->enabled = true;
+		SIM_SET(s->enabled, true);
 		s->ready_due_ns = sim_now_ns() + s->o.ready_delay_ms * 1000000ull;
 		if (!s->ready_due_ns)
 			s->ready_due_ns = 1;
 	} else if (!(val & NVME_CC_EN) && (old & NVME_CC_EN)) {
 		s->resets++;
-		s->enabled = false;
+		SIM_SET(s->enabled, false);
 		s->ready_due_ns = 0;
 		sim_reset_queues(s);
 		atomic_store(&s->cfs, false);
-		s->csts &= ~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK);
+		SIM_SET(s->csts,
+		        s->csts & (~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK)));
 	}
 }
 
 static uint32_t sim_csts(struct sim *s)
 {
 	if (s->ready_due_ns && sim_now_ns() >= s->ready_due_ns && !atomic_load(&s->f_never_ready)) {
-		s->csts |= NVME_CSTS_RDY;
+		SIM_SET(s->csts, s->csts | (NVME_CSTS_RDY));
 		s->ready_due_ns = 0;
 	}
 	return s->csts | (atomic_load(&s->cfs) ? NVME_CSTS_CFS : 0);
@@ -1436,8 +1536,7 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
 		return;
 	}
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	switch (off) {
 	case NVME_REG_INTMS: s->intms |= val; break;
@@ -1450,18 +1549,17 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 	case NVME_REG_ACQ + 4: s->acq = (s->acq & 0xffffffffull) | (uint64_t)val << 32; break;
 	case NVME_REG_NSSR:
 		if (val == 0x4e564d65) { /* "NVMe": subsystem reset */
-			s->enabled = false;
+			SIM_SET(s->enabled, false);
 			sim_reset_queues(s);
 			s->cc = 0;
-			s->csts = NVME_CSTS_NSSRO;
+			SIM_SET(s->csts, NVME_CSTS_NSSRO);
 		}
 		break;
 	default:
 		break; /* read-only or reserved: ignored, as hardware does */
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 }
 
 static void sim_write64(struct nvme_bus *bus, uint32_t off, uint64_t val)
@@ -1479,14 +1577,14 @@ static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
 	pthread_mutex_lock(&s->lock);
 	if (sim_take(&s->f_irq_fail_n)) {
 		for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-			s->efds[i] = -1;
-		s->nr_efds = 0;
+			SIM_SET(s->efds[i], -1);
+		SIM_SET(s->nr_efds, 0);
 		pthread_mutex_unlock(&s->lock);
 		return -EIO;
 	}
 	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-		s->efds[i] = i < n ? efds[i] : -1;
-	s->nr_efds = n;
+		SIM_SET(s->efds[i], i < n ? efds[i] : -1);
+	SIM_SET(s->nr_efds, n);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -1497,21 +1595,19 @@ static int sim_reset(struct nvme_bus *bus)
 
 	if (atomic_load(&s->removed))
 		return -ENODEV;
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
-	s->enabled = false;
+	SIM_SET(s->enabled, false);
 	s->ready_due_ns = 0;
 	sim_reset_queues(s);
 	s->cc = 0;
-	s->csts = 0;
+	SIM_SET(s->csts, 0);
 	s->aqa = 0;
 	s->asq = s->acq = 0;
 	s->resets++;
 	atomic_store(&s->cfs, false);
 	pthread_mutex_unlock(&s->lock);
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 	return 0;
 }
 
@@ -1614,7 +1710,7 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	if (s->o.nr_vectors > 128)
 		s->o.nr_vectors = 128;
 	for (unsigned i = 0; i < 128; i++)
-		s->efds[i] = -1;
+		SIM_SET(s->efds[i], -1);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
@@ -1746,8 +1842,7 @@ int sim_fault_release_stalled(struct sim *s)
 {
 	int n = 0;
 
-	if (s->o.threaded)
-		pthread_mutex_lock(&s->qlock);
+	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	struct sim_stalled st[SIM_MAX_STALLED];
 	unsigned nr = s->nr_stalled;
@@ -1763,8 +1858,7 @@ int sim_fault_release_stalled(struct sim *s)
 		sim_irq(s, &s->cq[sq->cqid]);
 		n++;
 	}
-	if (s->o.threaded)
-		pthread_mutex_unlock(&s->qlock);
+	sim_qunlock(s);
 	return n;
 }
 
@@ -1776,7 +1870,7 @@ void sim_fault_irq_set(struct sim *s, unsigned n)
 int sim_vector_efd(struct sim *s, unsigned v)
 {
 	pthread_mutex_lock(&s->lock);
-	int fd = v < s->nr_efds ? s->efds[v] : -1;
+	int fd = v < SIM_GET(s->nr_efds) ? SIM_GET(s->efds[v]) : -1;
 	pthread_mutex_unlock(&s->lock);
 	return fd;
 }
@@ -1803,8 +1897,9 @@ void sim_fault_clear(struct sim *s)
 	s->resets--; /* not a host-initiated reset */
 	s->nr_queues_granted = 0;
 	s->intms = 0;
-	memset(s->efds, 0xff, sizeof(s->efds));
-	s->nr_efds = 0;
+	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
+		SIM_SET(s->efds[i], -1);
+	SIM_SET(s->nr_efds, 0);
 }
 
 void sim_fault_never_ready(struct sim *s, bool on)
@@ -1818,10 +1913,12 @@ int sim_poll(struct sim *s)
 
 	if (s->o.threaded)
 		return 0;
+	sim_exec_lock(s);
 	n = sim_post_deferred(s);
 	for (uint16_t q = 0; q < SIM_NQ; q++)
 		if (s->sq[q].valid)
 			n += (int)sim_process_sq(s, q);
+	sim_exec_unlock(s);
 	return n;
 }
 
@@ -1831,31 +1928,30 @@ static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q)
 	uint64_t *b = (uint64_t *)t;
 
 	for (size_t i = 0; i < sizeof(*q) / sizeof(uint64_t); i++)
-		b[i] += a[i];
+		SIM_INC(b[i], SIM_LOAD(a[i]));
 }
 
 static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 {
-	t->cmds += q->cmds;
-	t->reads += q->reads;
-	t->writes += q->writes;
-	t->flushes += q->flushes;
-	t->write_zeroes += q->write_zeroes;
-	t->write_zeroes_deac += q->write_zeroes_deac;
-	t->dsm += q->dsm;
-	t->admin_cmds += q->admin_cmds;
-	t->bytes_read += q->bytes_read;
-	t->bytes_written += q->bytes_written;
-	t->dma_errors += q->dma_errors;
-	t->invalid_cmds += q->invalid_cmds;
-	t->sq_doorbells += q->sq_doorbells;
-	t->cq_doorbells += q->cq_doorbells;
-	t->irqs += q->irqs;
-	t->invalid_doorbells += q->invalid_doorbells;
+	t->cmds += SIM_LOAD(q->cmds);
+	t->reads += SIM_LOAD(q->reads);
+	t->writes += SIM_LOAD(q->writes);
+	t->flushes += SIM_LOAD(q->flushes);
+	t->write_zeroes += SIM_LOAD(q->write_zeroes);
+	t->write_zeroes_deac += SIM_LOAD(q->write_zeroes_deac);
+	t->dsm += SIM_LOAD(q->dsm);
+	t->admin_cmds += SIM_LOAD(q->admin_cmds);
+	t->bytes_read += SIM_LOAD(q->bytes_read);
+	t->bytes_written += SIM_LOAD(q->bytes_written);
+	t->dma_errors += SIM_LOAD(q->dma_errors);
+	t->invalid_cmds += SIM_LOAD(q->invalid_cmds);
+	t->sq_doorbells += SIM_LOAD(q->sq_doorbells);
+	t->cq_doorbells += SIM_LOAD(q->cq_doorbells);
+	t->irqs += SIM_LOAD(q->irqs);
+	t->invalid_doorbells += SIM_LOAD(q->invalid_doorbells);
 }
 
-/* Per-queue counters are written by the queue's processing thread only;
- * a snapshot may lag by a command, never tears a 64-bit counter on x86_64. */
+/* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command. */
 void sim_get_stats(struct sim *s, struct sim_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -13,7 +13,12 @@
  *            commands on the caller's thread, posts their completions and
  *            signals the CQ's vector before returning.  No locks, no malloc,
  *            no syscalls per command for null/RAM namespaces (the eventfd
- *            write for an interrupt-enabled CQ excepted).
+ *            write for an interrupt-enabled CQ excepted).  One thread at a
+ *            time executes (two atomic adds per doorbell claim it): a
+ *            doorbell rung while another thread executes is run by that
+ *            thread before it returns, so its completions may be posted
+ *            shortly after db_notify returns.  Register writes, resets and
+ *            sim_poll wait for the executing thread (a yield loop).
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each
