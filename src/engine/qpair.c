@@ -386,10 +386,18 @@ static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
 }
 
 /* Submissions on a queue that is not running: dead -ENODEV; held ones go
- * on (sq_push holds them). */
-static inline int qp_gate(const struct nvme_qpair *qp)
+ * on (sq_push holds them), unless the controller has already failed or been
+ * removed: its state changes before the reactors are told to mark their
+ * queues dead, and a submission in between must not be held (it would then
+ * fail with EIO rather than being refused). */
+static inline int qp_gate(struct nvme_qpair *qp)
 {
-	return qp->held == QP_DEAD ? -ENODEV : 0;
+	if (__builtin_expect(qp->held == QP_RUN, 1))
+		return 0;
+	if (qp->held == QP_DEAD)
+		return -ENODEV;
+	enum nvme_ctrl_state st = nvme_ctrl_state(qp->ctrl);
+	return st == NVME_CTRL_FAILED || st == NVME_CTRL_REMOVED ? -ENODEV : 0;
 }
 
 static inline bool ns_failed(const struct nvme_ns_info *ns)
