@@ -255,10 +255,15 @@ struct targ {
 	uint64_t seed;
 };
 
+/* Hand each grant to its owner.  The next link is read first: once go is
+ * set, the owner may finish and reuse the entry (rq_release does the same). */
 static void grant_all(struct rlock_ent *g)
 {
-	for (; g; g = g->gnext)
+	while (g) {
+		struct rlock_ent *next = g->gnext;
 		__atomic_store_n(&((struct tent *)g)->go, 1, __ATOMIC_RELEASE);
+		g = next;
+	}
 }
 
 static void *tworker(void *arg)
