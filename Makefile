@@ -41,7 +41,7 @@ OPT := -O2
 endif
 
 CC ?= gcc
-PKGS := fuse3 inih json-c libsystemd mount
+PKGS := fuse3 inih json-c libsystemd mount liburing
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)

@@ -5,7 +5,7 @@
 # Usage: scripts/deps.sh [build|test|vm|bench|all]   (default: all)
 set -eu
 
-BUILD="gcc make pkg-config libc6-dev libfuse3-dev fuse3 libev-dev libnuma-dev \
+BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev libnuma-dev \
 	libinih-dev libjson-c-dev libsystemd-dev libmount-dev check"
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
 TEST="clang libclang-rt-14-dev e2fsprogs fio util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils"

@@ -1,0 +1,159 @@
+/* fwire.h - FUSE requests as bytes: decoding what the kernel delivers and
+ * encoding the answers, for both channel transports.
+ *
+ * A request is an in header, the op's own header (fuse_write_in, ...; empty
+ * for some ops) and the rest (names, write data).  Over /dev/fuse they come
+ * as one buffer, in that order; over io_uring the in header and op header sit
+ * in the entry's fixed header buffer and the rest in its payload buffer.
+ * fw_decode checks one request of either shape against the protocol (sizes,
+ * NUL-terminated names within the bytes delivered, write sizes) and gives a
+ * struct fw_msg whose pointers point into the caller's buffers: the ops never
+ * look at raw bytes.  The answers go out through the transport's send hook,
+ * as an out header's error and the out arguments, so that each op is written
+ * once for both transports.
+ *
+ * Nothing here knows the file system, the engine or libfuse: the unit tests
+ * and the fuzzer run it on bytes of their own.  Prefix fw_.
+ */
+#ifndef NVMEFS_FUSE_FWIRE_H
+#define NVMEFS_FUSE_FWIRE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#include "fuse_proto.h"
+
+struct fw_req;
+
+/* A transport's side of a request. */
+struct fw_transport {
+	/* Answer r: error 0 or a negative errno, and the out arguments
+	 * (iovcnt 0 for none).  The bytes are taken (copied or handed to the
+	 * kernel) before it returns, except an iov that lies within r->rbuf,
+	 * which the transport may send in place.  r must not be used after. */
+	void (*send)(struct fw_req *r, int error, const struct iovec *iov, int iovcnt);
+	/* The request needs no answer (FORGET, or the channel is gone):
+	 * release what the transport holds for it. */
+	void (*drop)(struct fw_req *r);
+};
+
+/* One request being served.  The transport fills it before fw_decode;
+ * whoever answers it later keeps a copy (it is a few words). */
+struct fw_req {
+	const struct fw_transport *t;
+	void *tctx;             /* the transport's (its entry, its channel) */
+	uint64_t unique;
+	uint32_t opcode;
+	/* memory the answer's data may be placed in directly (NULL: none):
+	 * DMA memory of the serving reactor, rbuf_len bytes */
+	void *rbuf;
+	size_t rbuf_len;
+	/* a write's data lies in DMA memory (the ring's payload buffer) and
+	 * stays valid until the answer */
+	bool data_dma;
+};
+
+/* A request, decoded.  Pointers point into the buffers given to fw_decode. */
+struct fw_msg {
+	struct fuse_in_header h;
+	union {
+		struct fuse_init_in init;         /* zero-extended when short */
+		struct fuse_getattr_in getattr;
+		struct fuse_setattr_in setattr;
+		struct fuse_open_in open;         /* OPEN, OPENDIR */
+		struct fuse_read_in read;         /* READ, READDIR */
+		struct fuse_write_in write;
+		struct fuse_release_in release;   /* RELEASE, RELEASEDIR */
+		struct fuse_flush_in flush;
+		struct fuse_fsync_in fsync;       /* FSYNC, FSYNCDIR */
+		struct fuse_fallocate_in fallocate;
+		struct fuse_lseek_in lseek;
+		struct fuse_forget_in forget;
+		struct fuse_batch_forget_in batch_forget;
+		struct fuse_interrupt_in interrupt;
+		struct fuse_create_in create;
+		struct fuse_mknod_in mknod;
+		struct fuse_mkdir_in mkdir;
+		struct fuse_rename2_in rename2;   /* RENAME: flags 0 */
+		struct fuse_link_in link;
+		struct fuse_access_in access;
+	} in;
+	/* LOOKUP, CREATE, MKNOD, MKDIR, UNLINK, RMDIR, LINK: name; RENAME,
+	 * RENAME2: old name, new name; SYMLINK: name, link target.  Each is
+	 * NUL-terminated within the request. */
+	const char *name, *name2;
+	/* WRITE: in.write.size bytes; BATCH_FORGET: the fuse_forget_one
+	 * array (in.batch_forget.count entries) */
+	const void *data;
+	size_t data_len;
+};
+
+/* What fw_decode says of a request. */
+enum {
+	FW_OK = 0,
+	/* the request is malformed: answer it with EINVAL (when unique != 0) */
+	FW_BAD = -EINVAL,
+	/* an opcode this server does not serve: answer ENOSYS */
+	FW_NOSYS = -ENOSYS,
+};
+
+/* Decode a request whose op header is op[0..op_len) and the rest
+ * data[0..data_len) (the ring's shape; op_len may be larger than the op's
+ * header, as the ring's op area is).  Fills m; returns FW_OK, FW_BAD or
+ * FW_NOSYS (m->h is valid in every case). */
+int fw_decode(const struct fuse_in_header *h, const void *op, size_t op_len, const void *data,
+	      size_t data_len, struct fw_msg *m);
+/* Decode a request as read(2) from /dev/fuse: buf[0..len) is the whole
+ * request (h.len must equal len).  -EINVAL with m->h zeroed when even the
+ * in header is short. */
+int fw_decode_dev(const void *buf, size_t len, struct fw_msg *m);
+
+/* ---- INIT ---- */
+
+struct fw_init_want {
+	uint32_t max_write;       /* bytes; also max_pages (in 4 KiB pages) */
+	uint16_t max_background;
+	uint16_t congestion_threshold;
+	bool uring;               /* ask for FUSE over io_uring if offered */
+};
+
+/* The INIT answer for in (its in.init as decoded): protocol version, flags
+ * (the ones offered of: ASYNC_READ, BIG_WRITES, ASYNC_DIO, MAX_PAGES,
+ * PARALLEL_DIROPS, INIT_EXT, and OVER_IO_URING when want->uring), sizes.
+ * Returns FW_OK, or -EPROTO for a kernel older than FW_PROTO_MINOR_MIN or of
+ * another major (out then answers with our version, which is how the kernel
+ * learns it). */
+int fw_init_answer(const struct fuse_init_in *in, const struct fw_init_want *want,
+		   struct fuse_init_out *out);
+/* The 64-bit flags of an INIT request or answer. */
+uint64_t fw_init_flags_in(const struct fuse_init_in *in);
+uint64_t fw_init_flags_out(const struct fuse_init_out *out);
+
+/* ---- answers (each ends r) ---- */
+
+void fw_reply_err(struct fw_req *r, int errnum);          /* errnum >= 0, 0: success */
+void fw_reply_none(struct fw_req *r);                     /* no answer at all */
+void fw_reply_buf(struct fw_req *r, const void *buf, size_t len);
+void fw_reply_init(struct fw_req *r, const struct fuse_init_out *out);
+void fw_reply_entry(struct fw_req *r, uint64_t nodeid, const struct stat *st, double timeout);
+void fw_reply_attr(struct fw_req *r, const struct stat *st, double timeout);
+/* open_flags: FOPEN_* (DIRECT_IO, PARALLEL_DIRECT_WRITES, ...) */
+void fw_reply_open(struct fw_req *r, uint64_t fh, uint32_t open_flags);
+void fw_reply_write(struct fw_req *r, uint32_t size);
+void fw_reply_statfs(struct fw_req *r, const struct statvfs *sv);
+
+/* Append one directory entry (FUSE_READDIR's format) to buf[used..size):
+ * returns the bytes it takes, which is more than size - used when it does
+ * not fit (nothing written then). */
+size_t fw_add_dirent(char *buf, size_t size, size_t used, const char *name, uint64_t ino,
+		     uint32_t mode, uint64_t next_off);
+
+/* struct stat -> struct fuse_attr, as the kernel reads it. */
+void fw_attr_from_stat(struct fuse_attr *a, const struct stat *st);
+
+#endif
