@@ -40,6 +40,15 @@ struct fusefs;
 
 #define FUSEFS_MAX_IO (1u << 20) /* max_read and max_write */
 
+/* How requests reach the daemon. */
+enum fusefs_transport {
+	FUSEFS_TRANSPORT_AUTO,    /* uring when the kernel offers it at INIT, else classic */
+	FUSEFS_TRANSPORT_URING,   /* FUSE over io_uring: one FUSE queue per possible CPU */
+	FUSEFS_TRANSPORT_CLASSIC, /* read(2)/write(2) on /dev/fuse */
+};
+#define FUSEFS_QUEUE_DEPTH 16     /* ring entries per FUSE queue, default */
+#define FUSEFS_QUEUE_DEPTH_MAX 256
+
 struct fusefs_opts {
 	const char *mountpoint;
 	mode_t file_mode;  /* permission bits of the namespace files */
@@ -69,6 +78,15 @@ struct fusefs_opts {
 	 * channel while it is at either bound. */
 	unsigned max_requests;
 	size_t bounce_max;
+
+	enum fusefs_transport transport;
+	/* uring: entries per FUSE queue (0: FUSEFS_QUEUE_DEPTH), each with a
+	 * payload buffer of FUSEFS_MAX_IO bytes from the serving reactor's DMA
+	 * pool; cpu_map[c] (nr_cpu_map entries, one per possible CPU) is the
+	 * reactor serving CPU c's queue (cpumap.h builds it) */
+	unsigned queue_depth;
+	unsigned nr_cpu_map;
+	const unsigned *cpu_map;
 
 	/* Called once, on a reactor thread, when the session ends by itself
 	 * (unmounted from outside, connection aborted). */
@@ -114,6 +132,12 @@ void fusefs_unmount(struct fusefs *fs);
 /* Free everything (reactors stopped and joined).  NULL is a no-op. */
 void fusefs_destroy(struct fusefs *fs);
 
+/* The transport serving requests now: FUSEFS_TRANSPORT_URING once every
+ * FUSE queue's entries are registered, else FUSEFS_TRANSPORT_CLASSIC (any
+ * thread). */
+enum fusefs_transport fusefs_transport_active(const struct fusefs *fs);
+const char *fusefs_transport_name(enum fusefs_transport t); /* "auto", "uring", "classic" */
+
 /* What a request was, for the per-opcode figures. */
 enum fusefs_op {
 	FUSEFS_OP_READ,
@@ -154,6 +178,10 @@ struct fusefs_stats {
 	uint64_t lock_wait_ns;               /* total time spent waiting for range locks */
 	uint64_t bounce_bytes, bounce_peak;  /* write data held outside DMA memory: now, most */
 	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
+	uint64_t ring_requests;              /* requests that came over io_uring */
+	/* payload bytes copied in user space (write data into DMA memory,
+	 * read data out of it): 0 on the ring's aligned path */
+	uint64_t copy_bytes;
 	struct fusefs_op_stats op[FUSEFS_OP_NR];
 };
 /* Summed over reactors (bounce_peak: the largest of one reactor); any
