@@ -147,9 +147,9 @@ void fw_reply_open(struct fw_req *r, uint64_t fh, uint32_t open_flags);
 void fw_reply_write(struct fw_req *r, uint32_t size);
 void fw_reply_statfs(struct fw_req *r, const struct statvfs *sv);
 
-/* Append one directory entry (FUSE_READDIR's format) to buf[used..size):
- * returns the bytes it takes, which is more than size - used when it does
- * not fit (nothing written then). */
+/* Append one directory entry (FUSE_READDIR's format) to buf[used..size),
+ * used <= size: returns the bytes it takes, which is more than size - used
+ * when it does not fit (nothing written then). */
 size_t fw_add_dirent(char *buf, size_t size, size_t used, const char *name, uint64_t ino,
 		     uint32_t mode, uint64_t next_off);
 
