@@ -285,6 +285,8 @@ struct nvme_reactor {
 	unsigned rr; /* round-robin start */
 	void (*hook)(void *);
 	void *hook_arg;
+	void (*flush_hook)(void *);
+	void *flush_hook_arg;
 
 	ev_idle idle_w;
 	ev_check check_w;

@@ -237,6 +237,10 @@ int nvme_reactor_node(const struct nvme_reactor *r);
 /* Called at the start of every loop pass on the reactor thread (before
  * reaping); the FUSE front end and nvmefs-perf use it to submit work. */
 void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
+/* Called at the end of every pass, before the NVMe doorbells are rung and
+ * the loop may block: the FUSE front end submits the answers of the pass to
+ * its io_uring here, in one system call. */
+void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
 
 /* Start the pinned thread running the loop.  nvme_reactor_run() runs the loop
  * on the calling thread instead (pinning it) until nvme_reactor_stop. */

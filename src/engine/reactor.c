@@ -5,8 +5,9 @@
  *   ev_check   (first after the loop wakes) cache the time, run the pass hook,
  *              reap the qpairs due this pass, round robin, cq_budget each
  *   other watchers (FUSE fd, eventfds, timer, calls) may submit more
- *   ev_prepare (last before the loop may block) ring every dirty SQ tail
- *              doorbell once, decide whether the next iteration may block
+ *   ev_prepare (last before the loop may block) run the flush hook, ring
+ *              every dirty SQ tail doorbell once, decide whether the next
+ *              iteration may block
  * Modes:
  *   poll       an ev_idle watcher keeps the loop from blocking; every qpair is
  *              reaped every pass.
@@ -158,6 +159,8 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	/* calls queued before the stop request still run (they may submit) */
 	if (stopping)
 		drain_calls(r);
+	if (r->flush_hook)
+		r->flush_hook(r->flush_hook_arg);
 	/* the one SQ tail doorbell per queue per pass */
 	flush_all(r);
 	unsigned inflight = total_inflight(r);
@@ -371,6 +374,12 @@ void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), v
 {
 	r->hook = fn;
 	r->hook_arg = arg;
+}
+
+void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
+{
+	r->flush_hook = fn;
+	r->flush_hook_arg = arg;
 }
 
 static void pin_self(struct nvme_reactor *r)

@@ -1,32 +1,59 @@
-/* channel.c - the /dev/fuse channel, read by the reactors. */
+/* channel.c - the /dev/fuse transport, read by the reactors. */
 #include "channel.h"
 
 #include <errno.h>
-#include <linux/fuse.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include "fsops.h"
+#include "fwire.h"
 #include "log.h"
 #include "nvme.h"
+#include "uring.h"
 
 #define RECV_BATCH 32 /* requests taken per watcher callback */
 
-__thread struct fusefs_rx *fusefs_tl_rx;
-
-void chan_ll_init(void *userdata, struct fuse_conn_info *conn)
+size_t chan_buf_size(void)
 {
-	(void)userdata;
-	conn->max_write = FUSEFS_MAX_IO;
-	conn->max_read = FUSEFS_MAX_IO;
-	/* async direct I/O goes out as background requests: allow a deep queue */
-	conn->max_background = 1024;
-	conn->congestion_threshold = 768;
-	/* splice costs a pipe round trip per request; a read(2) into the
-	 * session buffer and one copy into the DMA buffer is cheaper */
-	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-	if (conn->capable & FUSE_CAP_ASYNC_DIO)
-		conn->want |= FUSE_CAP_ASYNC_DIO;
-	conn->time_gran = 1;
+	/* the kernel refuses a read into less than the largest write plus
+	 * its headers, and less than FUSE_MIN_READ_BUFFER (8 KiB) */
+	return FUSEFS_MAX_IO + 4096;
 }
+
+/* ---- answers ---- */
+
+static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
+{
+	struct fusefs_rx *rx = r->tctx;
+	struct fuse_out_header oh = {.error = error, .unique = r->unique};
+	struct iovec v[4];
+	size_t len = sizeof(oh);
+	ssize_t n;
+
+	v[0].iov_base = &oh;
+	v[0].iov_len = sizeof(oh);
+	for (int i = 0; i < iovcnt && i < 3; i++) {
+		v[i + 1] = iov[i];
+		len += iov[i].iov_len;
+	}
+	oh.len = (uint32_t)len;
+	n = writev(rx->fs->fd, v, 1 + (iovcnt < 3 ? iovcnt : 3));
+	/* ENOENT: the request was interrupted or aborted meanwhile, and
+	 * ENODEV: the session is gone; either way nobody waits for it */
+	if (n < 0 && errno != ENOENT && errno != ENODEV)
+		log_err("fuse: answering request %llu: %s", (unsigned long long)r->unique,
+			strerror(errno));
+}
+
+static void dev_drop(struct fw_req *r)
+{
+	(void)r;
+}
+
+static const struct fw_transport dev_transport = {.send = dev_send, .drop = dev_drop};
+
+/* ---- reading ---- */
 
 static void stop_reading(struct fusefs_rx *rx)
 {
@@ -35,7 +62,7 @@ static void stop_reading(struct fusefs_rx *rx)
 	atomic_store(&rx->stopped, true);
 }
 
-static void session_ended(struct fusefs_rx *rx)
+void chan_session_ended(struct fusefs_rx *rx)
 {
 	struct fusefs *fs = rx->fs;
 
@@ -47,17 +74,9 @@ static void session_ended(struct fusefs_rx *rx)
 	}
 }
 
-/* The opcodes the scheduler counts itself; the channel counts the rest. */
-static bool counted_by_ops(uint32_t opcode)
-{
-	return opcode == FUSE_READ || opcode == FUSE_WRITE || opcode == FUSE_FSYNC ||
-	       opcode == FUSE_FLUSH || opcode == FUSE_FALLOCATE;
-}
-
 static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fusefs_rx *rx = w->data;
-	struct fuse_session *se = rx->fs->se;
 
 	(void)revents;
 	for (int i = 0; i < RECV_BATCH; i++) {
@@ -68,27 +87,26 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 			rx->paused = true;
 			break;
 		}
-		int res = fuse_session_receive_buf(se, &rx->fbuf);
+		ssize_t n = read(rx->fs->fd, rx->dbuf, rx->dbuf_len);
 
-		if (res == -EAGAIN)
+		if (n < 0 && errno == EAGAIN)
 			break;
-		if (res == -EINTR)
-			continue;
-		if (res <= 0 || fuse_session_exited(se)) {
-			if (res < 0 && res != -ENODEV)
-				log_err("fuse: reading the channel: %s", strerror(-res));
-			session_ended(rx);
+		if (n < 0 && (errno == EINTR || errno == ENOENT))
+			continue; /* ENOENT: the request was interrupted before we read it */
+		if (n <= 0) {
+			if (n < 0 && errno != ENODEV)
+				log_err("fuse: reading the channel: %s", strerror(errno));
+			chan_session_ended(rx);
 			break;
 		}
-		if ((size_t)res >= sizeof(struct fuse_in_header) && !(rx->fbuf.flags & FUSE_BUF_IS_FD)) {
-			const struct fuse_in_header *in = rx->fbuf.mem;
 
-			if (!counted_by_ops(in->opcode))
-				sched_count(rx->sched, FUSEFS_OP_OTHER, 0, 0);
-		}
-		fusefs_tl_rx = rx;
-		fuse_session_process_buf(se, &rx->fbuf);
-		fusefs_tl_rx = NULL;
+		struct fw_msg m;
+		struct fw_req r = {.t = &dev_transport, .tctx = rx};
+		int rc = fw_decode_dev(rx->dbuf, (size_t)n, &m);
+
+		fsops_dispatch(rx, &r, rc, &m);
+		if (atomic_load(&rx->stopped))
+			break;
 	}
 }
 
@@ -112,20 +130,44 @@ void chan_start(struct fusefs_rx *rx, int fd)
 
 static void stop_cb(void *arg)
 {
-	stop_reading(arg);
+	struct fusefs_rx *rx = arg;
+
+	stop_reading(rx);
+	if (rx->ring)
+		fur_stop(rx);
 }
 
 void chan_stop(struct fusefs_rx *rx)
 {
-	if (atomic_load(&rx->stopped))
+	if (atomic_load(&rx->stopped) && !rx->ring)
 		return;
 	if (nvme_reactor_call(rx->r, stop_cb, rx) < 0)
-		log_err("fuse: cannot reach reactor %u to stop it reading", rx->idx);
+		log_err("fuse: cannot reach reactor %u to stop it taking requests", rx->idx);
 }
 
 void chan_pass_hook(void *arg)
 {
 	struct fusefs_rx *rx = arg;
 
+	if (rx->ring)
+		fur_reap(rx);
 	sched_kick(rx->sched);
+}
+
+void chan_init_done(struct fusefs_rx *rx, uint64_t offered, uint64_t agreed)
+{
+	struct fusefs *fs = rx->fs;
+
+	if (agreed & FUSE_OVER_IO_URING) {
+		fur_start(fs);
+		return;
+	}
+	fur_abandon(fs);
+	if (fs->o.transport == FUSEFS_TRANSPORT_CLASSIC)
+		log_info("fuse: serving over /dev/fuse");
+	else if (!(offered & FUSE_OVER_IO_URING))
+		log_info("fuse: serving over /dev/fuse: the kernel did not offer FUSE over io_uring "
+			 "(set fuse's enable_uring parameter before the daemon mounts)");
+	else
+		log_info("fuse: serving over /dev/fuse");
 }

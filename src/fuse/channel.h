@@ -1,28 +1,40 @@
-/* channel.h - the /dev/fuse channel: INIT negotiation and reading requests.
+/* channel.h - the /dev/fuse transport ("classic"): reading requests, sending
+ * answers, and what INIT decides.
  *
  * The session fd is non-blocking and watched by an ev_io in each reading
- * reactor's loop; the callback takes up to a batch of requests per pass and
- * dispatches each on that reactor (fusefs_tl_rx set around
- * fuse_session_process_buf).  Before each read it asks the reactor's
- * scheduler whether it may take one more request (sched_accepting): when not,
- * the reactor stops reading until the scheduler has room again
- * (chan_room, its on_room hook), which bounds what a reactor holds.
- * Prefix chan_.
+ * reactor's loop; the callback reads up to a batch of requests per pass,
+ * decodes each (fwire.h) and serves it on that reactor (fsops_dispatch).
+ * Answers go out with one writev(2) each, from the DMA buffer a read's data
+ * was read into.  Before each read it asks the reactor's scheduler whether
+ * it may take one more request (sched_accepting): when not, the reactor
+ * stops reading until the scheduler has room again (chan_room, its on_room
+ * hook), which bounds what a reactor holds.
+ *
+ * The channel stays open with the io_uring transport: INIT, FORGET and
+ * INTERRUPT always come this way, and so does every request until each
+ * FUSE queue has its entries.  Prefix chan_.
  */
 #ifndef NVMEFS_FUSE_CHANNEL_H
 #define NVMEFS_FUSE_CHANNEL_H
 
 #include "fusefs_priv.h"
 
-/* The INIT handler (in fsops_ll): request sizes, background queue, no splice. */
-void chan_ll_init(void *userdata, struct fuse_conn_info *conn);
+/* The read buffer each reader needs: the largest write and its headers. */
+size_t chan_buf_size(void);
 /* Start reading on rx (before the reactors start). */
 void chan_start(struct fusefs_rx *rx, int fd);
 /* The scheduler's on_room hook: resume reading (rx's thread). */
 void chan_room(void *arg);
-/* Stop rx reading for good (any thread; done on rx's thread soon). */
+/* Stop rx taking requests for good, on both transports (any thread; done
+ * on rx's thread soon). */
 void chan_stop(struct fusefs_rx *rx);
-/* The reactor pass hook: retry what waits. */
+/* The reactor pass hook: retry what waits, take the ring's requests. */
 void chan_pass_hook(void *arg);
+/* INIT has been answered with these flags (64-bit): start the io_uring
+ * transport if it was agreed, else say why not (rx's thread). */
+void chan_init_done(struct fusefs_rx *rx, uint64_t offered, uint64_t agreed);
+/* The session is gone (unmounted or aborted from outside): stop reading
+ * and tell the owner once (rx's thread). */
+void chan_session_ended(struct fusefs_rx *rx);
 
 #endif

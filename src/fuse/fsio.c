@@ -25,7 +25,7 @@ enum rq_stage { RS_START, RS_EDGES, RS_WRITE, RS_IO, RS_FA_PART };
 
 struct rq {
 	struct sched_rq sq;       /* first: the scheduler's part */
-	fuse_req_t req;
+	struct fw_req r;          /* the transport's request, answered once */
 	struct fusefs_rx *rx;
 	struct fusefs_ns *ns;
 	uint8_t op, stage;
@@ -97,12 +97,12 @@ static void rq_abort(struct sched_rq *sq, int errnum)
 	struct rq *q = RQ(sq);
 
 	if (errnum)
-		fuse_reply_err(q->req, errnum);
+		fw_reply_err(&q->r, errnum);
 	else
-		fuse_reply_none(q->req); /* the channel is gone: just free it */
+		fw_reply_none(&q->r); /* the channel is gone: just free it */
 }
 
-static struct rq *rq_new(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, int op,
+static struct rq *rq_new(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, int op,
 			 uint8_t stat_op)
 {
 	struct sched_rq *sq = sched_rq_new(rx->sched, stat_op);
@@ -110,11 +110,11 @@ static struct rq *rq_new(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns 
 
 	if (!sq) {
 		sched_count(rx->sched, stat_op, 0, ENOMEM);
-		fuse_reply_err(req, ENOMEM);
+		fw_reply_err(r, ENOMEM);
 		return NULL;
 	}
 	q = RQ(sq);
-	q->req = req;
+	q->r = *r;
 	q->rx = rx;
 	q->ns = ns;
 	q->op = (uint8_t)op;
@@ -149,7 +149,7 @@ static void rq_take_buf(struct rq *q)
 
 static void rq_fail(struct rq *q, int errnum)
 {
-	fuse_reply_err(q->req, errnum);
+	fw_reply_err(&q->r, errnum);
 	sched_finish(&q->sq, errnum);
 }
 
@@ -190,7 +190,7 @@ static void read_done(void *arg, int err, uint16_t status)
 	(void)status;
 	if (!cmd_ok(q, err))
 		return;
-	fuse_reply_buf(q->req, (const char *)q->buf + (q->off - (q->lb0 << q->ns->shift)), q->len);
+	fw_reply_buf(&q->r, q->buf + (q->off - (q->lb0 << q->ns->shift)), q->len);
 	sched_finish(&q->sq, 0);
 }
 
@@ -198,15 +198,25 @@ static enum sched_res read_run(struct rq *q)
 {
 	int err;
 
-	rq_take_buf(q);
+	if (!q->buf)
+		rq_take_buf(q);
 	err = nvme_qpair_read(rq_qp(q), q->ns->d.nsid, q->lb0, q->buf, q->buf_len, read_done, q);
 	return rq_issued(q, err, true);
 }
 
-void fsio_read(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
+/* Whole blocks, at most what the transport's answer buffer holds: the device
+ * can DMA straight into it. */
+static bool in_place(const struct rq *q, const struct fw_req *r)
+{
+	uint64_t mask = (1ull << q->ns->shift) - 1;
+
+	return r->rbuf && !(q->off & mask) && !(q->len & mask) && q->len <= r->rbuf_len;
+}
+
+void fsio_read(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
 	       size_t size)
 {
-	struct rq *q = rq_new(rx, req, ns, OP_READ, FUSEFS_OP_READ);
+	struct rq *q = rq_new(rx, r, ns, OP_READ, FUSEFS_OP_READ);
 
 	if (!q)
 		return;
@@ -216,7 +226,12 @@ void fsio_read(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint6
 	q->lb0 = q->off >> ns->shift;
 	q->lb1 = (q->off + q->len + (1u << ns->shift) - 1) >> ns->shift;
 	q->buf_len = (q->lb1 - q->lb0) << ns->shift;
-	rq_needs(q, false);
+	if (in_place(q, r)) {
+		q->buf = r->rbuf; /* no DMA memory of the pool, no copy */
+		q->sq.bytes = q->len;
+	} else {
+		rq_needs(q, false);
+	}
 	sched_start(&q->sq);
 }
 
@@ -254,7 +269,7 @@ static void write_done(void *arg, int err, uint16_t status)
 	(void)status;
 	if (!cmd_ok(q, err))
 		return;
-	fuse_reply_write(q->req, q->len);
+	fw_reply_write(&q->r, (uint32_t)q->len);
 	sched_finish(&q->sq, 0);
 }
 
@@ -292,7 +307,8 @@ static enum sched_res write_run(struct rq *q)
 
 	switch (q->stage) {
 	case RS_START:
-		rq_take_buf(q);
+		if (!q->buf)
+			rq_take_buf(q);
 		q->stage = q->nedge ? RS_EDGES : RS_WRITE;
 		return write_run(q);
 	case RS_EDGES:
@@ -324,12 +340,10 @@ static enum sched_res write_run(struct rq *q)
 	}
 }
 
-void fsio_write(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
-		struct fuse_bufvec *bufv, size_t size)
+void fsio_write(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
+		const void *data, size_t size)
 {
-	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
-	struct rq *q = rq_new(rx, req, ns, OP_WRITE, FUSEFS_OP_WRITE);
-	ssize_t got;
+	struct rq *q = rq_new(rx, r, ns, OP_WRITE, FUSEFS_OP_WRITE);
 	uint8_t *to;
 
 	if (!q)
@@ -343,22 +357,26 @@ void fsio_write(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint
 	SCHED_STAT_ADD(rx->sched, writes, 1);
 	if (q->nedge)
 		SCHED_STAT_ADD(rx->sched, rmw_writes, 1);
+	if (!q->nedge && r->data_dma) {
+		/* whole blocks already in DMA memory that stays ours until
+		 * the answer (the ring's payload buffer): write from there */
+		rq_needs(q, true);
+		q->sq.mem = 0;
+		q->buf = (uint8_t *)data;
+		sched_start(&q->sq);
+		return;
+	}
 	rq_needs(q, true);
-	/* the session buffer is reused once we return: take the data now,
-	 * straight into the DMA buffer when one is free, else into a bounce
-	 * buffer the scheduler has budgeted for */
+	/* the transport's buffer is reused once we return: take the data
+	 * now, straight into the DMA buffer when one is free, else into a
+	 * bounce buffer the scheduler has budgeted for */
 	to = sched_payload(&q->sq, q->off - (q->lb0 << ns->shift), size);
 	if (!to) {
 		rq_fail(q, ENOMEM);
 		return;
 	}
-	dst.buf[0].mem = to;
-	dst.buf[0].size = size;
-	got = fuse_buf_copy(&dst, bufv, 0);
-	if (got < 0 || (size_t)got != size) {
-		rq_fail(q, got < 0 ? (int)-got : EIO);
-		return;
-	}
+	memcpy(to, data, size);
+	SCHED_STAT_ADD(rx->sched, copy_bytes, size);
 	sched_start(&q->sq);
 }
 
@@ -371,7 +389,7 @@ static void fsync_done(void *arg, int err, uint16_t status)
 	(void)status;
 	if (!cmd_ok(q, err))
 		return;
-	fuse_reply_err(q->req, 0);
+	fw_reply_err(&q->r, 0);
 	sched_finish(&q->sq, 0);
 }
 
@@ -384,9 +402,9 @@ static enum sched_res fsync_run(struct rq *q)
 	return rq_issued(q, err, true);
 }
 
-void fsio_fsync(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns)
+void fsio_fsync(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns)
 {
-	struct rq *q = rq_new(rx, req, ns, OP_FSYNC, FUSEFS_OP_FLUSH);
+	struct rq *q = rq_new(rx, r, ns, OP_FSYNC, FUSEFS_OP_FLUSH);
 
 	if (!q)
 		return;
@@ -415,7 +433,7 @@ static void fa_done(void *arg, int err, uint16_t status)
 		q->cur += q->step;
 	}
 	if (q->part >= q->nedge && q->cur >= q->mid1) {
-		fuse_reply_err(q->req, 0);
+		fw_reply_err(&q->r, 0);
 		sched_finish(&q->sq, 0);
 		return;
 	}
@@ -437,7 +455,7 @@ static enum sched_res fa_run(struct rq *q)
 	}
 	if (q->part >= q->nedge && q->cur >= q->mid1) {
 		/* nothing at all to do (an empty range) */
-		fuse_reply_err(q->req, 0);
+		fw_reply_err(&q->r, 0);
 		sched_finish(&q->sq, 0);
 		return SCHED_ASYNC;
 	}
@@ -473,10 +491,10 @@ static enum sched_res fa_run(struct rq *q)
 	return rq_issued(q, err, false);
 }
 
-void fsio_fallocate(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, int mode,
+void fsio_fallocate(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, int mode,
 		    uint64_t off, uint64_t end)
 {
-	struct rq *q = rq_new(rx, req, ns, OP_FALLOC,
+	struct rq *q = rq_new(rx, r, ns, OP_FALLOC,
 			      mode & FALLOC_FL_PUNCH_HOLE ? FUSEFS_OP_PUNCH : FUSEFS_OP_ZERO);
 	uint64_t lsz = 1ull << ns->shift;
 

@@ -9,12 +9,16 @@
  * scheduler (rqsched.h) runs it once it has them; what it submits goes to
  * rx's own qpair on the namespace's controller.
  *
- * Every function answers req itself, at once or later.  Prefix fsio_.
+ * Every function answers r itself (a copy of it), at once or later.  Where
+ * the transport lends memory of the reactor's DMA pool (the io_uring entry's
+ * payload buffer: r->rbuf, r->data_dma), whole-block reads are DMAed into it
+ * and whole-block writes DMAed from it, without a copy.  Prefix fsio_.
  */
 #ifndef NVMEFS_FUSE_IO_H
 #define NVMEFS_FUSE_IO_H
 
 #include "fusefs_priv.h"
+#include "fwire.h"
 
 #define FUSEFS_ZBUF_MAX (1u << 20) /* zero buffer when Write Zeroes is missing */
 
@@ -26,15 +30,16 @@ size_t fsio_max_mem(uint32_t max_lba);
 size_t fsio_rq_size(void);
 
 /* [off, off + size) lies within the namespace, size in 1..FUSEFS_MAX_IO. */
-void fsio_read(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
+void fsio_read(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
 	       size_t size);
-/* The payload is in bufv; it is copied before this returns. */
-void fsio_write(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, uint64_t off,
-		struct fuse_bufvec *bufv, size_t size);
+/* The first size bytes of data; unless r->data_dma, they are copied before
+ * this returns. */
+void fsio_write(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
+		const void *data, size_t size);
 /* Flush (the namespace has a volatile write cache). */
-void fsio_fsync(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns);
+void fsio_fsync(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns);
 /* mode: PUNCH_HOLE|KEEP_SIZE or ZERO_RANGE(|KEEP_SIZE); off < end <= size. */
-void fsio_fallocate(struct fusefs_rx *rx, fuse_req_t req, struct fusefs_ns *ns, int mode,
+void fsio_fallocate(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, int mode,
 		    uint64_t off, uint64_t end);
 
 /* Engine errno -> what a caller of read(2)/write(2) understands. */

@@ -14,25 +14,27 @@
 
 #include "channel.h"
 #include "fsio.h"
+#include "log.h"
 
 #define ATTR_TIMEOUT 10.0         /* sizes never change while mounted */
 #define OPT_BLKSIZE (128u * 1024) /* st_blksize: what cp and cat use per call */
+#define ROOT_ID FUSE_ROOT_ID
 
-static struct fusefs_ns *ino_ns(struct fusefs *fs, fuse_ino_t ino)
+static struct fusefs_ns *ino_ns(struct fusefs *fs, uint64_t ino)
 {
 	return fsns_by_ino(fs->ns, fs->nr_ns, ino);
 }
 
 /* Answer a counted request at once. */
-static void reply_err(fuse_req_t req, uint8_t op, int errnum)
+static void reply_err(struct fusefs_rx *rx, struct fw_req *r, uint8_t op, int errnum)
 {
-	sched_count(fusefs_tl_rx->sched, op, 0, errnum);
-	fuse_reply_err(req, errnum);
+	sched_count(rx->sched, op, 0, errnum);
+	fw_reply_err(r, errnum);
 }
 
 /* ---- attributes and directory ---- */
 
-static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, fuse_ino_t ino, struct stat *st)
+static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, uint64_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -49,17 +51,17 @@ static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, fuse_ino_t in
 static void root_stat(struct fusefs *fs, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = FUSE_ROOT_ID;
+	st->st_ino = ROOT_ID;
 	st->st_mode = S_IFDIR | 0755;
 	st->st_nlink = 2;
 	st->st_atim = st->st_mtim = st->st_ctim = fs->t0;
 }
 
-static int ino_stat(struct fusefs *fs, fuse_ino_t ino, struct stat *st)
+static int ino_stat(struct fusefs *fs, uint64_t ino, struct stat *st)
 {
 	struct fusefs_ns *ns;
 
-	if (ino == FUSE_ROOT_ID) {
+	if (ino == ROOT_ID) {
 		root_stat(fs, st);
 		return 0;
 	}
@@ -70,54 +72,33 @@ static int ino_stat(struct fusefs *fs, fuse_ino_t ino, struct stat *st)
 	return 0;
 }
 
-static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_lookup(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
-	struct fuse_entry_param e;
+	struct stat st;
 
-	if (parent != FUSE_ROOT_ID) {
-		fuse_reply_err(req, ENOTDIR);
+	if (m->h.nodeid != ROOT_ID) {
+		fw_reply_err(r, ENOTDIR);
 		return;
 	}
 	for (unsigned i = 0; i < fs->nr_ns; i++) {
-		if (strcmp(fs->ns[i].name, name) == 0) {
-			memset(&e, 0, sizeof(e));
-			e.ino = i + 2;
-			e.attr_timeout = e.entry_timeout = ATTR_TIMEOUT;
-			ns_stat(fs, &fs->ns[i], e.ino, &e.attr);
-			fuse_reply_entry(req, &e);
+		if (strcmp(fs->ns[i].name, m->name) == 0) {
+			ns_stat(fs, &fs->ns[i], i + 2, &st);
+			fw_reply_entry(r, i + 2, &st, ATTR_TIMEOUT);
 			return;
 		}
 	}
-	fuse_reply_err(req, ENOENT);
+	fw_reply_err(r, ENOENT);
 }
 
-static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_getattr(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
 	struct stat st;
-	int err;
+	int err = ino_stat(fs, m->h.nodeid, &st);
 
-	(void)fi;
-	err = ino_stat(fs, ino, &st);
 	if (err)
-		fuse_reply_err(req, err);
+		fw_reply_err(r, err);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
-}
-
-/* The init reply: the channel's settings, and O_TRUNC handled by SETATTR.
- * With FUSE_ATOMIC_O_TRUNC (libfuse's default) the kernel sends O_TRUNC in
- * OPEN and then, whatever the reply, sets the cached size to 0 itself
- * (fuse_finish_open); until the attributes are fetched again, every async
- * direct read past 0 (Linux AIO, io_uring: fuse_direct_IO trims them to the
- * cached size) on any open file reads end of file.  Without it the kernel
- * sends the truncation as SETATTR(size 0) and takes the size from the reply
- * (fuse_do_setattr), where ll_setattr leaves it unchanged. */
-static void ll_init(void *userdata, struct fuse_conn_info *conn)
-{
-	chan_ll_init(userdata, conn);
-	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+		fw_reply_attr(r, &st, ATTR_TIMEOUT);
 }
 
 /* Sizes, modes and owners are the config's: only requests that change
@@ -125,214 +106,176 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
  * block device has it: open(O_TRUNC) is accepted and changes nothing (the
  * VFS drops O_TRUNC for a block device); ftruncate(2) and truncate(2) fail
  * with EINVAL (not a regular file).  O_TRUNC arrives as a size of 0 without
- * a file handle, and truncate(path, 0) looks the same, so that one succeeds
- * without effect too.  The reply carries the real size, which the kernel
- * writes to its cached size. */
-static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		       struct fuse_file_info *fi)
+ * a file handle (FUSE_ATOMIC_O_TRUNC is not asked for at INIT), and
+ * truncate(path, 0) looks the same, so that one succeeds without effect
+ * too.  The reply carries the real size, which the kernel writes to its
+ * cached size. */
+static void op_setattr(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
+	const struct fuse_setattr_in *a = &m->in.setattr;
 	struct stat st;
-	int err;
+	int err = ino_stat(fs, m->h.nodeid, &st);
 
-	err = ino_stat(fs, ino, &st);
 	if (err) {
-		fuse_reply_err(req, err);
+		fw_reply_err(r, err);
 		return;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && (fi || attr->st_size != 0)) {
-		fuse_reply_err(req, EINVAL);
+	if ((a->valid & FATTR_SIZE) && ((a->valid & FATTR_FH) || a->size != 0)) {
+		fw_reply_err(r, EINVAL);
 		return;
 	}
-	if (((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (st.st_mode & 07777)) ||
-	    ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != st.st_uid) ||
-	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != st.st_gid)) {
-		fuse_reply_err(req, EPERM);
+	if (((a->valid & FATTR_MODE) && (a->mode & 07777) != (st.st_mode & 07777)) ||
+	    ((a->valid & FATTR_UID) && a->uid != st.st_uid) ||
+	    ((a->valid & FATTR_GID) && a->gid != st.st_gid)) {
+		fw_reply_err(r, EPERM);
 		return;
 	}
-	fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+	fw_reply_attr(r, &st, ATTR_TIMEOUT);
 }
 
-static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_opendir(struct fw_req *r, const struct fw_msg *m)
 {
-	if (ino != FUSE_ROOT_ID) {
-		fuse_reply_err(req, ENOTDIR);
+	if (m->h.nodeid != ROOT_ID) {
+		fw_reply_err(r, ENOTDIR);
 		return;
 	}
-	fuse_reply_open(req, fi);
+	fw_reply_open(r, 0, 0);
 }
 
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void op_readdir(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
+	size_t size = m->in.read.size, used = 0;
+	uint64_t off = m->in.read.offset;
 	char *buf;
-	size_t used = 0;
-	struct stat st;
 
-	(void)fi;
-	if (ino != FUSE_ROOT_ID) {
-		fuse_reply_err(req, ENOTDIR);
+	if (m->h.nodeid != ROOT_ID) {
+		fw_reply_err(r, ENOTDIR);
 		return;
 	}
-	buf = malloc(size);
+	if (size > FUSEFS_MAX_IO)
+		size = FUSEFS_MAX_IO;
+	buf = malloc(size ? size : 1);
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		fw_reply_err(r, ENOMEM);
 		return;
 	}
 	/* entry k: 0 ".", 1 "..", 2.. the namespaces; off is the next entry */
-	for (off_t k = off; k < (off_t)fs->nr_ns + 2; k++) {
-		const char *name;
-		size_t n;
+	for (uint64_t k = off; k < (uint64_t)fs->nr_ns + 2; k++) {
+		const char *name = k == 0 ? "." : k == 1 ? ".." : fs->ns[k - 2].name;
+		uint64_t ino = k < 2 ? ROOT_ID : k;
+		size_t n = fw_add_dirent(buf, size, used, name, ino, k < 2 ? S_IFDIR : S_IFREG, k + 1);
 
-		memset(&st, 0, sizeof(st));
-		if (k < 2) {
-			name = k == 0 ? "." : "..";
-			st.st_ino = FUSE_ROOT_ID;
-			st.st_mode = S_IFDIR;
-		} else {
-			name = fs->ns[k - 2].name;
-			st.st_ino = (ino_t)k;
-			st.st_mode = S_IFREG;
-		}
-		n = fuse_add_direntry(req, buf + used, size - used, name, &st, k + 1);
 		if (n > size - used)
 			break;
 		used += n;
 	}
-	fuse_reply_buf(req, buf, used);
+	fw_reply_buf(r, buf, used);
 	free(buf);
 }
 
-static void ll_release_ok(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* Every request reaches the device: no page cache in between, as with a
+ * block device opened O_DIRECT; and synchronous writers to one file are not
+ * serialised by the kernel's inode lock (the range lock orders what
+ * overlaps). */
+static void op_open(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
-static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct fusefs *fs = fuse_req_userdata(req);
-
-	if (ino == FUSE_ROOT_ID) {
-		fuse_reply_err(req, EISDIR);
+	if (m->h.nodeid == ROOT_ID) {
+		fw_reply_err(r, EISDIR);
 		return;
 	}
-	if (!ino_ns(fs, ino)) {
-		fuse_reply_err(req, ENOENT);
+	if (!ino_ns(fs, m->h.nodeid)) {
+		fw_reply_err(r, ENOENT);
 		return;
 	}
-	/* Every request reaches the device: no page cache in between, as
-	 * with a block device opened O_DIRECT.  O_TRUNC comes as a SETATTR
-	 * afterwards (see ll_init), which changes nothing. */
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	fuse_reply_open(req, fi);
+	fw_reply_open(r, 0, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES);
 }
 
 /* ---- requests that reach the device ---- */
 
-static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void op_read(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
-	struct fusefs_ns *ns = ino_ns(fs, ino);
+	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	uint64_t off = m->in.read.offset;
+	size_t size = m->in.read.size;
 
-	(void)fi;
 	if (!ns) {
-		reply_err(req, FUSEFS_OP_READ, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_READ, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
-	if (off < 0) {
-		reply_err(req, FUSEFS_OP_READ, EINVAL);
+	if (off > INT64_MAX) {
+		reply_err(rx, r, FUSEFS_OP_READ, EINVAL);
 		return;
 	}
-	if ((uint64_t)off >= ns->d.size || size == 0) {
-		sched_count(fusefs_tl_rx->sched, FUSEFS_OP_READ, 0, 0);
-		fuse_reply_buf(req, NULL, 0);
+	if (off >= ns->d.size || size == 0) {
+		sched_count(rx->sched, FUSEFS_OP_READ, 0, 0);
+		fw_reply_buf(r, NULL, 0);
 		return;
 	}
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short read: the caller asks again */
-	if (size > ns->d.size - (uint64_t)off)
-		size = ns->d.size - (uint64_t)off; /* crosses the end: short */
-	fsio_read(fusefs_tl_rx, req, ns, (uint64_t)off, size);
+	if (size > ns->d.size - off)
+		size = ns->d.size - off; /* crosses the end: short */
+	fsio_read(rx, r, ns, off, size);
 }
 
-static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
-			 struct fuse_file_info *fi)
+static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
-	struct fusefs_ns *ns = ino_ns(fs, ino);
-	size_t size = fuse_buf_size(bufv);
+	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	uint64_t off = m->in.write.offset;
+	size_t size = m->data_len;
 
-	(void)fi;
 	if (!ns) {
-		reply_err(req, FUSEFS_OP_WRITE, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_WRITE, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
-	if (off < 0) {
-		reply_err(req, FUSEFS_OP_WRITE, EINVAL);
+	if (off > INT64_MAX) {
+		reply_err(rx, r, FUSEFS_OP_WRITE, EINVAL);
 		return;
 	}
 	if (size == 0) {
-		sched_count(fusefs_tl_rx->sched, FUSEFS_OP_WRITE, 0, 0);
-		fuse_reply_write(req, 0);
+		sched_count(rx->sched, FUSEFS_OP_WRITE, 0, 0);
+		fw_reply_write(r, 0);
 		return;
 	}
 	/* as on a block device (blkdev_write_iter): at or past the end
 	 * ENOSPC, across it a short write of what fits */
-	if ((uint64_t)off >= ns->d.size) {
-		reply_err(req, FUSEFS_OP_WRITE, ENOSPC);
+	if (off >= ns->d.size) {
+		reply_err(rx, r, FUSEFS_OP_WRITE, ENOSPC);
 		return;
 	}
-	if (size > ns->d.size - (uint64_t)off)
-		size = ns->d.size - (uint64_t)off;
+	if (size > ns->d.size - off)
+		size = ns->d.size - off;
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short write: the caller writes the rest */
-	fsio_write(fusefs_tl_rx, req, ns, (uint64_t)off, bufv, size);
+	fsio_write(rx, r, ns, off, m->data, size);
 }
 
-static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_fsync(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	/* close(2): every write was on the device when it was answered */
-	(void)ino;
-	(void)fi;
-	reply_err(req, FUSEFS_OP_FLUSH, 0);
-}
+	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
 
-static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
-{
-	struct fusefs *fs = fuse_req_userdata(req);
-	struct fusefs_ns *ns = ino_ns(fs, ino);
-
-	(void)datasync;
-	(void)fi;
 	if (!ns) {
-		reply_err(req, FUSEFS_OP_FLUSH, ino == FUSE_ROOT_ID ? 0 : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_FLUSH, m->h.nodeid == ROOT_ID ? 0 : ENOENT);
 		return;
 	}
-	SCHED_STAT_ADD(fusefs_tl_rx->sched, fsyncs, 1);
+	SCHED_STAT_ADD(rx->sched, fsyncs, 1);
 	/* without a volatile write cache a completed write is durable */
 	if (!ns->vwc) {
-		reply_err(req, FUSEFS_OP_FLUSH, 0);
+		reply_err(rx, r, FUSEFS_OP_FLUSH, 0);
 		return;
 	}
-	fsio_fsync(fusefs_tl_rx, req, ns);
+	fsio_fsync(rx, r, ns);
 }
 
-static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
-			 struct fuse_file_info *fi)
+static void op_fallocate(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
-	struct fusefs_ns *ns = ino_ns(fs, ino);
+	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	uint32_t mode = m->in.fallocate.mode;
+	uint64_t off = m->in.fallocate.offset, length = m->in.fallocate.length, end;
 	uint8_t op = mode & FALLOC_FL_PUNCH_HOLE ? FUSEFS_OP_PUNCH : FUSEFS_OP_ZERO;
-	uint64_t end;
 
-	(void)fi;
 	if (!ns) {
-		reply_err(req, op, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, op, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
 	/* the checks of blkdev_fallocate, in its order: unknown flags, then
@@ -340,52 +283,46 @@ static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	 * KEEP_SIZE: EINVAL), then the mode.  Unlike a block device, an
 	 * unaligned range is not refused: its partial blocks are zeroed by
 	 * read-modify-write (docs/fuse.md). */
-	if (mode & ~(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) {
-		reply_err(req, op, EOPNOTSUPP);
+	if (mode & ~(uint32_t)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) {
+		reply_err(rx, r, op, EOPNOTSUPP);
 		return;
 	}
-	if (off < 0 || length <= 0 || (uint64_t)off >= ns->d.size) {
-		reply_err(req, op, EINVAL);
+	if (off > INT64_MAX || length == 0 || length > INT64_MAX || off >= ns->d.size) {
+		reply_err(rx, r, op, EINVAL);
 		return;
 	}
-	end = (uint64_t)off + (uint64_t)length;
-	if (end < (uint64_t)off)
+	end = off + length;
+	if (end < off)
 		end = UINT64_MAX;
 	if (end > ns->d.size) {
 		if (!(mode & FALLOC_FL_KEEP_SIZE)) {
-			reply_err(req, op, EINVAL);
+			reply_err(rx, r, op, EINVAL);
 			return;
 		}
 		end = ns->d.size;
 	}
 	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
 	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
-		reply_err(req, op, EOPNOTSUPP);
+		reply_err(rx, r, op, EOPNOTSUPP);
 		return;
 	}
-	fsio_fallocate(fusefs_tl_rx, req, ns, mode, (uint64_t)off, end);
+	fsio_fallocate(rx, r, ns, (int)mode, off, end);
 }
 
 /* The kernel asks only for SEEK_DATA and SEEK_HOLE (SET, CUR and END it
  * answers from its cached size).  A block device refuses both with EINVAL
  * (fixed_size_llseek); so does a namespace file, rather than let the kernel
  * fall back to "data up to the size". */
-static void ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
-		     struct fuse_file_info *fi)
+static void op_lseek(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
-
-	(void)off, (void)whence, (void)fi;
-	fuse_reply_err(req, ino_ns(fs, ino) ? EINVAL : ENXIO);
+	fw_reply_err(r, ino_ns(fs, m->h.nodeid) ? EINVAL : ENXIO);
 }
 
-static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+static void op_statfs(struct fusefs *fs, struct fw_req *r)
 {
-	struct fusefs *fs = fuse_req_userdata(req);
 	struct statvfs sv;
 	uint64_t total = 0;
 
-	(void)ino;
 	for (unsigned i = 0; i < fs->nr_ns; i++)
 		total += fs->ns[i].d.size;
 	memset(&sv, 0, sizeof(sv));
@@ -394,75 +331,143 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_blocks = total / 4096;
 	sv.f_files = fs->nr_ns + 1;
 	sv.f_namemax = FUSEFS_NAME_MAX - 1;
-	fuse_reply_statfs(req, &sv);
+	fw_reply_statfs(r, &sv);
 }
 
-static void ll_eperm_entry(fuse_req_t req)
+/* ---- INIT ---- */
+
+static void op_init(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	fuse_reply_err(req, EPERM);
+	struct fusefs *fs = rx->fs;
+	struct fuse_init_out out;
+	struct fw_init_want want = {
+		.max_write = FUSEFS_MAX_IO,
+		/* async direct I/O goes out as background requests: allow a
+		 * deep queue */
+		.max_background = 1024,
+		.congestion_threshold = 768,
+		.uring = fs->o.transport != FUSEFS_TRANSPORT_CLASSIC,
+	};
+	int err = fw_init_answer(&m->in.init, &want, &out);
+
+	if (err == -EPROTO && m->in.init.major > FW_PROTO_MAJOR) {
+		/* a newer major: tell it ours, it asks again */
+		fw_reply_init(r, &out);
+		return;
+	}
+	if (err) {
+		log_err("fuse: the kernel speaks FUSE %u.%u; this daemon needs 7.%u or later",
+			m->in.init.major, m->in.init.minor, FW_PROTO_MINOR_MIN);
+		fw_reply_err(r, EPROTO);
+		return;
+	}
+	fw_reply_init(r, &out);
+	chan_init_done(rx, fw_init_flags_in(&m->in.init), fw_init_flags_out(&out));
 }
 
-static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		      struct fuse_file_info *fi)
+/* ---- dispatch ---- */
+
+/* The opcodes the scheduler counts itself; everything else counts as other. */
+static bool counted_by_ops(uint32_t opcode)
 {
-	(void)parent, (void)name, (void)mode, (void)fi;
-	ll_eperm_entry(req);
-}
-static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
-{
-	(void)parent, (void)name, (void)mode, (void)rdev;
-	ll_eperm_entry(req);
-}
-static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
-{
-	(void)parent, (void)name, (void)mode;
-	ll_eperm_entry(req);
-}
-static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent, (void)name;
-	ll_eperm_entry(req);
-}
-static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
-{
-	(void)link, (void)parent, (void)name;
-	ll_eperm_entry(req);
-}
-static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		      const char *newname, unsigned int flags)
-{
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	ll_eperm_entry(req);
-}
-static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
-{
-	(void)ino, (void)newparent, (void)newname;
-	ll_eperm_entry(req);
+	return opcode == FUSE_READ || opcode == FUSE_WRITE || opcode == FUSE_FSYNC ||
+	       opcode == FUSE_FLUSH || opcode == FUSE_FALLOCATE;
 }
 
-const struct fuse_lowlevel_ops fsops_ll = {
-	.init = ll_init,
-	.lookup = ll_lookup,
-	.getattr = ll_getattr,
-	.setattr = ll_setattr,
-	.opendir = ll_opendir,
-	.readdir = ll_readdir,
-	.releasedir = ll_release_ok,
-	.open = ll_open,
-	.release = ll_release_ok,
-	.read = ll_read,
-	.write_buf = ll_write_buf,
-	.flush = ll_flush,
-	.fsync = ll_fsync,
-	.fallocate = ll_fallocate,
-	.lseek = ll_lseek,
-	.statfs = ll_statfs,
-	.create = ll_create,
-	.mknod = ll_mknod,
-	.mkdir = ll_mkdir,
-	.unlink = ll_unlink,
-	.rmdir = ll_unlink,
-	.symlink = ll_symlink,
-	.rename = ll_rename,
-	.link = ll_link,
-};
+void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct fw_msg *m)
+{
+	struct fusefs *fs = rx->fs;
+	uint32_t op = m->h.opcode;
+
+	r->unique = m->h.unique;
+	r->opcode = op;
+	if (rc != FW_OK || !counted_by_ops(op))
+		sched_count(rx->sched, FUSEFS_OP_OTHER, 0, rc == FW_OK ? 0 : -rc);
+	if (rc != FW_OK) {
+		SCHED_STAT_ADD(rx->sched, bad_requests, rc == FW_BAD);
+		/* no answer to what expects none, nor to a request without id */
+		if (op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+		    m->h.unique == 0)
+			fw_reply_none(r);
+		else
+			fw_reply_err(r, -rc);
+		return;
+	}
+	switch (op) {
+	case FUSE_INIT:
+		op_init(rx, r, m);
+		break;
+	case FUSE_DESTROY:
+		fw_reply_err(r, 0);
+		break;
+	case FUSE_LOOKUP:
+		op_lookup(fs, r, m);
+		break;
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+		/* inode numbers are fixed: nothing to forget */
+	case FUSE_INTERRUPT:
+		/* a request in flight on the device cannot be called back;
+		 * its answer comes when the device is done */
+		fw_reply_none(r);
+		break;
+	case FUSE_GETATTR:
+		op_getattr(fs, r, m);
+		break;
+	case FUSE_SETATTR:
+		op_setattr(fs, r, m);
+		break;
+	case FUSE_OPENDIR:
+		op_opendir(r, m);
+		break;
+	case FUSE_READDIR:
+		op_readdir(fs, r, m);
+		break;
+	case FUSE_RELEASEDIR:
+	case FUSE_RELEASE:
+	case FUSE_FSYNCDIR:
+		fw_reply_err(r, 0);
+		break;
+	case FUSE_OPEN:
+		op_open(fs, r, m);
+		break;
+	case FUSE_READ:
+		op_read(rx, r, m);
+		break;
+	case FUSE_WRITE:
+		op_write(rx, r, m);
+		break;
+	case FUSE_FLUSH:
+		/* close(2): every write was on the device when it was answered */
+		reply_err(rx, r, FUSEFS_OP_FLUSH, 0);
+		break;
+	case FUSE_FSYNC:
+		op_fsync(rx, r, m);
+		break;
+	case FUSE_FALLOCATE:
+		op_fallocate(rx, r, m);
+		break;
+	case FUSE_LSEEK:
+		op_lseek(fs, r, m);
+		break;
+	case FUSE_STATFS:
+		op_statfs(fs, r);
+		break;
+	case FUSE_CREATE:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_UNLINK:
+	case FUSE_RMDIR:
+	case FUSE_SYMLINK:
+	case FUSE_RENAME:
+	case FUSE_RENAME2:
+	case FUSE_LINK:
+		/* the namespaces are the files: none is made, removed or renamed */
+		fw_reply_err(r, EPERM);
+		break;
+	default:
+		/* ACCESS: default_permissions has the kernel check modes */
+		fw_reply_err(r, ENOSYS);
+		break;
+	}
+}

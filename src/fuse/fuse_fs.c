@@ -13,7 +13,7 @@
 #include "fsio.h"
 #include "log.h"
 #include "nvme.h"
-#include "fsops.h"
+#include "uring.h"
 
 /* ---- the engine, as the scheduler sees it ---- */
 
@@ -64,6 +64,23 @@ void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out)
 	for (unsigned i = 0; i < fs->nr_rx; i++)
 		if (fs->rx[i].sched)
 			sched_stats_add(fs->rx[i].sched, out);
+}
+
+enum fusefs_transport fusefs_transport_active(const struct fusefs *fs)
+{
+	return atomic_load(&((struct fusefs *)fs)->transport);
+}
+
+const char *fusefs_transport_name(enum fusefs_transport t)
+{
+	switch (t) {
+	case FUSEFS_TRANSPORT_AUTO:
+		return "auto";
+	case FUSEFS_TRANSPORT_URING:
+		return "uring";
+	default:
+		return "classic";
+	}
 }
 
 const struct fusefs_ns_desc *fusefs_namespaces(const struct fusefs *fs, unsigned *nr)
@@ -127,6 +144,8 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	if (!fs)
 		return -ENOMEM;
 	fs->o = *o;
+	fs->fd = -1;
+	atomic_init(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
 	clock_gettime(CLOCK_REALTIME, &fs->t0);
 	err = build_namespaces(fs);
 	if (err)
@@ -164,6 +183,14 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		err = sched_create(&env, &so, &rx->sched);
 		if (err)
 			goto fail;
+		if (rx->reader) {
+			rx->dbuf_len = chan_buf_size();
+			rx->dbuf = malloc(rx->dbuf_len);
+			if (!rx->dbuf) {
+				err = -ENOMEM;
+				goto fail;
+			}
+		}
 	}
 	err = check_pools(fs);
 	if (err)
@@ -182,7 +209,10 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		argv[argc++] = "-d";
 	argv[argc] = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	fs->se = fuse_session_new(&args, &fsops_ll, sizeof(fsops_ll), fs);
+	/* libfuse mounts and unmounts; the requests are read and answered
+	 * by the channel and the ring (fwire.h), never by libfuse */
+	static const struct fuse_lowlevel_ops no_ops;
+	fs->se = fuse_session_new(&args, &no_ops, sizeof(no_ops), fs);
 	fuse_opt_free_args(&args);
 	if (!fs->se) {
 		log_err("fuse: cannot create the session (options %s)", opts);
@@ -195,12 +225,19 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		goto fail;
 	}
 	fs->mounted = true;
-	fd = fuse_session_fd(fs->se);
+	fd = fs->fd = fuse_session_fd(fs->se);
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		err = -errno;
 		log_err("fuse: cannot make the channel non-blocking: %s", strerror(-err));
 		goto fail;
+	}
+	if (o->transport != FUSEFS_TRANSPORT_CLASSIC) {
+		err = fur_setup(fs);
+		if (err && o->transport == FUSEFS_TRANSPORT_URING)
+			goto fail;
+		if (err)
+			log_warn("fuse: no io_uring transport (%s): /dev/fuse only", strerror(-err));
 	}
 	for (unsigned i = 0; i < fs->nr_rx; i++) {
 		struct fusefs_rx *rx = &fs->rx[i];
@@ -244,10 +281,13 @@ void fusefs_destroy(struct fusefs *fs)
 	if (left)
 		log_warn("fuse: %u request(s) abandoned at stop, never answered: freed what they held",
 			 left);
+	/* closing /dev/fuse ends the connection: the kernel lets go of the
+	 * ring entries, whose memory goes back to the pools after */
 	if (fs->se)
 		fuse_session_destroy(fs->se);
+	fur_destroy(fs);
 	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++)
-		free(fs->rx[i].fbuf.mem);
+		free(fs->rx[i].dbuf);
 	fsns_free(fs->ns, fs->nr_ns);
 	free(fs->rx);
 	free(fs->desc);

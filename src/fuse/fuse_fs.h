@@ -179,6 +179,7 @@ struct fusefs_stats {
 	uint64_t bounce_bytes, bounce_peak;  /* write data held outside DMA memory: now, most */
 	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
 	uint64_t ring_requests;              /* requests that came over io_uring */
+	uint64_t bad_requests;               /* malformed requests, answered EINVAL */
 	/* payload bytes copied in user space (write data into DMA memory,
 	 * read data out of it): 0 on the ring's aligned path */
 	uint64_t copy_bytes;

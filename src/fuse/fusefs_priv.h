@@ -3,16 +3,18 @@
  *
  *   fuse_fs.c  set-up, stop, statistics (the public API, fuse_fs.h)
  *   fsns.c     the namespace table (fsns.h)
- *   channel.c  the /dev/fuse channel: INIT, reading requests (channel.h)
+ *   fwire.c    FUSE requests as bytes: decoding, answers (fwire.h)
+ *   channel.c  the /dev/fuse transport: reading requests, INIT's outcome
+ *              (channel.h)
+ *   uring.c    the io_uring transport: FUSE queues on the reactors (uring.h)
  *   fsops.c    the FUSE operations: attributes, directory, checks (fsops.h)
  *   fsio.c     requests that reach the device: read, write, fsync,
  *              fallocate (fsio.h)
  *   rqsched.c  per-reactor request scheduler (rqsched.h)
  *   rlock.c    block range lock (rlock.h)
  *
- * A request is served on the reactor that read it: the channel sets
- * fusefs_tl_rx around each dispatch, and the operations use that reactor's
- * scheduler and qpairs.
+ * A request is served on the reactor that took it, from either transport:
+ * the operations use that reactor's scheduler and qpairs.
  */
 #ifndef NVMEFS_FUSEFS_PRIV_H
 #define NVMEFS_FUSEFS_PRIV_H
@@ -30,6 +32,8 @@
 #include "fsns.h"
 #include "rqsched.h"
 
+struct fur_ring;
+
 struct fusefs_rx {
 	struct fusefs *fs;
 	unsigned idx;
@@ -41,13 +45,19 @@ struct fusefs_rx {
 	bool paused;             /* not reading until the scheduler has room */
 	ev_io io;
 	atomic_bool stopped;     /* not reading the channel (any more) */
-	struct fuse_buf fbuf;    /* the session buffer */
+	char *dbuf;              /* /dev/fuse read buffer */
+	size_t dbuf_len;
+	struct fur_ring *ring;   /* this reactor's FUSE queues (uring), or NULL */
 };
 
 struct fusefs {
 	struct fusefs_opts o;
-	struct fuse_session *se;
+	struct fuse_session *se; /* libfuse: the mount only */
+	int fd;                  /* /dev/fuse of the session */
 	bool mounted;
+	atomic_int transport;    /* enum fusefs_transport serving now */
+	atomic_uint rings_pending; /* reactors still registering their entries */
+	atomic_bool ring_failed;
 	unsigned nr_ns;
 	struct fusefs_ns *ns;
 	struct fusefs_ns_desc *desc;
@@ -56,8 +66,5 @@ struct fusefs {
 	struct timespec t0;
 	atomic_bool exit_reported;
 };
-
-/* The reactor dispatching the current request (set by the channel). */
-extern __thread struct fusefs_rx *fusefs_tl_rx;
 
 #endif

@@ -346,6 +346,7 @@ static void after_mem(struct sched_rq *q)
 {
 	if (q->bounce) {
 		memcpy((uint8_t *)q->dma + q->bounce_off, q->bounce, q->bounce_len);
+		SCHED_STAT_ADD(q->s, copy_bytes, q->bounce_len);
 		bounce_free(q);
 		room_check(q->s);
 	}
@@ -480,6 +481,9 @@ void sched_stats_add(const struct sched *s, struct fusefs_stats *out)
 	SUM(lock_wait_ns);
 	SUM(bounce_bytes);
 	SUM(channel_pauses);
+	SUM(ring_requests);
+	SUM(bad_requests);
+	SUM(copy_bytes);
 	uint64_t pk = __atomic_load_n(&st->bounce_peak, __ATOMIC_RELAXED);
 	if (pk > out->bounce_peak)
 		out->bounce_peak = pk;

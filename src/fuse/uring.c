@@ -1,0 +1,483 @@
+/* uring.c - the io_uring transport (see uring.h). */
+#include "uring.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "fsops.h"
+#include "fwire.h"
+#include "log.h"
+#include "nvme.h"
+
+#define RETRY_S 0.01 /* REGISTER before the kernel has taken INIT: again soon */
+
+enum ent_state {
+	ENT_IDLE,    /* not with the kernel: to be registered */
+	ENT_KERNEL,  /* registered or answered-and-re-armed: waits for a request */
+	ENT_SERVING, /* a request is being served */
+	ENT_HELD,    /* a request came after stop: never answered */
+	ENT_DEAD,    /* the connection ended, or the kernel refused the entry */
+};
+
+struct fur_ent {
+	/* first: the kernel reads and writes it, keep it on its own lines */
+	struct fuse_uring_req_header hdr;
+	struct fur_ring *ring;
+	void *payload;
+	struct iovec iov[2];  /* REGISTER's: read by the kernel when it issues */
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t state;
+	uint8_t op;           /* the command with the kernel: REGISTER or COMMIT */
+} __attribute__((aligned(64)));
+
+struct fur_ring {
+	struct fusefs_rx *rx;
+	struct io_uring ring;
+	bool ring_ok;
+	int efd;
+	ev_io efd_w;
+	ev_timer retry_w;
+	unsigned nqueues;
+	unsigned nent;
+	struct fur_ent *ents;
+	unsigned unsubmitted; /* SQEs prepared, not yet submitted */
+	bool stopped;
+	bool flush_armed;
+	unsigned failed;      /* entries the kernel refused */
+};
+
+static const struct fw_transport ring_transport;
+
+/* ---- submission ---- */
+
+static struct io_uring_sqe *get_sqe(struct fur_ring *g)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&g->ring);
+
+	if (!sqe) {
+		/* every entry has at most one command with the kernel and the
+		 * SQ holds them all: only unsubmitted ones can fill it */
+		io_uring_submit(&g->ring);
+		g->unsubmitted = 0;
+		sqe = io_uring_get_sqe(&g->ring);
+	}
+	return sqe;
+}
+
+static void prep_cmd(struct fur_ent *e, uint32_t cmd_op)
+{
+	struct fur_ring *g = e->ring;
+	struct io_uring_sqe *sqe = get_sqe(g);
+	struct fuse_uring_cmd_req *req;
+
+	if (!sqe) {
+		log_err("fuse: io_uring submission queue full; entry of queue %u lost", e->qid);
+		e->state = ENT_DEAD;
+		return;
+	}
+	memset(sqe, 0, 128);
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = g->rx->fs->fd;
+	sqe->cmd_op = cmd_op;
+	req = (struct fuse_uring_cmd_req *)sqe->cmd;
+	req->qid = e->qid;
+	if (cmd_op == FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	} else {
+		req->commit_id = e->commit_id;
+	}
+	io_uring_sqe_set_data(sqe, e);
+	e->op = (uint8_t)cmd_op;
+	e->state = ENT_KERNEL;
+	g->unsubmitted++;
+}
+
+static void ring_submit(struct fur_ring *g)
+{
+	int n;
+
+	if (!g->unsubmitted)
+		return;
+	n = io_uring_submit(&g->ring);
+	if (n >= 0)
+		g->unsubmitted = 0;
+	else if (n != -EAGAIN && n != -EBUSY && n != -EINTR)
+		log_err("fuse: io_uring submit: %s", strerror(-n));
+	/* -EAGAIN/-EBUSY: the CQ is full; the next pass reaps, then submits */
+}
+
+static void flush_hook(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+
+	if (rx->ring)
+		ring_submit(rx->ring);
+}
+
+/* ---- answers ---- */
+
+static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
+{
+	struct fur_ent *e = r->tctx;
+	struct fur_ring *g = e->ring;
+	char *p = e->payload;
+	struct fuse_out_header oh = {.error = error, .unique = r->unique};
+	struct fuse_uring_ent_in_out io;
+	size_t total = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		size_t len = iov[i].iov_len;
+
+		if (len > FUSEFS_MAX_IO - total) {
+			/* cannot happen: no answer is larger than a request */
+			oh.error = -EIO;
+			total = 0;
+			break;
+		}
+		if ((char *)iov[i].iov_base != p + total) {
+			/* out of place (small answers, and reads that were
+			 * not block-aligned): into the payload buffer */
+			memmove(p + total, iov[i].iov_base, len);
+			if (r->opcode == FUSE_READ)
+				SCHED_STAT_ADD(g->rx->sched, copy_bytes, len);
+		}
+		total += len;
+	}
+	oh.len = (uint32_t)(sizeof(oh) + total);
+	memcpy(e->hdr.in_out, &oh, sizeof(oh));
+	memset(&io, 0, sizeof(io));
+	io.commit_id = e->commit_id;
+	io.payload_sz = (uint32_t)total;
+	memcpy(&e->hdr.ring_ent_in_out, &io, sizeof(io));
+	prep_cmd(e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+}
+
+/* Over the ring every request expects an answer: one that must not get one
+ * (there is none today) is answered ENOSYS so that the entry comes back. */
+static void ring_drop(struct fw_req *r)
+{
+	ring_send(r, -ENOSYS, NULL, 0);
+}
+
+static const struct fw_transport ring_transport = {.send = ring_send, .drop = ring_drop};
+
+/* ---- requests ---- */
+
+static void take_request(struct fur_ring *g, struct fur_ent *e)
+{
+	struct fusefs_rx *rx = g->rx;
+	struct fuse_in_header h;
+	struct fuse_uring_ent_in_out io;
+	struct fw_msg m;
+	struct fw_req r = {
+		.t = &ring_transport,
+		.tctx = e,
+		.rbuf = e->payload,
+		.rbuf_len = FUSEFS_MAX_IO,
+		.data_dma = true,
+	};
+	int rc;
+
+	memcpy(&h, e->hdr.in_out, sizeof(h));
+	memcpy(&io, &e->hdr.ring_ent_in_out, sizeof(io));
+	e->commit_id = io.commit_id;
+	e->state = ENT_SERVING;
+	if (g->stopped) {
+		e->state = ENT_HELD;
+		return;
+	}
+	SCHED_STAT_ADD(rx->sched, ring_requests, 1);
+	if (io.payload_sz > FUSEFS_MAX_IO)
+		rc = FW_BAD; /* the kernel says more than the buffer holds */
+	else
+		rc = fw_decode(&h, e->hdr.op_in, sizeof(e->hdr.op_in), e->payload, io.payload_sz,
+			       &m);
+	if (rc != FW_OK)
+		m.h = h;
+	fsops_dispatch(rx, &r, rc, &m);
+}
+
+static void set_classic(struct fusefs *fs, const char *why, int err)
+{
+	if (!atomic_exchange(&fs->ring_failed, true)) {
+		log_err("fuse: io_uring transport failed (%s: %s): serving over /dev/fuse", why,
+			strerror(-err));
+		atomic_store(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
+	}
+}
+
+static void arm_retry(struct fur_ring *g)
+{
+	struct ev_loop *loop = nvme_reactor_loop(g->rx->r);
+
+	if (!ev_is_active(&g->retry_w)) {
+		ev_timer_set(&g->retry_w, RETRY_S, 0.);
+		ev_timer_start(loop, &g->retry_w);
+	}
+}
+
+static void handle_cqe(struct fur_ring *g, struct fur_ent *e, int res)
+{
+	if (res == 0) {
+		take_request(g, e);
+		return;
+	}
+	if (res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED) {
+		e->state = ENT_DEAD; /* the connection ended */
+		return;
+	}
+	if (res == -EAGAIN && e->op == FUSE_IO_URING_CMD_REGISTER) {
+		/* before the kernel took INIT's answer: again shortly */
+		e->state = ENT_IDLE;
+		arm_retry(g);
+		return;
+	}
+	if (e->op == FUSE_IO_URING_CMD_REGISTER) {
+		/* the kernel turned io_uring off for the connection: what is
+		 * not on the ring goes over /dev/fuse */
+		e->state = ENT_DEAD;
+		g->failed++;
+		set_classic(g->rx->fs, "registering an entry", res);
+		return;
+	}
+	/* a commit the kernel did not take (its request is gone): the
+	 * entry is no longer armed, register it again */
+	log_warn("fuse: io_uring answer on queue %u not taken: %s", e->qid, strerror(-res));
+	prep_cmd(e, FUSE_IO_URING_CMD_REGISTER);
+}
+
+void fur_reap(struct fusefs_rx *rx)
+{
+	struct fur_ring *g = rx->ring;
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	if (!g || !g->ring_ok)
+		return;
+	io_uring_for_each_cqe(&g->ring, head, cqe)
+	{
+		handle_cqe(g, io_uring_cqe_get_data(cqe), cqe->res);
+		n++;
+	}
+	if (n)
+		io_uring_cq_advance(&g->ring, n);
+}
+
+static void efd_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct fur_ring *g = w->data;
+	uint64_t v;
+
+	(void)loop;
+	(void)revents;
+	if (read(g->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	fur_reap(g->rx);
+}
+
+/* ---- registration ---- */
+
+static void register_idle(struct fur_ring *g)
+{
+	for (unsigned i = 0; i < g->nent; i++)
+		if (g->ents[i].state == ENT_IDLE)
+			prep_cmd(&g->ents[i], FUSE_IO_URING_CMD_REGISTER);
+	ring_submit(g);
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct fur_ring *g = w->data;
+
+	(void)loop;
+	(void)revents;
+	register_idle(g);
+}
+
+static void start_cb(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+	struct fur_ring *g = rx->ring;
+	struct fusefs *fs = rx->fs;
+
+	if (!g)
+		return;
+	register_idle(g);
+	/* a refusal comes back at once: look before saying we are ready */
+	fur_reap(rx);
+	if (atomic_fetch_sub(&fs->rings_pending, 1) == 1 && !atomic_load(&fs->ring_failed)) {
+		unsigned nq = 0;
+
+		for (unsigned i = 0; i < fs->nr_rx; i++)
+			if (fs->rx[i].ring)
+				nq += fs->rx[i].ring->nqueues;
+		atomic_store(&fs->transport, FUSEFS_TRANSPORT_URING);
+		log_info("fuse: serving over io_uring (%u FUSE queues, %u entries each)", nq,
+			 fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH);
+	}
+}
+
+void fur_start(struct fusefs *fs)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		n += fs->rx[i].ring != NULL;
+	atomic_store(&fs->rings_pending, n);
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		if (fs->rx[i].ring && nvme_reactor_call(fs->rx[i].r, start_cb, &fs->rx[i]) < 0)
+			/* the kernel waits for every queue: do not leave it waiting */
+			log_err("fuse: cannot reach reactor %u to register its FUSE queues", i);
+}
+
+void fur_stop(struct fusefs_rx *rx)
+{
+	if (rx->ring)
+		rx->ring->stopped = true;
+}
+
+/* ---- set-up and tear-down ---- */
+
+static void ring_free(struct fusefs_rx *rx)
+{
+	struct fur_ring *g = rx->ring;
+
+	if (!g)
+		return;
+	if (ev_is_active(&g->retry_w))
+		ev_timer_stop(nvme_reactor_loop(rx->r), &g->retry_w);
+	if (ev_is_active(&g->efd_w))
+		ev_io_stop(nvme_reactor_loop(rx->r), &g->efd_w);
+	if (g->ring_ok)
+		io_uring_queue_exit(&g->ring);
+	if (g->efd >= 0)
+		close(g->efd);
+	for (unsigned i = 0; g->ents && i < g->nent; i++)
+		if (g->ents[i].payload)
+			nvme_reactor_buf_free(rx->r, g->ents[i].payload, FUSEFS_MAX_IO);
+	free(g->ents);
+	free(g);
+	rx->ring = NULL;
+}
+
+static void abandon_cb(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+
+	nvme_reactor_set_flush_hook(rx->r, NULL, NULL);
+	ring_free(rx);
+}
+
+void fur_abandon(struct fusefs *fs)
+{
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		if (fs->rx[i].ring && nvme_reactor_call(fs->rx[i].r, abandon_cb, &fs->rx[i]) < 0)
+			log_warn("fuse: reactor %u keeps its unused FUSE queue memory", i);
+}
+
+static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *qids)
+{
+	struct fusefs *fs = rx->fs;
+	unsigned depth = fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH;
+	struct io_uring_params p;
+	struct fur_ring *g;
+	int err;
+
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	rx->ring = g;
+	g->rx = rx;
+	g->efd = -1;
+	g->nqueues = nqueues;
+	g->nent = nqueues * depth;
+	g->ents = aligned_alloc(64, sizeof(*g->ents) * g->nent);
+	if (!g->ents)
+		return -ENOMEM;
+	memset(g->ents, 0, sizeof(*g->ents) * g->nent);
+	for (unsigned i = 0; i < g->nent; i++) {
+		struct fur_ent *e = &g->ents[i];
+
+		e->ring = g;
+		e->qid = qids[i / depth];
+		e->payload = nvme_reactor_buf_alloc(rx->r, FUSEFS_MAX_IO);
+		if (!e->payload) {
+			log_err("fuse: reactor %u's DMA pool cannot hold its %u FUSE queue entries "
+				"(%u MiB): make it larger or lower fuse_queue_depth",
+				rx->idx, g->nent, g->nent * (FUSEFS_MAX_IO >> 20));
+			return -ENOMEM;
+		}
+		e->iov[0].iov_base = &e->hdr;
+		e->iov[0].iov_len = sizeof(e->hdr);
+		e->iov[1].iov_base = e->payload;
+		e->iov[1].iov_len = FUSEFS_MAX_IO;
+	}
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SQE128;
+	/* room for every entry's command, and twice that for completions */
+	err = io_uring_queue_init_params(g->nent, &g->ring, &p);
+	if (err < 0) {
+		log_err("fuse: io_uring set-up for reactor %u (%u entries): %s", rx->idx, g->nent,
+			strerror(-err));
+		return err;
+	}
+	g->ring_ok = true;
+	g->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (g->efd < 0)
+		return -errno;
+	err = io_uring_register_eventfd(&g->ring, g->efd);
+	if (err < 0)
+		return err;
+	ev_io_init(&g->efd_w, efd_cb, g->efd, EV_READ);
+	g->efd_w.data = g;
+	ev_io_start(nvme_reactor_loop(rx->r), &g->efd_w);
+	ev_timer_init(&g->retry_w, retry_cb, RETRY_S, 0.);
+	g->retry_w.data = g;
+	nvme_reactor_set_flush_hook(rx->r, flush_hook, rx);
+	return 0;
+}
+
+int fur_setup(struct fusefs *fs)
+{
+	unsigned ncpu = fs->o.nr_cpu_map;
+	uint16_t *qids;
+	int err = 0;
+
+	if (!ncpu || !fs->o.cpu_map)
+		return -EINVAL;
+	qids = calloc(ncpu, sizeof(*qids));
+	if (!qids)
+		return -ENOMEM;
+	for (unsigned i = 0; i < fs->nr_rx && !err; i++) {
+		unsigned n = 0;
+
+		for (unsigned c = 0; c < ncpu; c++)
+			if (fs->o.cpu_map[c] == i)
+				qids[n++] = (uint16_t)c;
+		if (n)
+			err = ring_create(&fs->rx[i], n, qids);
+	}
+	for (unsigned c = 0; c < ncpu && !err; c++)
+		if (fs->o.cpu_map[c] >= fs->nr_rx)
+			err = -EINVAL;
+	free(qids);
+	if (err)
+		fur_destroy(fs);
+	return err;
+}
+
+void fur_destroy(struct fusefs *fs)
+{
+	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++) {
+		if (fs->rx[i].ring) {
+			nvme_reactor_set_flush_hook(fs->rx[i].r, NULL, NULL);
+			ring_free(&fs->rx[i]);
+		}
+	}
+}
