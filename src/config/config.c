@@ -608,11 +608,13 @@ enum {
 	D_FILE_GROUP,
 	D_ALLOW_OTHER,
 	D_LOG_LEVEL,
+	D_FUSE_TRANSPORT,
+	D_FUSE_QUEUE_DEPTH,
 	D_NKEYS
 };
 static const char *const daemon_keys[] = {
-    "mountpoint", "admin_socket", "file_mode", "file_owner",
-    "file_group", "allow_other",  "log_level", NULL,
+    "mountpoint",  "admin_socket", "file_mode",      "file_owner",       "file_group",
+    "allow_other", "log_level",    "fuse_transport", "fuse_queue_depth", NULL,
 };
 
 enum {
@@ -647,11 +649,12 @@ static const char *const ctrl_keys[] = {
     "device", "namespaces", "size", "block_size", "backing", "exec", "mdts", "max_queues", NULL,
 };
 
-#define MAX_KEYS 8
+#define MAX_KEYS 9 /* the most keys of a section: [daemon] */
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
 static const char *const exec_names[] = {"inline", "thread", NULL};
+static const char *const fuse_transport_names[] = {"auto", "uring", "classic", NULL};
 
 static const char *const *sec_keys(enum sec_kind k)
 {
@@ -853,6 +856,14 @@ static void do_daemon(struct ctx *c, int si)
 	if ((kv = slot[D_LOG_LEVEL]) &&
 	    get_enum(c, kv, log_level_names, "error, warn, info or debug", &v))
 		d->log_level = (enum cfg_log_level)v;
+	d->fuse_transport = CFG_FUSE_TRANSPORT_AUTO;
+	if ((kv = slot[D_FUSE_TRANSPORT]) &&
+	    get_enum(c, kv, fuse_transport_names, "auto, uring or classic", &v))
+		d->fuse_transport = (enum cfg_fuse_transport)v;
+	/* kept with classic too: the value is checked and printed the same way */
+	d->fuse_queue_depth = 16;
+	if ((kv = slot[D_FUSE_QUEUE_DEPTH]))
+		get_uint(c, kv, 1, 256, &d->fuse_queue_depth);
 }
 
 static void do_engine(struct ctx *c, int si)
@@ -1234,6 +1245,11 @@ const char *cfg_mode_name(enum cfg_mode m)
 	return (unsigned)m < 3 ? mode_names[m] : "unknown";
 }
 
+const char *cfg_fuse_transport_name(enum cfg_fuse_transport t)
+{
+	return (unsigned)t < 3 ? fuse_transport_names[t] : "unknown";
+}
+
 void cfg_print(const struct cfg *cfg, FILE *out)
 {
 	const struct cfg_daemon *d = &cfg->daemon;
@@ -1250,6 +1266,8 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "file_group = %s\n", d->file_group);
 	fprintf(out, "allow_other = %s\n", d->allow_other ? "yes" : "no");
 	fprintf(out, "log_level = %s\n", log_level_names[d->log_level]);
+	fprintf(out, "fuse_transport = %s\n", cfg_fuse_transport_name(d->fuse_transport));
+	fprintf(out, "fuse_queue_depth = %u\n", d->fuse_queue_depth);
 
 	fprintf(out,
 	        "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per "
@@ -1343,7 +1361,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	if (strcmp(x->mountpoint, y->mountpoint) || strcmp(x->admin_socket, y->admin_socket) ||
 	    x->file_mode != y->file_mode || strcmp(x->file_owner, y->file_owner) ||
 	    strcmp(x->file_group, y->file_group) || x->uid != y->uid || x->gid != y->gid ||
-	    x->allow_other != y->allow_other || x->log_level != y->log_level)
+	    x->allow_other != y->allow_other || x->log_level != y->log_level ||
+	    x->fuse_transport != y->fuse_transport || x->fuse_queue_depth != y->fuse_queue_depth)
 		return false;
 	if (e->queues != f->queues || e->queue_depth != f->queue_depth ||
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||

@@ -23,6 +23,12 @@ enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
 enum cfg_mode { CFG_MODE_POLL, CFG_MODE_INTERRUPT, CFG_MODE_HYBRID };
 enum cfg_backing { CFG_BACKING_RAM, CFG_BACKING_NULL, CFG_BACKING_FILE };
 enum cfg_exec { CFG_EXEC_INLINE, CFG_EXEC_THREAD };
+/* auto: io_uring when the kernel offers it at FUSE_INIT, else /dev/fuse */
+enum cfg_fuse_transport {
+	CFG_FUSE_TRANSPORT_AUTO,
+	CFG_FUSE_TRANSPORT_URING,
+	CFG_FUSE_TRANSPORT_CLASSIC,
+};
 
 struct cfg_daemon {
 	char mountpoint[PATH_MAX];
@@ -34,6 +40,8 @@ struct cfg_daemon {
 	gid_t gid;                   /* resolved file_group */
 	bool allow_other;
 	enum cfg_log_level log_level;
+	enum cfg_fuse_transport fuse_transport;
+	unsigned fuse_queue_depth;   /* io_uring entries per FUSE queue, 1..256 */
 };
 
 struct cfg_engine {
@@ -92,6 +100,7 @@ int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, s
 bool cfg_equal(const struct cfg *a, const struct cfg *b);
 
 const char *cfg_mode_name(enum cfg_mode m);
+const char *cfg_fuse_transport_name(enum cfg_fuse_transport t); /* "auto", "uring", "classic" */
 void cfg_free(struct cfg *cfg);
 
 #endif

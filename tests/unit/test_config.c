@@ -104,7 +104,8 @@ static const struct bad bad_cases[] = {
      "t.conf:1: [deamon]: unknown section; allowed: [daemon], [engine], [controller NAME]\n"},
     {"unknown key", "[daemon]\nmount = /x\n" CTRL,
      "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
-     "file_mode, file_owner, file_group, allow_other, log_level\n"},
+     "file_mode, file_owner, file_group, allow_other, log_level, fuse_transport, "
+     "fuse_queue_depth\n"},
     {"unknown controller key", CTRL "ns = 2\n",
      "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
      "block_size, backing, exec, mdts, max_queues\n"},
@@ -160,6 +161,28 @@ static const struct bad bad_cases[] = {
     {"bad bool", "[engine]\nnuma = 2\n" CTRL, "t.conf:2: numa = 2: must be yes or no\n"},
     {"bad log level", "[daemon]\nlog_level = trace\n" CTRL,
      "t.conf:2: log_level = trace: must be error, warn, info or debug\n"},
+    {"bad fuse transport", "[daemon]\nfuse_transport = io_uring\n" CTRL,
+     "t.conf:2: fuse_transport = io_uring: must be auto, uring or classic\n"},
+    {"fuse transport is case-sensitive", "[daemon]\nfuse_transport = Uring\n" CTRL,
+     "t.conf:2: fuse_transport = Uring: must be auto, uring or classic\n"},
+    {"empty fuse transport", "[daemon]\nfuse_transport =\n" CTRL,
+     "t.conf:2: fuse_transport = : must be auto, uring or classic\n"},
+    {"fuse_queue_depth 0", "[daemon]\nfuse_queue_depth = 0\n" CTRL,
+     "t.conf:2: fuse_queue_depth = 0: must be 1..256\n"},
+    {"fuse_queue_depth 257", "[daemon]\nfuse_queue_depth = 257\n" CTRL,
+     "t.conf:2: fuse_queue_depth = 257: must be 1..256\n"},
+    {"fuse_queue_depth not a number", "[daemon]\nfuse_queue_depth = many\n" CTRL,
+     "t.conf:2: fuse_queue_depth = many: must be 1..256\n"},
+    {"fuse_queue_depth negative", "[daemon]\nfuse_queue_depth = -1\n" CTRL,
+     "t.conf:2: fuse_queue_depth = -1: must be 1..256\n"},
+    {"fuse_queue_depth junk", "[daemon]\nfuse_queue_depth = 16k\n" CTRL,
+     "t.conf:2: fuse_queue_depth = 16k: must be 1..256\n"},
+    {"fuse key in [engine]", "[engine]\nfuse_queue_depth = 16\n" CTRL,
+     "t.conf:2: fuse_queue_depth = 16: unknown key in [engine]; allowed: queues, "
+     "queue_depth, cq_budget, cpus, mode, io_timeout_ms, io_retries, numa\n"},
+    {"duplicate fuse key", "[daemon]\nfuse_transport = auto\nfuse_transport = uring\n" CTRL,
+     "t.conf:3: fuse_transport = uring: fuse_transport given twice in this section (first "
+     "at line 2)\n"},
     {"relative mountpoint", "[daemon]\nmountpoint = mnt\n" CTRL,
      "t.conf:2: mountpoint = mnt: must be an absolute path\n"},
     {"bad octal mode", "[daemon]\nfile_mode = 0680\n" CTRL,
@@ -374,6 +397,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->daemon.gid, gr->gr_gid);
 	ck_assert(cfg->daemon.allow_other);
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_INFO);
+	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_AUTO);
+	ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 16);
 
 	ck_assert(!cfg->engine.cpus_set);
 	ck_assert_uint_eq(cfg->engine.nr_cpus, (unsigned)ncpu);
@@ -407,6 +432,7 @@ START_TEST(test_values)
 	struct cfg *cfg =
 	    load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
 	            "allow_other = off\nlog_level = warn\n"
+	            "fuse_transport = classic\nfuse_queue_depth = 100\n"
 	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
 	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
 	            "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
@@ -421,6 +447,8 @@ START_TEST(test_values)
 	ck_assert_uint_eq(cfg->daemon.gid, 0);
 	ck_assert(!cfg->daemon.allow_other);
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_WARN);
+	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_CLASSIC);
+	ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 100);
 	ck_assert(cfg->engine.cpus_set);
 	ck_assert_uint_eq(cfg->engine.nr_cpus, 2);
 	ck_assert_uint_eq(cfg->engine.cpus[0], 1); /* the order given */
@@ -451,7 +479,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 23);
+	ck_assert_int_eq(c->line, 25);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }
@@ -474,6 +502,46 @@ START_TEST(test_sizes)
 		snprintf(text, sizeof(text), CTRL "size = %s\n", sizes[i].text);
 		cfg = load_ok(text);
 		ck_assert_uint_eq(cfg->ctrls[0].size, sizes[i].bytes);
+		cfg_free(cfg);
+	}
+}
+END_TEST
+
+START_TEST(test_fuse_keys)
+{
+	static const struct {
+		const char *word;
+		enum cfg_fuse_transport t;
+	} transports[] = {
+	    {"auto", CFG_FUSE_TRANSPORT_AUTO},
+	    {"uring", CFG_FUSE_TRANSPORT_URING},
+	    {"classic", CFG_FUSE_TRANSPORT_CLASSIC},
+	};
+	/* both bounds and a value between; the transport is independent of it */
+	static const unsigned depths[] = {1, 2, 64, 255, 256};
+	char text[128];
+
+	for (unsigned i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+		struct cfg *cfg;
+
+		snprintf(text, sizeof(text), "[daemon]\nfuse_transport = %s\n" CTRL,
+		         transports[i].word);
+		cfg = load_ok(text);
+		ck_assert_int_eq(cfg->daemon.fuse_transport, transports[i].t);
+		ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 16);
+		ck_assert_str_eq(cfg_fuse_transport_name(cfg->daemon.fuse_transport),
+		                 transports[i].word);
+		cfg_free(cfg);
+	}
+	ck_assert_str_eq(cfg_fuse_transport_name((enum cfg_fuse_transport)3), "unknown");
+
+	for (unsigned i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+		struct cfg *cfg;
+
+		snprintf(text, sizeof(text), "[daemon]\nfuse_queue_depth = %u\n" CTRL, depths[i]);
+		cfg = load_ok(text);
+		ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, depths[i]);
+		ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_AUTO);
 		cfg_free(cfg);
 	}
 }
@@ -528,7 +596,8 @@ START_TEST(test_round_trip)
 	static const char *const texts[] = {
 	    CTRL,
 	    "[daemon]\nfile_mode = 0\nfile_owner = nobody\nfile_group = 65534\n"
-	    "mountpoint = /a b/c;d\nlog_level = error\n"
+	    "mountpoint = /a b/c;d\nlog_level = error\nfuse_transport = uring\n"
+	    "fuse_queue_depth = 1\n"
 	    "[engine]\ncpus = 1,0\nqueues = 1\nqueue_depth = 2\ncq_budget = 1\nmode = poll\n"
 	    "[controller a]\ndevice = sim\nsize = 1536\nblock_size = 512\nnamespaces = 16\n"
 	    "backing = /tmp/%%%c%n\n"
@@ -552,6 +621,9 @@ START_TEST(test_equal_sees_differences)
 	    "[engine]\ncpus = 0\n" CTRL,
 	    "[daemon]\nfile_mode = 0666\n" CTRL,
 	    "[daemon]\nfile_owner = 0\n" CTRL,
+	    "[daemon]\nfuse_transport = uring\n" CTRL,
+	    "[daemon]\nfuse_transport = classic\n" CTRL,
+	    "[daemon]\nfuse_queue_depth = 17\n" CTRL,
 	    CTRL "size = 2G\n",
 	    CTRL "backing = /x\n",
 	    "[controller nvme1]\ndevice = sim\n",
@@ -731,6 +803,7 @@ int main(void)
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_values);
 	tcase_add_test(tc, test_sizes);
+	tcase_add_test(tc, test_fuse_keys);
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_equal_sees_differences);
