@@ -1256,9 +1256,8 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	const struct cfg_engine *e = &cfg->engine;
 
 	fprintf(out, "# nvmefs: effective configuration of %s\n\n", cfg->path);
-	fprintf(
-	    out,
-	    "[daemon]\n# the FUSE mount, the admin socket, and who may use the namespace files\n");
+	fprintf(out, "[daemon]\n# the FUSE mount and its transport, the admin socket, and who may "
+	             "use the namespace files\n");
 	fprintf(out, "mountpoint = %s\n", d->mountpoint);
 	fprintf(out, "admin_socket = %s\n", d->admin_socket);
 	fprintf(out, "file_mode = %04o\n", (unsigned)d->file_mode);
