@@ -82,7 +82,8 @@ int fw_decode(const struct fuse_in_header *h, const void *op, size_t op_len, con
 	if (h->opcode == FUSE_RENAME)
 		m->in.rename2.flags = 0; /* fuse_rename_in is rename2_in without flags */
 
-	const char *p = data, *end = (const char *)data + data_len, *q;
+	/* no arithmetic on a NULL payload (undefined even with 0 added) */
+	const char *p = data, *end = data_len ? (const char *)data + data_len : p, *q;
 
 	switch (s->tail) {
 	case T_NAME:
