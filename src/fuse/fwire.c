@@ -82,7 +82,8 @@ int fw_decode(const struct fuse_in_header *h, const void *op, size_t op_len, con
 	if (h->opcode == FUSE_RENAME)
 		m->in.rename2.flags = 0; /* fuse_rename_in is rename2_in without flags */
 
-	const char *p = data, *end = (const char *)data + data_len, *q;
+	/* no arithmetic on a NULL payload (undefined even with 0 added) */
+	const char *p = data, *end = data_len ? (const char *)data + data_len : p, *q;
 
 	switch (s->tail) {
 	case T_NAME:
@@ -209,6 +210,10 @@ int fw_init_answer(const struct fuse_init_in *in, const struct fw_init_want *wan
 	out->time_gran = 1;
 	if (f & FUSE_MAX_PAGES) {
 		uint32_t pages = want->max_write / 4096;
+
+		/* the field is 16 bits: 65536 pages would wrap to 0 (one page) */
+		if (pages > UINT16_MAX)
+			pages = UINT16_MAX;
 		out->max_pages = (uint16_t)(pages ? pages : 1);
 	}
 	return FW_OK;
