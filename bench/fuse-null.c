@@ -1046,7 +1046,11 @@ out:
 	if (inited)
 		print_counts();
 	free(buf);
-	/* threads that did not end still use the queues: leave them */
+	for (unsigned i = 0; i < nr_uqueues; i++)
+		if (uqueues[i].running && uqueues[i].ents)
+			return ret; /* a thread that did not end still uses its queue */
+	free(uqueues);
+	uqueues = NULL;
 	return ret;
 }
 
