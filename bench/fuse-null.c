@@ -1,17 +1,36 @@
 /* fuse-null - the FUSE transport's ceiling: a file system whose one file,
  * "null", replies at once and stores nothing.
  *
- * Reads return zeroes from a static buffer, writes succeed without touching
- * anything.  The session fd is read non-blocking from a libev loop, and every
- * request is answered from the thread that read it, the shape the nvmefs
- * reactors use; what this reaches is what any server behind the same kernel
- * FUSE channel can reach at best.
+ * Reads return zeroes, writes succeed without touching anything.  Two
+ * transports:
+ *   classic (default): libfuse reads the session fd non-blocking from libev
+ *     loops, and every request is answered from the thread that read it, the
+ *     shape the nvmefs reactors use over /dev/fuse;
+ *   io_uring (-u): FUSE over io_uring (kernel 6.14+, fuse's enable_uring
+ *     parameter set).  libfuse only mounts; INIT and whatever else comes over
+ *     /dev/fuse (before the queues are ready, FORGET, INTERRUPT) are read raw
+ *     by the main thread and decoded by the project's fwire, whose INIT answer
+ *     asks for io_uring.  Then one thread per possible CPU, pinned to it,
+ *     serves that CPU's FUSE queue on a ring of its own: DEPTH entries, each a
+ *     header buffer and a 1 MiB payload buffer.  A read is answered from the
+ *     entry's payload buffer in place (zero unless an earlier request wrote
+ *     into it), a write's data is dropped where the kernel put it, and each
+ *     answer re-arms its entry (COMMIT_AND_FETCH).
+ * What this reaches is what any server behind the same kernel FUSE channel
+ * can reach at best.  Both offer the channel settings nvmefsd asks for
+ * (1 MiB requests, async direct I/O, 1024 background requests, parallel
+ * direct writes).
  *
- * Usage: fuse-null [-s SIZE] [-t THREADS] MOUNTPOINT
+ * Usage: fuse-null [-p] [-u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT
+ *   -p          poll instead of sleeping (epoll, or the ring's wait)
+ *   -u          serve over io_uring; fails when the kernel does not offer it
+ *   -d DEPTH    -u: entries per FUSE queue (default 16)
  *   -s SIZE     size of MOUNTPOINT/null, bytes with an optional K/M/G/T suffix
  *               (binary units; default 1G)
- *   -t THREADS  libev loops sharing the session fd (default 1)
- * Runs in the foreground; SIGINT or SIGTERM unmounts and exits 0.
+ *   -t THREADS  classic: libev loops sharing the session fd (default 1)
+ * Runs in the foreground; SIGINT or SIGTERM unmounts and exits 0.  With -u
+ * it prints, at exit, how many requests came over /dev/fuse and over each
+ * queue's ring.
  */
 #define FUSE_USE_VERSION 34
 #include <errno.h>
@@ -19,14 +38,23 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "fwire.h"
 
 #define NULL_INO 2
 #define NULL_NAME "null"
@@ -134,9 +162,14 @@ static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
 		return;
 	}
-	/* Buffered tools (dd, cp) reach the server too, not the page cache. */
-	fi->direct_io = 1;
-	fuse_reply_open(req, fi);
+	/* Buffered tools (dd, cp) reach the server too, not the page cache.
+	 * libfuse 3.14 cannot say FOPEN_PARALLEL_DIRECT_WRITES (without it
+	 * the kernel serialises direct writes to the file): the answer is
+	 * spelled out here instead of fuse_reply_open's. */
+	struct fuse_open_out o = {.fh = fi->fh,
+				  .open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES};
+
+	fuse_reply_buf(req, (const char *)&o, sizeof o);
 }
 
 static void null_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -292,6 +325,735 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
+/* ---- -u: FUSE over io_uring ---- */
+
+#define DEPTH_MAX 1024
+#define REGISTER_RETRY_US 10000 /* REGISTER before the kernel took INIT's answer */
+#define JOIN_WAIT_S 5           /* after the unmount, for the rings' last entries */
+
+struct counts {
+	uint64_t reads, writes, other;
+	uint64_t read_bytes, write_bytes;
+};
+
+struct uqueue;
+
+/* One registered entry: the kernel writes a request into hdr and payload. */
+struct uent {
+	struct fuse_uring_req_header hdr; /* first: the kernel's, on its own lines */
+	struct uqueue *q;
+	char *payload;
+	struct iovec iov[2];   /* REGISTER's, read when the kernel takes it */
+	uint64_t commit_id;
+	size_t dirty;          /* payload bytes that may be non-zero */
+	uint8_t op;            /* the command with the kernel */
+	bool dead;
+} __attribute__((aligned(64)));
+
+/* The FUSE queue of one CPU, served by one thread on a ring of its own. */
+struct uqueue {
+	unsigned qid;
+	pthread_t tid;
+	bool running;
+	struct io_uring ring;
+	struct uent *ents;
+	unsigned live;        /* entries with the kernel or being served */
+	unsigned unsubmitted; /* SQEs prepared, not yet submitted */
+	struct counts c;
+	int err;
+};
+
+static bool uring_mode;
+static unsigned depth = 16;
+static struct uqueue *uqueues;
+static unsigned nr_uqueues;
+static int dev_fd = -1;
+static pthread_t main_tid;
+static volatile sig_atomic_t stopping;
+static atomic_bool ring_broken;
+static struct counts dev_counts;
+static uint64_t dev_init;
+
+static const struct fw_transport ring_transport;
+
+/* A queue cannot be served: the kernel would wait for it forever, so the
+ * connection has to go (the main thread unmounts). */
+static void ring_fail(struct uqueue *q, const char *what, int err)
+{
+	fprintf(stderr, "fuse-null: io_uring queue %u: %s: %s\n", q->qid, what, strerror(-err));
+	q->err = err;
+	atomic_store(&ring_broken, true);
+	pthread_kill(main_tid, SIGTERM);
+}
+
+static void prep_cmd(struct uent *e, uint32_t cmd_op)
+{
+	struct uqueue *q = e->q;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct fuse_uring_cmd_req *req;
+
+	if (!sqe) {
+		/* one command per entry and the SQ holds them all: only
+		 * unsubmitted ones fill it */
+		io_uring_submit(&q->ring);
+		q->unsubmitted = 0;
+		sqe = io_uring_get_sqe(&q->ring);
+	}
+	if (!sqe) {
+		ring_fail(q, "submission queue full", -ENOSPC);
+		e->dead = true;
+		q->live--;
+		return;
+	}
+	memset(sqe, 0, 128);
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = dev_fd;
+	sqe->cmd_op = cmd_op;
+	req = (struct fuse_uring_cmd_req *)sqe->cmd;
+	req->qid = (uint16_t)q->qid;
+	if (cmd_op == FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	} else {
+		req->commit_id = e->commit_id;
+	}
+	io_uring_sqe_set_data(sqe, e);
+	e->op = (uint8_t)cmd_op;
+	q->unsubmitted++;
+}
+
+/* The answer goes in the entry: out header in the header buffer, out
+ * arguments in the payload (in place when they are there already). */
+static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
+{
+	struct uent *e = r->tctx;
+	struct fuse_out_header oh = {.error = error, .unique = r->unique};
+	struct fuse_uring_ent_in_out io = {.commit_id = e->commit_id};
+	size_t total = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		size_t len = iov[i].iov_len;
+
+		if (len > MAX_IO - total) {
+			oh.error = -EIO; /* no answer is larger than a request */
+			total = 0;
+			break;
+		}
+		if ((char *)iov[i].iov_base != e->payload + total) {
+			memmove(e->payload + total, iov[i].iov_base, len);
+			if (total + len > e->dirty)
+				e->dirty = total + len;
+		}
+		total += len;
+	}
+	oh.len = (uint32_t)(sizeof oh + total);
+	memcpy(e->hdr.in_out, &oh, sizeof oh);
+	io.payload_sz = (uint32_t)total;
+	memcpy(&e->hdr.ring_ent_in_out, &io, sizeof io);
+	prep_cmd(e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
+}
+
+/* Every request over the ring needs an answer, or its entry is lost. */
+static void ring_drop(struct fw_req *r)
+{
+	ring_send(r, -ENOSYS, NULL, 0);
+}
+
+static const struct fw_transport ring_transport = {.send = ring_send, .drop = ring_drop};
+
+static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
+{
+	struct fuse_out_header oh = {.error = error, .unique = r->unique};
+	struct iovec v[4] = {{.iov_base = &oh, .iov_len = sizeof oh}};
+	size_t len = sizeof oh;
+
+	if (iovcnt > 3) {
+		oh.error = -EIO;
+		iovcnt = 0;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		v[i + 1] = iov[i];
+		len += iov[i].iov_len;
+	}
+	oh.len = (uint32_t)len;
+	/* ENOENT: the request was interrupted meanwhile */
+	if (writev(dev_fd, v, iovcnt + 1) < 0 && errno != ENOENT)
+		fprintf(stderr, "fuse-null: answering on /dev/fuse: %s\n", strerror(errno));
+}
+
+static void dev_drop(struct fw_req *r)
+{
+	(void)r;
+}
+
+static const struct fw_transport dev_transport = {.send = dev_send, .drop = dev_drop};
+
+static bool known_ino(uint64_t ino)
+{
+	return ino == FUSE_ROOT_ID || ino == NULL_INO;
+}
+
+static void u_readdir(struct fw_req *r, const struct fw_msg *m)
+{
+	static const struct {
+		const char *name;
+		uint64_t ino;
+		uint32_t mode;
+	} ents[] = { { ".", FUSE_ROOT_ID, S_IFDIR },
+		     { "..", FUSE_ROOT_ID, S_IFDIR },
+		     { NULL_NAME, NULL_INO, S_IFREG } };
+	char buf[512];
+	size_t used = 0, size = m->in.read.size;
+
+	if (size > sizeof buf)
+		size = sizeof buf;
+	for (uint64_t i = m->in.read.offset; i < sizeof ents / sizeof ents[0]; i++) {
+		size_t n = fw_add_dirent(buf, size, used, ents[i].name, ents[i].ino, ents[i].mode,
+					 i + 1);
+
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fw_reply_buf(r, buf, used);
+}
+
+static void u_read(struct fw_req *r, const struct fw_msg *m, struct counts *c)
+{
+	uint64_t off = m->in.read.offset;
+	size_t size = m->in.read.size;
+
+	if (off >= null_size)
+		size = 0;
+	else if (size > null_size - off)
+		size = null_size - off;
+	if (size > MAX_IO)
+		size = MAX_IO;
+	c->reads++;
+	c->read_bytes += size;
+	if (r->t == &ring_transport) {
+		struct uent *e = r->tctx;
+
+		/* zero what earlier requests or answers left in the buffer,
+		 * once; a read-only load never writes it */
+		if (e->dirty) {
+			memset(e->payload, 0, e->dirty < size ? e->dirty : size);
+			e->dirty = e->dirty > size ? e->dirty : 0;
+		}
+		fw_reply_buf(r, e->payload, size);
+		return;
+	}
+	fw_reply_buf(r, zeroes, size);
+}
+
+static void u_write(struct fw_req *r, const struct fw_msg *m, struct counts *c)
+{
+	uint64_t off = m->in.write.offset;
+	uint32_t size = m->in.write.size;
+
+	c->writes++;
+	if (off >= null_size) {
+		fw_reply_err(r, size ? ENOSPC : 0);
+		return;
+	}
+	if (size > null_size - off)
+		size = (uint32_t)(null_size - off);
+	c->write_bytes += size;
+	fw_reply_write(r, size);
+}
+
+/* One request of either transport, as fw_decode left it. */
+static void u_serve(struct fw_req *r, int rc, const struct fw_msg *m, struct counts *c)
+{
+	uint64_t ino = m->h.nodeid;
+	struct stat st;
+
+	if (rc == FW_NOSYS) {
+		c->other++;
+		fw_reply_err(r, ENOSYS);
+		return;
+	}
+	if (rc != FW_OK) {
+		c->other++;
+		if (m->h.unique)
+			fw_reply_err(r, EINVAL);
+		else
+			fw_reply_none(r);
+		return;
+	}
+	switch (m->h.opcode) {
+	case FUSE_READ:
+		u_read(r, m, c);
+		return;
+	case FUSE_WRITE:
+		u_write(r, m, c);
+		return;
+	default:
+		break;
+	}
+	c->other++;
+	switch (m->h.opcode) {
+	case FUSE_LOOKUP:
+		if (ino != FUSE_ROOT_ID || strcmp(m->name, NULL_NAME)) {
+			fw_reply_err(r, ENOENT);
+			break;
+		}
+		null_stat(NULL_INO, &st);
+		fw_reply_entry(r, NULL_INO, &st, 3600);
+		break;
+	case FUSE_GETATTR:
+	case FUSE_SETATTR: /* like /dev/null: the size is fixed */
+		if (!known_ino(ino)) {
+			fw_reply_err(r, ENOENT);
+			break;
+		}
+		null_stat(ino, &st);
+		fw_reply_attr(r, &st, 3600);
+		break;
+	case FUSE_OPEN:
+		if (ino != NULL_INO)
+			fw_reply_err(r, ino == FUSE_ROOT_ID ? EISDIR : ENOENT);
+		else
+			fw_reply_open(r, 0, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES);
+		break;
+	case FUSE_OPENDIR:
+		if (ino != FUSE_ROOT_ID)
+			fw_reply_err(r, ino == NULL_INO ? ENOTDIR : ENOENT);
+		else
+			fw_reply_open(r, 0, 0);
+		break;
+	case FUSE_READDIR:
+		if (ino != FUSE_ROOT_ID)
+			fw_reply_err(r, ENOTDIR);
+		else
+			u_readdir(r, m);
+		break;
+	case FUSE_STATFS: {
+		struct statvfs sv = {.f_bsize = 4096, .f_frsize = 4096, .f_namemax = 255};
+
+		fw_reply_statfs(r, &sv);
+		break;
+	}
+	case FUSE_FLUSH:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_FSYNC:
+	case FUSE_FSYNCDIR:
+	case FUSE_DESTROY:
+		fw_reply_err(r, 0);
+		break;
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT: /* every answer is immediate: nothing to interrupt */
+		fw_reply_none(r);
+		break;
+	case FUSE_INIT: /* only once, and only over /dev/fuse */
+		fw_reply_err(r, EIO);
+		break;
+	default:
+		fw_reply_err(r, ENOSYS);
+		break;
+	}
+}
+
+static void take_request(struct uqueue *q, struct uent *e)
+{
+	struct fuse_in_header h;
+	struct fuse_uring_ent_in_out io;
+	struct fw_msg m;
+	struct fw_req r = {.t = &ring_transport, .tctx = e, .rbuf = e->payload,
+			   .rbuf_len = MAX_IO};
+	int rc;
+
+	memcpy(&h, e->hdr.in_out, sizeof h);
+	memcpy(&io, &e->hdr.ring_ent_in_out, sizeof io);
+	e->commit_id = io.commit_id;
+	r.unique = h.unique;
+	r.opcode = h.opcode;
+	if (io.payload_sz > MAX_IO) {
+		rc = FW_BAD;
+	} else {
+		if (io.payload_sz > e->dirty)
+			e->dirty = io.payload_sz;
+		rc = fw_decode(&h, e->hdr.op_in, sizeof e->hdr.op_in, e->payload, io.payload_sz,
+			       &m);
+	}
+	if (rc != FW_OK)
+		m.h = h;
+	u_serve(&r, rc, &m, &q->c);
+}
+
+static void handle_cqe(struct uqueue *q, struct uent *e, int res)
+{
+	if (res == 0) {
+		take_request(q, e);
+		return;
+	}
+	if (res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED) {
+		e->dead = true; /* the connection ended */
+		q->live--;
+		return;
+	}
+	if (e->op == FUSE_IO_URING_CMD_REGISTER) {
+		if (res == -EAGAIN) {
+			/* the kernel has not taken INIT's answer yet */
+			usleep(REGISTER_RETRY_US);
+			prep_cmd(e, FUSE_IO_URING_CMD_REGISTER);
+			return;
+		}
+		e->dead = true;
+		q->live--;
+		ring_fail(q, "registering an entry (dmesg may say why)", res);
+		return;
+	}
+	/* an answer the kernel did not take: the entry is no longer armed */
+	fprintf(stderr, "fuse-null: io_uring queue %u: answer not taken: %s\n", q->qid,
+		strerror(-res));
+	prep_cmd(e, FUSE_IO_URING_CMD_REGISTER);
+}
+
+static int ring_init(struct uqueue *q)
+{
+	struct io_uring_params p;
+	int err;
+
+	memset(&p, 0, sizeof p);
+	/* SQE128: the FUSE command does not fit a 64-byte SQE.  Sleeping
+	 * for completions, deferred task work runs them in this thread's
+	 * wait; polling never enters the kernel, so it takes the default. */
+	p.flags = IORING_SETUP_SQE128;
+	if (!polling)
+		p.flags |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+	err = io_uring_queue_init_params(depth, &q->ring, &p);
+	if (err == -EINVAL && !polling) {
+		memset(&p, 0, sizeof p);
+		p.flags = IORING_SETUP_SQE128;
+		err = io_uring_queue_init_params(depth, &q->ring, &p);
+	}
+	return err;
+}
+
+static void *ring_thread(void *arg)
+{
+	struct uqueue *q = arg;
+	struct io_uring_cqe *cqe;
+	unsigned head, n;
+	int err;
+
+	/* the ring is made here: with SINGLE_ISSUER its creator submits */
+	err = ring_init(q);
+	if (err < 0) {
+		ring_fail(q, "io_uring set-up", err);
+		return NULL;
+	}
+	q->ents = aligned_alloc(64, sizeof *q->ents * depth);
+	if (!q->ents) {
+		ring_fail(q, "entries", -ENOMEM);
+		goto out_ring;
+	}
+	memset(q->ents, 0, sizeof *q->ents * depth);
+	for (unsigned i = 0; i < depth; i++) {
+		struct uent *e = &q->ents[i];
+
+		/* anonymous memory is zero: reads need no memset until a
+		 * request writes into it */
+		e->payload = mmap(NULL, MAX_IO, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (e->payload == MAP_FAILED) {
+			e->payload = NULL;
+			ring_fail(q, "payload buffers", -ENOMEM);
+			goto out_ents;
+		}
+		e->q = q;
+		e->iov[0].iov_base = &e->hdr;
+		e->iov[0].iov_len = sizeof e->hdr;
+		e->iov[1].iov_base = e->payload;
+		e->iov[1].iov_len = MAX_IO;
+	}
+	for (unsigned i = 0; i < depth; i++) {
+		q->live++;
+		prep_cmd(&q->ents[i], FUSE_IO_URING_CMD_REGISTER);
+	}
+	while (q->live) {
+		if (polling) {
+			err = 0;
+			if (q->unsubmitted)
+				err = io_uring_submit(&q->ring);
+		} else {
+			err = io_uring_submit_and_wait(&q->ring, 1);
+		}
+		if (err >= 0)
+			q->unsubmitted = 0;
+		else if (err != -EINTR && err != -EAGAIN && err != -EBUSY) {
+			ring_fail(q, "io_uring submit", err);
+			break;
+		}
+		n = 0;
+		io_uring_for_each_cqe(&q->ring, head, cqe)
+		{
+			handle_cqe(q, io_uring_cqe_get_data(cqe), cqe->res);
+			n++;
+		}
+		if (n)
+			io_uring_cq_advance(&q->ring, n);
+	}
+out_ents:
+	for (unsigned i = 0; i < depth; i++)
+		if (q->ents[i].payload)
+			munmap(q->ents[i].payload, MAX_IO);
+	free(q->ents);
+	q->ents = NULL;
+out_ring:
+	/* commands still with the kernel are cancelled here */
+	io_uring_queue_exit(&q->ring);
+	return NULL;
+}
+
+/* The kernel keeps one FUSE queue per possible CPU, numbered by CPU. */
+static unsigned possible_cpus(void)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "r");
+	char line[256];
+	unsigned max = 0;
+
+	if (f && fgets(line, sizeof line, f)) {
+		for (char *p = line; *p && *p != '\n';) {
+			char *end;
+			unsigned long v = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (v > max)
+				max = (unsigned)v;
+			p = *end ? end + 1 : end;
+		}
+	} else {
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+
+		max = n > 0 ? (unsigned)n - 1 : 0;
+	}
+	if (f)
+		fclose(f);
+	return max + 1;
+}
+
+static int start_rings(void)
+{
+	nr_uqueues = possible_cpus();
+	uqueues = calloc(nr_uqueues, sizeof *uqueues);
+	if (!uqueues)
+		return -ENOMEM;
+	for (unsigned i = 0; i < nr_uqueues; i++) {
+		struct uqueue *q = &uqueues[i];
+		pthread_attr_t attr;
+		cpu_set_t set;
+		int err;
+
+		q->qid = i;
+		pthread_attr_init(&attr);
+		CPU_ZERO(&set);
+		CPU_SET(i, &set);
+		/* on its CPU, the thread meets that CPU's requests there */
+		pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+		err = pthread_create(&q->tid, &attr, ring_thread, q);
+		if (err == EINVAL) {
+			/* a possible CPU that is offline: serve its queue anyway */
+			fprintf(stderr, "fuse-null: CPU %u is offline: its queue's thread "
+					"runs unpinned\n", i);
+			err = pthread_create(&q->tid, NULL, ring_thread, q);
+		}
+		pthread_attr_destroy(&attr);
+		if (err) {
+			fprintf(stderr, "fuse-null: cannot start the thread of queue %u: %s\n", i,
+				strerror(err));
+			return -err;
+		}
+		q->running = true;
+	}
+	return 0;
+}
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+/* INIT, over /dev/fuse: io_uring or nothing. */
+static int serve_init(struct fw_req *r, const struct fw_msg *m)
+{
+	const struct fw_init_want want = {
+		.max_write = MAX_IO,
+		.max_background = 1024,
+		.congestion_threshold = 768,
+		.uring = true,
+	};
+	struct fuse_init_out out;
+	int rc = fw_init_answer(&m->in.init, &want, &out);
+
+	dev_init++;
+	if (rc) {
+		fprintf(stderr, "fuse-null: kernel FUSE protocol %u.%u is not served\n",
+			m->in.init.major, m->in.init.minor);
+		fw_reply_err(r, EPROTO);
+		return -EPROTO;
+	}
+	if (!(fw_init_flags_out(&out) & FUSE_OVER_IO_URING)) {
+		fprintf(stderr, "fuse-null: the kernel did not offer FUSE over io_uring: it needs "
+				"Linux 6.14+ and /sys/module/fuse/parameters/enable_uring set to Y "
+				"before the mount\n");
+		fw_reply_err(r, EPROTO);
+		return -EOPNOTSUPP;
+	}
+	fw_reply_init(r, &out);
+	return 0;
+}
+
+static void print_counts(void)
+{
+	struct counts t = {0};
+
+	fprintf(stderr,
+		"fuse-null: /dev/fuse: %" PRIu64 " requests (%" PRIu64 " INIT, %" PRIu64
+		" reads, %" PRIu64 " writes, %" PRIu64 " other)\n",
+		dev_init + dev_counts.reads + dev_counts.writes + dev_counts.other, dev_init,
+		dev_counts.reads, dev_counts.writes, dev_counts.other);
+	for (unsigned i = 0; i < nr_uqueues; i++) {
+		const struct counts *c = &uqueues[i].c;
+
+		fprintf(stderr,
+			"fuse-null: io_uring queue %u: %" PRIu64 " reads (%" PRIu64 " MiB), %" PRIu64
+			" writes (%" PRIu64 " MiB), %" PRIu64 " other\n",
+			i, c->reads, c->read_bytes >> 20, c->writes, c->write_bytes >> 20, c->other);
+		t.reads += c->reads;
+		t.writes += c->writes;
+		t.other += c->other;
+	}
+	fprintf(stderr,
+		"fuse-null: io_uring: %" PRIu64 " requests (%" PRIu64 " reads, %" PRIu64
+		" writes, %" PRIu64 " other) over %u queues of %u entries\n",
+		t.reads + t.writes + t.other, t.reads, t.writes, t.other, nr_uqueues, depth);
+}
+
+/* Wait for a ring thread, a bounded time: entries the kernel still holds
+ * (a file kept open past a lazy unmount) would keep it forever. */
+static int join_ring(struct uqueue *q)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += JOIN_WAIT_S;
+	return pthread_timedjoin_np(q->tid, NULL, &ts);
+}
+
+/* -u, after the mount: returns the exit status. */
+static int run_uring(void)
+{
+	struct sigaction sa = {.sa_handler = on_stop_signal};
+	struct pollfd pfd;
+	sigset_t block, old;
+	size_t bufsize = MAX_IO + 4096; /* the kernel wants room for a write */
+	char *buf;
+	bool inited = false, stray = false;
+	int ret = 1, flags;
+
+	dev_fd = fuse_session_fd(se);
+	main_tid = pthread_self();
+	flags = fcntl(dev_fd, F_GETFL);
+	if (flags < 0 || fcntl(dev_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		perror("fuse-null: fcntl O_NONBLOCK on the FUSE channel");
+		return 1;
+	}
+	buf = malloc(bufsize);
+	if (!buf) {
+		fprintf(stderr, "fuse-null: no memory for the /dev/fuse buffer\n");
+		return 1;
+	}
+	/* the signals are taken only in ppoll, so none is lost between a
+	 * check of stopping and the wait; the ring threads inherit the block */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	sigdelset(&old, SIGINT);
+	sigdelset(&old, SIGTERM);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	pfd.fd = dev_fd;
+	pfd.events = POLLIN;
+
+	while (!stopping) {
+		struct fw_req r = {.t = &dev_transport};
+		struct fw_msg m;
+		ssize_t len;
+		int rc;
+
+		if (ppoll(&pfd, 1, NULL, &old) < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("fuse-null: waiting on /dev/fuse");
+			goto out;
+		}
+		len = read(dev_fd, buf, bufsize);
+		if (len < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ENOENT)
+				continue;
+			if (errno == ENODEV) {
+				/* unmounted from outside */
+				stray = true;
+				break;
+			}
+			perror("fuse-null: reading /dev/fuse");
+			goto out;
+		}
+		rc = fw_decode_dev(buf, (size_t)len, &m);
+		r.unique = m.h.unique;
+		r.opcode = m.h.opcode;
+		if (rc == FW_OK && m.h.opcode == FUSE_INIT) {
+			if (inited) {
+				fw_reply_err(&r, EIO);
+				continue;
+			}
+			if (serve_init(&r, &m))
+				goto out;
+			inited = true;
+			/* the kernel took the answer in the write: the rings
+			 * can register now */
+			if (start_rings())
+				goto out;
+			continue;
+		}
+		u_serve(&r, rc, &m, &dev_counts);
+	}
+	ret = stray || atomic_load(&ring_broken) ? 1 : 0;
+	if (stray)
+		fprintf(stderr, "fuse-null: the FUSE session ended before a signal\n");
+out:
+	/* ends the connection: the kernel gives every entry back, and the
+	 * ring threads end with their last one */
+	fuse_session_unmount(se);
+	for (unsigned i = 0; i < nr_uqueues; i++) {
+		if (!uqueues[i].running)
+			continue;
+		if (join_ring(&uqueues[i])) {
+			fprintf(stderr, "fuse-null: queue %u's thread did not end\n", i);
+			ret = 1;
+			continue;
+		}
+		if (uqueues[i].err)
+			ret = 1;
+	}
+	if (inited)
+		print_counts();
+	free(buf);
+	for (unsigned i = 0; i < nr_uqueues; i++)
+		if (uqueues[i].running && uqueues[i].ents)
+			return ret; /* a thread that did not end still uses its queue */
+	free(uqueues);
+	uqueues = NULL;
+	return ret;
+}
+
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -318,11 +1080,13 @@ static int parse_size(const char *s, uint64_t *out)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fuse-null [-p] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
-		   "  -p          poll the channel (busy loop) instead of sleeping in epoll\n"
+	fprintf(f, "usage: fuse-null [-p] [-u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
+		   "  -p          poll (busy loop) instead of sleeping in epoll or the ring\n"
+		   "  -u          serve over io_uring: one pinned thread and queue per CPU\n"
+		   "  -d DEPTH    -u: entries per queue, 1 MiB each (1-%d; default 16)\n"
 		   "  -s SIZE     size of MOUNTPOINT/null (K/M/G/T suffixes; default 1G)\n"
-		   "  -t THREADS  event loops sharing the FUSE channel (1-%d; default 1)\n",
-		MAX_THREADS);
+		   "  -t THREADS  classic: event loops sharing the FUSE channel (1-%d; default 1)\n",
+		DEPTH_MAX, MAX_THREADS);
 }
 
 int main(int argc, char **argv)
@@ -334,11 +1098,26 @@ int main(int argc, char **argv)
 	unsigned started = 1;
 	int opt, fd, flags, ret = 1;
 
-	while ((opt = getopt(argc, argv, "ps:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "pud:s:t:h")) != -1) {
 		switch (opt) {
 		case 'p':
 			polling = true;
 			break;
+		case 'u':
+			uring_mode = true;
+			break;
+		case 'd': {
+			char *end;
+			long d = strtol(optarg, &end, 10);
+
+			if (*end || end == optarg || d < 1 || d > DEPTH_MAX) {
+				fprintf(stderr, "fuse-null: -d %s: 1 to %d entries\n", optarg,
+					DEPTH_MAX);
+				return 2;
+			}
+			depth = (unsigned)d;
+			break;
+		}
 		case 's':
 			if (parse_size(optarg, &null_size)) {
 				fprintf(stderr, "fuse-null: -s %s: a positive size in bytes, "
@@ -370,6 +1149,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (uring_mode && nr_loops != 1) {
+		fprintf(stderr, "fuse-null: -t is for the classic transport; -u runs one thread "
+				"per CPU\n");
+		return 2;
+	}
 
 	se = fuse_session_new(&args, &null_ops, sizeof null_ops, NULL);
 	if (!se) {
@@ -379,6 +1163,10 @@ int main(int argc, char **argv)
 	if (fuse_session_mount(se, argv[optind])) {
 		fprintf(stderr, "fuse-null: cannot mount on %s\n", argv[optind]);
 		goto out_session;
+	}
+	if (uring_mode) {
+		ret = run_uring();
+		goto out_unmount;
 	}
 	fd = fuse_session_fd(se);
 	flags = fcntl(fd, F_GETFL);

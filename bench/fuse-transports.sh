@@ -1,0 +1,420 @@
+#!/bin/bash
+# fuse-transports.sh - the two FUSE channel transports, /dev/fuse ("classic")
+# and FUSE over io_uring ("uring"), each with nvmefsd and with the null
+# server behind it, in one run:
+#   null-classic    fuse-null over /dev/fuse (libfuse, one libev loop per CPU)
+#   null-uring      fuse-null -u: one pinned thread and FUSE queue per CPU
+#   nvmefs-classic  nvmefsd, fuse_transport = classic, software controller,
+#                   one RAM namespace
+#   nvmefs-uring    the same with fuse_transport = uring
+# Every round starts each server in turn (the order reversed every other
+# round, so that drift in a shared machine spreads over all) and runs the same
+# fio jobs against it; the table gives each job's median over the rounds and
+# how much of the null server's result nvmefsd reaches on each transport.
+# The machine is shared and noisy: the ratios within one run are what count.
+#
+# Usage: bench/fuse-transports.sh [-o FILE] [-b BUILD] [-t "TARGETS"]
+#   -o  also write the report to FILE
+#   -b  build directory holding tools/fuse-null and nvmefsd
+#       (default: $BUILD, else build/ in the repository)
+#   -t  targets (default "null-classic null-uring nvmefs-classic nvmefs-uring")
+# Environment:
+#   RUNTIME=s   seconds per fio job after a RAMP (default 10; RAMP default 2)
+#   ROUNDS=n    rounds (default 3)
+#   DEPTH=n     entries per FUSE queue of fuse-null -u (default 16, nvmefsd's)
+#   QUEUES=n    nvmefsd engine queues (default: the number of CPUs)
+#   MODE=m      nvmefsd engine mode: poll, interrupt or hybrid (default hybrid)
+#   NULL_CLASSIC_OPTS, NULL_URING_OPTS   fuse-null options for its two targets
+#               (default "-t NCPU" and "-d DEPTH"; -p makes either poll)
+#   NVMEFSD=PATH  the daemon to run instead of BUILD/nvmefsd
+# FUSE over io_uring needs /sys/module/fuse/parameters/enable_uring: the run
+# sets it to Y (root) and puts the old value back at the end.  Every mount
+# and process it starts is removed on exit.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUNTIME=${RUNTIME:-10}
+RAMP=${RAMP:-2}
+ROUNDS=${ROUNDS:-3}
+DEPTH=${DEPTH:-16}
+NCPU=$(nproc)
+QUEUES=${QUEUES:-$NCPU}
+MODE=${MODE:-hybrid}
+NULL_CLASSIC_OPTS=${NULL_CLASSIC_OPTS:-"-t $NCPU"}
+NULL_URING_OPTS=${NULL_URING_OPTS:-"-d $DEPTH"}
+OUT=
+BUILDDIR=${BUILD:-$ROOT/build}
+TARGETS="null-classic null-uring nvmefs-classic nvmefs-uring"
+SIZE=1G
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+
+usage() {
+	sed -n '/^# Usage:/,/^# and process/p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while getopts "o:b:t:h" opt; do
+	case $opt in
+	o) OUT=$OPTARG ;;
+	b) BUILDDIR=$OPTARG ;;
+	t) TARGETS=$OPTARG ;;
+	h) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 0 ] || { usage >&2; exit 2; }
+num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
+num_ok "$RUNTIME" || { echo "fuse-transports: RUNTIME: a whole number of seconds > 0" >&2; exit 2; }
+case $RAMP in '' | *[!0-9]*) echo "fuse-transports: RAMP: a whole number of seconds" >&2; exit 2 ;; esac
+num_ok "$ROUNDS" || { echo "fuse-transports: ROUNDS: a whole number > 0" >&2; exit 2; }
+num_ok "$DEPTH" || { echo "fuse-transports: DEPTH: a whole number > 0" >&2; exit 2; }
+num_ok "$QUEUES" || { echo "fuse-transports: QUEUES: a whole number > 0" >&2; exit 2; }
+case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-transports: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
+for t in $TARGETS; do
+	case $t in null-classic | null-uring | nvmefs-classic | nvmefs-uring) ;;
+	*) echo "fuse-transports: -t: unknown target $t" >&2; exit 2 ;; esac
+done
+BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
+NULLBIN=$BUILDDIR/tools/fuse-null
+
+# ---- what is there ----
+have() { command -v "$1" >/dev/null 2>&1; }
+for t in fio python3; do
+	have $t || { echo "fuse-transports: $t is missing (scripts/deps.sh test installs it)" >&2; exit 1; }
+done
+have fusermount3 || { echo "fuse-transports: fusermount3 is missing (package fuse3)" >&2; exit 1; }
+[ -e /dev/fuse ] || { echo "fuse-transports: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+
+# name|ioengine|rw|bs|iodepth|numjobs|metric (iops, mibs or lat: the table's)
+JOBS=(
+	"4K randread QD32x2|libaio|randread|4k|32|2|iops"
+	"4K randwrite QD32x2|libaio|randwrite|4k|32|2|iops"
+	"4K randread QD1|libaio|randread|4k|1|1|lat"
+	"1M read QD8|libaio|read|1M|8|1|mibs"
+	"1M write QD8|libaio|write|1M|8|1|mibs"
+	"4K randwrite psync x4|psync|randwrite|4k|1|4|iops"
+)
+
+ntargets=$(echo "$TARGETS" | wc -w)
+est=$((ROUNDS * ntargets * (${#JOBS[@]} * (RUNTIME + RAMP + 1) + 3)))
+echo "fuse-transports: $ROUNDS rounds x $ntargets targets x ${#JOBS[@]} jobs x" \
+	"(${RUNTIME} s + ${RAMP} s ramp): about $est s ($(( (est + 59) / 60 )) min)" >&2
+
+# ---- bookkeeping, cleanup ----
+WORK=$(mktemp -d /tmp/fuse-transports.XXXXXX)
+FIOPID=
+PIDS=()
+MOUNTS=()
+URING_OLD=
+RES=$WORK/results.tsv
+NOTES=$WORK/notes
+: >"$RES"
+: >"$NOTES"
+
+is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
+
+unmount() {
+	is_mounted "$1" || return 0
+	fusermount3 -u "$1" 2>/dev/null || fusermount3 -u -z "$1" 2>/dev/null || umount -l "$1" 2>/dev/null
+}
+
+# SIGTERM, then SIGKILL after 10 s
+stop_pid() {
+	local pid=$1 i
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+	kill -TERM "$pid" 2>/dev/null
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+stop_all() {
+	local i m
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
+	for m in "${MOUNTS[@]}"; do unmount "$m"; done
+	PIDS=()
+	MOUNTS=()
+}
+
+cleanup() {
+	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
+	stop_all
+	if [ -n "$URING_OLD" ]; then
+		echo "$URING_OLD" >"$URING_PARAM" 2>/dev/null ||
+			echo "fuse-transports: could not put $URING_PARAM back to $URING_OLD" >&2
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# FUSE over io_uring: on for this run (read by the kernel at each mount)
+URING_WHY=
+if [ ! -e "$URING_PARAM" ]; then
+	URING_WHY="this kernel has no FUSE over io_uring ($URING_PARAM missing)"
+else
+	cur=$(cat "$URING_PARAM")
+	if [ "$cur" != Y ]; then
+		if echo Y >"$URING_PARAM" 2>/dev/null; then
+			URING_OLD=$cur
+		else
+			URING_WHY="cannot set $URING_PARAM to Y (root needed)"
+		fi
+	fi
+fi
+
+# wait_mount MNT FILE PID SECONDS NAME LOG: MNT is a mount and FILE exists
+# while PID lives; otherwise WHY says what happened, with the log's last line
+wait_mount() {
+	local mnt=$1 file=$2 pid=$3 n=$(($4 * 10)) name=$5 log=$6 last
+	while [ $n -gt 0 ]; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			WHY="$name exited ($?) before mounting"
+			break
+		fi
+		is_mounted "$mnt" && [ -e "$file" ] && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	[ $n -gt 0 ] || WHY="$name did not mount within $4 s"
+	last=$(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n 1 | tr '|\t' '/ ')
+	[ -z "$last" ] || WHY="$WHY: $last"
+	return 1
+}
+
+logtail() { [ -s "$1" ] && tail -n 3 "$1" | sed 's/^/    /' >&2; }
+
+# ---- the targets: each start_* sets FILE or returns non-zero with WHY ----
+start_null() { # LOG OPTS...
+	local log=$1 mnt=$WORK/null
+	shift
+	if [ ! -x "$NULLBIN" ]; then
+		WHY="no $NULLBIN; build it with: make B=$(basename "$BUILDDIR") $(basename "$BUILDDIR")/tools/fuse-null"
+		return 1
+	fi
+	mkdir -p "$mnt"
+	# shellcheck disable=SC2068 # the options are words
+	"$NULLBIN" $@ -s "$SIZE" "$mnt" </dev/null >"$log" 2>&1 &
+	PIDS+=($!)
+	MOUNTS+=("$mnt")
+	FILE=$mnt/null
+	wait_mount "$mnt" "$FILE" $! 10 fuse-null "$log"
+}
+
+start_nvmefs() { # TRANSPORT LOG
+	local tr=$1 log=$2 mnt=$WORK/nvmefs conf=$WORK/nvmefs-$1.conf
+	[ -x "$NVMEFSD" ] || { WHY="no $NVMEFSD"; return 1; }
+	mkdir -p "$mnt"
+	cat >"$conf" <<-EOF
+	[daemon]
+	mountpoint = $mnt
+	admin_socket = $WORK/nvmefsd.sock
+	file_mode = 0666
+	file_owner = $(id -u)
+	file_group = $(id -g)
+	allow_other = no
+	log_level = info
+	fuse_transport = $tr
+
+	[engine]
+	queues = $QUEUES
+	mode = $MODE
+
+	[controller nvme0]
+	device = sim
+	namespaces = 1
+	size = $SIZE
+	block_size = 4096
+	backing = ram
+	exec = inline
+	EOF
+	"$NVMEFSD" -f -c "$conf" </dev/null >"$log" 2>&1 &
+	PIDS+=($!)
+	MOUNTS+=("$mnt")
+	FILE=$mnt/nvme0n1
+	wait_mount "$mnt" "$FILE" $! 10 nvmefsd "$log" || return 1
+	[ "$tr" = uring ] || return 0
+	# the daemon falls back to /dev/fuse when the ring cannot be set up:
+	# those would be classic numbers under the uring name
+	dd if="$FILE" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+	sleep 0.3
+	if grep -q 'io_uring transport failed' "$log" || ! grep -q 'serving over io_uring' "$log"; then
+		WHY="nvmefsd does not serve over io_uring:"
+		WHY="$WHY $(grep -i 'uring' "$log" | tail -n 1 | tr '|\t' '/ ')"
+		return 1
+	fi
+}
+
+# run_job ROUND TARGET "name|engine|rw|bs|qd|jobs|metric": one fio run, one line
+run_job() {
+	local round=$1 t=$2 name eng rw bs qd nj metric rc json=$WORK/fio.json err=$WORK/fio.err
+	IFS='|' read -r name eng rw bs qd nj metric <<<"$3"
+	# in the background, so that a signal ends the run at once (see cleanup)
+	fio --name="${name// /_}" --filename="$FILE" --ioengine="$eng" --direct=1 \
+		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
+		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
+		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
+	FIOPID=$!
+	wait $FIOPID
+	rc=$?
+	FIOPID=
+	if [ $rc -ne 0 ]; then
+		echo "$t: $name: fio failed" >&2
+		logtail "$err"
+		printf '%s\t%s\t%s\tNA\tfio failed\n' "$round" "$t" "$name" >>"$RES"
+		return
+	fi
+	python3 - "$json" "$round" "$t" "$name" >>"$RES" <<-'EOF' || printf '%s\t%s\t%s\tNA\tunreadable fio output\n' "$round" "$t" "$name" >>"$RES"
+	import json, sys
+	path, rnd, target, name = sys.argv[1:5]
+	with open(path) as f:
+	    text = f.read()
+	# fio may print notes before the JSON object
+	job = json.loads(text[text.index('{'):])['jobs'][0]
+	errs = job.get('error', 0)
+	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
+	if errs or d['io_bytes'] == 0:
+	    print(f"{rnd}\t{target}\t{name}\tNA\tfio error {errs}")
+	else:
+	    print(f"{rnd}\t{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
+	          f"{d['lat_ns']['mean'] / 1000:.1f}")
+	EOF
+}
+
+unavailable() { # ROUND TARGET WHY
+	local j
+	echo "round $1: $2: not available ($3)" >&2
+	for j in "${JOBS[@]}"; do
+		printf '%s\t%s\t%s\tNA\t%s\n' "$1" "$2" "${j%%|*}" "$3" >>"$RES"
+	done
+}
+
+# ---- the run ----
+START=$(date -u '+%Y-%m-%d %H:%M UTC')
+ORDER=$TARGETS
+REVERSED=$(echo "$TARGETS" | tr ' ' '\n' | grep -v '^$' | tac | tr '\n' ' ')
+for round in $(seq "$ROUNDS"); do
+	if [ $((round % 2)) -eq 1 ]; then ORDER=$TARGETS; else ORDER=$REVERSED; fi
+	for t in $ORDER; do
+		FILE=
+		WHY=
+		log=$WORK/$t.r$round.log
+		case $t in
+		*-uring) [ -z "$URING_WHY" ] || { unavailable "$round" "$t" "$URING_WHY"; continue; } ;;
+		esac
+		case $t in
+		null-classic) start_null "$log" $NULL_CLASSIC_OPTS ;;
+		null-uring) start_null "$log" -u $NULL_URING_OPTS ;;
+		nvmefs-classic) start_nvmefs classic "$log" ;;
+		nvmefs-uring) start_nvmefs uring "$log" ;;
+		esac
+		if [ $? -ne 0 ]; then
+			unavailable "$round" "$t" "$WHY"
+			stop_all
+			continue
+		fi
+		echo "round $round: $t: $FILE" >&2
+		for j in "${JOBS[@]}"; do
+			run_job "$round" "$t" "$j"
+		done
+		stop_all
+		# fuse-null -u counts at exit which transport carried the requests
+		if [ "$t" = null-uring ]; then
+			ring=$(sed -n 's/^fuse-null: io_uring: \([0-9]*\) requests.*/\1/p' "$log")
+			dev=$(sed -n 's/^fuse-null: \/dev\/fuse: \([0-9]*\) requests.*/\1/p' "$log")
+			echo "round $round: null-uring: ${ring:-?} requests over io_uring," \
+				"${dev:-?} over /dev/fuse" | tee -a "$NOTES" >&2
+		fi
+	done
+done
+
+# ---- the table ----
+TABLE=$WORK/table.md
+python3 - "$RES" "$TARGETS" >"$TABLE" <<-'EOF'
+import statistics, sys
+res, targets = sys.argv[1], sys.argv[2].split()
+rows = [l.rstrip('\n').split('\t') for l in open(res) if l.strip()]
+jobs, vals, why = [], {}, {}
+for r in rows:
+    rnd, t, job = r[0], r[1], r[2]
+    if job not in jobs:
+        jobs.append(job)
+    if r[3] == 'NA':
+        why.setdefault(t, r[4])
+        continue
+    vals.setdefault((t, job), []).append((float(r[3]), float(r[4]), float(r[5])))
+
+def metric(job):
+    if 'QD1' in job.split():
+        return 'lat'
+    return 'mibs' if job.startswith('1M') else 'iops'
+
+UNIT = {'iops': 'IOPS', 'mibs': 'MiB/s', 'lat': 'mean lat us'}
+
+def med(t, job):
+    v = vals.get((t, job))
+    if not v:
+        return None
+    i = {'iops': 0, 'mibs': 1, 'lat': 2}[metric(job)]
+    return statistics.median(x[i] for x in v)
+
+def better(m, a, b):  # the better of two results, either may be None
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b) if m == 'lat' else max(a, b)
+
+def ratio(m, a, b):
+    if a is None or b is None or not b:
+        return '-'
+    return f'{a / b:.2f}'
+
+def fmt(m, v):
+    if v is None:
+        return 'n/a'
+    return f'{v:.1f}' if m == 'lat' else f'{v:.0f}'
+
+cols = ['null-classic', 'null-uring', 'nvmefs-classic', 'nvmefs-uring']
+print('| job | unit | ' + ' | '.join(cols) +
+      ' | nvmefs-uring / null-uring | nvmefs-classic / null-classic | nvmefs-best / best-null |')
+print('|---|---|' + '---:|' * len(cols) + '---:|---:|---:|')
+for job in jobs:
+    m = metric(job)
+    v = {c: med(c, job) for c in cols}
+    nbest = better(m, v['nvmefs-classic'], v['nvmefs-uring'])
+    best = better(m, v['null-classic'], v['null-uring'])
+    print(f'| {job} | {UNIT[m]} | ' + ' | '.join(fmt(m, v[c]) for c in cols) +
+          f" | {ratio(m, v['nvmefs-uring'], v['null-uring'])}"
+          f" | {ratio(m, v['nvmefs-classic'], v['null-classic'])}"
+          f' | {ratio(m, nbest, best)} |')
+print()
+print('Medians over the rounds. Ratios divide the results as they stand: of IOPS '
+      'and MiB/s, higher is better; of latency (QD1), lower is better. '
+      '"best" is the better transport of each server for that job.')
+for c in cols:
+    if c in targets and c in why:
+        print(f'\n{c}: not available in some or all rounds: {why[c]}')
+EOF
+
+{
+	echo "fuse-transports: $START, $(uname -sr), $NCPU CPUs, $(fio --version), $ROUNDS rounds," \
+		"${RUNTIME} s per job after ${RAMP} s ramp, direct=1; fuse-null classic: $NULL_CLASSIC_OPTS," \
+		"uring: -u $NULL_URING_OPTS; nvmefsd: $QUEUES queues, mode $MODE, software controller (RAM)"
+	echo
+	cat "$TABLE"
+	if [ -s "$NOTES" ]; then
+		echo
+		sed 's/^/- /' "$NOTES"
+	fi
+} >"$WORK/report"
+cat "$WORK/report"
+if [ -n "$OUT" ]; then
+	cp "$WORK/report" "$OUT" || { echo "fuse-transports: cannot write $OUT" >&2; exit 1; }
+fi
+exit 0
