@@ -33,6 +33,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "cpumap.h"
 #include "fuse_fs.h"
 #include "log.h"
 #include "notify.h"
@@ -80,6 +81,12 @@ struct daemon {
 	struct admin_ns *ans;
 	char **ns_paths;
 	unsigned nr_ns;
+	/* FUSE over io_uring: the transport asked of the front end, and which
+	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
+	enum fusefs_transport transport;
+	unsigned nr_cpu_map;
+	unsigned *cpu_map;
+	struct cpumap_cpu *cpu_topo;
 
 	struct ev_loop *loop;
 	ev_signal sig_term, sig_int, sig_usr1, sig_hup;
@@ -508,6 +515,70 @@ static size_t pool_bytes(void)
 	return mib && mib <= POOL_MIB_MAX ? (size_t)mib << 20 : POOL_BYTES;
 }
 
+#define URING_SWITCH "/sys/module/fuse/parameters/enable_uring"
+
+/* The kernel's switch for FUSE over io_uring: 1 on, 0 off, -ENOENT when
+ * this kernel has no such parameter. */
+static int uring_switch(void)
+{
+	FILE *f = fopen(URING_SWITCH, "re");
+	int c;
+
+	if (!f)
+		return -ENOENT;
+	c = fgetc(f);
+	fclose(f);
+	return c == 'Y' || c == 'y' || c == '1';
+}
+
+/* Which transport to ask the front end for, and, for io_uring, the CPU map
+ * over n reactors whose CPUs are rcpu[]. */
+static int plan_transport(struct daemon *d, const int *rcpu, unsigned n)
+{
+	const struct cfg_daemon *cd = &d->cfg->daemon;
+	int sw, rc;
+
+	d->transport = cd->fuse_transport == CFG_FUSE_TRANSPORT_URING	  ? FUSEFS_TRANSPORT_URING
+		       : cd->fuse_transport == CFG_FUSE_TRANSPORT_CLASSIC ? FUSEFS_TRANSPORT_CLASSIC
+									  : FUSEFS_TRANSPORT_AUTO;
+	if (d->transport == FUSEFS_TRANSPORT_CLASSIC)
+		return 0;
+	sw = uring_switch();
+	if (sw != 1) {
+		const char *why = sw < 0 ? "this kernel has no FUSE over io_uring ("
+					   URING_SWITCH " is missing)"
+					 : "the kernel's switch is off (" URING_SWITCH " is N)";
+
+		if (d->transport == FUSEFS_TRANSPORT_URING) {
+			log_err("fuse_transport = uring: %s%s", why,
+				sw < 0 ? "" : "; write Y to it, or set 'options fuse enable_uring=1' "
+					      "in /etc/modprobe.d/, before the daemon starts");
+			return -EOPNOTSUPP;
+		}
+		log_info("fuse: serving over /dev/fuse: %s%s", why,
+			 sw < 0 ? "" : "; to use io_uring write Y to it, or set 'options fuse "
+				       "enable_uring=1' in /etc/modprobe.d/, before the daemon starts");
+		d->transport = FUSEFS_TRANSPORT_CLASSIC;
+		return 0;
+	}
+	rc = cpumap_read_topology(&d->cpu_topo, &d->nr_cpu_map);
+	if (!rc) {
+		d->cpu_map = calloc(d->nr_cpu_map, sizeof(*d->cpu_map));
+		rc = d->cpu_map ? cpumap_build(d->cpu_topo, d->nr_cpu_map, rcpu, n, d->cpu_map)
+				: -ENOMEM;
+	}
+	if (rc) {
+		log_err("fuse: cannot map the CPUs' FUSE queues onto the reactors: %s",
+			strerror(-rc));
+		if (d->transport == FUSEFS_TRANSPORT_URING)
+			return rc;
+		log_info("fuse: serving over /dev/fuse");
+		d->transport = FUSEFS_TRANSPORT_CLASSIC;
+		d->nr_cpu_map = 0;
+	}
+	return 0;
+}
+
 static int start_reactors(struct daemon *d)
 {
 	const struct cfg_engine *e = &d->cfg->engine;
@@ -528,9 +599,23 @@ static int start_reactors(struct daemon *d)
 	}
 	d->reactors = calloc(n, sizeof(*d->reactors));
 	d->qpairs = calloc((size_t)n * d->nr_ctrls, sizeof(*d->qpairs));
-	if (!d->reactors || !d->qpairs)
+	int *rcpu = calloc(n, sizeof(*rcpu));
+	if (!d->reactors || !d->qpairs || !rcpu) {
+		free(rcpu);
 		return -ENOMEM;
+	}
+	for (unsigned r = 0; r < n; r++)
+		rcpu[r] = e->nr_cpus ? (int)e->cpus[r % e->nr_cpus] : -1;
+	rc = plan_transport(d, rcpu, n);
+	free(rcpu);
+	if (rc)
+		return rc;
 	for (unsigned r = 0; r < n; r++) {
+		/* io_uring: each FUSE queue entry's payload lives in the pool */
+		size_t ring_bytes = d->transport == FUSEFS_TRANSPORT_CLASSIC
+					    ? 0
+					    : (size_t)cpumap_count(d->cpu_map, d->nr_cpu_map, r) *
+						      d->cfg->daemon.fuse_queue_depth * FUSEFS_MAX_IO;
 		struct nvme_reactor_opts ro = {
 			.id = r,
 			.cpu = e->nr_cpus ? (int)e->cpus[r % e->nr_cpus] : -1,
@@ -538,7 +623,7 @@ static int start_reactors(struct daemon *d)
 			.mode = e->mode == CFG_MODE_POLL        ? NVME_MODE_POLL
 				: e->mode == CFG_MODE_INTERRUPT ? NVME_MODE_INTERRUPT
 								: NVME_MODE_HYBRID,
-			.buf_pool_bytes = pool_bytes(),
+			.buf_pool_bytes = pool_bytes() + ring_bytes,
 		};
 
 		rc = nvme_reactor_create(&ro, &d->reactors[r]);
@@ -641,6 +726,8 @@ static void teardown(struct daemon *d)
 	free(d->ans);
 	free(d->qpairs);
 	free(d->reactors);
+	free(d->cpu_map);
+	free(d->cpu_topo);
 }
 
 static void watch_signal(struct daemon *d, ev_signal *w, int sig)
@@ -705,6 +792,10 @@ static int run(struct daemon *d)
 		.reactors = d->reactors,
 		.qpairs = d->qpairs,
 		.readers = readers_wanted(),
+		.transport = d->transport,
+		.queue_depth = cd->fuse_queue_depth,
+		.nr_cpu_map = d->nr_cpu_map,
+		.cpu_map = d->cpu_map,
 		.on_exit = on_session_exit,
 		.on_exit_arg = d,
 	};

@@ -15,6 +15,7 @@
 #include "channel.h"
 #include "fsio.h"
 #include "log.h"
+#include "uring.h"
 
 #define ATTR_TIMEOUT 10.0         /* sizes never change while mounted */
 #define OPT_BLKSIZE (128u * 1024) /* st_blksize: what cp and cat use per call */
@@ -346,7 +347,9 @@ static void op_init(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg 
 		 * deep queue */
 		.max_background = 1024,
 		.congestion_threshold = 768,
-		.uring = fs->o.transport != FUSEFS_TRANSPORT_CLASSIC,
+		/* only with every ring set up: once agreed, the kernel sends
+		 * nothing over /dev/fuse until each FUSE queue has entries */
+		.uring = fur_ready(fs),
 	};
 	int err = fw_init_answer(&m->in.init, &want, &out);
 

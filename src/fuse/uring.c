@@ -323,6 +323,14 @@ static void start_cb(void *arg)
 	}
 }
 
+bool fur_ready(const struct fusefs *fs)
+{
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		if (fs->rx[i].ring)
+			return true; /* fur_setup makes all or none */
+	return false;
+}
+
 void fur_start(struct fusefs *fs)
 {
 	unsigned n = 0;

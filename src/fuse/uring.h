@@ -26,6 +26,9 @@
  * memory.  -ENOMEM when a reactor's pool cannot hold its entries, -errno
  * when io_uring cannot be set up; nothing is left allocated then. */
 int fur_setup(struct fusefs *fs);
+/* True when fur_setup has set up a ring for every FUSE queue: INIT may ask
+ * for io_uring. */
+bool fur_ready(const struct fusefs *fs);
 /* INIT agreed on io_uring (any reactor's thread): every ring registers its
  * entries on its own reactor. */
 void fur_start(struct fusefs *fs);

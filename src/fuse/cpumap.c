@@ -1,0 +1,175 @@
+/* cpumap.c - CPU to reactor map for the FUSE queues (see cpumap.h). */
+#include "cpumap.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define SYS_CPU "/sys/devices/system/cpu"
+
+static int read_int(const char *path, int *v)
+{
+	FILE *f = fopen(path, "re");
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (fscanf(f, "%d", v) != 1)
+		rc = -EINVAL;
+	fclose(f);
+	return rc;
+}
+
+/* "0-3,8-11": the highest number in the list, + 1 */
+static int possible_cpus(unsigned *n)
+{
+	FILE *f = fopen(SYS_CPU "/possible", "re");
+	unsigned max = 0, a, b;
+	int got = 0, c;
+
+	if (!f)
+		return -errno;
+	for (;;) {
+		if (fscanf(f, "%u", &a) != 1)
+			break;
+		b = a;
+		c = fgetc(f);
+		if (c == '-') {
+			if (fscanf(f, "%u", &b) != 1)
+				break;
+			c = fgetc(f);
+		}
+		if (b + 1 > max)
+			max = b + 1;
+		got = 1;
+		if (c != ',')
+			break;
+	}
+	fclose(f);
+	if (!got || max > 65536)
+		return -EINVAL;
+	*n = max;
+	return 0;
+}
+
+/* the node directory under cpuN (node0, node1 ...), -1 when none */
+static int cpu_node(unsigned c)
+{
+	char path[96];
+
+	for (int node = 0; node < 1024; node++) {
+		snprintf(path, sizeof(path), SYS_CPU "/cpu%u/node%d", c, node);
+		if (access(path, F_OK) == 0)
+			return node;
+		if (errno != ENOENT)
+			return -1;
+	}
+	return -1;
+}
+
+int cpumap_read_topology(struct cpumap_cpu **out, unsigned *ncpu)
+{
+	struct cpumap_cpu *cpus;
+	unsigned n = 0;
+	int rc = possible_cpus(&n);
+
+	if (rc)
+		return rc;
+	cpus = calloc(n, sizeof(*cpus));
+	if (!cpus)
+		return -ENOMEM;
+	for (unsigned c = 0; c < n; c++) {
+		char path[96];
+
+		snprintf(path, sizeof(path), SYS_CPU "/cpu%u/topology/physical_package_id", c);
+		if (read_int(path, &cpus[c].package))
+			cpus[c].package = -1;
+		snprintf(path, sizeof(path), SYS_CPU "/cpu%u/topology/core_id", c);
+		if (read_int(path, &cpus[c].core))
+			cpus[c].core = -1;
+		cpus[c].node = cpu_node(c);
+	}
+	*out = cpus;
+	*ncpu = n;
+	return 0;
+}
+
+static bool siblings(const struct cpumap_cpu *a, const struct cpumap_cpu *b)
+{
+	return a->core >= 0 && a->package >= 0 && a->core == b->core && a->package == b->package;
+}
+
+static bool same_node(const struct cpumap_cpu *a, const struct cpumap_cpu *b)
+{
+	return a->node >= 0 && a->node == b->node;
+}
+
+enum tier { T_SIBLING, T_NODE, T_ANY };
+
+static bool in_tier(enum tier t, const struct cpumap_cpu *cpus, unsigned ncpu, unsigned c, int rc)
+{
+	if (t == T_ANY)
+		return true;
+	if (rc < 0 || (unsigned)rc >= ncpu)
+		return false;
+	return t == T_SIBLING ? siblings(&cpus[c], &cpus[rc]) : same_node(&cpus[c], &cpus[rc]);
+}
+
+unsigned cpumap_count(const unsigned *map, unsigned ncpu, unsigned r)
+{
+	unsigned n = 0;
+
+	for (unsigned c = 0; c < ncpu; c++)
+		n += map[c] == r;
+	return n;
+}
+
+int cpumap_build(const struct cpumap_cpu *cpus, unsigned ncpu, const int *rcpu, unsigned nr,
+		 unsigned *map)
+{
+	unsigned *load;
+	bool *done;
+	int err = 0;
+
+	if (!ncpu || !nr)
+		return -EINVAL;
+	load = calloc(nr, sizeof(*load));
+	done = calloc(ncpu, sizeof(*done));
+	if (!load || !done) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* a reactor's own CPU first */
+	for (unsigned r = 0; r < nr; r++) {
+		int c = rcpu[r];
+
+		if (c >= 0 && (unsigned)c < ncpu && !done[c]) {
+			map[c] = r;
+			done[c] = true;
+			load[r]++;
+		}
+	}
+	for (unsigned c = 0; c < ncpu; c++) {
+		if (done[c])
+			continue;
+		for (enum tier t = T_SIBLING; t <= T_ANY && !done[c]; t++) {
+			unsigned best = nr;
+
+			for (unsigned r = 0; r < nr; r++)
+				if (in_tier(t, cpus, ncpu, c, rcpu[r]) &&
+				    (best == nr || load[r] < load[best]))
+					best = r;
+			if (best < nr) {
+				map[c] = best;
+				done[c] = true;
+				load[best]++;
+			}
+		}
+	}
+out:
+	free(load);
+	free(done);
+	return err;
+}
