@@ -128,7 +128,7 @@ check: deps
 	$(MAKE) TSAN=1 all
 	$(MAKE) FUZZ=1 fuzzers
 	BUILD=build BUILD_SAN=build-san BUILD_TSAN=build-tsan BUILD_FUZZ=build-fuzz \
-		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration unit-san unit-tsan \
+		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration integration-uring unit-san unit-tsan \
 		unit-valgrind fuzz vm
 endif
 

@@ -7,7 +7,11 @@
 #                no suppressions; any error or definite leak fails the test)
 #   fuzz         every libFuzzer target in $BUILD_FUZZ/fuzz for $FUZZ_SECONDS
 #                each, on a scratch copy of tests/fuzz/corpus/NAME
-#   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim)
+#   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim),
+#                the daemon on the /dev/fuse transport (FUSE_TRANSPORT=classic)
+#   integration-uring  the same on FUSE over io_uring: fuse's enable_uring
+#                parameter is set to Y for the run and restored after; skipped
+#                when the kernel has no such parameter or we are not root
 #   integration-san  the same against $BUILD_SAN
 #   vm           every tests/vm/t-*.sh (VFIO on QEMU's NVMe model in a guest)
 # A test script exits 0 (pass), 77 (skip: says why) or anything else (fail).
@@ -130,7 +134,27 @@ for suite in "$@"; do
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;
-	integration) run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh ;;
+	integration)
+		export FUSE_TRANSPORT=classic
+		run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh
+		unset FUSE_TRANSPORT ;;
+	integration-uring)
+		sw=/sys/module/fuse/parameters/enable_uring
+		if [ ! -e $sw ]; then
+			echo "SKIP: integration-uring: this kernel has no FUSE over io_uring ($sw)"
+			SKIP=$((SKIP + 1)); continue
+		fi
+		old=$(cat $sw)
+		if ! echo Y 2>/dev/null > $sw; then
+			echo "SKIP: integration-uring: cannot set $sw (needs root)"
+			SKIP=$((SKIP + 1)); continue
+		fi
+		trap 'echo "$old" > $sw' EXIT
+		export FUSE_TRANSPORT=uring
+		run_scripts integration-uring "$BUILD" "$HERE"/integration/t-*.sh
+		unset FUSE_TRANSPORT
+		echo "$old" > $sw
+		trap - EXIT ;;
 	integration-san) run_scripts integration-san "$BUILD_SAN" "$HERE"/integration/t-*.sh ;;
 	vm) run_scripts vm "$BUILD" "$HERE"/vm/t-*.sh ;;
 	*) echo "run.sh: unknown suite $suite" >&2; exit 2 ;;

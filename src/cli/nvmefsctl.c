@@ -353,6 +353,7 @@ static void show_status(json_object *r)
 	printf("admin socket %s\n", jstr(r, "admin_socket"));
 	printf("mode         %s, queue depth %s, cq budget %s\n", jstr(r, "mode"),
 	       jstr(r, "queue_depth"), jstr(r, "cq_budget"));
+	printf("transport    %s\n", jget(r, "transport") ? jstr(r, "transport") : "-");
 	printf("namespaces   %s\n", jstr(r, "namespaces"));
 	printf("\n%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", "CONTROLLER", "STATE", "DEVICE",
 	       "BACKEND", "MODE", "QUEUES", "NS", "MODEL");
@@ -405,7 +406,7 @@ static void show_fuse_stats(json_object *f)
 	if (!f)
 		return;
 	put_num(lw, sizeof(lw), jdbl(f, "lock_wait_s"), 3);
-	printf("\nFUSE front end: %llu in flight; parked now:",
+	printf("\nFUSE front end over %s: %llu in flight; parked now:", jstr(f, "transport"),
 	       (unsigned long long)ju64(f, "inflight"));
 	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
 		printf(" %s %llu", why[i], (unsigned long long)ju64(parked, why[i]));
@@ -418,6 +419,10 @@ static void show_fuse_stats(json_object *f)
 	       human_size(ju64(f, "bounce_bytes"), b1, sizeof(b1)),
 	       human_size(ju64(f, "bounce_peak_bytes"), b2, sizeof(b2)),
 	       (unsigned long long)ju64(f, "channel_pauses"));
+	printf("requests over io_uring %llu; payload bytes copied %s; malformed requests %llu\n",
+	       (unsigned long long)ju64(f, "ring_requests"),
+	       human_size(ju64(f, "copy_bytes"), b1, sizeof(b1)),
+	       (unsigned long long)ju64(f, "bad_requests"));
 	printf("%-7s %12s %10s %8s %9s %9s %9s %9s\n", "OP", "COUNT", "BYTES", "ERRORS", "P50us",
 	       "P99us", "P99.9us", "MAXus");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
@@ -513,6 +518,41 @@ static void show_stats(json_object *r)
 	show_recovery(r);
 }
 
+/* The path of a request over io_uring: the caller's CPU, its FUSE queue,
+ * the reactor serving it, and that reactor's NVMe queue on each controller. */
+static void show_fuse_queues(json_object *r, json_object *qs)
+{
+	json_object *fq = jget(r, "fuse_queues");
+
+	printf("\nFUSE transport %s", jget(r, "transport") ? jstr(r, "transport") : "-");
+	if (!jlen(fq)) {
+		printf(" (no FUSE queues: requests come over /dev/fuse)\n");
+		return;
+	}
+	printf("\n%4s %6s %4s %7s %4s %-16s %4s %6s\n", "CPU", "FUSE-Q", "NODE", "REACTOR",
+	       "RCPU", "CONTROLLER", "QID", "VECTOR");
+	for (size_t i = 0; i < jlen(fq); i++) {
+		json_object *f = jidx(fq, i);
+		int shown = 0;
+
+		for (size_t k = 0; k < jlen(qs); k++) {
+			json_object *q = jidx(qs, k);
+
+			if (strcmp(jstr(q, "reactor"), jstr(f, "reactor")))
+				continue;
+			printf("%4s %6s %4s %7s %4s %-16s %4s %6s\n", jstr(f, "cpu"),
+			       jstr(f, "fuse_queue"), jstr(f, "node"), jstr(f, "reactor"),
+			       jstr(f, "reactor_cpu"), jstr(q, "controller"), jstr(q, "qid"),
+			       jget(q, "vector") ? jstr(q, "vector") : "-");
+			shown = 1;
+		}
+		if (!shown)
+			printf("%4s %6s %4s %7s %4s %-16s %4s %6s\n", jstr(f, "cpu"),
+			       jstr(f, "fuse_queue"), jstr(f, "node"), jstr(f, "reactor"),
+			       jstr(f, "reactor_cpu"), "-", "-", "-");
+	}
+}
+
 static void show_queues(json_object *r)
 {
 	json_object *qs = jget(r, "queues");
@@ -529,6 +569,7 @@ static void show_queues(json_object *r)
 		       jget(q, "vector") ? jstr(q, "vector") : "-", jstr(q, "depth"),
 		       jstr(q, "inflight"));
 	}
+	show_fuse_queues(r, qs);
 }
 
 static void show_namespaces(json_object *r)

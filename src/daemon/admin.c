@@ -9,6 +9,7 @@
  * it.  JSON is built and parsed with json-c only.
  */
 #include "admin.h"
+#include "cpumap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -264,6 +265,21 @@ static json_object *stats_json(const struct nvme_qpair_stats *s)
 typedef int (*admin_cmd_fn)(struct admin *a, json_object *req, json_object *rep, char *err,
                             size_t errlen);
 
+/* "transport": the FUSE transport serving requests now (no front end: none) */
+static void jset_transport(struct admin *a, json_object *rep)
+{
+	struct fusefs_stats *st;
+
+	if (!a->ctx.fuse_stats)
+		return;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	jset_str(rep, "transport", fusefs_transport_name(st->transport));
+	free(st);
+}
+
 static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	const struct cfg *cfg = a->ctx.cfg;
@@ -282,6 +298,7 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 	jset_str(rep, "mountpoint", cfg ? cfg->daemon.mountpoint : NULL);
 	jset_str(rep, "admin_socket", a->path);
 	jset_str(rep, "mode", mode_name(a));
+	jset_transport(a, rep);
 	if (cfg) {
 		jset_int(rep, "queue_depth", cfg->engine.queue_depth);
 		jset_int(rep, "cq_budget", cfg->engine.cq_budget);
@@ -359,6 +376,7 @@ static json_object *fuse_stats_json(struct admin *a)
 	parked = json_object_new_object();
 	waits = json_object_new_object();
 	ops = json_object_new_object();
+	jset_str(o, "transport", fusefs_transport_name(st->transport));
 	jset_u64(o, "inflight", st->inflight);
 	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
 		jset_u64(parked, fuse_wait_names[i], st->parked[i]);
@@ -373,6 +391,9 @@ static json_object *fuse_stats_json(struct admin *a)
 	jset_u64(o, "channel_pauses", st->channel_pauses);
 	jset_u64(o, "rmw_writes", st->rmw_writes);
 	jset_u64(o, "flushes_sent", st->flushes_sent);
+	jset_u64(o, "ring_requests", st->ring_requests);
+	jset_u64(o, "copy_bytes", st->copy_bytes);
+	jset_u64(o, "bad_requests", st->bad_requests);
 	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
 		const struct fusefs_op_stats *op = &st->op[i];
 		json_object *oo = json_object_new_object();
@@ -507,6 +528,23 @@ static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char 
 		}
 	}
 	jset(rep, "queues", qs);
+	jset_transport(a, rep);
+	/* one FUSE queue per possible CPU, and the reactor that serves it */
+	json_object *fq = json_object_new_array();
+
+	for (unsigned c = 0; c < a->ctx.nr_fuse_cpus; c++) {
+		json_object *q = json_object_new_object();
+		unsigned r = a->ctx.fuse_cpu_map[c];
+
+		jset_int(q, "cpu", c);
+		jset_int(q, "fuse_queue", c);
+		jset_int(q, "node", a->ctx.fuse_cpus[c].node);
+		jset_int(q, "reactor", r);
+		jset_int(q, "reactor_cpu",
+			 r < a->ctx.nr_reactors ? nvme_reactor_cpu(a->ctx.reactors[r]) : -1);
+		json_object_array_add(fq, q);
+	}
+	jset(rep, "fuse_queues", fq);
 	return 0;
 }
 
@@ -840,6 +878,21 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	      f);
 	fprintf(f, "nvmefs_fuse_channel_pauses_total %llu\n",
 	        (unsigned long long)st->channel_pauses);
+	fputs("# HELP nvmefs_fuse_ring_requests_total FUSE requests that came over io_uring.\n"
+	      "# TYPE nvmefs_fuse_ring_requests_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_ring_requests_total %llu\n", (unsigned long long)st->ring_requests);
+	fputs("# HELP nvmefs_fuse_copy_bytes_total Payload bytes copied in user space between "
+	      "request buffers and DMA memory.\n# TYPE nvmefs_fuse_copy_bytes_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_copy_bytes_total %llu\n", (unsigned long long)st->copy_bytes);
+	fputs("# HELP nvmefs_fuse_bad_requests_total Malformed FUSE requests, answered EINVAL.\n"
+	      "# TYPE nvmefs_fuse_bad_requests_total counter\n",
+	      f);
+	fprintf(f, "nvmefs_fuse_bad_requests_total %llu\n", (unsigned long long)st->bad_requests);
+	fprintf(f, "# HELP nvmefs_fuse_transport The FUSE transport serving requests (1 on its "
+		"label).\n# TYPE nvmefs_fuse_transport gauge\nnvmefs_fuse_transport{transport=\"%s\"} 1\n",
+		fusefs_transport_name(st->transport));
 	static const struct {
 		const char *name, *help;
 		size_t off;

@@ -55,6 +55,7 @@ struct nvme_ctrl;
 struct nvme_reactor;
 struct nvme_qpair;
 struct fusefs_stats;
+struct cpumap_cpu;
 struct admin;
 struct sim;
 
@@ -89,6 +90,12 @@ struct admin_ctx {
 	struct nvme_qpair **qpairs;
 	const struct admin_ns *ns;
 	unsigned nr_ns;
+	/* FUSE over io_uring: fuse_cpu_map[c] is the reactor serving CPU c's
+	 * FUSE queue, fuse_cpus[c] its topology (cpumap.h); nr_fuse_cpus 0
+	 * when the daemon did not set io_uring up */
+	const unsigned *fuse_cpu_map;
+	const struct cpumap_cpu *fuse_cpus;
+	unsigned nr_fuse_cpus;
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
 	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
 	/* The FUSE front end's figures (fusefs_stats_get on the daemon's

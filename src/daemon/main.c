@@ -683,6 +683,11 @@ static int start_admin(struct daemon *d)
 	ctx.qpairs = d->qpairs;
 	ctx.ns = d->ans;
 	ctx.nr_ns = d->nr_ns;
+	if (d->transport != FUSEFS_TRANSPORT_CLASSIC) {
+		ctx.fuse_cpu_map = d->cpu_map;
+		ctx.fuse_cpus = d->cpu_topo;
+		ctx.nr_fuse_cpus = d->nr_cpu_map;
+	}
 	ctx.fuse_stats = admin_fuse_stats;
 	ctx.fuse_stats_arg = d->fs;
 	ctx.sims = d->sims;

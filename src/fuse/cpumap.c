@@ -1,11 +1,11 @@
 /* cpumap.c - CPU to reactor map for the FUSE queues (see cpumap.h). */
 #include "cpumap.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define SYS_CPU "/sys/devices/system/cpu"
 
@@ -54,19 +54,23 @@ static int possible_cpus(unsigned *n)
 	return 0;
 }
 
-/* the node directory under cpuN (node0, node1 ...), -1 when none */
+/* the node link under cpuN (node0, node1 ...), -1 when none */
 static int cpu_node(unsigned c)
 {
-	char path[96];
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int node = -1;
 
-	for (int node = 0; node < 1024; node++) {
-		snprintf(path, sizeof(path), SYS_CPU "/cpu%u/node%d", c, node);
-		if (access(path, F_OK) == 0)
-			return node;
-		if (errno != ENOENT)
-			return -1;
-	}
-	return -1;
+	snprintf(path, sizeof(path), SYS_CPU "/cpu%u", c);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (sscanf(de->d_name, "node%d", &node) == 1)
+			break;
+	closedir(d);
+	return de ? node : -1;
 }
 
 int cpumap_read_topology(struct cpumap_cpu **out, unsigned *ncpu)

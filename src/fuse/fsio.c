@@ -367,7 +367,15 @@ void fsio_write(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, ui
 		return;
 	}
 	rq_needs(q, true);
-	/* the transport's buffer is reused once we return: take the data
+	if (r->data_dma) {
+		/* the ring's buffer stays ours until the answer: the data
+		 * goes into the DMA buffer when there is one, never into a
+		 * bounce buffer */
+		sched_payload_lent(&q->sq, q->off - (q->lb0 << ns->shift), data, size);
+		sched_start(&q->sq);
+		return;
+	}
+	/* /dev/fuse's buffer is reused once we return: take the data
 	 * now, straight into the DMA buffer when one is free, else into a
 	 * bounce buffer the scheduler has budgeted for */
 	to = sched_payload(&q->sq, q->off - (q->lb0 << ns->shift), size);

@@ -64,6 +64,7 @@ void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out)
 	for (unsigned i = 0; i < fs->nr_rx; i++)
 		if (fs->rx[i].sched)
 			sched_stats_add(fs->rx[i].sched, out);
+	out->transport = fusefs_transport_active(fs);
 }
 
 enum fusefs_transport fusefs_transport_active(const struct fusefs *fs)
@@ -131,6 +132,19 @@ static int check_pools(struct fusefs *fs)
 	return 0;
 }
 
+/* The io_uring entries reactor i will serve: each can bring a request that
+ * the kernel has already handed over, so the request bound comes on top. */
+static unsigned ring_entries(const struct fusefs_opts *o, unsigned i)
+{
+	unsigned n = 0;
+
+	if (o->transport == FUSEFS_TRANSPORT_CLASSIC || !o->cpu_map)
+		return 0;
+	for (unsigned c = 0; c < o->nr_cpu_map; c++)
+		n += o->cpu_map[c] == i;
+	return n * (o->queue_depth ? o->queue_depth : FUSEFS_QUEUE_DEPTH);
+}
+
 int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 {
 	struct fusefs *fs;
@@ -167,7 +181,8 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		};
 		struct sched_opts so = {
 			.rq_size = fsio_rq_size(),
-			.max_rq = o->max_requests,
+			.max_rq = (o->max_requests ? o->max_requests : SCHED_MAX_RQ) +
+				  ring_entries(o, i),
 			.bounce_max = o->bounce_max,
 			.max_payload = FUSEFS_MAX_IO,
 			.on_room = chan_room,

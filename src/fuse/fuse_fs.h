@@ -104,7 +104,7 @@ struct fusefs_ns_desc {
 };
 
 /* Make the mountpoint usable: create it if missing; clear a stale FUSE mount
- * left by a crashed daemon (stat fails with ENOTCONN) with a lazy unmount and
+ * left by a crashed daemon (stat fails with ENOTCONN or ECONNABORTED) with a lazy unmount and
  * a log line; fail with -EBUSY and a message naming what is mounted there when
  * it is a live mount.  fusefs_create calls it. */
 int fusefs_prepare_mountpoint(const char *path);
@@ -183,6 +183,7 @@ struct fusefs_stats {
 	/* payload bytes copied in user space (write data into DMA memory,
 	 * read data out of it): 0 on the ring's aligned path */
 	uint64_t copy_bytes;
+	enum fusefs_transport transport;     /* fusefs_transport_active */
 	struct fusefs_op_stats op[FUSEFS_OP_NR];
 };
 /* Summed over reactors (bounce_peak: the largest of one reactor); any

@@ -3,6 +3,7 @@
 #include "fuse_fs.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <libmount.h>
 #include <limits.h>
 #include <stdio.h>
@@ -62,6 +63,14 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
+/* A dead server's mount answers ENOTCONN; a request that was in flight when
+ * the kernel aborted the connection (over io_uring, when the rings went
+ * away with the process) gets ECONNABORTED. */
+static bool dead_server(int err)
+{
+	return err == ENOTCONN || err == ECONNABORTED;
+}
+
 int fusefs_prepare_mountpoint(const char *path)
 {
 	char real[PATH_MAX], type[64], src[PATH_MAX];
@@ -71,7 +80,7 @@ int fusefs_prepare_mountpoint(const char *path)
 
 	if (stat(path, &st) < 0) {
 		err = errno;
-		if (err == ENOTCONN) {
+		if (dead_server(err)) {
 			/* a crashed server leaves its mount behind, answering
 			 * ENOTCONN to everything: detach it */
 			log_warn("%s: stale FUSE mount of an earlier run (transport endpoint is not "
@@ -111,7 +120,7 @@ int fusefs_prepare_mountpoint(const char *path)
 		return -err;
 	}
 	if (mounted_at(real, type, sizeof(type), src, sizeof(src)) && strncmp(type, "fuse", 4) == 0 &&
-	    statfs(real, &sfs) < 0 && errno == ENOTCONN) {
+	    statfs(real, &sfs) < 0 && dead_server(errno)) {
 		/* cached attributes can hide a dead server from stat, never
 		 * from statfs, which always asks it */
 		log_warn("%s: stale FUSE mount of an earlier run (%s: transport endpoint is not "

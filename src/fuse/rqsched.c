@@ -10,7 +10,6 @@
 
 #include "log.h"
 
-#define DEFAULT_MAX_RQ 2048
 #define DEFAULT_BOUNCE_MAX (8u << 20)
 #define RQ_CACHE 256
 
@@ -112,7 +111,7 @@ int sched_create(const struct sched_env *env, const struct sched_opts *o, struct
 	s->env = *env;
 	s->o = *o;
 	if (!s->o.max_rq)
-		s->o.max_rq = DEFAULT_MAX_RQ;
+		s->o.max_rq = SCHED_MAX_RQ;
 	if (!s->o.bounce_max)
 		s->o.bounce_max = DEFAULT_BOUNCE_MAX;
 	if (s->o.bounce_max < s->o.max_payload)
@@ -224,6 +223,11 @@ static void bounce_free(struct sched_rq *q)
 
 	if (!q->bounce)
 		return;
+	if (q->bounce_lent) {
+		q->bounce = NULL;
+		q->bounce_lent = false;
+		return;
+	}
 	free(q->bounce);
 	q->bounce = NULL;
 	s->bounce_used -= q->bounce_len;
@@ -249,6 +253,14 @@ void *sched_payload(struct sched_rq *q, size_t off, size_t len)
 	if (s->bounce_used > s->st.bounce_peak)
 		ST_SET(s, bounce_peak, s->bounce_used);
 	return q->bounce;
+}
+
+void sched_payload_lent(struct sched_rq *q, size_t off, const void *src, size_t len)
+{
+	q->bounce = (void *)src; /* only read from */
+	q->bounce_len = len;
+	q->bounce_off = off;
+	q->bounce_lent = true;
 }
 
 /* Release everything q holds and recycle it; no statistics, no kick. */

@@ -58,9 +58,11 @@ struct sched_env {
 	void *ctx;
 };
 
+#define SCHED_MAX_RQ 2048 /* the default bound of requests at once */
+
 struct sched_opts {
 	size_t rq_size;      /* bytes per request, >= sizeof(struct sched_rq) */
-	unsigned max_rq;     /* requests at once (0: 2048) */
+	unsigned max_rq;     /* requests at once (0: SCHED_MAX_RQ) */
 	size_t bounce_max;   /* bounce bytes at once (0: 8 MiB) */
 	size_t max_payload;  /* largest write payload a request can bring */
 	/* called (on the scheduler's thread) when sched_accepting turns true
@@ -96,6 +98,7 @@ struct sched_rq {
 	struct rlock_ent le;
 	void *bounce;
 	size_t bounce_len, bounce_off;
+	bool bounce_lent;         /* bounce is the transport's, not ours */
 	uint64_t t0, t_lock;
 	uint8_t wait;             /* enum fusefs_wait + 1, 0: not waiting */
 	bool locked;
@@ -125,6 +128,11 @@ struct sched_rq *sched_rq_new(struct sched *s, uint8_t op);
  * Call once, after setting q->mem, before sched_start; NULL: no memory for
  * a bounce buffer either (the request must be failed with sched_fail). */
 void *sched_payload(struct sched_rq *q, size_t off, size_t len);
+/* The same for a payload that stays valid until q is answered (the
+ * io_uring entry's buffer): sched copies it from src to off once the DMA
+ * buffer is taken, with no bounce buffer and nothing charged to the bounce
+ * budget.  Call once, before sched_start. */
+void sched_payload_lent(struct sched_rq *q, size_t off, const void *src, size_t len);
 /* Start: memory, lock, run, waiting wherever needed. */
 void sched_start(struct sched_rq *q);
 /* From a completion: run q again now (SCHED_STALL queues it). */

@@ -13,7 +13,9 @@
 #   fail MSG / finish            count a failure / exit 0 or 1
 # Variables for conf_write: MODE (hybrid), QUEUES (1), CPUS (0), QD (64),
 # LOG_LEVEL (info), FILE_MODE (0660), FILE_GROUP (0), ALLOW_OTHER (yes),
-# IO_TIMEOUT (5000).
+# IO_TIMEOUT (5000), FUSE_TRANSPORT (auto; run.sh's integration suite sets
+# classic, integration-uring sets uring, and daemon_start then also waits
+# for the daemon to say it serves over io_uring).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
@@ -68,6 +70,7 @@ file_owner = 0
 file_group = ${FILE_GROUP:-0}
 allow_other = ${ALLOW_OTHER:-yes}
 log_level = ${LOG_LEVEL:-info}
+fuse_transport = ${FUSE_TRANSPORT:-auto}
 [engine]
 queues = ${QUEUES:-1}
 cpus = ${CPUS:-0}
@@ -92,7 +95,7 @@ daemon_start() {
 	while [ $i -lt 100 ]; do
 		ok=1
 		for n in "$@"; do [ -f "$MNT/$n" ] || ok=0; done
-		[ $ok = 1 ] && return 0
+		[ $ok = 1 ] && { transport_check; return; }
 		if ! daemon_alive; then
 			wait "$DPID"
 			DAEMON_RC=$?
@@ -105,6 +108,21 @@ daemon_start() {
 		i=$((i + 1))
 	done
 	echo "namespace files $* did not appear within 10 s:"
+	tail -n 20 "$LOG"
+	return 1
+}
+
+# With FUSE_TRANSPORT=uring the suite is about io_uring: a daemon that
+# fell back to /dev/fuse fails the test rather than passing it on classic.
+transport_check() {
+	[ "${FUSE_TRANSPORT:-auto}" = uring ] || return 0
+	i=0
+	while [ $i -lt 50 ]; do
+		grep -q "fuse: serving over io_uring" "$LOG" && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "the daemon does not serve over io_uring:"
 	tail -n 20 "$LOG"
 	return 1
 }

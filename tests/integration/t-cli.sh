@@ -49,6 +49,7 @@ mountpoint = $MNT
 admin_socket = $SOCK
 # the admin group: uid/gid 65534 is not in it
 file_group = root
+fuse_transport = ${FUSE_TRANSPORT:-auto}
 [engine]
 queues = 1
 queue_depth = 64

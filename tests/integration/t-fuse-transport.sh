@@ -1,0 +1,111 @@
+#!/bin/sh
+# t-fuse-transport.sh - which FUSE transport serves, and what it costs.
+# On the suite's transport (FUSE_TRANSPORT): nvmefsctl status, stats and
+# queues name it; over io_uring requests are counted as ring requests, there
+# is one FUSE queue per possible CPU, and block-aligned reads and writes are
+# served with no payload byte copied in user space (an unaligned read is, and
+# is counted).  Then, as root where the kernel has the switch: with
+# enable_uring off, fuse_transport = uring refuses to start with a message
+# naming the switch, and auto serves over /dev/fuse saying why.
+. "$(dirname "$0")/lib.sh"
+lib_init
+command -v python3 > /dev/null || skip "python3 is needed to read the JSON"
+SW=/sys/module/fuse/parameters/enable_uring
+WANT=${FUSE_TRANSPORT:-auto}
+if [ "$WANT" = auto ]; then
+	WANT=classic
+	[ "$(cat $SW 2>/dev/null)" = Y ] && WANT=uring
+fi
+CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
+json() { # FILE EXPR
+	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+stat_of() { # KEY: a counter of stats' "fuse" object
+	$CTL stats --json > "$TMP/s.json" || return 1
+	json "$TMP/s.json" "d['fuse']['$1']"
+}
+conf_write <<EOF
+[controller nvme0]
+device = sim
+namespaces = 1
+size = 64M
+block_size = 4096
+backing = ram
+EOF
+daemon_start nvme0n1 || { fail "start"; finish; }
+F=$MNT/nvme0n1
+
+$CTL status --json > "$TMP/st.json" || fail "status"
+[ "$(json "$TMP/st.json" 'd["transport"]')" = "$WANT" ] ||
+	fail "status: transport $(json "$TMP/st.json" 'd.get("transport")'), want $WANT"
+$CTL status | grep -q "^transport *$WANT\$" || fail "status (text): no 'transport $WANT' line"
+[ "$(stat_of transport)" = "$WANT" ] || fail "stats: transport"
+
+head -c $((8 << 20)) /dev/urandom > "$TMP/data"
+c0=$(stat_of copy_bytes)
+r0=$(stat_of ring_requests)
+dd if="$TMP/data" of="$F" bs=64k oflag=direct conv=notrunc status=none || fail "aligned direct write"
+dd if="$F" of="$TMP/back" bs=4k count=2048 iflag=direct status=none || fail "aligned direct read"
+cmp "$TMP/data" "$TMP/back" || fail "aligned read back differs"
+c1=$(stat_of copy_bytes)
+r1=$(stat_of ring_requests)
+if [ "$WANT" = uring ]; then
+	# 128 writes and 2048 reads at least
+	[ $((r1 - r0)) -ge 2176 ] || fail "ring requests moved by $((r1 - r0)), want >= 2176"
+	[ "$c1" = "$c0" ] || fail "aligned I/O over io_uring copied $((c1 - c0)) bytes in user space"
+else
+	[ "$r1" = 0 ] || fail "ring requests $r1 over /dev/fuse"
+fi
+# 512 bytes at offset 512 of a 4 KiB-block namespace: read into a block
+# buffer and copied out of it
+dd if="$F" of="$TMP/part" bs=512 skip=1 count=1 iflag=direct status=none || fail "unaligned read"
+cmp -n 512 -i 512:0 "$TMP/data" "$TMP/part" || fail "unaligned read differs"
+c2=$(stat_of copy_bytes)
+[ $((c2 - c1)) -ge 512 ] || fail "the unaligned read's copy is not counted ($((c2 - c1)) bytes)"
+
+$CTL queues --json > "$TMP/q.json" || fail "queues"
+nq=$(json "$TMP/q.json" 'len(d["fuse_queues"])')
+if [ "$WANT" = uring ]; then
+	ncpu=$(python3 -c 'import sys; s=open("/sys/devices/system/cpu/possible").read().strip(); print(max(int(p.split("-")[-1]) for p in s.split(","))+1)')
+	[ "$nq" = "$ncpu" ] || fail "queues: $nq FUSE queues, want one per possible CPU ($ncpu)"
+	[ "$(json "$TMP/q.json" 'all(q["reactor"] == 0 for q in d["fuse_queues"])')" = True ] ||
+		fail "queues: one reactor, but a FUSE queue maps elsewhere"
+	$CTL queues | grep -q "FUSE transport uring" || fail "queues (text): transport"
+else
+	[ "$nq" = 0 ] || fail "queues: $nq FUSE queues over /dev/fuse"
+fi
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+
+# the kernel switch off: uring refuses, auto falls back and says why
+if [ "$(id -u)" = 0 ] && [ -w $SW ]; then
+	old=$(cat $SW)
+	trap 'echo "$old" > $SW; lib_cleanup' EXIT
+	echo N > $SW
+	FUSE_TRANSPORT=uring conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+	: > "$LOG"
+	if FUSE_TRANSPORT=uring daemon_start nvme0n1 > /dev/null; then
+		fail "fuse_transport = uring started with enable_uring off"
+		daemon_stop
+	fi
+	grep -q "fuse_transport = uring:.*enable_uring" "$LOG" ||
+		fail "no message naming the switch: $(tail -n 3 "$LOG")"
+	FUSE_TRANSPORT=auto conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+	: > "$LOG"
+	FUSE_TRANSPORT=auto daemon_start nvme0n1 || fail "auto with enable_uring off did not start"
+	head -c 4096 "$MNT/nvme0n1" > /dev/null || fail "auto: read"
+	grep -q "serving over /dev/fuse: the kernel's switch is off" "$LOG" ||
+		fail "auto: no fallback line: $(grep fuse "$LOG")"
+	[ "$(grep -c "serving over" "$LOG")" = 1 ] || fail "auto: not exactly one 'serving over' line"
+	daemon_stop
+	echo "$old" > $SW
+fi
+finish
