@@ -555,7 +555,7 @@ static int plan_transport(struct daemon *d, const int *rcpu, unsigned n)
 					      "in /etc/modprobe.d/, before the daemon starts");
 			return -EOPNOTSUPP;
 		}
-		log_info("fuse: serving over /dev/fuse: %s%s", why,
+		log_info("fuse: io_uring not used: %s%s", why,
 			 sw < 0 ? "" : "; to use io_uring write Y to it, or set 'options fuse "
 				       "enable_uring=1' in /etc/modprobe.d/, before the daemon starts");
 		d->transport = FUSEFS_TRANSPORT_CLASSIC;
@@ -572,7 +572,6 @@ static int plan_transport(struct daemon *d, const int *rcpu, unsigned n)
 			strerror(-rc));
 		if (d->transport == FUSEFS_TRANSPORT_URING)
 			return rc;
-		log_info("fuse: serving over /dev/fuse");
 		d->transport = FUSEFS_TRANSPORT_CLASSIC;
 		d->nr_cpu_map = 0;
 	}
