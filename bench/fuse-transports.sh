@@ -21,7 +21,7 @@
 # Environment:
 #   RUNTIME=s   seconds per fio job after a RAMP (default 10; RAMP default 2)
 #   ROUNDS=n    rounds (default 3)
-#   DEPTH=n     entries per FUSE queue of fuse-null -u (default 16, nvmefsd's)
+#   DEPTH=n     entries per FUSE queue of fuse-null -u and of nvmefsd (default 16)
 #   QUEUES=n    nvmefsd engine queues (default: the number of CPUs)
 #   MODE=m      nvmefsd engine mode: poll, interrupt or hybrid (default hybrid)
 #   NULL_CLASSIC_OPTS, NULL_URING_OPTS   fuse-null options for its two targets
@@ -222,6 +222,7 @@ start_nvmefs() { # TRANSPORT LOG
 	allow_other = no
 	log_level = info
 	fuse_transport = $tr
+	fuse_queue_depth = $DEPTH
 
 	[engine]
 	queues = $QUEUES

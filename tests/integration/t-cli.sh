@@ -197,7 +197,7 @@ ctl stats --json > "$TMP/s4" || fail "stats --json"
 [ $(($(fop "$TMP/s4" punch bytes) - $(fop "$TMP/s3" punch bytes))) = 65536 ] || fail "fuse punch bytes delta"
 [ $(($(fop "$TMP/s4" zero count) - $(fop "$TMP/s3" zero count))) = 1 ] || fail "fuse zero delta, want 1"
 ctl stats > "$TMP/h_stats2" || fail "stats"
-grep -q '^FUSE front end: 0 in flight; parked now: memory 0 queue_slot 0 range_lock 0' "$TMP/h_stats2" ||
+grep -Eq '^FUSE front end over (classic|uring): 0 in flight; parked now: memory 0 queue_slot 0 range_lock 0' "$TMP/h_stats2" ||
 	fail "stats: no front-end line: $(cat "$TMP/h_stats2")"
 grep -Eq '^punch +[1-9][0-9]* ' "$TMP/h_stats2" || fail "stats: no punch row"
 grep -Eq '^write +[0-9]+ ' "$TMP/h_stats2" || fail "stats: no write row"

@@ -14,7 +14,7 @@ command -v fio >/dev/null || skip "no fio"
 # over io_uring the FUSE queues' entries bound what is in flight (16 per
 # CPU) and a block-aligned write needs no pool memory: a smaller pool brings
 # the memory waits back
-if [ "${FUSE_TRANSPORT:-}" = uring ]; then
+if [ "${FUSE_TRANSPORT:-auto}" != classic ]; then
 	NVMEFS_POOL_MIB=4
 	export NVMEFS_POOL_MIB
 fi
