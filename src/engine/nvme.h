@@ -233,6 +233,7 @@ struct ev_loop *nvme_reactor_loop(struct nvme_reactor *r);
 unsigned nvme_reactor_id(const struct nvme_reactor *r);
 int nvme_reactor_cpu(const struct nvme_reactor *r);
 int nvme_reactor_node(const struct nvme_reactor *r);
+enum nvme_poll_mode nvme_reactor_mode(const struct nvme_reactor *r);
 
 /* Called at the start of every loop pass on the reactor thread (before
  * reaping); the FUSE front end and nvmefs-perf use it to submit work. */

@@ -370,6 +370,11 @@ int nvme_reactor_node(const struct nvme_reactor *r)
 	return r->node;
 }
 
+enum nvme_poll_mode nvme_reactor_mode(const struct nvme_reactor *r)
+{
+	return r->mode;
+}
+
 void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
 {
 	r->hook = fn;

@@ -436,6 +436,10 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 		return err;
 	}
 	g->ring_ok = true;
+	/* a poll-mode loop never sleeps: its pass hook reaps the ring every
+	 * pass, and an eventfd would only cost the kernel a write per CQE */
+	if (nvme_reactor_mode(rx->r) == NVME_MODE_POLL)
+		goto hooks;
 	g->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (g->efd < 0)
 		return -errno;
@@ -445,6 +449,7 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 	ev_io_init(&g->efd_w, efd_cb, g->efd, EV_READ);
 	g->efd_w.data = g;
 	ev_io_start(nvme_reactor_loop(rx->r), &g->efd_w);
+hooks:
 	ev_timer_init(&g->retry_w, retry_cb, RETRY_S, 0.);
 	g->retry_w.data = g;
 	nvme_reactor_set_flush_hook(rx->r, flush_hook, rx);

@@ -13,8 +13,9 @@
  * and is answered and re-armed in one command (COMMIT_AND_FETCH); the
  * answers of one loop pass are submitted together by the reactor's flush
  * hook, the ring's completions are reaped by its pass hook and, while the
- * loop sleeps, woken by an eventfd registered with the ring.  Entries come
- * back with -ENOTCONN when the connection ends.  Prefix fur_.
+ * loop sleeps (interrupt and hybrid modes), woken by an eventfd registered
+ * with the ring; a poll-mode loop has no eventfd and reaps every pass.
+ * Entries come back with -ENOTCONN when the connection ends.  Prefix fur_.
  */
 #ifndef NVMEFS_FUSE_URING_H
 #define NVMEFS_FUSE_URING_H
