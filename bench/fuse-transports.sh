@@ -112,34 +112,8 @@ NOTES=$WORK/notes
 : >"$RES"
 : >"$NOTES"
 
-is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
-
-unmount() {
-	is_mounted "$1" || return 0
-	fusermount3 -u "$1" 2>/dev/null || fusermount3 -u -z "$1" 2>/dev/null || umount -l "$1" 2>/dev/null
-}
-
-# SIGTERM, then SIGKILL after 10 s
-stop_pid() {
-	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-	kill -TERM "$pid" 2>/dev/null
-	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	return 0
-}
-
-stop_all() {
-	local i m
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
-	for m in "${MOUNTS[@]}"; do unmount "$m"; done
-	PIDS=()
-	MOUNTS=()
-}
+# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
 
 cleanup() {
 	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
@@ -168,28 +142,6 @@ else
 		fi
 	fi
 fi
-
-# wait_mount MNT FILE PID SECONDS NAME LOG: MNT is a mount and FILE exists
-# while PID lives; otherwise WHY says what happened, with the log's last line
-wait_mount() {
-	local mnt=$1 file=$2 pid=$3 n=$(($4 * 10)) name=$5 log=$6 last
-	while [ $n -gt 0 ]; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" 2>/dev/null
-			WHY="$name exited ($?) before mounting"
-			break
-		fi
-		is_mounted "$mnt" && [ -e "$file" ] && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	[ $n -gt 0 ] || WHY="$name did not mount within $4 s"
-	last=$(grep -v '^[[:space:]]*$' "$log" 2>/dev/null | tail -n 1 | tr '|\t' '/ ')
-	[ -z "$last" ] || WHY="$WHY: $last"
-	return 1
-}
-
-logtail() { [ -s "$1" ] && tail -n 3 "$1" | sed 's/^/    /' >&2; }
 
 # ---- the targets: each start_* sets FILE or returns non-zero with WHY ----
 start_null() { # LOG OPTS...
