@@ -7,7 +7,9 @@
 # is counted; over /dev/fuse a read is answered from the DMA buffer with no
 # copy).  Then, as root where the kernel has the switch: with
 # enable_uring off, fuse_transport = uring refuses to start with a message
-# naming the switch, and auto serves over /dev/fuse saying why.
+# naming the switch, and auto serves over /dev/fuse saying why; with the
+# switch on but io_uring refused (kernel.io_uring_disabled = 2), auto falls
+# back the same way and uring does not start, leaving no mount behind.
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v python3 > /dev/null || skip "python3 is needed to read the JSON"
@@ -114,5 +116,41 @@ EOF
 		fail "auto: not exactly one 'serving over' line, for /dev/fuse: $(grep fuse "$LOG")"
 	daemon_stop
 	echo "$old" > $SW
+
+	# the switch on but io_uring refused to this process (the sysctl
+	# kernel.io_uring_disabled = 2): the rings cannot be set up; auto
+	# serves over /dev/fuse saying why, uring does not start
+	IOD=/proc/sys/kernel/io_uring_disabled
+	if [ -w $IOD ]; then
+		oldiod=$(cat $IOD)
+		trap 'echo "$old" > $SW; echo "$oldiod" > $IOD; lib_cleanup' EXIT
+		echo Y > $SW
+		echo 2 > $IOD
+		: > "$LOG"
+		FUSE_TRANSPORT=auto conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+		FUSE_TRANSPORT=auto daemon_start nvme0n1 || fail "auto without io_uring did not start"
+		head -c 4096 "$MNT/nvme0n1" > /dev/null || fail "auto without io_uring: read"
+		grep -q "no io_uring transport" "$LOG" || fail "auto without io_uring: no warning: $(grep fuse "$LOG")"
+		grep -q "serving over /dev/fuse" "$LOG" || fail "auto without io_uring: not serving over /dev/fuse"
+		daemon_stop
+		[ "$DAEMON_RC" = 0 ] || fail "auto without io_uring: exit $DAEMON_RC"
+		FUSE_TRANSPORT=uring conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+		: > "$LOG"
+		if FUSE_TRANSPORT=uring daemon_start nvme0n1 > /dev/null; then
+			fail "fuse_transport = uring started without io_uring"
+			daemon_stop
+		fi
+		fuse_mounted && fail "uring without io_uring left a mount behind"
+		echo "$oldiod" > $IOD
+		echo "$old" > $SW
+	fi
 fi
 finish
