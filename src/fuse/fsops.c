@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "channel.h"
 #include "fsio.h"
@@ -343,6 +344,7 @@ static void op_init(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg 
 	struct fuse_init_out out;
 	struct fw_init_want want = {
 		.max_write = FUSEFS_MAX_IO,
+		.page_size = (uint32_t)sysconf(_SC_PAGESIZE),
 		/* async direct I/O goes out as background requests: allow a
 		 * deep queue */
 		.max_background = 1024,

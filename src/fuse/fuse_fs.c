@@ -296,8 +296,10 @@ void fusefs_destroy(struct fusefs *fs)
 	if (left)
 		log_warn("fuse: %u request(s) abandoned at stop, never answered: freed what they held",
 			 left);
-	/* closing /dev/fuse ends the connection: the kernel lets go of the
-	 * ring entries, whose memory goes back to the pools after */
+	/* the connection ends once /dev/fuse is closed here and the rings'
+	 * parked commands, which hold the file too, are cancelled by closing
+	 * the rings (fur_destroy); only then do the entries' buffers go back
+	 * to the pools */
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	fur_destroy(fs);

@@ -209,7 +209,7 @@ int fw_init_answer(const struct fuse_init_in *in, const struct fw_init_want *wan
 	out->congestion_threshold = want->congestion_threshold;
 	out->time_gran = 1;
 	if (f & FUSE_MAX_PAGES) {
-		uint32_t pages = want->max_write / 4096;
+		uint32_t pages = want->max_write / (want->page_size ? want->page_size : 4096);
 
 		/* the field is 16 bits: 65536 pages would wrap to 0 (one page) */
 		if (pages > UINT16_MAX)

@@ -116,7 +116,10 @@ int fw_decode_dev(const void *buf, size_t len, struct fw_msg *m);
 /* ---- INIT ---- */
 
 struct fw_init_want {
-	uint32_t max_write;       /* bytes; also max_pages (in 4 KiB pages) */
+	uint32_t max_write;       /* bytes; also max_pages, in page_size pages */
+	/* the kernel's page size (0: 4096): an io_uring entry's payload must
+	 * hold max_pages of them */
+	uint32_t page_size;
 	uint16_t max_background;
 	uint16_t congestion_threshold;
 	bool uring;               /* ask for FUSE over io_uring if offered */

@@ -45,7 +45,6 @@ struct fur_ring {
 	unsigned nqueues;
 	unsigned nent;
 	struct fur_ent *ents;
-	unsigned unsubmitted; /* SQEs prepared, not yet submitted */
 	bool stopped;
 	bool flush_armed;
 	unsigned failed;      /* entries the kernel refused */
@@ -63,7 +62,6 @@ static struct io_uring_sqe *get_sqe(struct fur_ring *g)
 		/* every entry has at most one command with the kernel and the
 		 * SQ holds them all: only unsubmitted ones can fill it */
 		io_uring_submit(&g->ring);
-		g->unsubmitted = 0;
 		sqe = io_uring_get_sqe(&g->ring);
 	}
 	return sqe;
@@ -95,19 +93,18 @@ static void prep_cmd(struct fur_ent *e, uint32_t cmd_op)
 	io_uring_sqe_set_data(sqe, e);
 	e->op = (uint8_t)cmd_op;
 	e->state = ENT_KERNEL;
-	g->unsubmitted++;
 }
 
 static void ring_submit(struct fur_ring *g)
 {
 	int n;
 
-	if (!g->unsubmitted)
+	/* what the SQ holds, not a count of ours: a submit that stopped early
+	 * (an SQE the kernel could not take) leaves the rest there */
+	if (!io_uring_sq_ready(&g->ring))
 		return;
 	n = io_uring_submit(&g->ring);
-	if (n >= 0)
-		g->unsubmitted = 0;
-	else if (n != -EAGAIN && n != -EBUSY && n != -EINTR)
+	if (n < 0 && n != -EAGAIN && n != -EBUSY && n != -EINTR)
 		log_err("fuse: io_uring submit: %s", strerror(-n));
 	/* -EAGAIN/-EBUSY: the CQ is full; the next pass reaps, then submits */
 }
@@ -318,8 +315,13 @@ static void start_cb(void *arg)
 			if (fs->rx[i].ring)
 				nq += fs->rx[i].ring->nqueues;
 		atomic_store(&fs->transport, FUSEFS_TRANSPORT_URING);
-		log_info("fuse: serving over io_uring (%u FUSE queues, %u entries each)", nq,
-			 fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH);
+		/* a refusal on another reactor meanwhile: set_classic stored
+		 * CLASSIC after setting ring_failed, perhaps before us */
+		if (atomic_load(&fs->ring_failed))
+			atomic_store(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
+		else
+			log_info("fuse: serving over io_uring (%u FUSE queues, %u entries each)",
+				 nq, fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH);
 	}
 }
 
@@ -427,7 +429,7 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 		e->iov[1].iov_len = FUSEFS_MAX_IO;
 	}
 	memset(&p, 0, sizeof(p));
-	p.flags = IORING_SETUP_SQE128;
+	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CLAMP;
 	/* room for every entry's command, and twice that for completions */
 	err = io_uring_queue_init_params(g->nent, &g->ring, &p);
 	if (err < 0) {

@@ -1015,6 +1015,32 @@ START_TEST(t_init_answer)
 }
 END_TEST
 
+/* max_pages counts the kernel's pages: an io_uring entry's payload must hold
+ * max_pages of them, so 1 MiB is 16 pages of 64 KiB, not 256 */
+START_TEST(t_init_max_pages_page_size)
+{
+	static const struct {
+		uint32_t page_size, max_write;
+		uint16_t pages;
+	} cases[] = {
+	    {0, 1 << 20, 256},     {4096, 1 << 20, 256},   {16384, 1 << 20, 64},
+	    {65536, 1 << 20, 16},  {65536, 4096, 1},       {65536, 65536 * 3 + 1, 3},
+	};
+	struct fuse_init_in in = {.major = 7, .minor = 42, .flags = FUSE_MAX_PAGES};
+	struct fuse_init_out out;
+
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct fw_init_want w = want_ring;
+
+		w.page_size = cases[k].page_size;
+		w.max_write = cases[k].max_write;
+		ck_assert_int_eq(fw_init_answer(&in, &w, &out), FW_OK);
+		ck_assert_msg(out.max_pages == cases[k].pages, "page %u, max_write %u: max_pages %u, not %u",
+		              cases[k].page_size, cases[k].max_write, out.max_pages, cases[k].pages);
+	}
+}
+END_TEST
+
 START_TEST(t_init_max_pages)
 {
 	static const struct {
@@ -1450,6 +1476,7 @@ int main(void)
 
 	tcase_add_test(init, t_init_answer);
 	tcase_add_test(init, t_init_max_pages);
+	tcase_add_test(init, t_init_max_pages_page_size);
 	tcase_add_test(init, t_init_version);
 	tcase_add_test(init, t_init_decoded_answer);
 	suite_add_tcase(s, init);
