@@ -194,7 +194,9 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		rx->r = o->reactors[i];
 		rx->qp = &o->qpairs[(size_t)i * o->nr_ctrls];
 		rx->reader = i < readers;
-		atomic_init(&rx->stopped, !rx->reader);
+		/* a reactor serving FUSE queues takes requests without reading
+		 * /dev/fuse: it is stopped only by chan_stop too */
+		atomic_init(&rx->stopped, !rx->reader && !ring_entries(o, i));
 		err = sched_create(&env, &so, &rx->sched);
 		if (err)
 			goto fail;
