@@ -23,6 +23,13 @@ CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
 json() { # FILE EXPR
 	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
+small_conf() { # TRANSPORT: a 16 MiB namespace, nothing else
+	FUSE_TRANSPORT=$1 conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+}
 stat_of() { # KEY: a counter of stats' "fuse" object
 	$CTL stats --json > "$TMP/s.json" || return 1
 	json "$TMP/s.json" "d['fuse']['$1']"
@@ -90,11 +97,7 @@ if [ "$(id -u)" = 0 ] && [ -w $SW ]; then
 	old=$(cat $SW)
 	trap 'echo "$old" > $SW; lib_cleanup' EXIT
 	echo N > $SW
-	FUSE_TRANSPORT=uring conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+	small_conf uring
 	: > "$LOG"
 	if FUSE_TRANSPORT=uring daemon_start nvme0n1 > /dev/null; then
 		fail "fuse_transport = uring started with enable_uring off"
@@ -102,11 +105,7 @@ EOF
 	fi
 	grep -q "fuse_transport = uring:.*enable_uring" "$LOG" ||
 		fail "no message naming the switch: $(tail -n 3 "$LOG")"
-	FUSE_TRANSPORT=auto conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+	small_conf auto
 	: > "$LOG"
 	FUSE_TRANSPORT=auto daemon_start nvme0n1 || fail "auto with enable_uring off did not start"
 	head -c 4096 "$MNT/nvme0n1" > /dev/null || fail "auto: read"
@@ -127,22 +126,14 @@ EOF
 		echo Y > $SW
 		echo 2 > $IOD
 		: > "$LOG"
-		FUSE_TRANSPORT=auto conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+		small_conf auto
 		FUSE_TRANSPORT=auto daemon_start nvme0n1 || fail "auto without io_uring did not start"
 		head -c 4096 "$MNT/nvme0n1" > /dev/null || fail "auto without io_uring: read"
 		grep -q "no io_uring transport" "$LOG" || fail "auto without io_uring: no warning: $(grep fuse "$LOG")"
 		grep -q "serving over /dev/fuse" "$LOG" || fail "auto without io_uring: not serving over /dev/fuse"
 		daemon_stop
 		[ "$DAEMON_RC" = 0 ] || fail "auto without io_uring: exit $DAEMON_RC"
-		FUSE_TRANSPORT=uring conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+		small_conf uring
 		: > "$LOG"
 		if FUSE_TRANSPORT=uring daemon_start nvme0n1 > /dev/null; then
 			fail "fuse_transport = uring started without io_uring"
