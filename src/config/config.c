@@ -28,7 +28,6 @@
 
 #define CFG_LINE_MAX      (PATH_MAX + 256) /* a PATH_MAX value fits on one line */
 #define CFG_FILE_MAX      (1 << 20)        /* a config file is small; refuse junk */
-#define CFG_CPU_ID_MAX    65535            /* highest CPU number the syntax takes */
 #define CFG_NS_MAX        16
 #define CFG_CTRL_NAME_MAX 16
 #define CFG_NOLINE        0x7fffffff /* errors of the whole file sort last */
@@ -381,9 +380,7 @@ static bool get_path(struct ctx *c, const struct kv *kv, size_t max, char *out)
 	return true;
 }
 
-/* A list such as "0-3,8": CPUs in the order given.  Returns 0, or -EINVAL
- * (syntax), -E2BIG (more than max entries). */
-static int parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n)
+int cfg_parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n)
 {
 	*n = 0;
 	for (;;) {
@@ -457,7 +454,7 @@ static int read_online(struct ctx *c)
 	if (f) {
 		if (fgets(c->online_str, sizeof(c->online_str), f)) {
 			c->online_str[strcspn(c->online_str, "\n")] = '\0';
-			rc = parse_cpu_list(c->online_str, tmp, CFG_CPU_ID_MAX + 1, &n);
+			rc = cfg_parse_cpu_list(c->online_str, tmp, CFG_CPU_ID_MAX + 1, &n);
 		}
 		fclose(f);
 	}
@@ -880,7 +877,7 @@ static void do_engine(struct ctx *c, int si)
 		memset(slot, 0, sizeof(slot));
 
 	if ((kv = slot[E_CPUS])) {
-		int rc = parse_cpu_list(kv->val, e->cpus, CFG_MAX_CPUS, &e->nr_cpus);
+		int rc = cfg_parse_cpu_list(kv->val, e->cpus, CFG_MAX_CPUS, &e->nr_cpus);
 
 		e->cpus_set = true;
 		cpus_ok = false;

@@ -17,6 +17,7 @@
 
 #define CFG_NAME_MAX 32
 #define CFG_MAX_CPUS 1024
+#define CFG_CPU_ID_MAX 65535 /* highest CPU number a CPU list takes */
 #define CFG_MAX_CTRLS 64
 
 enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
@@ -80,6 +81,11 @@ struct cfg {
 	unsigned nr_ctrls;
 	struct cfg_controller ctrls[CFG_MAX_CTRLS];
 };
+
+/* A CPU list such as "0-3,8" (the config's cpus, sysfs's online and
+ * possible): the CPUs in the order given into cpus[].  Returns 0, or
+ * -EINVAL (syntax, a number above CFG_CPU_ID_MAX), -E2BIG (more than max). */
+int cfg_parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n);
 
 /* Parse and validate PATH.  On success *out is a new cfg (cfg_free it) and 0
  * is returned; otherwise every problem has been written to errs and -EINVAL

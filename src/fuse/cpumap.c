@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
 
 #define SYS_CPU "/sys/devices/system/cpu"
 
@@ -25,33 +28,29 @@ static int read_int(const char *path, int *v)
 /* "0-3,8-11": the highest number in the list, + 1 */
 static int possible_cpus(unsigned *n)
 {
+	char line[4096];
+	unsigned *cpus, nr = 0, max = 0;
 	FILE *f = fopen(SYS_CPU "/possible", "re");
-	unsigned max = 0, a, b;
-	int got = 0, c;
+	int rc = -EINVAL;
 
 	if (!f)
 		return -errno;
-	for (;;) {
-		if (fscanf(f, "%u", &a) != 1)
-			break;
-		b = a;
-		c = fgetc(f);
-		if (c == '-') {
-			if (fscanf(f, "%u", &b) != 1)
-				break;
-			c = fgetc(f);
-		}
-		if (b + 1 > max)
-			max = b + 1;
-		got = 1;
-		if (c != ',')
-			break;
-	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
 	fclose(f);
-	if (!got || max > 65536)
-		return -EINVAL;
-	*n = max;
-	return 0;
+	line[strcspn(line, "\n")] = '\0';
+	cpus = malloc((CFG_CPU_ID_MAX + 1) * sizeof(*cpus));
+	if (!cpus)
+		return -ENOMEM;
+	if (cfg_parse_cpu_list(line, cpus, CFG_CPU_ID_MAX + 1, &nr) == 0 && nr) {
+		for (unsigned i = 0; i < nr; i++)
+			if (cpus[i] + 1 > max)
+				max = cpus[i] + 1;
+		*n = max;
+		rc = 0;
+	}
+	free(cpus);
+	return rc;
 }
 
 /* the node link under cpuN (node0, node1 ...), -1 when none */
