@@ -390,7 +390,6 @@ static void prep_cmd(struct uent *e, uint32_t cmd_op)
 {
 	struct uqueue *q = e->q;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-	struct fuse_uring_cmd_req *req;
 
 	if (!sqe) {
 		/* one command per entry and the SQ holds them all: only
@@ -405,19 +404,7 @@ static void prep_cmd(struct uent *e, uint32_t cmd_op)
 		q->live--;
 		return;
 	}
-	memset(sqe, 0, 128);
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = dev_fd;
-	sqe->cmd_op = cmd_op;
-	req = (struct fuse_uring_cmd_req *)sqe->cmd;
-	req->qid = (uint16_t)q->qid;
-	if (cmd_op == FUSE_IO_URING_CMD_REGISTER) {
-		sqe->addr = (uint64_t)(uintptr_t)e->iov;
-		sqe->len = 2;
-	} else {
-		req->commit_id = e->commit_id;
-	}
-	io_uring_sqe_set_data(sqe, e);
+	fw_ring_cmd(sqe, dev_fd, cmd_op, (uint16_t)q->qid, e->commit_id, e->iov, e);
 	e->op = (uint8_t)cmd_op;
 	q->unsubmitted++;
 }
@@ -427,29 +414,18 @@ static void prep_cmd(struct uent *e, uint32_t cmd_op)
 static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct uent *e = r->tctx;
-	struct fuse_out_header oh = {.error = error, .unique = r->unique};
-	struct fuse_uring_ent_in_out io = {.commit_id = e->commit_id};
-	size_t total = 0;
+	size_t moved = 0;
 
-	for (int i = 0; i < iovcnt; i++) {
-		size_t len = iov[i].iov_len;
+	fw_ring_answer(&e->hdr, e->payload, MAX_IO, e->commit_id, r->unique, error, iov, iovcnt,
+		       &moved);
+	/* what was moved in lies at the start: the answer's whole payload */
+	if (moved) {
+		struct fuse_uring_ent_in_out io;
 
-		if (len > MAX_IO - total) {
-			oh.error = -EIO; /* no answer is larger than a request */
-			total = 0;
-			break;
-		}
-		if ((char *)iov[i].iov_base != e->payload + total) {
-			memmove(e->payload + total, iov[i].iov_base, len);
-			if (total + len > e->dirty)
-				e->dirty = total + len;
-		}
-		total += len;
+		memcpy(&io, &e->hdr.ring_ent_in_out, sizeof(io));
+		if (io.payload_sz > e->dirty)
+			e->dirty = io.payload_sz;
 	}
-	oh.len = (uint32_t)(sizeof oh + total);
-	memcpy(e->hdr.in_out, &oh, sizeof oh);
-	io.payload_sz = (uint32_t)total;
-	memcpy(&e->hdr.ring_ent_in_out, &io, sizeof io);
 	prep_cmd(e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 }
 
@@ -463,22 +439,11 @@ static const struct fw_transport ring_transport = {.send = ring_send, .drop = ri
 
 static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
-	struct fuse_out_header oh = {.error = error, .unique = r->unique};
-	struct iovec v[4] = {{.iov_base = &oh, .iov_len = sizeof oh}};
-	size_t len = sizeof oh;
+	int err = fw_dev_answer(dev_fd, r->unique, error, iov, iovcnt);
 
-	if (iovcnt > 3) {
-		oh.error = -EIO;
-		iovcnt = 0;
-	}
-	for (int i = 0; i < iovcnt; i++) {
-		v[i + 1] = iov[i];
-		len += iov[i].iov_len;
-	}
-	oh.len = (uint32_t)len;
 	/* ENOENT: the request was interrupted meanwhile */
-	if (writev(dev_fd, v, iovcnt + 1) < 0 && errno != ENOENT)
-		fprintf(stderr, "fuse-null: answering on /dev/fuse: %s\n", strerror(errno));
+	if (err && err != -ENOENT)
+		fprintf(stderr, "fuse-null: answering on /dev/fuse: %s\n", strerror(-err));
 }
 
 static void dev_drop(struct fw_req *r)

@@ -793,6 +793,13 @@ static const uint64_t prom_le_ns[] = {
 #define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
 
 /* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
+/* One metric with one value and no labels. */
+static void prom_u64(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
+	        (unsigned long long)v);
+}
+
 static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
 {
 	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
@@ -861,38 +868,30 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++)
 		fprintf(f, "nvmefs_fuse_waits_total{reason=\"%s\"} %llu\n", fuse_wait_names[i],
 		        (unsigned long long)st->waits[i]);
-	fputs("# HELP nvmefs_fuse_lock_wait_seconds_total Time spent waiting for block range locks.\n"
-	      "# TYPE nvmefs_fuse_lock_wait_seconds_total counter\n",
-	      f);
+	fputs(
+	    "# HELP nvmefs_fuse_lock_wait_seconds_total Time spent waiting for block range locks.\n"
+	    "# TYPE nvmefs_fuse_lock_wait_seconds_total counter\n",
+	    f);
 	fprintf(f, "nvmefs_fuse_lock_wait_seconds_total %.9f\n", st->lock_wait_ns / 1e9);
-	fputs("# HELP nvmefs_fuse_bounce_bytes Write data held outside DMA memory now.\n"
-	      "# TYPE nvmefs_fuse_bounce_bytes gauge\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_bounce_bytes %llu\n", (unsigned long long)st->bounce_bytes);
-	fputs("# HELP nvmefs_fuse_bounce_peak_bytes Most write data one reactor held outside DMA "
-	      "memory.\n# TYPE nvmefs_fuse_bounce_peak_bytes gauge\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_bounce_peak_bytes %llu\n", (unsigned long long)st->bounce_peak);
-	fputs("# HELP nvmefs_fuse_channel_pauses_total Times a reactor stopped reading the FUSE "
-	      "channel at a bound.\n# TYPE nvmefs_fuse_channel_pauses_total counter\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_channel_pauses_total %llu\n",
-	        (unsigned long long)st->channel_pauses);
-	fputs("# HELP nvmefs_fuse_ring_requests_total FUSE requests that came over io_uring.\n"
-	      "# TYPE nvmefs_fuse_ring_requests_total counter\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_ring_requests_total %llu\n", (unsigned long long)st->ring_requests);
-	fputs("# HELP nvmefs_fuse_copy_bytes_total Payload bytes copied in user space between "
-	      "request buffers and DMA memory.\n# TYPE nvmefs_fuse_copy_bytes_total counter\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_copy_bytes_total %llu\n", (unsigned long long)st->copy_bytes);
-	fputs("# HELP nvmefs_fuse_bad_requests_total Malformed FUSE requests, answered EINVAL.\n"
-	      "# TYPE nvmefs_fuse_bad_requests_total counter\n",
-	      f);
-	fprintf(f, "nvmefs_fuse_bad_requests_total %llu\n", (unsigned long long)st->bad_requests);
-	fprintf(f, "# HELP nvmefs_fuse_transport The FUSE transport serving requests (1 on its "
-		"label).\n# TYPE nvmefs_fuse_transport gauge\nnvmefs_fuse_transport{transport=\"%s\"} 1\n",
-		fusefs_transport_name(st->transport));
+	prom_u64(f, "nvmefs_fuse_bounce_bytes", "gauge", "Write data held outside DMA memory now.",
+	         st->bounce_bytes);
+	prom_u64(f, "nvmefs_fuse_bounce_peak_bytes", "gauge",
+	         "Most write data one reactor held outside DMA memory.", st->bounce_peak);
+	prom_u64(f, "nvmefs_fuse_channel_pauses_total", "counter",
+	         "Times a reactor stopped reading the FUSE channel at a bound.",
+	         st->channel_pauses);
+	prom_u64(f, "nvmefs_fuse_ring_requests_total", "counter",
+	         "FUSE requests that came over io_uring.", st->ring_requests);
+	prom_u64(f, "nvmefs_fuse_copy_bytes_total", "counter",
+	         "Payload bytes copied in user space between request buffers and DMA memory.",
+	         st->copy_bytes);
+	prom_u64(f, "nvmefs_fuse_bad_requests_total", "counter",
+	         "Malformed FUSE requests, answered EINVAL.", st->bad_requests);
+	fprintf(f,
+	        "# HELP nvmefs_fuse_transport The FUSE transport serving requests (1 on its "
+	        "label).\n# TYPE nvmefs_fuse_transport "
+	        "gauge\nnvmefs_fuse_transport{transport=\"%s\"} 1\n",
+	        fusefs_transport_name(st->transport));
 	static const struct {
 		const char *name, *help;
 		size_t off;

@@ -26,24 +26,13 @@ size_t chan_buf_size(void)
 static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct fusefs_rx *rx = r->tctx;
-	struct fuse_out_header oh = {.error = error, .unique = r->unique};
-	struct iovec v[4];
-	size_t len = sizeof(oh);
-	ssize_t n;
+	int err = fw_dev_answer(rx->fs->fd, r->unique, error, iov, iovcnt);
 
-	v[0].iov_base = &oh;
-	v[0].iov_len = sizeof(oh);
-	for (int i = 0; i < iovcnt && i < 3; i++) {
-		v[i + 1] = iov[i];
-		len += iov[i].iov_len;
-	}
-	oh.len = (uint32_t)len;
-	n = writev(rx->fs->fd, v, 1 + (iovcnt < 3 ? iovcnt : 3));
 	/* ENOENT: the request was interrupted or aborted meanwhile, and
 	 * ENODEV: the session is gone; either way nobody waits for it */
-	if (n < 0 && errno != ENOENT && errno != ENODEV)
+	if (err && err != -ENOENT && err != -ENODEV)
 		log_err("fuse: answering request %llu: %s", (unsigned long long)r->unique,
-			strerror(errno));
+			strerror(-err));
 }
 
 static void dev_drop(struct fw_req *r)

@@ -1,7 +1,9 @@
 /* fwire.c - decoding FUSE requests and encoding their answers. */
 #include "fwire.h"
 
+#include <liburing.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The op's own header (the request's first argument) and what follows it. */
 enum tail { T_NONE, T_NAME, T_NAME2, T_DATA, T_FORGETS };
@@ -221,14 +223,14 @@ int fw_init_answer(const struct fuse_init_in *in, const struct fw_init_want *wan
 
 /* ---- answers ---- */
 
-static void send(struct fw_req *r, int errnum, const struct iovec *iov, int n)
+static void answer(struct fw_req *r, int errnum, const struct iovec *iov, int n)
 {
 	r->t->send(r, -errnum, iov, n);
 }
 
 void fw_reply_err(struct fw_req *r, int errnum)
 {
-	send(r, errnum, NULL, 0);
+	answer(r, errnum, NULL, 0);
 }
 
 void fw_reply_none(struct fw_req *r)
@@ -240,7 +242,7 @@ void fw_reply_buf(struct fw_req *r, const void *buf, size_t len)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	send(r, 0, &iov, len ? 1 : 0);
+	answer(r, 0, &iov, len ? 1 : 0);
 }
 
 void fw_reply_init(struct fw_req *r, const struct fuse_init_out *out)
@@ -349,4 +351,74 @@ size_t fw_add_dirent(char *buf, size_t size, size_t used, const char *name, uint
 	memcpy(buf + used + FUSE_NAME_OFFSET, name, namelen);
 	memset(buf + used + FUSE_NAME_OFFSET + namelen, 0, ent - FUSE_NAME_OFFSET - namelen);
 	return ent;
+}
+
+/* ---- the bytes each transport hands the kernel ---- */
+
+int fw_dev_answer(int fd, uint64_t unique, int error, const struct iovec *iov, int iovcnt)
+{
+	struct fuse_out_header oh = {.error = error, .unique = unique};
+	struct iovec v[4] = {{.iov_base = &oh, .iov_len = sizeof(oh)}};
+	size_t len = sizeof(oh);
+
+	if (iovcnt > 3) {
+		/* no answer has that many parts */
+		oh.error = -EIO;
+		iovcnt = 0;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		v[i + 1] = iov[i];
+		len += iov[i].iov_len;
+	}
+	oh.len = (uint32_t)len;
+	return writev(fd, v, 1 + iovcnt) < 0 ? -errno : 0;
+}
+
+void fw_ring_answer(struct fuse_uring_req_header *hdr, void *payload, size_t cap,
+		    uint64_t commit_id, uint64_t unique, int error, const struct iovec *iov,
+		    int iovcnt, size_t *moved)
+{
+	struct fuse_out_header oh = {.error = error, .unique = unique};
+	struct fuse_uring_ent_in_out io = {.commit_id = commit_id};
+	char *p = payload;
+	size_t total = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		size_t len = iov[i].iov_len;
+
+		if (len > cap - total) {
+			/* no answer is larger than a request */
+			oh.error = -EIO;
+			total = 0;
+			break;
+		}
+		if ((char *)iov[i].iov_base != p + total) {
+			memmove(p + total, iov[i].iov_base, len);
+			*moved += len;
+		}
+		total += len;
+	}
+	oh.len = (uint32_t)(sizeof(oh) + total);
+	io.payload_sz = (uint32_t)total;
+	memcpy(hdr->in_out, &oh, sizeof(oh));
+	memcpy(&hdr->ring_ent_in_out, &io, sizeof(io));
+}
+
+void fw_ring_cmd(struct io_uring_sqe *sqe, int fd, uint32_t cmd_op, uint16_t qid,
+		 uint64_t commit_id, const struct iovec *iov, void *data)
+{
+	struct fuse_uring_cmd_req *req = (struct fuse_uring_cmd_req *)sqe->cmd;
+
+	memset(sqe, 0, 128);
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = cmd_op;
+	req->qid = qid;
+	if (cmd_op == FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)iov;
+		sqe->len = 2;
+	} else {
+		req->commit_id = commit_id;
+	}
+	io_uring_sqe_set_data(sqe, data);
 }

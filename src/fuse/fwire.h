@@ -159,4 +159,27 @@ size_t fw_add_dirent(char *buf, size_t size, size_t used, const char *name, uint
 /* struct stat -> struct fuse_attr, as the kernel reads it. */
 void fw_attr_from_stat(struct fuse_attr *a, const struct stat *st);
 
+/* ---- the bytes each transport hands the kernel ---- */
+
+/* /dev/fuse: the out header and iov[0..iovcnt) in one writev (more than
+ * 3 iovecs: -EIO answered instead).  0 or -errno of writev. */
+int fw_dev_answer(int fd, uint64_t unique, int error, const struct iovec *iov, int iovcnt);
+
+struct io_uring_sqe;
+
+/* io_uring: an entry's answer.  The iovecs are gathered at the start of
+ * payload (cap bytes): one already where it belongs stays, the others are
+ * moved and their bytes added to *moved; then the out header and the
+ * entry's in/out (commit_id, payload size) go into hdr.  An answer larger
+ * than cap becomes -EIO with no payload. */
+void fw_ring_answer(struct fuse_uring_req_header *hdr, void *payload, size_t cap,
+		    uint64_t commit_id, uint64_t unique, int error, const struct iovec *iov,
+		    int iovcnt, size_t *moved);
+/* The 128-byte SQE of an entry's command on the /dev/fuse fd, for FUSE
+ * queue qid: FUSE_IO_URING_CMD_REGISTER of iov[2] (header and payload
+ * buffers, read by the kernel when it issues the SQE) or
+ * FUSE_IO_URING_CMD_COMMIT_AND_FETCH of commit_id; user_data is data. */
+void fw_ring_cmd(struct io_uring_sqe *sqe, int fd, uint32_t cmd_op, uint16_t qid,
+		 uint64_t commit_id, const struct iovec *iov, void *data);
+
 #endif

@@ -71,26 +71,13 @@ static void prep_cmd(struct fur_ent *e, uint32_t cmd_op)
 {
 	struct fur_ring *g = e->ring;
 	struct io_uring_sqe *sqe = get_sqe(g);
-	struct fuse_uring_cmd_req *req;
 
 	if (!sqe) {
 		log_err("fuse: io_uring submission queue full; entry of queue %u lost", e->qid);
 		e->state = ENT_DEAD;
 		return;
 	}
-	memset(sqe, 0, 128);
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = g->rx->fs->fd;
-	sqe->cmd_op = cmd_op;
-	req = (struct fuse_uring_cmd_req *)sqe->cmd;
-	req->qid = e->qid;
-	if (cmd_op == FUSE_IO_URING_CMD_REGISTER) {
-		sqe->addr = (uint64_t)(uintptr_t)e->iov;
-		sqe->len = 2;
-	} else {
-		req->commit_id = e->commit_id;
-	}
-	io_uring_sqe_set_data(sqe, e);
+	fw_ring_cmd(sqe, g->rx->fs->fd, cmd_op, e->qid, e->commit_id, e->iov, e);
 	e->op = (uint8_t)cmd_op;
 	e->state = ENT_KERNEL;
 }
@@ -122,36 +109,13 @@ static void flush_hook(void *arg)
 static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct fur_ent *e = r->tctx;
-	struct fur_ring *g = e->ring;
-	char *p = e->payload;
-	struct fuse_out_header oh = {.error = error, .unique = r->unique};
-	struct fuse_uring_ent_in_out io;
-	size_t total = 0;
+	size_t moved = 0;
 
-	for (int i = 0; i < iovcnt; i++) {
-		size_t len = iov[i].iov_len;
-
-		if (len > FUSEFS_MAX_IO - total) {
-			/* cannot happen: no answer is larger than a request */
-			oh.error = -EIO;
-			total = 0;
-			break;
-		}
-		if ((char *)iov[i].iov_base != p + total) {
-			/* out of place (small answers, and reads that were
-			 * not block-aligned): into the payload buffer */
-			memmove(p + total, iov[i].iov_base, len);
-			if (r->opcode == FUSE_READ)
-				SCHED_STAT_ADD(g->rx->sched, copy_bytes, len);
-		}
-		total += len;
-	}
-	oh.len = (uint32_t)(sizeof(oh) + total);
-	memcpy(e->hdr.in_out, &oh, sizeof(oh));
-	memset(&io, 0, sizeof(io));
-	io.commit_id = e->commit_id;
-	io.payload_sz = (uint32_t)total;
-	memcpy(&e->hdr.ring_ent_in_out, &io, sizeof(io));
+	/* out of place: small answers, and reads that were not block-aligned */
+	fw_ring_answer(&e->hdr, e->payload, FUSEFS_MAX_IO, e->commit_id, r->unique, error, iov,
+		       iovcnt, &moved);
+	if (r->opcode == FUSE_READ)
+		SCHED_STAT_ADD(e->ring->rx->sched, copy_bytes, moved);
 	prep_cmd(e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 }
 
