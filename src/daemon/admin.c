@@ -391,6 +391,9 @@ static json_object *fuse_stats_json(struct admin *a)
 	jset_u64(o, "channel_pauses", st->channel_pauses);
 	jset_u64(o, "rmw_writes", st->rmw_writes);
 	jset_u64(o, "flushes_sent", st->flushes_sent);
+	jset_u64(o, "dsync_writes", st->dsync_writes);
+	jset_u64(o, "fua_writes", st->fua_writes);
+	jset_u64(o, "dsync_flushes", st->dsync_flushes);
 	jset_u64(o, "ring_requests", st->ring_requests);
 	jset_u64(o, "copy_bytes", st->copy_bytes);
 	jset_u64(o, "bad_requests", st->bad_requests);
@@ -887,6 +890,14 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	         st->copy_bytes);
 	prom_u64(f, "nvmefs_fuse_bad_requests_total", "counter",
 	         "Malformed FUSE requests, answered EINVAL.", st->bad_requests);
+	prom_u64(f, "nvmefs_fuse_flushes_total", "counter",
+	         "NVMe Flush commands sent (fsync, and O_DSYNC writes above dsync_fua_max).",
+	         st->flushes_sent);
+	prom_u64(f, "nvmefs_fuse_dsync_writes_total", "counter",
+	         "Writes answered only once durable (O_DSYNC, O_SYNC, RWF_DSYNC).",
+	         st->dsync_writes);
+	prom_u64(f, "nvmefs_fuse_fua_writes_total", "counter",
+	         "O_DSYNC writes sent with Force Unit Access.", st->fua_writes);
 	fprintf(f,
 	        "# HELP nvmefs_fuse_transport The FUSE transport serving requests (1 on its "
 	        "label).\n# TYPE nvmefs_fuse_transport "

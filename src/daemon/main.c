@@ -4,10 +4,21 @@
  * The main thread runs its own libev loop (signals, the admin socket, the
  * drain at shutdown); the I/O path lives entirely on the reactors.
  *
- * Stopping: stop taking FUSE requests, wait until every request taken has
- * been answered, unmount, stop the reactors, delete the queues, shut the
- * controllers down (CC.SHN) and exit 0; exit 1 if the drain deadline passed
- * with requests unanswered (the front end frees them and logs how many).
+ * Stopping is bounded, in three phases, each told to systemd
+ * (EXTEND_TIMEOUT_USEC) as it starts:
+ *   drain     stop taking FUSE requests and wait for those taken, at most
+ *             min(2 io_timeout_ms + 5 s, DRAIN_MAX_S);
+ *   cancel    if some are still unanswered, every controller with commands
+ *             outstanding ends them (nvme_ctrl_cancel_async: abrupt
+ *             shutdown, disable, a function reset or isolation), so each
+ *             such request is answered EIO, at most CANCEL_MAX_S;
+ *   shutdown  unmount, stop the reactors, CC.SHN normal on every controller
+ *             at once (at most NVME_SHUTDOWN_MAX_MS), delete, free, exit.
+ * Exit 0 when every request was answered by the device, 1 when the stop had
+ * to cancel (or, past every bound, gave up waiting and left without
+ * freeing: the kernel then answers what remains when the mount goes).
+ * STOP_MAX_S, the sum, is what the unit's TimeoutStopSec must cover
+ * (t-install checks it).
  *
  * A controller that goes away (the VFIO request IRQ: hot removal or an
  * unbind; or a reactor finding its BAR reading all ones, reported through the
@@ -49,6 +60,11 @@
  * cover this plus the controllers' shutdown (CC.SHN, at most 60 s), and
  * t-install checks that it does. */
 #define DRAIN_MAX_S 30.0
+/* The cancel phase: the engine's bound, and slack for the requests to be
+ * answered once their commands ended. */
+#define CANCEL_MAX_S (NVME_CANCEL_MAX_MS / 1000.0 + 10.0)
+#define SHUTDOWN_MAX_S (NVME_SHUTDOWN_MAX_MS / 1000.0 + 5.0)
+#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + SHUTDOWN_MAX_S)
 
 struct daemon;
 
@@ -93,7 +109,9 @@ struct daemon {
 	ev_async session_end;
 	ev_timer drain;
 	bool stopping;
-	bool gave_up;           /* requests left unanswered at the drain deadline */
+	bool cancelling;        /* the drain ran out: the controllers end their commands */
+	bool gave_up;           /* requests cancelled, or left unanswered past every bound */
+	bool abandoned;         /* reactors still busy past the bound: leave without freeing */
 	ev_tstamp drain_deadline;
 };
 
@@ -121,10 +139,13 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 		fusefs_stats_get(d->fs, &fst);
 		log_msg(lvl,
 			"stats: fuse reads=%llu writes=%llu rmw_writes=%llu fsyncs=%llu flushes_sent=%llu "
+			"dsync_writes=%llu fua_writes=%llu dsync_flushes=%llu "
 			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu",
 			(unsigned long long)fst.reads, (unsigned long long)fst.writes,
 			(unsigned long long)fst.rmw_writes, (unsigned long long)fst.fsyncs,
-			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.fallocs,
+			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.dsync_writes,
+			(unsigned long long)fst.fua_writes, (unsigned long long)fst.dsync_flushes,
+			(unsigned long long)fst.fallocs,
 			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
 			(unsigned long long)fst.resource_waits);
 		log_msg(lvl,
@@ -151,6 +172,23 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 
 /* ---- stopping ---- */
 
+/* End the commands of every controller that still has some (cancel phase). */
+static void cancel_outstanding(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+		unsigned out = 0;
+
+		for (unsigned r = 0; r < d->nr_reactors; r++) {
+			struct nvme_qpair *qp = d->qpairs[(size_t)r * d->nr_ctrls + i];
+
+			if (qp)
+				out += nvme_qpair_inflight(qp);
+		}
+		if (out)
+			nvme_ctrl_cancel_async(d->ctrls[i]);
+	}
+}
+
 static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct daemon *d = w->data;
@@ -160,10 +198,21 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		log_info("drained: no request in flight");
 	} else if (ev_now(loop) < d->drain_deadline) {
 		return;
-	} else {
-		log_warn("%u request(s) still in flight at the drain deadline: stopping anyway",
+	} else if (!d->cancelling) {
+		log_warn("%u request(s) still in flight at the drain deadline: ending the commands "
+			 "outstanding on the controllers",
 			 fusefs_inflight(d->fs));
+		d->cancelling = true;
 		d->gave_up = true;
+		cancel_outstanding(d);
+		d->drain_deadline = ev_now(loop) + CANCEL_MAX_S;
+		notify_extend((uint64_t)((CANCEL_MAX_S + SHUTDOWN_MAX_S) * 1e6),
+			      "stopping: ending the commands outstanding");
+		return;
+	} else {
+		log_warn("%u request(s) still unanswered after the controllers ended their "
+			 "commands: stopping anyway",
+			 fusefs_inflight(d->fs));
 	}
 	ev_timer_stop(loop, w);
 	ev_break(loop, EVBREAK_ALL);
@@ -181,10 +230,14 @@ static void begin_stop(struct daemon *d, const char *why)
 	notify_stopping("stopping (%s)", why);
 	fusefs_stop(d->fs);
 	/* the engine fails a stuck command after its timeout (and a reset):
-	 * allow for that, then give up waiting (capped: a stop must end
+	 * allow for that, then end what is left (capped: a stop must end
 	 * within the unit's TimeoutStopSec) */
 	double wait = 2.0 * d->cfg->engine.io_timeout_ms / 1000.0 + 5.0;
-	d->drain_deadline = ev_now(d->loop) + (wait < DRAIN_MAX_S ? wait : DRAIN_MAX_S);
+	if (wait > DRAIN_MAX_S)
+		wait = DRAIN_MAX_S;
+	d->drain_deadline = ev_now(d->loop) + wait;
+	notify_extend((uint64_t)((wait + CANCEL_MAX_S + SHUTDOWN_MAX_S) * 1e6),
+		      "stopping (%s): draining", why);
 	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
 	d->drain.data = d;
 	ev_timer_start(d->loop, &d->drain);
@@ -704,11 +757,41 @@ static void teardown(struct daemon *d)
 	if (d->started) {
 		for (unsigned r = 0; r < d->nr_reactors; r++)
 			nvme_reactor_stop(d->reactors[r]);
-		for (unsigned r = 0; r < d->nr_reactors; r++)
-			nvme_reactor_join(d->reactors[r]);
+		/* nothing is in flight after the drain and the cancel; a reactor
+		 * still waiting past that (a controller that ended nothing) is
+		 * left running: freeing its memory under it is worse than exiting */
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (unsigned r = 0; r < d->nr_reactors; r++) {
+			unsigned left = 0;
+
+			if (d->gave_up) { /* 5 s for all of them together */
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				double used = (t1.tv_sec - t0.tv_sec) * 1e3 +
+					      (t1.tv_nsec - t0.tv_nsec) / 1e6;
+				left = used < 4999 ? (unsigned)(5000 - used) : 1;
+			}
+			if (nvme_reactor_join_timeout(d->reactors[r], left) < 0)
+				d->abandoned = true;
+		}
+	}
+	if (d->abandoned) {
+		log_err("a reactor still waits for commands past the stop's bound: exiting "
+			"without shutting the controllers down");
+		return;
 	}
 	if (log_get_level() >= LOG_LVL_DEBUG)
 		log_stats(d, LOG_LVL_DEBUG);
+	/* every controller shuts down at once: the stop's bound is one
+	 * controller's, not their sum */
+	if (d->nr_ctrls)
+		notify_extend((uint64_t)(SHUTDOWN_MAX_S * 1e6), "stopping: shutting down");
+	for (unsigned i = 0; i < d->nr_ctrls; i++)
+		nvme_ctrl_shutdown_async(d->ctrls[i]);
+	for (unsigned i = 0; i < d->nr_ctrls; i++)
+		if (nvme_ctrl_shutdown_wait(d->ctrls[i], (uint32_t)(SHUTDOWN_MAX_S * 1000)) < 0)
+			log_err("%s: shutdown did not end in time", d->names[i]);
 	for (size_t i = 0; d->qpairs && i < (size_t)d->nr_reactors * d->nr_ctrls; i++)
 		if (d->qpairs[i])
 			nvme_qpair_destroy(d->qpairs[i]);
@@ -748,6 +831,15 @@ static unsigned readers_wanted(void)
 	const char *s = getenv("NVMEFS_FUSE_READERS");
 
 	return s ? (unsigned)strtoul(s, NULL, 10) : 0;
+}
+
+/* NVMEFS_DSYNC_FUA_MAX: a benchmarking knob, bytes up to which an O_DSYNC
+ * write goes out with FUA rather than followed by a Flush (fusefs_opts). */
+static size_t dsync_fua_max(void)
+{
+	const char *s = getenv("NVMEFS_DSYNC_FUA_MAX");
+
+	return s ? (size_t)strtoull(s, NULL, 10) : 0;
 }
 
 static int run(struct daemon *d)
@@ -796,6 +888,7 @@ static int run(struct daemon *d)
 		.reactors = d->reactors,
 		.qpairs = d->qpairs,
 		.readers = readers_wanted(),
+		.dsync_fua_max = dsync_fua_max(),
 		.transport = d->transport,
 		.queue_depth = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,
@@ -868,6 +961,8 @@ int main(int argc, char **argv)
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
 	rc = run(&d);
 	teardown(&d);
+	if (d.abandoned)
+		_exit(1); /* threads still run: no atexit handler, no freeing */
 	if (rc == 0)
 		log_info("stopped");
 	cfg_free(d.cfg);

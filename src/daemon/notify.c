@@ -39,6 +39,17 @@ void notify_stopping(const char *fmt, ...)
 	va_end(ap);
 }
 
+void notify_extend(uint64_t usec, const char *fmt, ...)
+{
+	char state[64];
+	va_list ap;
+
+	snprintf(state, sizeof(state), "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)usec);
+	va_start(ap, fmt);
+	notify_send(state, fmt, ap);
+	va_end(ap);
+}
+
 void notify_status(const char *fmt, ...)
 {
 	va_list ap;

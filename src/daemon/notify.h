@@ -3,10 +3,15 @@
 #ifndef NVMEFS_NOTIFY_H
 #define NVMEFS_NOTIFY_H
 
+#include <stdint.h>
+
 /* READY=1 with a STATUS= line (printf format). */
 void notify_ready(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* STOPPING=1 with a STATUS= line. */
 void notify_stopping(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* EXTEND_TIMEOUT_USEC=usec with a STATUS= line: while stopping, systemd
+ * waits at least usec more from now before it kills the service. */
+void notify_extend(uint64_t usec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* STATUS= only. */
 void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -17,6 +17,7 @@
 #define NVMEFS_BUS_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,11 @@ struct nvme_bus_ops {
 
 	/* Function level reset if the bus offers one; -ENOTSUP otherwise. */
 	int (*reset)(struct nvme_bus *bus);
+
+	/* Bus mastering on or off (PCI_COMMAND.BME): off, the function can
+	 * start no DMA at all.  NULL when the bus cannot switch it (use
+	 * nvme_bus_master). */
+	int (*bus_master)(struct nvme_bus *bus, bool on);
 
 	/* Wire the VFIO request IRQ (the kernel asks for the device back: hot
 	 * removal, unbind) and the error IRQ (AER) to eventfds; efd -1 unwires.
@@ -83,6 +89,10 @@ static inline void nvme_bus_write64(struct nvme_bus *b, uint32_t off, uint64_t v
 	b->ops->write64(b, off, val);
 }
 
+static inline int nvme_bus_master(struct nvme_bus *b, bool on)
+{
+	return b->ops->bus_master ? b->ops->bus_master(b, on) : -ENOTSUP;
+}
 static inline int nvme_bus_req_irq_set(struct nvme_bus *b, int efd)
 {
 	return b->ops->req_irq_set ? b->ops->req_irq_set(b, efd) : -ENOTSUP;

@@ -1,5 +1,8 @@
-/* ctrl.c - controller bring-up, the synchronous admin queue, identify,
- * namespaces, Number of Queues, shutdown and reset. */
+/* ctrl.c - controller bring-up, the admin queue (asynchronous, reaped by
+ * the recovery thread or a synchronous caller), identify, namespaces, Number
+ * of Queues, the register steps (enable, disable, CSTS waits) that
+ * recovery.c composes, and freeing.  The state machine and everything that
+ * moves it live in recovery.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,26 +32,15 @@ static uint32_t csts(struct nvme_ctrl *c)
 	return nvme_bus_read32(c->bus, NVME_REG_CSTS);
 }
 
-/* The callback may be set while another thread (the admin thread in a
- * reset) emits: arg is stored before cb (release), cb loaded first (acquire),
- * so a callback seen is called with its own argument. */
-static void emit(struct nvme_ctrl *c, enum nvme_ctrl_state s)
+uint32_t nvme_ctrl_csts(struct nvme_ctrl *c)
 {
-	nvme_ctrl_event_cb cb = __atomic_load_n(&c->event_cb, __ATOMIC_ACQUIRE);
-	if (cb)
-		cb(__atomic_load_n(&c->event_arg, __ATOMIC_RELAXED), c, s);
-}
-
-static void set_state(struct nvme_ctrl *c, enum nvme_ctrl_state s)
-{
-	atomic_store_explicit(&c->state, (int)s, memory_order_release);
-	emit(c, s);
+	return csts(c);
 }
 
 /* Wait until (CSTS & mask) == want.  A controller reading all ones is gone;
  * one reporting CFS has failed (unless we are disabling it, which clears CFS). */
-static int wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t timeout_ms,
-                     bool cfs_fatal, const char *what)
+int nvme_ctrl_wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t timeout_ms,
+                        bool cfs_fatal, const char *what)
 {
 	uint64_t deadline = nvme_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	unsigned spins = 0;
@@ -66,6 +58,11 @@ static int wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t
 		}
 		if ((s & mask) == want)
 			return 0;
+		uint64_t cut = atomic_load_explicit(&c->stop_cut_ns, memory_order_relaxed);
+		if (cut && nvme_now_ns() > cut) {
+			log_err("%s: %s: cut short by the stop (CSTS 0x%x)", c->name, what, s);
+			return -ETIMEDOUT;
+		}
 		if (nvme_now_ns() > deadline) {
 			log_err("%s: timed out after %u ms %s (CSTS 0x%x)", c->name, timeout_ms,
 			        what, s);
@@ -75,45 +72,25 @@ static int wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t
 	}
 }
 
-static int disable_dev(struct nvme_ctrl *c)
+/* Clear CC.EN (written even when it reads 0: harmless, and a controller
+ * that lost its enable under us still gets the request) and wait for RDY to
+ * clear.  0: disabled, -ENODEV: gone, -ETIMEDOUT. */
+int nvme_ctrl_disable(struct nvme_ctrl *c, uint32_t timeout_ms)
 {
 	uint32_t cc = nvme_bus_read32(c->bus, NVME_REG_CC);
 	if (cc == 0xffffffffu) {
 		log_err("%s: device not responding (CC reads all ones)", c->name);
 		return -ENODEV;
 	}
-	if (cc & NVME_CC_EN)
-		nvme_bus_write32(c->bus, NVME_REG_CC, cc & ~NVME_CC_EN);
-	return wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
-	                 "waiting for the controller to disable");
-}
-
-/* Disable; when the controller does not obey within CAP.TO, reset the
- * function (FLR).  0 means the device can no longer touch host memory. */
-static int disable_or_flr(struct nvme_ctrl *c)
-{
-	int rc = disable_dev(c);
-	if (rc == 0 || rc == -ENODEV)
-		return rc;
-	if (!c->bus->ops->reset) {
-		log_err("%s: the controller does not disable and the bus has no function reset",
-		        c->name);
-		return rc;
-	}
-	log_warn("%s: the controller does not disable: function level reset", c->name);
-	rc = c->bus->ops->reset(c->bus);
-	if (rc < 0) {
-		log_err("%s: function level reset failed: %s", c->name, strerror(-rc));
-		return rc;
-	}
-	return wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
-	                 "waiting for the controller after the function reset");
+	nvme_bus_write32(c->bus, NVME_REG_CC, cc & ~(NVME_CC_EN | NVME_CC_SHN_MASK));
+	return nvme_ctrl_wait_csts(c, NVME_CSTS_RDY, 0, timeout_ms, false,
+	                           "waiting for the controller to disable");
 }
 
 /* Program the admin queue and enable.  Rings are zeroed so no stale phase
  * bit is mistaken for a completion.  Callers own admin_lock's state: no
  * slot is busy (the controller was disabled and the slots released). */
-static int enable_dev(struct nvme_ctrl *c)
+int nvme_ctrl_enable(struct nvme_ctrl *c)
 {
 	pthread_mutex_lock(&c->admin_lock);
 	memset(c->asq, 0, ACQ_OFF);
@@ -134,7 +111,7 @@ static int enable_dev(struct nvme_ctrl *c)
 	              (NVME_CQES_LOG2 << NVME_CC_IOCQES_SHIFT);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc);
 	nvme_bus_write32(c->bus, NVME_REG_CC, cc | NVME_CC_EN);
-	int rc = wait_csts(c, NVME_CSTS_RDY, NVME_CSTS_RDY, c->ready_timeout_ms, true,
+	int rc = nvme_ctrl_wait_csts(c, NVME_CSTS_RDY, NVME_CSTS_RDY, c->ready_timeout_ms, true,
 	                   "waiting for the controller to become ready");
 	if (rc == 0) {
 		pthread_mutex_lock(&c->admin_lock);
@@ -177,7 +154,7 @@ static void run_done(struct admin_done *d, unsigned n)
  * callback has not run yet).  release: the device can no longer touch their
  * buffers (disabled, reset or gone), so the slots are freed too; otherwise
  * they stay busy until their CQE or a disable. */
-static void admin_abandon(struct nvme_ctrl *c, int err, bool release)
+void nvme_ctrl_admin_abandon(struct nvme_ctrl *c, int err, bool release)
 {
 	struct admin_done d[NVME_ADMIN_SLOTS];
 	unsigned n = 0;
@@ -199,12 +176,9 @@ static void admin_abandon(struct nvme_ctrl *c, int err, bool release)
 	run_done(d, n);
 }
 
-int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why);
-static void *admin_thread(void *arg);
-
 /* Reap the admin CQ and expire timed-out commands; callbacks run after the
  * lock is dropped (they may submit again).  Any thread. */
-static void admin_reap(struct nvme_ctrl *c)
+void nvme_ctrl_admin_reap(struct nvme_ctrl *c)
 {
 	struct admin_done d[NVME_ADMIN_SLOTS * 2];
 	unsigned n = 0;
@@ -276,18 +250,11 @@ static void admin_reap(struct nvme_ctrl *c)
 	pthread_mutex_unlock(&c->admin_lock);
 	run_done(d, n);
 	if (expired)
-		nvme_ctrl_reset_async(c, "an admin command timed out");
+		recov_reset_async(c, "an admin command timed out");
 }
 
-static void thr_kick(struct nvme_ctrl *c)
-{
-	pthread_mutex_lock(&c->thr_lock);
-	pthread_cond_broadcast(&c->thr_cond);
-	pthread_mutex_unlock(&c->thr_lock);
-}
-
-static int admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
-                        nvme_admin_cb cb, void *arg, uint32_t timeout_ms)
+int nvme_ctrl_admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                           nvme_admin_cb cb, void *arg, uint32_t timeout_ms)
 {
 	if (len > NVME_ENGINE_MAX_XFER)
 		return -EINVAL;
@@ -358,7 +325,7 @@ static int admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *b
 	                  c->asq_tail);
 	pthread_mutex_unlock(&c->admin_lock);
 	if (before == 0 && c->thr_started)
-		thr_kick(c); /* the admin thread reaps while anything is outstanding */
+		recov_kick(c); /* the recovery thread reaps while anything is outstanding */
 	return 0;
 unlock:
 	pthread_mutex_unlock(&c->admin_lock);
@@ -373,7 +340,7 @@ int nvme_ctrl_admin_async(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void 
 	int st = atomic_load_explicit(&c->state, memory_order_acquire);
 	if (st == NVME_CTRL_REMOVED || st == NVME_CTRL_FAILED)
 		return -ENODEV;
-	return admin_submit(c, cmd, buf, len, cb, arg, NVME_ADMIN_TIMEOUT_MS);
+	return nvme_ctrl_admin_submit(c, cmd, buf, len, cb, arg, NVME_ADMIN_TIMEOUT_MS);
 }
 
 struct sync_wait {
@@ -391,18 +358,42 @@ static void sync_cb(void *arg, int err, const struct nvme_cqe *cqe)
 	atomic_store_explicit(&w->done, 1, memory_order_release);
 }
 
+/* Past its deadline, take the callback of a synchronous command away from
+ * the reaper (its slot and buffer stay busy until its CQE or a release: the
+ * buffer invariant).  false: the callback has been taken already (it is
+ * running or about to), so the caller waits for it a moment longer. */
+static bool sync_expire(struct nvme_ctrl *c, struct sync_wait *w)
+{
+	bool taken = false;
+	pthread_mutex_lock(&c->admin_lock);
+	for (unsigned i = 0; i < NVME_ADMIN_SLOTS; i++) {
+		struct nvme_admin_slot *sl = &c->slots[i];
+		if (sl->busy && sl->cb == sync_cb && sl->arg == w && !sl->cb_done) {
+			sl->cb_done = true;
+			taken = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->admin_lock);
+	return taken;
+}
+
 /* Submit and poll the admin CQ on this thread until the callback ran (the
- * reaper's timeout runs it at the latest). */
+ * reaper's timeout runs it, or a reset or removal abandons it).  Bounded on
+ * its own: when the admin queue is not being reaped at all (torn down by a
+ * reset that could not disable the device), the wait ends a second after
+ * the command's timeout with -ETIMEDOUT. */
 static int admin_sync(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
                       struct nvme_cqe *cqe_out, uint32_t timeout_ms)
 {
 	struct sync_wait w = {0};
-	int rc = admin_submit(c, cmd, buf, len, sync_cb, &w, timeout_ms);
+	int rc = nvme_ctrl_admin_submit(c, cmd, buf, len, sync_cb, &w, timeout_ms);
 	if (rc < 0)
 		return rc;
+	uint64_t deadline = nvme_now_ns() + ((uint64_t)timeout_ms + 1000) * 1000000ull;
 	unsigned spins = 0;
 	while (!atomic_load_explicit(&w.done, memory_order_acquire)) {
-		admin_reap(c);
+		nvme_ctrl_admin_reap(c);
 		if (atomic_load_explicit(&w.done, memory_order_acquire))
 			break;
 		/* spin briefly (a local or inline device answers in microseconds),
@@ -412,6 +403,13 @@ static int admin_sync(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf
 			continue;
 		}
 		sleep_us(20);
+		uint64_t cut = atomic_load_explicit(&c->stop_cut_ns, memory_order_relaxed);
+		if ((nvme_now_ns() > deadline || (cut && nvme_now_ns() > cut)) &&
+		    sync_expire(c, &w)) {
+			log_err("%s: admin opcode 0x%02x: no answer and no recovery within %u ms",
+			        c->name, cmd->opc, timeout_ms + 1000);
+			return -ETIMEDOUT;
+		}
 		/* a failed controller will never answer: say so now, not at the timeout */
 		if ((spins & 63) == 0) {
 			pthread_mutex_lock(&c->admin_lock);
@@ -421,12 +419,12 @@ static int admin_sync(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf
 				log_err("%s: admin opcode 0x%02x: device not responding", c->name,
 				        cmd->opc);
 				/* gone: nothing can be written any more */
-				admin_abandon(c, -ENODEV, true);
+				nvme_ctrl_admin_abandon(c, -ENODEV, true);
 			} else if (s & NVME_CSTS_CFS) {
 				log_err(
 				    "%s: admin opcode 0x%02x: controller fatal status (CSTS 0x%x)",
 				    c->name, cmd->opc, s);
-				admin_abandon(c, -EIO, false);
+				nvme_ctrl_admin_abandon(c, -EIO, false);
 			}
 		}
 	}
@@ -495,7 +493,7 @@ static void read_nvm_limits(struct nvme_ctrl *c, struct nvme_ctrl_info *in)
 	free(nvm);
 }
 
-static int set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
+int nvme_ctrl_set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted)
 {
 	struct nvme_sqe cmd = {.opc = NVME_ADM_SET_FEATURES,
 	                       .cdw10 = NVME_FEAT_NUM_QUEUES,
@@ -678,7 +676,7 @@ static const struct nvme_ns_info *info_ns(const struct nvme_ctrl_info *in, uint3
  * fails its I/O with -EIO from now on (the file system on it may no longer
  * fit); new namespaces are ignored until a restart.  strict (re-attach):
  * any difference is -ESTALE and nothing is marked. */
-static int recheck_namespaces(struct nvme_ctrl *c, bool strict)
+int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict)
 {
 	struct nvme_ctrl_info *now;
 	int rc = read_namespaces(c, c->info->nn, &now);
@@ -731,9 +729,17 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	pthread_mutex_init(&c->thr_lock, NULL);
 	pthread_mutex_init(&c->reset_lock, NULL);
 	pthread_mutex_init(&c->qp_lock, NULL);
-	pthread_cond_init(&c->thr_cond, NULL);
-	pthread_cond_init(&c->ack_cond, NULL);
-	atomic_store(&c->state, NVME_CTRL_LIVE);
+	pthread_mutex_init(&c->event_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits on a monotonic clock */
+	pthread_cond_init(&c->thr_cond, &ca);
+	pthread_cond_init(&c->done_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (c->opts.retry_ms == 0)
+		c->opts.retry_ms = 1000;
+	c->retry_ms = c->opts.retry_ms;
+	atomic_store(&c->state, NVME_CTRL_LIVE); /* the initial state, before any thread sees c */
 
 	if (csts(c) == 0xffffffffu) {
 		log_err("%s: device not responding (CSTS reads all ones)", c->name);
@@ -800,9 +806,9 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	c->asq = (struct nvme_sqe *)(m + ASQ_OFF);
 	c->acq = (volatile struct nvme_cqe *)(m + ACQ_OFF);
 
-	rc = disable_dev(c);
+	rc = nvme_ctrl_disable(c, c->ready_timeout_ms);
 	if (rc == 0)
-		rc = enable_dev(c);
+		rc = nvme_ctrl_enable(c);
 	if (rc < 0)
 		goto err_mem;
 
@@ -842,7 +848,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 		c->shutdown_timeout_ms = id->rtd3e / 1000u > 60000 ? 60000 : id->rtd3e / 1000u;
 
 	c->asked_queues = c->opts.io_queues;
-	rc = set_num_queues(c, c->asked_queues, &in->nr_io_queues);
+	rc = nvme_ctrl_set_num_queues(c, c->asked_queues, &in->nr_io_queues);
 	if (rc < 0)
 		goto err_mem;
 	rc = load_namespaces(c, id->nn);
@@ -854,13 +860,9 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	         c->info->version >> 16, (c->info->version >> 8) & 0xff, c->info->nr_ns,
 	         c->info->nr_io_queues, c->info->max_xfer >> 10);
 	free(id);
-	rc = pthread_create(&c->thr, NULL, admin_thread, c);
-	if (rc != 0) {
-		rc = -rc;
+	rc = recov_start(c);
+	if (rc < 0)
 		goto err_mem;
-	}
-	c->thr_started = true;
-	pthread_setname_np(c->thr, "nvme-admin");
 	*out = c;
 	return 0;
 
@@ -870,11 +872,11 @@ err_mem:
 		uint32_t cc = nvme_bus_read32(bus, NVME_REG_CC);
 		if (cc & NVME_CC_EN) {
 			nvme_bus_write32(bus, NVME_REG_CC, cc & ~NVME_CC_EN);
-			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
+			nvme_ctrl_wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
 			          "disabling after a failed start");
 		}
 	}
-	admin_abandon(c, -EIO, true);
+	nvme_ctrl_admin_abandon(c, -EIO, true);
 	nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
 	nvme_dma_free(&c->admin_mem);
 err:
@@ -884,8 +886,9 @@ err:
 	pthread_mutex_destroy(&c->thr_lock);
 	pthread_mutex_destroy(&c->reset_lock);
 	pthread_mutex_destroy(&c->qp_lock);
+	pthread_mutex_destroy(&c->event_lock);
 	pthread_cond_destroy(&c->thr_cond);
-	pthread_cond_destroy(&c->ack_cond);
+	pthread_cond_destroy(&c->done_cond);
 	free(c);
 	return rc;
 }
@@ -951,38 +954,18 @@ void nvme_ctrl_close(struct nvme_ctrl *c)
 {
 	if (!c)
 		return;
-	if (c->thr_started) {
-		pthread_mutex_lock(&c->thr_lock);
-		c->thr_stop = true;
-		pthread_cond_broadcast(&c->thr_cond);
-		pthread_mutex_unlock(&c->thr_lock);
-		pthread_join(c->thr, NULL);
-		c->thr_started = false;
+	if (!c->shut_down) {
+		nvme_ctrl_shutdown_async(c);
+		nvme_ctrl_shutdown_wait(c, NVME_SHUTDOWN_MAX_MS + 5000);
 	}
+	recov_stop_thread(c);
 	struct nvme_bus *bus = c->bus;
 	if (c->nr_qpairs)
 		log_warn("%s: closing with %u I/O queue pair(s) still open", c->name, c->nr_qpairs);
 	if (!bus)
 		goto free_all; /* removed: nothing of ours is mapped any more */
-	if (csts(c) != 0xffffffffu) {
-		uint32_t cc = nvme_bus_read32(bus, NVME_REG_CC);
-		if (cc & NVME_CC_EN) {
-			/* normal shutdown lets the device flush its cache and metadata */
-			nvme_bus_write32(bus, NVME_REG_CC,
-			                 (cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);
-			if (wait_csts(c, NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT,
-			              c->shutdown_timeout_ms, false,
-			              "waiting for shutdown to complete") < 0)
-				log_warn("%s: shutdown incomplete; disabling anyway", c->name);
-			/* disabled, the device stops referencing admin queue memory */
-			cc = nvme_bus_read32(bus, NVME_REG_CC);
-			nvme_bus_write32(bus, NVME_REG_CC, cc & ~(NVME_CC_EN | NVME_CC_SHN_MASK));
-			wait_csts(c, NVME_CSTS_RDY, 0, c->ready_timeout_ms, false,
-			          "disabling after shutdown");
-		}
-	}
-	/* disabled (or gone): every admin buffer is free */
-	admin_abandon(c, -ENODEV, true);
+	/* disabled, isolated or gone: every admin buffer is free */
+	nvme_ctrl_admin_abandon(c, -ENODEV, !c->quarantined);
 	if (c->nr_efds && bus->ops->irq_set)
 		bus->ops->irq_set(bus, 0, NULL);
 	if (c->admin_mapped)
@@ -991,51 +974,17 @@ void nvme_ctrl_close(struct nvme_ctrl *c)
 		bus->ops->close(bus);
 free_all:
 	free(c->efds);
-	nvme_dma_free(&c->admin_mem);
+	if (!c->quarantined)
+		nvme_dma_free(&c->admin_mem);
 	free(c->info);
 	pthread_mutex_destroy(&c->admin_lock);
 	pthread_mutex_destroy(&c->thr_lock);
 	pthread_mutex_destroy(&c->reset_lock);
 	pthread_mutex_destroy(&c->qp_lock);
+	pthread_mutex_destroy(&c->event_lock);
 	pthread_cond_destroy(&c->thr_cond);
-	pthread_cond_destroy(&c->ack_cond);
+	pthread_cond_destroy(&c->done_cond);
 	free(c);
-}
-
-/* ---- recovery API ---- */
-
-enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c)
-{
-	return (enum nvme_ctrl_state)atomic_load_explicit(&c->state, memory_order_acquire);
-}
-
-const char *nvme_ctrl_state_name(enum nvme_ctrl_state s)
-{
-	switch (s) {
-	case NVME_CTRL_LIVE:
-		return "live";
-	case NVME_CTRL_RESETTING:
-		return "resetting";
-	case NVME_CTRL_REMOVED:
-		return "removed";
-	case NVME_CTRL_FAILED:
-		return "failed";
-	}
-	return "?";
-}
-
-void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *out)
-{
-	const uint64_t *src = (const uint64_t *)&c->rst;
-	uint64_t *dst = (uint64_t *)out;
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-}
-
-void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg)
-{
-	__atomic_store_n(&c->event_arg, arg, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->event_cb, cb, __ATOMIC_RELEASE);
 }
 
 /* ---- qpairs of this controller ---- */
@@ -1057,424 +1006,4 @@ void nvme_ctrl_del_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp)
 			break;
 		}
 	pthread_mutex_unlock(&c->qp_lock);
-}
-
-void nvme_ctrl_ack(struct nvme_ctrl *c)
-{
-	pthread_mutex_lock(&c->thr_lock);
-	c->acks++;
-	pthread_cond_broadcast(&c->ack_cond);
-	pthread_mutex_unlock(&c->thr_lock);
-}
-
-/* Run fn on the reactor of every qpair of c and wait until all of them have
- * (bounded: a reactor that does not answer in time fails the step). */
-static int on_reactors(struct nvme_ctrl *c, void (*fn)(void *), uint32_t timeout_ms)
-{
-	pthread_mutex_lock(&c->qp_lock);
-	pthread_mutex_lock(&c->thr_lock);
-	c->acks = 0;
-	pthread_mutex_unlock(&c->thr_lock);
-	unsigned want = 0;
-	int rc = 0;
-	for (unsigned i = 0; i < c->nqps; i++) {
-		if (nvme_reactor_call(c->qps[i]->reactor, fn, c->qps[i]) == 0)
-			want++;
-		else
-			rc = -ENOMEM;
-	}
-	pthread_mutex_unlock(&c->qp_lock);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000 + 1;
-	pthread_mutex_lock(&c->thr_lock);
-	while (c->acks < want)
-		if (pthread_cond_timedwait(&c->ack_cond, &c->thr_lock, &ts) != 0) {
-			log_err("%s: %u of %u reactors did not answer the recovery in time",
-			        c->name, want - c->acks, want);
-			rc = -ETIMEDOUT;
-			break;
-		}
-	pthread_mutex_unlock(&c->thr_lock);
-	return rc;
-}
-
-static void post_to_reactors(struct nvme_ctrl *c, void (*fn)(void *))
-{
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps; i++)
-		nvme_reactor_call(c->qps[i]->reactor, fn, c->qps[i]);
-	pthread_mutex_unlock(&c->qp_lock);
-}
-
-/* ---- reset ---- */
-
-int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why)
-{
-	int expect = NVME_CTRL_LIVE;
-	if (!c->thr_started)
-		return -EAGAIN;
-	if (!atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_RESETTING))
-		return expect == NVME_CTRL_RESETTING ? -EBUSY : -ENODEV;
-	RST_ADD(resets_started, 1);
-	log_warn("%s: resetting the controller: %s", c->name, why);
-	emit(c, NVME_CTRL_RESETTING);
-	/* hold new submissions at once, before the disable */
-	post_to_reactors(c, nvme_qpair_quiesce_call);
-	pthread_mutex_lock(&c->thr_lock);
-	snprintf(c->reset_why, sizeof(c->reset_why), "%s", why);
-	c->reset_req = true;
-	pthread_cond_broadcast(&c->thr_cond);
-	pthread_mutex_unlock(&c->thr_lock);
-	return 0;
-}
-
-/* The reset failed: the controller is disabled (or could not be, then its
- * commands stay in flight forever: their buffers are never handed back). */
-static void reset_failed(struct nvme_ctrl *c, bool disabled)
-{
-	RST_ADD(resets_failed, 1);
-	if (disabled) {
-		admin_abandon(c, -EIO, true);
-		log_err("%s: reset failed: the controller is out of service; its I/O fails",
-		        c->name);
-	} else {
-		log_err("%s: reset failed and the controller could not be disabled: its commands "
-		        "in flight stay outstanding",
-		        c->name);
-	}
-	set_state(c, NVME_CTRL_FAILED);
-	on_reactors(c, disabled ? nvme_qpair_fail_call : nvme_qpair_refuse_call,
-	            c->ready_timeout_ms + 10000);
-}
-
-/* Bring the controller back after a disable: enable, Number of Queues,
- * namespaces, every I/O queue with its qid and vector. */
-static int bring_back(struct nvme_ctrl *c, bool strict_ns)
-{
-	int rc = enable_dev(c);
-	if (rc < 0)
-		return rc;
-	unsigned granted = 0;
-	rc = set_num_queues(c, c->asked_queues, &granted);
-	if (rc < 0)
-		return rc;
-	rc = recheck_namespaces(c, strict_ns);
-	if (rc < 0)
-		return rc;
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps && rc == 0; i++) {
-		if (c->qps[i]->qid > granted) {
-			log_err("%s: only %u I/O queues granted now; queue %u is lost", c->name,
-			        granted, c->qps[i]->qid);
-			rc = -ENOSPC;
-			break;
-		}
-		rc = nvme_qpair_create_on_dev(c->qps[i]);
-	}
-	pthread_mutex_unlock(&c->qp_lock);
-	return rc;
-}
-
-static void do_reset(struct nvme_ctrl *c)
-{
-	pthread_mutex_lock(&c->reset_lock);
-	if (atomic_load(&c->state) != NVME_CTRL_RESETTING || !c->bus) {
-		pthread_mutex_unlock(&c->reset_lock);
-		return;
-	}
-	uint64_t t0 = nvme_now_ns();
-	pthread_mutex_lock(&c->admin_lock);
-	c->admin_ready = false;
-	pthread_mutex_unlock(&c->admin_lock);
-	int rc = disable_or_flr(c);
-	if (rc == -ENODEV) {
-		pthread_mutex_unlock(&c->reset_lock);
-		nvme_ctrl_dead(c, "the device stopped answering during a reset");
-		return;
-	}
-	if (rc < 0) {
-		reset_failed(c, false);
-		pthread_mutex_unlock(&c->reset_lock);
-		return;
-	}
-	/* Disabled: the device no longer touches any of our memory.  Admin
-	 * commands fail; I/O is taken off the rings and held. */
-	admin_abandon(c, -EIO, true);
-	pthread_mutex_lock(&c->admin_lock);
-	if (c->nr_efds && c->bus->ops->irq_set) /* a function reset may have lost them */
-		c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
-	pthread_mutex_unlock(&c->admin_lock);
-	rc = on_reactors(c, nvme_qpair_stop_call, c->ready_timeout_ms + 10000);
-	if (rc == 0)
-		rc = bring_back(c, false);
-	if (rc < 0) {
-		disable_or_flr(c);
-		reset_failed(c, true);
-		pthread_mutex_unlock(&c->reset_lock);
-		return;
-	}
-	on_reactors(c, nvme_qpair_restart_call, c->ready_timeout_ms + 10000);
-	uint64_t dt = nvme_now_ns() - t0;
-	__atomic_store_n(&c->rst.reset_last_ns, dt, __ATOMIC_RELAXED);
-	if (dt > c->rst.reset_max_ns)
-		__atomic_store_n(&c->rst.reset_max_ns, dt, __ATOMIC_RELAXED);
-	RST_ADD(resets_ok, 1);
-	log_warn("%s: reset done in %llu ms", c->name, (unsigned long long)(dt / 1000000));
-	int expect = NVME_CTRL_RESETTING;
-	if (atomic_compare_exchange_strong(&c->state, &expect, NVME_CTRL_LIVE))
-		emit(c, NVME_CTRL_LIVE);
-	pthread_mutex_unlock(&c->reset_lock);
-}
-
-static void *admin_thread(void *arg)
-{
-	struct nvme_ctrl *c = arg;
-	for (;;) {
-		pthread_mutex_lock(&c->thr_lock);
-		while (!c->thr_stop && !c->reset_req &&
-		       atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed) == 0)
-			pthread_cond_wait(&c->thr_cond, &c->thr_lock);
-		bool stop = c->thr_stop, reset = c->reset_req;
-		c->reset_req = false;
-		pthread_mutex_unlock(&c->thr_lock);
-		if (stop)
-			break;
-		if (reset) {
-			do_reset(c);
-			continue;
-		}
-		/* commands outstanding: reap (and expire) at 5 kHz until none is */
-		admin_reap(c);
-		sleep_us(200);
-	}
-	return NULL;
-}
-
-int nvme_ctrl_reset(struct nvme_ctrl *c)
-{
-	int rc = nvme_ctrl_reset_async(c, "requested");
-	if (rc < 0 && rc != -EBUSY)
-		return rc;
-	/* the reset holds reset_lock from its start to its end */
-	for (;;) {
-		int st = atomic_load(&c->state);
-		if (st == NVME_CTRL_LIVE)
-			return 0;
-		if (st == NVME_CTRL_FAILED)
-			return -EIO;
-		if (st == NVME_CTRL_REMOVED)
-			return -ENODEV;
-		sleep_us(1000);
-	}
-}
-
-/* ---- health, abort, removal ---- */
-
-static void abort_done(void *arg, int err, const struct nvme_cqe *cqe)
-{
-	struct nvme_ctrl *c = arg;
-	atomic_fetch_sub(&c->aborts_out, 1);
-	/* dw0 bit 0 clear: the command was aborted (its CQE follows on its
-	 * queue, where aborts_ok is counted) */
-	if (err == 0 && cqe && !(cqe->dw0 & 1))
-		return;
-	if (err != -EIO && err != -ENODEV) /* not already a reset or a removal */
-		nvme_ctrl_reset_async(c, "an Abort failed or was not honoured");
-}
-
-int nvme_ctrl_send_abort(struct nvme_ctrl *c, uint16_t qid, uint16_t cid)
-{
-	/* at most ACL + 1 Aborts outstanding */
-	unsigned n = atomic_fetch_add(&c->aborts_out, 1);
-	if (n > c->info->acl) {
-		atomic_fetch_sub(&c->aborts_out, 1);
-		return -EAGAIN;
-	}
-	struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT, .cdw10 = ((uint32_t)cid << 16) | qid};
-	uint32_t tmo = c->opts.io_timeout_ms / 2 < 10 ? 10 : c->opts.io_timeout_ms / 2;
-	int rc = atomic_load(&c->state) == NVME_CTRL_LIVE
-	             ? admin_submit(c, &cmd, NULL, 0, abort_done, c, tmo)
-	             : -EAGAIN;
-	if (rc < 0) {
-		atomic_fetch_sub(&c->aborts_out, 1);
-		return rc;
-	}
-	RST_ADD(aborts_sent, 1);
-	return 0;
-}
-
-void nvme_ctrl_dead(struct nvme_ctrl *c, const char *why)
-{
-	int st = atomic_exchange(&c->state, NVME_CTRL_REMOVED);
-	if (st == NVME_CTRL_REMOVED)
-		return; /* counted and logged once */
-	RST_ADD(removals, 1);
-	log_err("%s: the device is gone (%s): its I/O fails", c->name, why);
-	/* nothing can be written by a device that is gone */
-	admin_abandon(c, -ENODEV, true);
-	post_to_reactors(c, nvme_qpair_fail_call);
-	emit(c, NVME_CTRL_REMOVED);
-}
-
-void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now)
-{
-	if (atomic_load_explicit(&c->state, memory_order_acquire) != NVME_CTRL_LIVE)
-		return;
-	uint64_t next = atomic_load_explicit(&c->csts_next_ns, memory_order_relaxed);
-	/* one reactor at a time, a few times a second */
-	if (now < next ||
-	    !atomic_compare_exchange_strong(&c->csts_next_ns, &next, now + NVME_CSTS_INTERVAL_NS))
-		return;
-	uint32_t s = csts(c);
-	if (s == 0xffffffffu) {
-		nvme_ctrl_dead(c, "registers read all ones");
-	} else if (s & NVME_CSTS_CFS) {
-		if (nvme_ctrl_reset_async(c, "controller fatal status (CSTS.CFS)") == 0) {
-			RST_ADD(cfs_events, 1);
-			log_err("%s: controller fatal status (CSTS 0x%x)", c->name, s);
-		}
-	}
-}
-
-int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
-{
-	*bus_out = NULL;
-	pthread_mutex_lock(&c->reset_lock); /* a reset in progress finishes first */
-	struct nvme_bus *bus = c->bus;
-	if (!bus) {
-		pthread_mutex_unlock(&c->reset_lock);
-		return 0;
-	}
-	int st = atomic_exchange(&c->state, NVME_CTRL_REMOVED);
-	if (st != NVME_CTRL_REMOVED) {
-		RST_ADD(removals, 1);
-		log_warn("%s: removing the controller: %s", c->name, why ? why : "requested");
-		emit(c, NVME_CTRL_REMOVED);
-	}
-	pthread_mutex_lock(&c->admin_lock);
-	c->admin_ready = false;
-	pthread_mutex_unlock(&c->admin_lock);
-	/* still answering: disable it first, so nothing in flight can be written */
-	if (csts(c) != 0xffffffffu && disable_or_flr(c) < 0)
-		log_warn("%s: could not disable the controller before releasing it", c->name);
-	admin_abandon(c, -ENODEV, true);
-	on_reactors(c, nvme_qpair_fail_call, 10000);
-	/* every mapping of this controller on its bus goes */
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps; i++) {
-		struct nvme_qpair *qp = c->qps[i];
-		if (qp->ring_mapped)
-			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
-		qp->ring_mapped = false;
-		if (qp->pool_mapped)
-			nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_iova);
-		qp->pool_mapped = false;
-		qp->created_on_dev = false;
-	}
-	pthread_mutex_unlock(&c->qp_lock);
-	pthread_mutex_lock(&c->admin_lock);
-	if (c->nr_efds && bus->ops->irq_set)
-		bus->ops->irq_set(bus, 0, NULL); /* the eventfds stay, for a re-attach */
-	if (c->admin_mapped)
-		nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
-	c->admin_mapped = false;
-	c->bus = NULL;
-	pthread_mutex_unlock(&c->admin_lock);
-	*bus_out = bus;
-	pthread_mutex_unlock(&c->reset_lock);
-	return 0;
-}
-
-int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
-{
-	pthread_mutex_lock(&c->reset_lock);
-	int rc = 0;
-	int st = atomic_load(&c->state);
-	if (c->bus) {
-		rc = -EBUSY;
-		goto out;
-	}
-	if (st != NVME_CTRL_REMOVED && st != NVME_CTRL_FAILED) {
-		rc = -EINVAL;
-		goto out;
-	}
-	uint64_t cap = nvme_bus_read64(bus, NVME_REG_CAP);
-	if (cap == ~0ull) {
-		log_err("%s: device not responding (CAP reads all ones)", c->name);
-		rc = -ENODEV;
-		goto out;
-	}
-	if (NVME_CAP_DSTRD(cap) != c->dstrd || NVME_CAP_MQES(cap) + 1u < c->opts.queue_depth) {
-		log_err("%s: the re-attached controller differs (CAP 0x%llx)", c->name,
-		        (unsigned long long)cap);
-		rc = -ESTALE;
-		goto out;
-	}
-	rc = nvme_dma_map(bus, &c->admin_mem, &c->admin_iova);
-	if (rc < 0)
-		goto out;
-	pthread_mutex_lock(&c->admin_lock);
-	c->bus = bus;
-	c->admin_mapped = true;
-	pthread_mutex_unlock(&c->admin_lock);
-	rc = disable_dev(c);
-	if (rc < 0)
-		goto undo;
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps && rc == 0; i++) {
-		struct nvme_qpair *qp = c->qps[i];
-		rc = nvme_dma_map(bus, &qp->ring_mem, &qp->ring_iova);
-		if (rc < 0)
-			break;
-		qp->ring_mapped = true;
-		rc = nvme_dma_map(bus, &nvme_reactor_pool(qp->reactor)->region, &qp->pool_iova);
-		if (rc < 0)
-			break;
-		qp->pool_mapped = true;
-	}
-	pthread_mutex_unlock(&c->qp_lock);
-	if (rc < 0)
-		goto undo;
-	if (c->nr_efds && bus->ops->irq_set) {
-		rc = bus->ops->irq_set(bus, c->nr_efds, c->efds);
-		if (rc < 0)
-			goto undo;
-	}
-	rc = bring_back(c, true);
-	if (rc < 0)
-		goto undo;
-	/* the qpairs take the new bus, doorbells and IOVAs on their reactors */
-	atomic_store(&c->state, NVME_CTRL_RESETTING);
-	on_reactors(c, nvme_qpair_restart_call, 10000);
-	atomic_store(&c->csts_next_ns, 0);
-	log_info("%s: re-attached on %s", c->name, bus->name);
-	set_state(c, NVME_CTRL_LIVE);
-	pthread_mutex_unlock(&c->reset_lock);
-	return 0;
-undo:
-	if (csts(c) != 0xffffffffu)
-		disable_dev(c);
-	admin_abandon(c, -ENODEV, true);
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps; i++) {
-		struct nvme_qpair *qp = c->qps[i];
-		if (qp->ring_mapped)
-			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
-		if (qp->pool_mapped)
-			nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_iova);
-		qp->ring_mapped = qp->pool_mapped = qp->created_on_dev = false;
-	}
-	pthread_mutex_unlock(&c->qp_lock);
-	if (c->nr_efds && bus->ops->irq_set)
-		bus->ops->irq_set(bus, 0, NULL);
-	pthread_mutex_lock(&c->admin_lock);
-	if (c->admin_mapped)
-		nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova);
-	c->admin_mapped = false;
-	c->bus = NULL;
-	pthread_mutex_unlock(&c->admin_lock);
-out:
-	pthread_mutex_unlock(&c->reset_lock);
-	return rc;
 }

@@ -134,11 +134,12 @@ int nvme_dma_map(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t *iova
 	return rc;
 }
 
-void nvme_dma_unmap(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t iova)
+int nvme_dma_unmap(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t iova)
 {
 	int rc = bus->ops->dma_unmap(bus, r->vaddr, r->len, iova);
 	if (rc < 0)
 		log_warn("%s: unmapping DMA memory failed: %s", bus->name, strerror(-rc));
+	return rc;
 }
 
 void *nvme_mem_alloc(size_t len, int node)

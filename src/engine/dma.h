@@ -43,7 +43,8 @@ void nvme_dma_fault_huge_lock(bool on);
 /* Map the whole region into bus; *iova receives its base.  The region must
  * stay allocated until nvme_dma_unmap. */
 int nvme_dma_map(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t *iova);
-void nvme_dma_unmap(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t iova);
+/* 0, or the bus's error (logged): then the device may still reach r. */
+int nvme_dma_unmap(struct nvme_bus *bus, struct nvme_dma_region *r, uint64_t iova);
 
 /* Ordinary (not DMA) memory on a NUMA node, for rings' bookkeeping, trackers
  * and reactor structures: 64-byte aligned, zeroed.  node < 0: anywhere. */

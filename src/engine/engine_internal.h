@@ -14,6 +14,7 @@
 
 #include "dma.h"
 #include "nvme.h"
+#include "recovery.h"
 
 /* The engine's own cap on one command's transfer: one 4 KiB PRP list page
  * holds 512 entries, enough for 2 MiB at any dword-aligned offset. */
@@ -88,18 +89,29 @@ struct nvme_ctrl {
 	uint64_t admin_bogus;
 	struct nvme_admin_slot slots[NVME_ADMIN_SLOTS];
 
-	/* admin thread: reaps the admin CQ while commands are outstanding, runs resets */
+	/* the recovery thread (recovery.c): reaps the admin CQ while commands
+	 * are outstanding, runs resets, retries, isolation, cancel, shutdown */
 	pthread_t thr;
 	bool thr_started;
-	pthread_mutex_t thr_lock; /* thr_cond, ack_cond, reset request */
-	pthread_cond_t thr_cond, ack_cond;
+	pthread_mutex_t thr_lock; /* thr_cond, work, reset_why, retry */
+	pthread_cond_t thr_cond;  /* CLOCK_MONOTONIC */
+	pthread_cond_t done_cond; /* a cancel or shutdown finished */
 	bool thr_stop;
-	bool reset_req;
+	unsigned work;                 /* RECOV_W_* requests for the thread */
 	char reset_why[96];
-	unsigned acks;                 /* reactor calls that finished (thr_lock) */
-	pthread_mutex_t reset_lock;    /* one reset, removal or attach at a time */
+	uint64_t retry_at_ns;          /* FAILED: next bring-up attempt, 0: none */
+	uint32_t retry_ms;             /* the current back-off */
+	bool cancel_done, shutdown_done;
+	pthread_mutex_t reset_lock;    /* one reset, removal, attach, cancel, shutdown at a time */
 	_Atomic uint64_t csts_next_ns; /* rate limit of the reactors' CSTS reads */
 	_Atomic unsigned aborts_out;
+	_Atomic bool stopping;         /* cancel or shutdown asked: no more resets */
+	/* a stop was asked while a reset may be waiting on the device: every
+	 * CSTS or admin wait ends by this time (0: none) */
+	_Atomic uint64_t stop_cut_ns;
+	bool isolated;                 /* bus mastering off, nothing mapped (reset_lock) */
+	bool quarantined;              /* isolation failed: commands left on the device */
+	bool shut_down;                /* CC.SHN done (or the device is gone) */
 
 	pthread_mutex_t qp_lock; /* qps[] */
 	struct nvme_qpair *qps[NVME_CTRL_MAX_QPAIRS];
@@ -113,22 +125,25 @@ struct nvme_ctrl {
 	struct nvme_ctrl_info *info; /* with ns[] */
 
 	/* recovery */
-	_Atomic int state;           /* enum nvme_ctrl_state */
+	_Atomic int state;           /* enum nvme_ctrl_state: recov_set_state only */
 	struct nvme_ctrl_rstats rst; /* updated with relaxed atomic adds */
+	pthread_mutex_t event_lock;  /* event_cb and event_arg, held while calling it */
 	nvme_ctrl_event_cb event_cb;
 	void *event_arg;
+};
+
+/* Requests for the recovery thread (c->work). */
+enum {
+	RECOV_W_RESET = 1u << 0,    /* reset now (state RESETTING already) */
+	RECOV_W_DEAD = 1u << 1,     /* gone: isolate, fail everything */
+	RECOV_W_CANCEL = 1u << 2,   /* stop: end every command now */
+	RECOV_W_SHUTDOWN = 1u << 3, /* stop: CC.SHN, disable */
 };
 
 int nvme_ctrl_wire_vector(struct nvme_ctrl *c, unsigned vector, int efd);
 /* qpair.c <-> ctrl.c */
 void nvme_ctrl_add_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp);
 void nvme_ctrl_del_qpair(struct nvme_ctrl *c, struct nvme_qpair *qp);
-/* The reactors' periodic health check: CSTS (rate limited), CFS, all ones. */
-void nvme_ctrl_check_health(struct nvme_ctrl *c, uint64_t now);
-/* A reactor saw the device gone (all ones). */
-void nvme_ctrl_dead(struct nvme_ctrl *c, const char *why);
-/* Abort of qid/cid, asynchronous; 0 when sent. */
-int nvme_ctrl_send_abort(struct nvme_ctrl *c, uint16_t qid, uint16_t cid);
 
 /* ---- trackers and qpair ---- */
 /* FREE; INFLIGHT (on the device); ABORTING (timed out, Abort sent: still on
@@ -234,6 +249,7 @@ struct nvme_qpair {
 	uint64_t bad_sq_head; /* CQEs whose sq_head was out of range */
 	uint8_t io_retries;
 	bool ring_mapped;
+	bool quarantined; /* on a device that could not be cut off: see recovery.h */
 	/* ---- line "warm": read once per I/O (the cached namespace) or once per
 	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
 	 * own: an I/O touches line 0, this line, the counters and its histogram
@@ -301,6 +317,10 @@ struct nvme_reactor {
 	struct nvme_call q_stub;
 
 	atomic_bool stop;
+	/* the exit handshake of nvme_reactor_call: once exited, a call is refused
+	 * (-ESHUTDOWN) and its caller may touch the reactor's qpairs itself */
+	atomic_bool exited;
+	_Atomic unsigned callers;
 	pthread_t thread;
 	bool thread_started;
 
@@ -328,32 +348,41 @@ static inline unsigned nvme_lat_bucket_inline(uint64_t ns)
 	return (e << NVME_LAT_SUB_BITS) | sub;
 }
 
-/* ctrl.c */
+/* ctrl.c: bring-up, the admin queue, identify -- what recovery.c uses */
 int nvme_ctrl_admin_timeout(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
                             struct nvme_cqe *cqe_out, uint32_t timeout_ms);
+/* Post an admin command (any thread) with its own timeout; see
+ * nvme_ctrl_admin_async. */
+int nvme_ctrl_admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void *buf, size_t len,
+                           nvme_admin_cb cb, void *arg, uint32_t timeout_ms);
+/* Reap the admin CQ and expire timed-out admin commands (any thread). */
+void nvme_ctrl_admin_reap(struct nvme_ctrl *c);
+/* Run every outstanding admin command's callback with err (once each).
+ * release: the device can no longer touch their buffers (disabled, isolated
+ * or gone): the slots and buffers are freed too; else they stay busy until
+ * their CQE or a later release. */
+void nvme_ctrl_admin_abandon(struct nvme_ctrl *c, int err, bool release);
+uint32_t nvme_ctrl_csts(struct nvme_ctrl *c);
+/* Wait until (CSTS & mask) == want: 0, -ENODEV (all ones), -EIO (CFS when
+ * cfs_fatal), -ETIMEDOUT (logged with what). */
+int nvme_ctrl_wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint32_t timeout_ms,
+                        bool cfs_fatal, const char *what);
+/* Clear CC.EN (always written) and wait up to timeout_ms for RDY to clear:
+ * 0, -ENODEV (all ones), -ETIMEDOUT. */
+int nvme_ctrl_disable(struct nvme_ctrl *c, uint32_t timeout_ms);
+/* Program the admin queue (rings zeroed) and set CC.EN; wait for RDY. */
+int nvme_ctrl_enable(struct nvme_ctrl *c);
+/* Set Features Number of Queues. */
+int nvme_ctrl_set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted);
+/* Identify the namespaces again after a reset or an attach: a changed or
+ * vanished one is marked failed (its I/O fails with -EIO); strict (attach):
+ * any difference is -ESTALE and nothing is marked. */
+int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict);
 /* qpair.c */
 int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova, uint64_t *prp1,
                    uint64_t *prp2);
 /* qpair.c, for the reactor */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now);
-/* qpair.c, run on the owning reactor by the controller's recovery (posted
- * with nvme_reactor_call; each acknowledges through nvme_ctrl_ack):
- *  quiesce  hold new submissions;
- *  stop     (controller disabled) reap what the device posted, empty the
- *           rings, turn every command still outstanding into a held one (one
- *           retry) or fail it with -EIO when its retries are used up;
- *  restart  (queues re-created) put the held commands on the device;
- *  fail     (failed or removed; the device cannot touch memory) fail every
- *           command with -EIO, new submissions -ENODEV. */
-void nvme_qpair_quiesce_call(void *qp);
-void nvme_qpair_stop_call(void *qp);
-void nvme_qpair_restart_call(void *qp);
-void nvme_qpair_fail_call(void *qp);
-/* refuse   (failed, not disabled) new submissions -ENODEV, held commands
- *          -EIO; those on the device stay in flight for good */
-void nvme_qpair_refuse_call(void *qp);
-/* ctrl.c: a reactor call above finished */
-void nvme_ctrl_ack(struct nvme_ctrl *c);
 /* qpair.c: (re)create the queue pair on the device (any thread, sync admin) */
 int nvme_qpair_create_on_dev(struct nvme_qpair *qp);
 /* reactor.c, for qpair.c */

@@ -85,6 +85,7 @@ struct nvme_ctrl_opts {
 	unsigned cq_budget;      /* CQEs reaped per queue per pass, < queue_depth */
 	unsigned io_timeout_ms;
 	unsigned io_retries;     /* resubmissions of a command after a reset or abort (0..10) */
+	unsigned retry_ms;       /* first retry of a failed bring-up (0: 1000 ms), doubling */
 	bool interrupts;         /* wire one MSI-X vector per I/O CQ */
 };
 
@@ -110,15 +111,20 @@ struct nvme_bus *nvme_ctrl_bus(struct nvme_ctrl *c);
 int nvme_ctrl_admin(struct nvme_ctrl *c, struct nvme_sqe *cmd, void *buf, size_t len,
 		    struct nvme_cqe *cqe_out);
 
-/* ---- recovery ----
+/* ---- recovery (recovery.c; its states and edges are spelled out in
+ * recovery.h) ----
  * The engine recovers on its own: a command past io_timeout_ms gets an Abort
- * (sent asynchronously from the reactor's timeout scan); if the Abort fails or
- * the command is still outstanding a grace period later, or the controller
- * reports CSTS.CFS, or an admin command times out, the controller is reset by
- * its admin thread: submissions are held, the controller disabled (FLR when
+ * (sent asynchronously from the reactor's timeout scan); if the Abort fails
+ * or the command is still outstanding a grace period later, or the
+ * controller reports CSTS.CFS, loses CSTS.RDY, or an admin command times
+ * out, the controller is reset by its recovery thread: submissions are held,
+ * the controller disabled (a function level reset when it does not disable
+ * or keeps CFS; bus mastering off and every DMA mapping removed when even
  * that fails), re-enabled, every queue re-created with the same qid and
  * vector, and every command that was in flight resubmitted (up to io_retries
- * times, then -EIO).  A BAR reading all ones is a removal. */
+ * times, then -EIO).  A bring-up that fails leaves the controller FAILED
+ * (its I/O fails at once) and is tried again after a back-off.  A BAR
+ * reading all ones is a removal. */
 
 /* Controller state, readable from any thread. */
 enum nvme_ctrl_state {
@@ -129,8 +135,9 @@ enum nvme_ctrl_state {
 	                        -EAGAIN only when no tracker is free, as always */
 	NVME_CTRL_REMOVED,   /* device gone or released: every submission fails at once
 	                        with -ENODEV */
-	NVME_CTRL_FAILED,    /* reset failed: like REMOVED for I/O (-ENODEV), device still
-	                        attached */
+	NVME_CTRL_FAILED,    /* bring-up failed: like REMOVED for I/O (-ENODEV), the
+	                        device still attached, disabled or cut off; retried
+	                        after a back-off (opts.retry_ms doubling to 30 s) */
 };
 enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c);
 /* "live", "resetting", "removed", "failed" */
@@ -146,24 +153,29 @@ struct nvme_ctrl_rstats {
 	uint64_t failed_after_retries; /* commands failed with EIO after io_retries */
 	uint64_t cfs_events;           /* CSTS.CFS seen */
 	uint64_t removals;             /* removal requests or dead BAR seen */
+	uint64_t isolations;           /* devices cut off (bus master off, unmapped): no disable */
+	uint64_t cancelled;            /* commands ended by a stop (nvme_ctrl_cancel) */
 };
 void nvme_ctrl_rstats_get(const struct nvme_ctrl *c, struct nvme_ctrl_rstats *out);
 
 /* Event callback: called (from whatever thread noticed: a reactor, the
- * controller's admin thread or the caller) when the state changes.  Must not
- * block, must not call nvme_ctrl_remove/attach itself (post to a loop). */
+ * controller's recovery thread or the caller) once per state change.  Must
+ * not block, must not call back into the engine's recovery (post to a loop).
+ * Once nvme_ctrl_set_event_cb returns, the previous callback is not running
+ * and will not be called again. */
 typedef void (*nvme_ctrl_event_cb)(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s);
 void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *arg);
 
 /* Removal (any thread except a reactor's): state REMOVED first (new
  * submissions fail with -ENODEV), disable the controller when it still
- * answers, fail everything in flight with -EIO on the owning reactors, unmap
- * every DMA mapping of this controller on its bus (rings, the reactor pools'
- * mappings, admin memory), unwire its vectors and hand the bus back in
- * *bus_out: the controller no longer references it.  The nvme_ctrl, its
- * qpairs and namespace list stay.  Blocks until done (bounded: CAP.TO plus
- * the reactors' acknowledgements).  Idempotent: on a controller without a bus
- * *bus_out = NULL. */
+ * answers, turn its bus mastering off and unmap every DMA mapping of this
+ * controller on its bus (rings, the reactor pools' mappings, admin memory),
+ * and only then fail everything in flight with -EIO on the owning reactors;
+ * unwire its vectors and hand the bus back in *bus_out: the controller no
+ * longer references it.  The nvme_ctrl, its qpairs and namespace list stay.
+ * Blocks until done (bounded: CAP.TO, a function reset, the reactors'
+ * acknowledgements).  -EBUSY (bus kept) when the mappings could not be
+ * removed.  Idempotent: on a controller without a bus *bus_out = NULL. */
 int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out);
 
 /* Re-attach a controller that nvme_ctrl_remove released (a FAILED one must be
@@ -175,8 +187,32 @@ int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus
 int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus);
 
 /* Start a reset now (any thread); returns at once; 0, -EBUSY if one runs
- * already, -ENODEV when the controller is removed or failed. */
+ * already, -ENODEV when the controller is removed or failed, -ESHUTDOWN
+ * once it is stopping. */
 int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why);
+
+/* ---- stopping, bounded ----
+ * Cancel: end every command of the controller now, for a stop whose drain
+ * ran out: hold submissions, CC.SHN abrupt (so that a device that still
+ * answers saves its cache), disable, a function reset or isolation when it
+ * does not, then every command fails with -EIO (counted in rstats.cancelled);
+ * the controller stays FAILED and is not retried.  Runs on the recovery
+ * thread; returns at once.  nvme_ctrl_cancel_wait waits until it is done
+ * (at most NVME_CANCEL_MAX_MS after it started; 0 or -ETIMEDOUT). */
+#define NVME_CANCEL_MAX_MS 15000u
+void nvme_ctrl_cancel_async(struct nvme_ctrl *c);
+int nvme_ctrl_cancel_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
+/* Shutdown: no more resets; a controller that still answers gets CC.SHN
+ * normal (its volatile cache is saved) and is disabled; its queues are gone
+ * from the device afterwards (nvme_qpair_destroy then sends no admin
+ * command).  Call with the reactors stopped.  Asynchronous so that every
+ * controller of a daemon shuts down at once; bounded by
+ * NVME_SHUTDOWN_MAX_MS whatever CAP.TO and RTD3E say (past the bound the
+ * device is isolated).  nvme_ctrl_close shuts down first if this was not
+ * called. */
+#define NVME_SHUTDOWN_MAX_MS 40000u
+void nvme_ctrl_shutdown_async(struct nvme_ctrl *c);
+int nvme_ctrl_shutdown_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
 
 /* Asynchronous admin command: any thread, no lock held across the wait.  cb
  * runs on an engine thread (the controller's admin thread, or a thread
@@ -196,7 +232,8 @@ int nvme_ctrl_admin_async(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void 
  * but a reactor owning one of its qpairs. */
 int nvme_ctrl_reset(struct nvme_ctrl *c);
 
-/* Orderly shutdown (CC.SHN normal, wait SHST complete), then free all. */
+/* Shut down (as nvme_ctrl_shutdown_async + wait, unless done already),
+ * stop the recovery thread, free all. */
 void nvme_ctrl_close(struct nvme_ctrl *c);
 
 /* ---- reactor ---- */
@@ -249,13 +286,19 @@ int nvme_reactor_start(struct nvme_reactor *r);
 int nvme_reactor_run(struct nvme_reactor *r);
 
 /* Run fn(arg) on the reactor thread soon.  Any thread; lock-free MPSC queue
- * plus an ev_async wake.  -ENOMEM only. */
+ * plus an ev_async wake.  -ENOMEM, or -ESHUTDOWN once the reactor's loop
+ * has ended (calls posted before that still run, as the thread exits). */
 int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
 
-/* Ask the loop to end once nothing is in flight; nvme_reactor_join waits
- * for the thread.  nvme_reactor_destroy frees (after join). */
+/* Ask the loop to end once nothing is in flight (commands quarantined on a
+ * device that could not be cut off do not count: they never complete);
+ * nvme_reactor_join waits for the thread.  nvme_reactor_destroy frees
+ * (after join). */
 void nvme_reactor_stop(struct nvme_reactor *r);
 void nvme_reactor_join(struct nvme_reactor *r);
+/* The same, waiting at most timeout_ms (0: for ever): -ETIMEDOUT and the
+ * thread still runs. */
+int nvme_reactor_join_timeout(struct nvme_reactor *r, unsigned timeout_ms);
 void nvme_reactor_destroy(struct nvme_reactor *r);
 
 /* DMA buffers from the reactor's pool (reactor thread only).  Addresses are

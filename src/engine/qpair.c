@@ -728,7 +728,7 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 			__atomic_add_fetch(&c->rst.timeouts, 1, __ATOMIC_RELAXED);
 			t->state = TRK_ABORTING;
 			t->abort_ns = now;
-			if (nvme_ctrl_send_abort(c, qp->qid, t->cid) == 0)
+			if (recov_send_abort(c, qp->qid, t->cid) == 0)
 				STAT_INC(qp->st.aborts_sent);
 			else
 				escalate = true; /* no Abort possible: reset at once */
@@ -742,7 +742,7 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 	}
 	qp->reaping = was_reaping;
 	if (escalate)
-		nvme_ctrl_reset_async(c, "a command was still outstanding after its timeout");
+		recov_reset_async(c, "a command was still outstanding after its timeout");
 }
 
 /* ---- recovery calls (owning reactor) ---- */
@@ -755,9 +755,8 @@ static void ring_zero(struct nvme_qpair *qp)
 	qp->sq_dirty = 0;
 }
 
-void nvme_qpair_quiesce_call(void *arg)
+void nvme_qpair_rec_hold(struct nvme_qpair *qp)
 {
-	struct nvme_qpair *qp = arg;
 	if (qp->held == QP_RUN)
 		qp->held = QP_HELD;
 }
@@ -776,48 +775,43 @@ static void fail_outstanding(struct nvme_qpair *qp, int err, uint16_t status)
 	qp->reaping = was_reaping;
 }
 
-void nvme_qpair_stop_call(void *arg)
+void nvme_qpair_rec_stop(struct nvme_qpair *qp)
 {
-	struct nvme_qpair *qp = arg;
 	struct nvme_ctrl *c = qp->ctrl;
-	if (qp->held != QP_DEAD) {
-		/* what the device completed before the disable is complete; what
-		 * the callbacks submit meanwhile is held */
-		qp->held = QP_HELD;
-		while (nvme_qpair_reap(qp, 0) > 0)
-			;
-		ring_zero(qp);
-		qp->created_on_dev = false;
-		uint64_t now = nvme_reactor_now(qp->reactor);
-		bool was_reaping = qp->reaping;
-		qp->reaping = true;
-		for (unsigned i = 0; i < qp->ntrk; i++) {
-			struct nvme_tracker *t = &qp->trk[i];
-			if (t->state != TRK_INFLIGHT && t->state != TRK_ABORTING)
-				continue;
-			if (t->retries >= qp->io_retries) {
-				STAT_INC(qp->st.failed_after_retries);
-				__atomic_add_fetch(&c->rst.failed_after_retries, 1,
-				                   __ATOMIC_RELAXED);
-				finish(qp, t, -EIO,
-				       NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
-				       now);
-				continue;
-			}
-			t->retries++;
-			t->state = TRK_HELD;
-			t->submit_ns = now; /* the reset gets io_timeout_ms to bring it back */
-			STAT_INC(qp->st.resubmitted);
-			__atomic_add_fetch(&c->rst.resubmitted, 1, __ATOMIC_RELAXED);
+	/* what the device completed before the disable is complete; what the
+	 * callbacks submit meanwhile is held.  A retry of a failed controller
+	 * comes here from QP_DEAD: from now on its submissions are held too. */
+	qp->held = QP_HELD;
+	qp->quarantined = false; /* disabled or cut off now: its commands are ours */
+	while (nvme_qpair_reap(qp, 0) > 0)
+		;
+	ring_zero(qp);
+	qp->created_on_dev = false;
+	uint64_t now = nvme_reactor_now(qp->reactor);
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
+	for (unsigned i = 0; i < qp->ntrk; i++) {
+		struct nvme_tracker *t = &qp->trk[i];
+		if (t->state != TRK_INFLIGHT && t->state != TRK_ABORTING)
+			continue;
+		if (t->retries >= qp->io_retries) {
+			STAT_INC(qp->st.failed_after_retries);
+			__atomic_add_fetch(&c->rst.failed_after_retries, 1, __ATOMIC_RELAXED);
+			finish(qp, t, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
+			       now);
+			continue;
 		}
-		qp->reaping = was_reaping;
+		t->retries++;
+		t->state = TRK_HELD;
+		t->submit_ns = now; /* the reset gets io_timeout_ms to bring it back */
+		STAT_INC(qp->st.resubmitted);
+		__atomic_add_fetch(&c->rst.resubmitted, 1, __ATOMIC_RELAXED);
 	}
-	nvme_ctrl_ack(c);
+	qp->reaping = was_reaping;
 }
 
-void nvme_qpair_restart_call(void *arg)
+void nvme_qpair_rec_restart(struct nvme_qpair *qp)
 {
-	struct nvme_qpair *qp = arg;
 	struct nvme_ctrl *c = qp->ctrl;
 	/* after a re-attach the bus, its BAR and the pool's IOVA are new */
 	qp->bus = c->bus;
@@ -827,37 +821,60 @@ void nvme_qpair_restart_call(void *arg)
 	qp->ns_id = NVME_NS_NONE; /* a namespace may have failed */
 	qp->held = QP_RUN;
 	uint64_t now = nvme_reactor_now(qp->reactor);
+	bool was_reaping = qp->reaping;
+	qp->reaping = true;
 	for (unsigned i = 0; i < qp->ntrk; i++) {
 		struct nvme_tracker *t = &qp->trk[i];
-		if (t->state == TRK_HELD)
-			resend(qp, t, now); /* at most ntrk < entries: the empty ring has room */
+		if (t->state != TRK_HELD)
+			continue;
+		/* a namespace that changed size or format across the reset: its
+		 * command could now reach past its buffer (a larger LBA size) */
+		const struct nvme_sqe *sh = &qp->shadow[t->cid & NVME_CID_IDX_MASK];
+		const struct nvme_ns_info *ns = find_ns(qp, sh->nsid);
+		if (ns && ns_failed(ns)) {
+			finish(qp, t, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE),
+			       now);
+			continue;
+		}
+		resend(qp, t, now); /* at most ntrk < entries: the empty ring has room */
 	}
+	qp->reaping = was_reaping;
 	nvme_qpair_flush_sq(qp);
-	nvme_ctrl_ack(c);
 }
 
-void nvme_qpair_fail_call(void *arg)
+void nvme_qpair_rec_fail(struct nvme_qpair *qp)
 {
-	struct nvme_qpair *qp = arg;
 	qp->held = QP_DEAD;
+	qp->quarantined = false;
 	qp->created_on_dev = false;
 	fail_outstanding(qp, -EIO, NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE));
-	nvme_ctrl_ack(qp->ctrl);
 }
 
-void nvme_qpair_refuse_call(void *arg)
+void nvme_qpair_rec_quarantine(struct nvme_qpair *qp)
 {
-	struct nvme_qpair *qp = arg;
 	uint64_t now = nvme_reactor_now(qp->reactor);
 	qp->held = QP_DEAD;
 	bool was_reaping = qp->reaping;
 	qp->reaping = true;
-	for (unsigned i = 0; i < qp->ntrk; i++)
+	unsigned left = 0;
+	for (unsigned i = 0; i < qp->ntrk; i++) {
 		if (qp->trk[i].state == TRK_HELD)
 			finish(qp, &qp->trk[i], -EIO,
 			       NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_ABORT_QUEUE), now);
+		else if (qp->trk[i].state != TRK_FREE)
+			left++;
+	}
 	qp->reaping = was_reaping;
-	nvme_ctrl_ack(qp->ctrl);
+	qp->quarantined = left > 0;
+	if (left)
+		log_err("%s: %u command(s) left on a device that could not be cut off", qp->name,
+		        left);
+}
+
+bool nvme_qpair_rec_still_aborting(struct nvme_qpair *qp, uint16_t cid)
+{
+	const struct nvme_tracker *t = &qp->trk[cid & NVME_CID_IDX_MASK & qp->mask];
+	return t->cid == cid && t->state == TRK_ABORTING;
 }
 
 /* ---- creation and teardown ---- */
@@ -1100,7 +1117,7 @@ void nvme_qpair_destroy(struct nvme_qpair *qp)
 	nvme_qpair_flush_sq(qp);
 	delete_io_queues(qp);
 	if (qp->inflight) {
-		if (qp->created_on_dev && qp->held != QP_DEAD) {
+		if (qp->quarantined || (qp->created_on_dev && qp->held != QP_DEAD)) {
 			/* the queue could not be deleted: the device may still write into
 			 * these buffers, so they are not handed back (the invariant) */
 			log_warn(

@@ -74,11 +74,15 @@ static struct nvme_call *mpsc_pop(struct nvme_reactor *r)
 
 /* ---- the pass ---- */
 
+/* Commands this reactor waits for: those left on a device that could not
+ * be cut off (quarantined) never complete, so they are not counted: the
+ * loop neither polls for them nor keeps a stop waiting. */
 static unsigned total_inflight(const struct nvme_reactor *r)
 {
 	unsigned n = 0;
 	for (unsigned i = 0; i < r->nqps; i++)
-		n += r->qps[i]->inflight;
+		if (!r->qps[i]->quarantined)
+			n += r->qps[i]->inflight;
 	return n;
 }
 
@@ -228,7 +232,7 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			nvme_qpair_check_timeouts(qp, now);
 		/* CSTS: fatal status or a device gone (rate limited per controller) */
 		if (qp->held != QP_DEAD)
-			nvme_ctrl_check_health(qp->ctrl, now);
+			recov_check_health(qp->ctrl, now);
 	}
 }
 
@@ -400,11 +404,23 @@ static void pin_self(struct nvme_reactor *r)
 		         strerror(rc));
 }
 
+/* The loop has ended: from now on nvme_reactor_call refuses (-ESHUTDOWN),
+ * and the calls that got in before run here, so none is lost.  A caller
+ * between its check of exited and its push is waited for (callers). */
+static void reactor_exit(struct nvme_reactor *r)
+{
+	atomic_store(&r->exited, true);
+	while (atomic_load(&r->callers))
+		sched_yield();
+	drain_calls(r);
+}
+
 static void *reactor_main(void *arg)
 {
 	struct nvme_reactor *r = arg;
 	pin_self(r);
 	ev_run(r->loop, 0);
+	reactor_exit(r);
 	return NULL;
 }
 
@@ -412,6 +428,7 @@ int nvme_reactor_start(struct nvme_reactor *r)
 {
 	if (r->thread_started)
 		return -EALREADY;
+	atomic_store(&r->exited, false);
 	sigset_t all, old;
 	sigfillset(&all);
 	/* the thread inherits a fully blocked mask: no signal lands mid-pass */
@@ -432,19 +449,29 @@ int nvme_reactor_start(struct nvme_reactor *r)
 int nvme_reactor_run(struct nvme_reactor *r)
 {
 	pin_self(r);
+	atomic_store(&r->exited, false);
 	ev_run(r->loop, 0);
+	reactor_exit(r);
 	return 0;
 }
 
 int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
 {
+	atomic_fetch_add(&r->callers, 1);
+	if (atomic_load(&r->exited)) {
+		atomic_fetch_sub(&r->callers, 1);
+		return -ESHUTDOWN;
+	}
 	struct nvme_call *c = malloc(sizeof(*c));
-	if (!c)
+	if (!c) {
+		atomic_fetch_sub(&r->callers, 1);
 		return -ENOMEM;
+	}
 	c->fn = fn;
 	c->arg = arg;
 	mpsc_push(r, c);
 	ev_async_send(r->loop, &r->async_w);
+	atomic_fetch_sub(&r->callers, 1);
 	return 0;
 }
 
@@ -460,6 +487,30 @@ void nvme_reactor_join(struct nvme_reactor *r)
 		pthread_join(r->thread, NULL);
 		r->thread_started = false;
 	}
+}
+
+int nvme_reactor_join_timeout(struct nvme_reactor *r, unsigned timeout_ms)
+{
+	if (!r->thread_started)
+		return 0;
+	if (timeout_ms == 0) {
+		nvme_reactor_join(r);
+		return 0;
+	}
+	/* pthread_timedjoin_np takes CLOCK_REALTIME: a jump of the wall clock
+	 * can only lengthen or shorten this last-resort wait */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	if (pthread_timedjoin_np(r->thread, NULL, &ts) != 0)
+		return -ETIMEDOUT;
+	r->thread_started = false;
+	return 0;
 }
 
 void nvme_reactor_destroy(struct nvme_reactor *r)

@@ -847,6 +847,11 @@ static int vfio_reset(struct nvme_bus *b)
 	return vfio_set_command(vb, true);
 }
 
+static int vfio_bus_master(struct nvme_bus *b, bool on)
+{
+	return vfio_set_command(to_vb(b), on);
+}
+
 static void vfio_free(struct vfio_bus *vb)
 {
 	if (vb->device >= 0) {
@@ -890,6 +895,7 @@ static const struct nvme_bus_ops vfio_ops = {
 	.dma_unmap = vfio_dma_unmap,
 	.irq_set = vfio_irq_set,
 	.reset = vfio_reset,
+	.bus_master = vfio_bus_master,
 	.req_irq_set = vfio_req_irq_set,
 	.err_irq_set = vfio_err_irq_set,
 	.close = vfio_close,

@@ -21,7 +21,7 @@
 #define ZBLOCKS_MAX 65536u /* NLB is 16 bits, 0-based */
 
 enum rq_op { OP_READ, OP_WRITE, OP_FSYNC, OP_FALLOC };
-enum rq_stage { RS_START, RS_EDGES, RS_WRITE, RS_IO, RS_FA_PART };
+enum rq_stage { RS_START, RS_EDGES, RS_WRITE, RS_IO, RS_FA_PART, RS_DFLUSH };
 
 struct rq {
 	struct sched_rq sq;       /* first: the scheduler's part */
@@ -48,6 +48,8 @@ struct rq {
 	bool part_read;           /* fallocate: edge read done, write next */
 	uint64_t cur, mid1;       /* fallocate: next block of the middle, end */
 	uint64_t step;            /* blocks of the command in flight */
+	bool fua;                 /* O_DSYNC write: FUA on its commands */
+	bool dflush;              /* O_DSYNC write: a Flush after it */
 };
 
 #define RQ(sqp) ((struct rq *)((char *)(sqp) - offsetof(struct rq, sq)))
@@ -269,6 +271,12 @@ static void write_done(void *arg, int err, uint16_t status)
 	(void)status;
 	if (!cmd_ok(q, err))
 		return;
+	if (q->dflush && q->stage != RS_DFLUSH) {
+		/* durable only once the Flush after it completed */
+		q->stage = RS_DFLUSH;
+		sched_resume(&q->sq);
+		return;
+	}
 	fw_reply_write(&q->r, (uint32_t)q->len);
 	sched_finish(&q->sq, 0);
 }
@@ -332,22 +340,46 @@ static enum sched_res write_run(struct rq *q)
 		}
 		return SCHED_ASYNC;
 	case RS_WRITE:
-		err = nvme_qpair_write(qp, q->ns->d.nsid, q->lb0, q->buf, q->buf_len, false, write_done,
-				       q);
+		err = nvme_qpair_write(qp, q->ns->d.nsid, q->lb0, q->buf, q->buf_len, q->fua,
+				       write_done, q);
 		return rq_issued(q, err, true);
+	case RS_DFLUSH:
+		err = nvme_qpair_flush(qp, q->ns->d.nsid, write_done, q);
+		if (!err) {
+			SCHED_STAT_ADD(q->rx->sched, flushes_sent, 1);
+			SCHED_STAT_ADD(q->rx->sched, dsync_flushes, 1);
+		}
+		if (err == -EAGAIN)
+			return SCHED_STALL;
+		if (err) {
+			rq_fail(q, fsio_map_err(err));
+			return SCHED_ASYNC;
+		}
+		q->outstanding++;
+		return SCHED_ASYNC;
 	default:
 		return SCHED_ASYNC;
 	}
 }
 
 void fsio_write(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
-		const void *data, size_t size)
+		const void *data, size_t size, bool dsync)
 {
 	struct rq *q = rq_new(rx, r, ns, OP_WRITE, FUSEFS_OP_WRITE);
 	uint8_t *to;
 
 	if (!q)
 		return;
+	if (dsync && ns->vwc) {
+		/* without a volatile cache a completed write is durable already */
+		SCHED_STAT_ADD(rx->sched, dsync_writes, 1);
+		if (size <= rx->fs->o.dsync_fua_max) {
+			q->fua = true;
+			SCHED_STAT_ADD(rx->sched, fua_writes, 1);
+		} else {
+			q->dflush = true;
+		}
+	}
 	q->off = off;
 	q->len = size;
 	q->lb0 = q->off >> ns->shift;

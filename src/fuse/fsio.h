@@ -33,9 +33,11 @@ size_t fsio_rq_size(void);
 void fsio_read(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
 	       size_t size);
 /* The first size bytes of data; unless r->data_dma, they are copied before
- * this returns. */
+ * this returns.  dsync: answered only once durable (the namespace has a
+ * volatile write cache): FUA on every command, read-modify-write included,
+ * or for a write larger than the mount's dsync_fua_max a Flush after it. */
 void fsio_write(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, uint64_t off,
-		const void *data, size_t size);
+		const void *data, size_t size, bool dsync);
 /* Flush (the namespace has a volatile write cache). */
 void fsio_fsync(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns);
 /* mode: PUNCH_HOLE|KEEP_SIZE or ZERO_RANGE(|KEEP_SIZE); off < end <= size. */

@@ -6,6 +6,7 @@
 #include "fsops.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,7 +250,11 @@ static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 		size = ns->d.size - off;
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short write: the caller writes the rest */
-	fsio_write(rx, r, ns, off, m->data, size);
+	/* The kernel does not make a direct-I/O write durable itself (no
+	 * generic_write_sync with FOPEN_DIRECT_IO): it passes O_DSYNC (O_SYNC
+	 * includes it; RWF_DSYNC arrives as O_DSYNC too) in the request's
+	 * flags and trusts the answer, as a block device's FUA does. */
+	fsio_write(rx, r, ns, off, m->data, size, (m->in.write.flags & O_DSYNC) != 0);
 }
 
 static void op_fsync(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)

@@ -158,6 +158,8 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	if (!fs)
 		return -ENOMEM;
 	fs->o = *o;
+	if (!fs->o.dsync_fua_max)
+		fs->o.dsync_fua_max = FUSEFS_DSYNC_FUA_MAX;
 	fs->fd = -1;
 	atomic_init(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
 	clock_gettime(CLOCK_REALTIME, &fs->t0);

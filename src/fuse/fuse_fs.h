@@ -39,6 +39,7 @@ struct nvme_reactor;
 struct fusefs;
 
 #define FUSEFS_MAX_IO (1u << 20) /* max_read and max_write */
+#define FUSEFS_DSYNC_FUA_MAX FUSEFS_MAX_IO /* FUA for every O_DSYNC write */
 
 /* How requests reach the daemon. */
 enum fusefs_transport {
@@ -78,6 +79,13 @@ struct fusefs_opts {
 	 * channel while it is at either bound. */
 	unsigned max_requests;
 	size_t bounce_max;
+
+	/* A write that must be durable when answered (O_DSYNC, O_SYNC, RWF_DSYNC)
+	 * on a namespace with a volatile write cache goes out with FUA on every
+	 * command when it is at most this many bytes, else as plain writes and
+	 * one Flush after them (0: FUSEFS_DSYNC_FUA_MAX; docs/fuse.md has the
+	 * measurement behind the default). */
+	size_t dsync_fua_max;
 
 	enum fusefs_transport transport;
 	/* uring: entries per FUSE queue (0: FUSEFS_QUEUE_DEPTH), each with a
@@ -168,6 +176,10 @@ struct fusefs_op_stats {
 
 struct fusefs_stats {
 	uint64_t reads, writes, rmw_writes, fsyncs, flushes_sent, fallocs;
+	/* writes that carried O_DSYNC/O_SYNC (open flag or RWF_DSYNC) on a
+	 * namespace with a volatile write cache; of them, those written with
+	 * FUA and those followed by a Flush (larger than dsync_fua_max) */
+	uint64_t dsync_writes, fua_writes, dsync_flushes;
 	uint64_t errors;      /* requests answered with an errno */
 	uint64_t lock_waits;  /* writes that waited for an overlapping write */
 	uint64_t resource_waits; /* requests that waited for a buffer or queue slot */

@@ -481,6 +481,9 @@ void sched_stats_add(const struct sched *s, struct fusefs_stats *out)
 	SUM(rmw_writes);
 	SUM(fsyncs);
 	SUM(flushes_sent);
+	SUM(dsync_writes);
+	SUM(fua_writes);
+	SUM(dsync_flushes);
 	SUM(fallocs);
 	SUM(errors);
 	SUM(lock_waits);
