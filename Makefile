@@ -50,7 +50,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -pthread $(SANFLAGS)
 CPPFLAGS += -D_GNU_SOURCE -DNVMEFS_VERSION='"$(VERSION)"' -DNVMEFS_SYSCONFDIR='"$(SYSCONFDIR)"' \
-	-Isrc -Isrc/common -Isrc/engine -Isrc/sim -Isrc/config -Isrc/fuse $(PKG_CFLAGS)
+	-Isrc -Isrc/common -Isrc/engine -Isrc/sim -Isrc/config -Isrc/fuse -Itests/support $(PKG_CFLAGS)
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS += $(PKG_LIBS) -lev -lnuma -lm
 
@@ -61,6 +61,11 @@ LIBS := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(B)/lib/libnvmefs_$(m
 # link order: dependents first
 LINK_LIBS := $(filter %fuse.a,$(LIBS)) $(filter %engine.a,$(LIBS)) $(filter %sim.a,$(LIBS)) \
 	$(filter %engine.a,$(LIBS)) $(filter %config.a,$(LIBS)) $(filter %common.a,$(LIBS))
+
+# what the tests share (tests/support: the engine rig), linked into the unit
+# tests and the helpers
+TESTSUP_OBJS := $(patsubst tests/support/%.c,$(B)/obj/testsupport/%.o,$(wildcard tests/support/*.c))
+TESTSUP := $(B)/lib/libnvmefs_testsupport.a
 
 PROGS := $(B)/nvmefsd $(B)/nvmefsctl $(B)/nvmefs-perf
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -88,14 +93,21 @@ $(B)/nvmefsctl: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/cli/*.c)) $(LIBS)
 $(B)/nvmefs-perf: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/perf/*.c)) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 
-$(B)/tests/%: tests/unit/%.c $(LIBS)
+$(B)/obj/testsupport/%.o: tests/support/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+$(TESTSUP): $(TESTSUP_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/tests/%: tests/unit/%.c $(LIBS) $(TESTSUP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TESTSUP) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # small programs the tests and benchmarks use (tests/helpers/*.c, bench/*.c)
-$(B)/tools/%: tests/helpers/%.c $(LIBS)
+$(B)/tools/%: tests/helpers/%.c $(LIBS) $(TESTSUP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TESTSUP) $(LINK_LIBS) $(LDLIBS)
 $(B)/tools/%: bench/%.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)

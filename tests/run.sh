@@ -17,6 +17,9 @@
 # A test script exits 0 (pass), 77 (skip: says why) or anything else (fail).
 # Ends with "N passed, N failed, N skipped" and exits 1 if anything failed.
 # TESTS=pattern runs only the tests whose name matches (grep -E).
+# Under ThreadSanitizer and valgrind the unit tests see NVMEFS_TEST_SLOW=1:
+# the tests that run timed fault sequences stretch their timeouts and run
+# fewer of them.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -121,7 +124,7 @@ for suite in "$@"; do
 	case $suite in
 	unit) run_unit "$BUILD" unit ;;
 	unit-san) run_unit "$BUILD_SAN" unit-san ;;
-	unit-tsan) run_unit "$BUILD_TSAN" unit-tsan ;;
+	unit-tsan) export NVMEFS_TEST_SLOW=1; run_unit "$BUILD_TSAN" unit-tsan; unset NVMEFS_TEST_SLOW ;;
 	unit-valgrind)
 		command -v valgrind >/dev/null || { echo "SKIP: unit-valgrind: no valgrind"; SKIP=$((SKIP + 1)); continue; }
 		# no fork: valgrind then follows each test case in one process
@@ -129,8 +132,10 @@ for suite in "$@"; do
 		export CK_FORK
 		ck_t=${CK_DEFAULT_TIMEOUT:-}
 		CK_DEFAULT_TIMEOUT=600
+		export NVMEFS_TEST_SLOW=1
 		run_unit "$BUILD" unit-valgrind \
 			valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite
+		unset NVMEFS_TEST_SLOW
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;

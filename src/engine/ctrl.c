@@ -531,7 +531,9 @@ static int active_nsids(struct nvme_ctrl *c, uint32_t nn, uint32_t **out, unsign
 	for (;;) {
 		rc = identify(c, NVME_ID_CNS_NS_ACTIVE_LIST, after, page);
 		if (rc < 0) {
-			if (after) /* a later page failed: keep what we have */
+			if (rc != -EINVAL) /* a failure, not a controller without the list */
+				goto out;
+			if (after) /* a later page refused: keep what we have */
 				break;
 			/* pre-1.1 controllers: every NSID up to NN is a candidate */
 			log_info("%s: no active namespace list (%s); probing 1..%u", c->name,
@@ -640,9 +642,18 @@ static int read_namespaces(struct nvme_ctrl *c, uint32_t nn, struct nvme_ctrl_in
 	}
 	*info = *c->info;
 	info->nr_ns = 0;
-	for (unsigned i = 0; i < cnt; i++)
-		if (probe_ns(c, list[i], id, &info->ns[info->nr_ns]) == 0)
+	for (unsigned i = 0; i < cnt; i++) {
+		/* a command that failed says nothing about the namespace: the
+		 * whole read fails (a bring-up then fails and is tried again)
+		 * rather than a namespace looking gone for good */
+		int prc = probe_ns(c, list[i], id, &info->ns[info->nr_ns]);
+		if (prc < 0) {
+			rc = prc;
+			goto out;
+		}
+		if (prc == 0)
 			info->nr_ns++;
+	}
 	*out = info;
 	info = NULL;
 	rc = 0;
@@ -738,6 +749,10 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	pthread_condattr_destroy(&ca);
 	if (c->opts.retry_ms == 0)
 		c->opts.retry_ms = 1000;
+	if (c->opts.retry_max_ms == 0)
+		c->opts.retry_max_ms = NVME_RETRY_MAX_MS;
+	if (c->opts.retry_max_ms < c->opts.retry_ms)
+		c->opts.retry_max_ms = c->opts.retry_ms;
 	c->retry_ms = c->opts.retry_ms;
 	atomic_store(&c->state, NVME_CTRL_LIVE); /* the initial state, before any thread sees c */
 

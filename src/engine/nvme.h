@@ -78,6 +78,10 @@ struct nvme_ctrl_info {
 	struct nvme_ns_info ns[]; /* active namespaces, nr_ns of them */
 };
 
+/* A failed bring-up is tried again after opts.retry_ms, doubling each time
+ * up to opts.retry_max_ms (0: this). */
+#define NVME_RETRY_MAX_MS 30000u
+
 struct nvme_ctrl_opts {
 	const char *name;        /* for messages and file names */
 	unsigned io_queues;      /* wanted; granted may be fewer */
@@ -86,6 +90,7 @@ struct nvme_ctrl_opts {
 	unsigned io_timeout_ms;
 	unsigned io_retries;     /* resubmissions of a command after a reset or abort (0..10) */
 	unsigned retry_ms;       /* first retry of a failed bring-up (0: 1000 ms), doubling */
+	unsigned retry_max_ms;   /* ... up to this (0: NVME_RETRY_MAX_MS, 30 s) */
 	bool interrupts;         /* wire one MSI-X vector per I/O CQ */
 };
 
@@ -137,7 +142,8 @@ enum nvme_ctrl_state {
 	                        with -ENODEV */
 	NVME_CTRL_FAILED,    /* bring-up failed: like REMOVED for I/O (-ENODEV), the
 	                        device still attached, disabled or cut off; retried
-	                        after a back-off (opts.retry_ms doubling to 30 s) */
+	                        after a back-off (opts.retry_ms doubling up to
+	                        opts.retry_max_ms) */
 };
 enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c);
 /* "live", "resetting", "removed", "failed" */

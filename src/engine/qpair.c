@@ -713,6 +713,12 @@ void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now)
 		grace = 5000000000ull;
 	bool live = nvme_ctrl_state(c) == NVME_CTRL_LIVE;
 	bool escalate = false;
+	/* a completion whose interrupt went missing (a vector lost to a reset
+	 * of the function, a coalescing bug) is found here, before its command
+	 * looks timed out: the first rung of the ladder, as Linux's nvme_timeout
+	 * polls the CQ first */
+	if (live)
+		nvme_qpair_reap(qp, 0);
 	/* callbacks below must not reap: that could free trackers under the scan */
 	bool was_reaping = qp->reaping;
 	qp->reaping = true;

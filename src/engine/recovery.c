@@ -349,13 +349,8 @@ static int take_down(struct nvme_ctrl *c, uint32_t wait_ms)
 		if (rc == 0) {
 			rc = nvme_ctrl_wait_csts(c, NVME_CSTS_RDY, 0, wait_ms, false,
 			                         "waiting for the controller after the function reset");
-			if (rc == 0 && !(nvme_ctrl_csts(c) & NVME_CSTS_CFS)) {
-				pthread_mutex_lock(&c->admin_lock);
-				if (c->nr_efds && c->bus->ops->irq_set) /* an FLR may lose them */
-					c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
-				pthread_mutex_unlock(&c->admin_lock);
-				return DOWN_DISABLED;
-			}
+			if (rc == 0 && !(nvme_ctrl_csts(c) & NVME_CSTS_CFS))
+				return DOWN_DISABLED; /* bring_up wires the vectors again */
 		} else if (rc != -ENODEV) {
 			log_err("%s: no function level reset: %s", c->name, strerror(-rc));
 		}
@@ -400,6 +395,14 @@ static int bring_up(struct nvme_ctrl *c, bool strict_ns)
 	int rc = 0;
 	if (c->isolated && (rc = remap(c)) < 0)
 		return rc;
+	/* a reset or power cycle of the function may have lost the MSI-X
+	 * wiring: wire it again before any queue can raise one */
+	pthread_mutex_lock(&c->admin_lock);
+	if (c->nr_efds && c->bus->ops->irq_set)
+		rc = c->bus->ops->irq_set(c->bus, c->nr_efds, c->efds);
+	pthread_mutex_unlock(&c->admin_lock);
+	if (rc < 0)
+		return rc;
 	rc = nvme_ctrl_enable(c);
 	if (rc < 0)
 		return rc;
@@ -433,7 +436,7 @@ static void schedule_retry(struct nvme_ctrl *c)
 	pthread_mutex_lock(&c->thr_lock);
 	c->retry_at_ns = nvme_now_ns() + (uint64_t)c->retry_ms * 1000000ull;
 	log_warn("%s: next attempt to bring the controller back in %u ms", c->name, c->retry_ms);
-	c->retry_ms = c->retry_ms * 2 > NVME_RETRY_MAX_MS ? NVME_RETRY_MAX_MS : c->retry_ms * 2;
+	c->retry_ms = c->retry_ms * 2 > c->opts.retry_max_ms ? c->opts.retry_max_ms : c->retry_ms * 2;
 	pthread_cond_broadcast(&c->thr_cond);
 	pthread_mutex_unlock(&c->thr_lock);
 }
@@ -765,8 +768,6 @@ int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
 	 * (after a disable, so a device left enabled touches none of it) */
 	c->isolated = true;
 	rc = nvme_ctrl_disable(c, c->ready_timeout_ms);
-	if (rc == 0 && c->nr_efds && bus->ops->irq_set)
-		rc = bus->ops->irq_set(bus, c->nr_efds, c->efds);
 	if (rc == 0)
 		rc = bring_up(c, true);
 	if (rc < 0)

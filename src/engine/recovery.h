@@ -15,7 +15,7 @@
  *              DMA mapping of it removed), so every command has been failed
  *              with -EIO and submissions fail with -ENODEV.  The recovery
  *              thread tries again after a back-off (retry_ms, doubling, at
- *              most NVME_RETRY_MAX_MS) until the controller is removed or
+ *              most opts.retry_max_ms) until the controller is removed or
  *              stopping.  Only if isolation itself failed are the commands
  *              on the device left outstanding (quarantined): their buffers
  *              are never handed back while the device might write them.
@@ -56,10 +56,6 @@
 
 struct nvme_ctrl;
 struct nvme_qpair;
-
-/* The first retry of a failed controller waits opts.retry_ms (0: 1000);
- * each failure doubles it, up to this. */
-#define NVME_RETRY_MAX_MS 30000u
 
 /* Start and stop the recovery thread (nvme_ctrl_open / close). */
 int recov_start(struct nvme_ctrl *c);
