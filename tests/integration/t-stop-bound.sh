@@ -1,0 +1,63 @@
+#!/bin/sh
+# t-stop-bound.sh - a stop ends within its bound whatever io_timeout_ms says,
+# and answers every request.  io_timeout_ms is the largest allowed (600 s):
+# a hung controller's commands would wait ten minutes before the engine even
+# aborts them.  With fio writing and reading with verify and the controller
+# hung, SIGTERM must: drain for at most 30 s, then end the commands on the
+# controller (abrupt shutdown, disable), so that fio gets EIO instead of
+# waiting; exit 1 (requests were cancelled) well inside the unit's
+# TimeoutStopSec; unmount.  fio must end by itself, with no verify mismatch.
+# Then the same with a controller that is not hung, only slow: the stop
+# waits for its commands and exits 0.
+. "$(dirname "$0")/fault-lib.sh"
+IO_TIMEOUT=600000
+fault_start
+dd_cmp || fail "baseline dd + cmp"
+
+fio_start 60
+sleep 2
+ctl inject nvme0 hang > /dev/null || fail "inject hang"
+sleep 1
+t0=$(now_ms)
+kill -TERM "$DPID"
+# the bound main.c states (drain 30 + cancel 25 + shutdown 45 s); the
+# unit's TimeoutStopSec is 120
+i=0
+while kill -0 "$DPID" 2>/dev/null && [ $i -lt 1100 ]; do sleep 0.1; i=$((i + 1)); done
+dt=$(($(now_ms) - t0))
+if kill -0 "$DPID" 2>/dev/null; then
+	fail "SIGTERM with the controller hung: still running after 110 s"
+	kill -9 "$DPID"
+fi
+wait "$DPID"
+rc=$?
+DPID=
+echo "measure: stop with a hung controller and io_timeout_ms 600000: ${dt} ms, exit $rc"
+[ "$rc" = 1 ] || fail "exit $rc after cancelling requests, want 1"
+[ "$dt" -lt 100000 ] || fail "the stop took ${dt} ms, more than its 100 s bound"
+grep -q "ending the commands outstanding" "$LOG" || fail "no cancel logged"
+grep -q "stop: ending [0-9]* command(s) still outstanding" "$LOG" || fail "the engine did not say what it ended"
+fio_wait
+[ "$FIO_ERR" = 5 ] || [ "$FIO_ERR" = 107 ] || fail "fio error $FIO_ERR, want EIO (5) for its cancelled requests"
+fuse_mounted && fail "still mounted after the stop"
+
+# slow, not hung: every command completes within 2 s; the stop drains
+daemon_start nvme0n1 || { fail "restart"; finish; }
+fio_start 30
+sleep 2
+ctl inject nvme0 delay 1500 > /dev/null || fail "inject delay"
+sleep 1
+t0=$(now_ms)
+kill -TERM "$DPID"
+i=0
+while kill -0 "$DPID" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+dt=$(($(now_ms) - t0))
+kill -0 "$DPID" 2>/dev/null && { fail "slow controller: still running after 60 s"; kill -9 "$DPID"; }
+wait "$DPID"
+rc=$?
+DPID=
+echo "measure: stop with a slow controller (1.5 s per command): ${dt} ms, exit $rc"
+[ "$rc" = 0 ] || fail "exit $rc with a slow controller, want 0 (every request answered by the device)"
+fio_wait
+fuse_mounted && fail "still mounted after the second stop"
+finish
