@@ -423,6 +423,10 @@ static void show_fuse_stats(json_object *f)
 	       (unsigned long long)ju64(f, "ring_requests"),
 	       human_size(ju64(f, "copy_bytes"), b1, sizeof(b1)),
 	       (unsigned long long)ju64(f, "bad_requests"));
+	printf("Flush commands sent %llu; O_DSYNC writes %llu (with FUA %llu, followed by a "
+	       "Flush %llu)\n",
+	       (unsigned long long)ju64(f, "flushes_sent"), (unsigned long long)ju64(f, "dsync_writes"),
+	       (unsigned long long)ju64(f, "fua_writes"), (unsigned long long)ju64(f, "dsync_flushes"));
 	printf("%-7s %12s %10s %8s %9s %9s %9s %9s\n", "OP", "COUNT", "BYTES", "ERRORS", "P50us",
 	       "P99us", "P99.9us", "MAXus");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
@@ -445,16 +449,16 @@ static void show_recovery(json_object *r)
 	json_object *cs = jget(r, "controllers"), *rs = jget(r, "reactors");
 	char last[16], max[16];
 
-	printf("\n%-16s %-9s %8s %7s %7s %7s %7s %7s %9s %9s %9s %8s %5s %5s\n", "CONTROLLER",
-	       "STATE", "TIMEOUTS", "ABORTS", "ABRT-OK", "RESETS", "RST-OK", "RST-ERR", "LASTms",
-	       "MAXms", "RESUBMIT", "FAILED", "CFS", "GONE");
+	printf("\n%-16s %-9s %8s %7s %7s %7s %7s %7s %9s %9s %9s %8s %5s %5s %5s %8s\n",
+	       "CONTROLLER", "STATE", "TIMEOUTS", "ABORTS", "ABRT-OK", "RESETS", "RST-OK", "RST-ERR",
+	       "LASTms", "MAXms", "RESUBMIT", "FAILED", "CFS", "GONE", "CUT", "CANCELED");
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i), *x = jget(c, "recovery");
 
 		put_num(last, sizeof(last), jdbl(x, "reset_last_ms"), 1);
 		put_num(max, sizeof(max), jdbl(x, "reset_max_ms"), 1);
 		printf("%-16s %-9s %8llu %7llu %7llu %7llu %7llu %7llu %9s %9s %9llu %8llu %5llu "
-		       "%5llu\n",
+		       "%5llu %5llu %8llu\n",
 		       jstr(c, "name"), jstr(c, "state"), (unsigned long long)ju64(x, "timeouts"),
 		       (unsigned long long)ju64(x, "aborts_sent"),
 		       (unsigned long long)ju64(x, "aborts_ok"),
@@ -464,7 +468,9 @@ static void show_recovery(json_object *r)
 		       (unsigned long long)ju64(x, "resubmitted"),
 		       (unsigned long long)ju64(x, "failed_after_retries"),
 		       (unsigned long long)ju64(x, "cfs_events"),
-		       (unsigned long long)ju64(x, "removals"));
+		       (unsigned long long)ju64(x, "removals"),
+		       (unsigned long long)ju64(x, "isolations"),
+		       (unsigned long long)ju64(x, "cancelled"));
 	}
 	printf("\n%-7s %-12s %4s %8s %7s %7s %9s %8s\n", "REACTOR", "CONTROLLER", "QID", "TIMEOUTS",
 	       "ABORTS", "ABRT-OK", "RESUBMIT", "FAILED");

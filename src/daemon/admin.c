@@ -1113,6 +1113,8 @@ static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
 	jset_u64(o, "failed_after_retries", r->failed_after_retries);
 	jset_u64(o, "cfs_events", r->cfs_events);
 	jset_u64(o, "removals", r->removals);
+	jset_u64(o, "isolations", r->isolations);
+	jset_u64(o, "cancelled", r->cancelled);
 	return o;
 }
 
@@ -1187,6 +1189,12 @@ static void recov_prom(const struct admin *a, FILE *f)
 	     RS_FIELD(cfs_events)},
 	    {"nvmefs_ctrl_removals_total", "Removal requests or a vanished device seen.",
 	     RS_FIELD(removals)},
+	    {"nvmefs_ctrl_isolations_total",
+	     "Devices cut off from memory (bus mastering off, mappings removed) because they "
+	     "would not disable.",
+	     RS_FIELD(isolations)},
+	    {"nvmefs_ctrl_cancelled_total", "Commands ended by a stop whose drain ran out.",
+	     RS_FIELD(cancelled)},
 #undef RS_FIELD
 	};
 	static const char *const states[] = {"live", "resetting", "removed", "failed"};

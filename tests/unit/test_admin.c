@@ -715,7 +715,7 @@ END_TEST
 static const char *const rkeys[] = {
     "timeouts",   "aborts_sent",   "aborts_ok",   "resets_started",
     "resets_ok",  "resets_failed", "resubmitted", "failed_after_retries",
-    "cfs_events", "removals",
+    "cfs_events", "removals",      "isolations",  "cancelled",
 };
 
 START_TEST(t_recovery_views)
