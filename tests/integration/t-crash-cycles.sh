@@ -1,12 +1,17 @@
 #!/bin/sh
-# t-crash-cycles.sh - kill -9 at random moments during fsync'd writes, N times.
+# t-crash-cycles.sh - kill -9 at random moments during durable writes, N times,
+# in every durability mode an application uses.
 #
 # Each cycle starts nvmefsd over a file-backed namespace (the backing file
-# survives the daemon, as a disk survives a crashed driver), runs
-# crash-writer (each write journaled as intended, written O_DIRECT,
-# fdatasync'd, then journaled as acknowledged), kills the daemon with
-# SIGKILL after a random delay, restarts it over the dead mount and checks
-# that every write acknowledged in that cycle is there.
+# survives the daemon, as a disk survives a crashed driver), runs two
+# crash-writers on disjoint halves of it, each write in a mode picked at
+# random: pwrite + fdatasync, pwrite + fsync, an O_DSYNC or O_SYNC
+# descriptor, RWF_DSYNC, an unaligned O_DSYNC write (read-modify-write),
+# ZERO_RANGE or PUNCH_HOLE + fsync -- journaled as intended before, as
+# acknowledged after --, kills the daemon with SIGKILL after a random delay,
+# restarts it over the dead mount and checks that every write acknowledged
+# in that cycle is there and no block holds anything but its last
+# acknowledged content or the one write in flight.
 # CRASH_CYCLES (3) and CRASH_SEED (1) make a run repeatable: the same seed
 # gives the same kill delays and the same write sequences.
 . "$(dirname "$0")/lib.sh"
@@ -36,22 +41,27 @@ for ms in $DELAYS; do
 	if [ $c -gt 1 ] && ! grep -q "stale FUSE mount" "$LOG"; then
 		fail "cycle $c: the dead mount was not cleared"
 	fi
-	"$W" write "$MNT/nvme0n1" "$J" $((SEED * 1000 + c)) 4096 2> "$TMP/writer.err" &
+	"$W" write "$MNT/nvme0n1" "$J" $((SEED * 1000 + c)) 0 64 all 2> "$TMP/writer.err" &
 	WP=$!
+	"$W" write "$MNT/nvme0n1" "$J.b" $((SEED * 1000 + c + 500)) 64 64 all 2> "$TMP/writer.b.err" &
+	WPB=$!
 	sleep "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
 	kill -9 "$DPID"
 	wait "$DPID" 2>/dev/null
 	DPID=
 	# the writer now fails (ENOTCONN) or waits on the dead connection: stop it
-	kill -9 "$WP" 2>/dev/null
+	kill -9 "$WP" "$WPB" 2>/dev/null
 	wait "$WP" 2>/dev/null
-	acks=$(grep -c '^A' "$J")
+	wait "$WPB" 2>/dev/null
+	acks=$(cat "$J" "$J.b" | grep -c '^A')
 	total=$((total + acks))
 	echo "cycle $c: killed after ${ms} ms with $acks writes acknowledged"
 	[ "$acks" -gt 0 ] || fail "cycle $c: no write was acknowledged before the kill"
 	daemon_start nvme0n1 || { fail "cycle $c: restart over the dead mount"; break; }
 	"$W" verify "$MNT/nvme0n1" "$J" $((SEED * 1000 + c)) ||
 		fail "cycle $c: acknowledged writes lost"
+	"$W" verify "$MNT/nvme0n1" "$J.b" $((SEED * 1000 + c + 500)) ||
+		fail "cycle $c: acknowledged writes lost (second writer)"
 	daemon_stop
 	[ "$DAEMON_RC" = 0 ] || fail "cycle $c: daemon exit $DAEMON_RC after the check"
 done
