@@ -2045,6 +2045,8 @@ int sim_power_on(struct sim *s)
 		atomic_fetch_and(&s->gone, ~SIM_GONE_OFF);
 		pthread_mutex_unlock(&s->lock);
 		sim_qunlock(s);
+		log_info("sim %s: power on: registers at their reset values, only durable data",
+			 s->name);
 	}
 	return atomic_load(&s->gone) & SIM_GONE_REMOVED ? -ENODEV : 0;
 }

@@ -199,8 +199,8 @@ int sim_fault_powerfail(struct sim *s, uint64_t seed);
 
 /* Power back after sim_fault_powerfail: a power-on reset (registers at their
  * reset values, no queues, no CFS, no MSI-X wiring, features at their
- * defaults), the namespaces holding exactly their durable data.  Nothing
- * happens to a device that has power.  Returns 0, or -ENODEV while the device
+ * defaults), the namespaces holding exactly their durable data; logged
+ * (log_info).  Nothing happens to a device that has power.  Returns 0, or -ENODEV while the device
  * is also removed (sim_fault_remove: only sim_fault_clear brings it back). */
 int sim_power_on(struct sim *s);
 
