@@ -51,8 +51,9 @@
  *     wc_bytes durable at once (no copy of what would be destaged anyway);
  *   - Set Features WCE = 0: everything, and from then on every write.
  * The model keeps each dirty block's durable content (its pre-image), so its
- * memory is bounded by wc_bytes per namespace, allocated at sim_create (the
- * command path neither allocates nor makes a system call for RAM).  A
+ * memory is bounded by wc_bytes per namespace plus 32 bytes of bookkeeping
+ * per cached block, reserved at sim_create and touched as used (the command
+ * path neither allocates nor makes a system call for RAM).  A
  * controller reset, a function reset and a removal keep the cache (the
  * device keeps power); sim_destroy keeps the newest data.  Without opts.vwc
  * every completed write is durable (a drive with power-loss protection).
@@ -122,7 +123,10 @@ struct sim *sim_from_bus(struct nvme_bus *bus);
 int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out);
 
 /* ---- fault injection: thread-safe, callable at any time ----
- * Counts apply to commands fetched (or completions posted) after the call. */
+ * Counts apply to commands fetched (or completions posted) after the call.
+ * sim_fault_remove, sim_fault_powerfail, sim_power_on and sim_fault_clear
+ * (of a dead device) take the queues: they wait for the thread executing
+ * commands, so an identify_hook must not call them. */
 
 /* The next n I/O commands complete with status ((sct << 8) | sc, optionally
  * | NVME_STATUS_DNR) without being executed.  n = 0 cancels. */
