@@ -51,9 +51,9 @@
  *     wc_bytes durable at once (no copy of what would be destaged anyway);
  *   - Set Features WCE = 0: everything, and from then on every write.
  * The model keeps each dirty block's durable content (its pre-image), so its
- * memory is bounded by wc_bytes per namespace plus 32 bytes of bookkeeping
- * per cached block, reserved at sim_create and touched as used (the command
- * path neither allocates nor makes a system call for RAM).  A
+ * memory is bounded by wc_bytes per namespace plus at most 40 bytes of
+ * bookkeeping per cached block, reserved at sim_create and touched as used
+ * (the command path neither allocates nor makes a system call for RAM).  A
  * controller reset, a function reset and a removal keep the cache (the
  * device keeps power); sim_destroy keeps the newest data.  Without opts.vwc
  * every completed write is durable (a drive with power-loss protection).
