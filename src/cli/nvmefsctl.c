@@ -51,7 +51,8 @@ static void usage(FILE *f)
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
-	    "                       cfs, remove, fail N STATUS, lose N, clear\n"
+	    "                       cfs, remove, powerfail [SEED], fail N STATUS,\n"
+	    "                       lose N, clear\n"
 	    "  config               the daemon's effective configuration\n"
 	    "  metrics              the counters in Prometheus text format\n"
 	    "\n"
@@ -809,11 +810,12 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 {
 	static const struct {
 		const char *fault;
-		int nargs;
+		int nargs, nopt; /* arguments required, and optional after them */
 		const char *args;
 	} faults[] = {
-	    {"delay", 1, "MS"}, {"hang", 0, ""},         {"unhang", 0, ""}, {"cfs", 0, ""},
-	    {"remove", 0, ""},  {"fail", 2, "N STATUS"}, {"lose", 1, "N"},  {"clear", 0, ""},
+	    {"delay", 1, 0, "MS"},       {"hang", 0, 0, ""},   {"unhang", 0, 0, ""},
+	    {"cfs", 0, 0, ""},           {"remove", 0, 0, ""}, {"powerfail", 0, 1, "[SEED]"},
+	    {"fail", 2, 0, "N STATUS"},  {"lose", 1, 0, "N"},  {"clear", 0, 0, ""},
 	};
 	const char *fault = argc > 0 ? argv[0] : NULL;
 	unsigned long long n, st;
@@ -822,17 +824,19 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 
 	if (!fault)
 		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
-		                         "unhang, cfs, remove, fail N STATUS, lose N, clear)");
+		                         "unhang, cfs, remove, powerfail [SEED], fail N STATUS, "
+		                         "lose N, clear)");
 	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
 		if (!strcmp(fault, faults[k].fault))
 			break;
 	if (k == sizeof(faults) / sizeof(faults[0]))
 		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, remove, "
-		                   "fail N STATUS, lose N, clear)",
+		                   "powerfail [SEED], fail N STATUS, lose N, clear)",
 		                   fault);
-	if (argc - 1 != faults[k].nargs) {
+	if (argc - 1 < faults[k].nargs || argc - 1 > faults[k].nargs + faults[k].nopt) {
 		fprintf(stderr, "%s: inject %s takes %s%s\nTry '%s --help'.\n", prog, fault,
-		        faults[k].nargs ? "" : "no argument", faults[k].args, prog);
+		        faults[k].nargs + faults[k].nopt ? "" : "no argument", faults[k].args,
+		        prog);
 		return EXIT_USAGE;
 	}
 	req = json_object_new_object();
@@ -861,6 +865,15 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 			}
 			json_object_object_add(req, "status", json_object_new_int64((int64_t)st));
 		}
+	} else if (!strcmp(fault, "powerfail") && argc > 1) {
+		if (parse_num(argv[1], 0, INT64_MAX, &n) < 0) {
+			json_object_put(req);
+			return usage_error("SEED %s: 0 (every write not durable is lost) or a "
+			                   "number up to 2^63-1 that picks which blocks keep "
+			                   "their newest data",
+			                   argv[1]);
+		}
+		json_object_object_add(req, "seed", json_object_new_int64((int64_t)n));
 	}
 	*out = req;
 	return EXIT_OK;
@@ -878,6 +891,10 @@ static void show_inject(json_object *r)
 		       (unsigned long long)ju64(r, "status"));
 	else if (!strcmp(f, "lose"))
 		printf(" next %s completion(s)", jstr(r, "count"));
+	else if (!strcmp(f, "powerfail"))
+		printf(" (seed %s: %s)", jstr(r, "seed"),
+		       ju64(r, "seed") ? "each write not durable lost or kept as the seed says"
+		                       : "every write not durable lost");
 	printf(" injected; controller %s\n", jstr(r, "state"));
 }
 

@@ -640,17 +640,20 @@ enum {
 	C_EXEC,
 	C_MDTS,
 	C_MAX_QUEUES,
+	C_WRITE_CACHE,
 	C_NKEYS
 };
 static const char *const ctrl_keys[] = {
-    "device", "namespaces", "size", "block_size", "backing", "exec", "mdts", "max_queues", NULL,
+    "device", "namespaces", "size",       "block_size",  "backing",
+    "exec",   "mdts",       "max_queues", "write_cache", NULL,
 };
 
-#define MAX_KEYS 9 /* the most keys of a section: [daemon] */
+#define MAX_KEYS 9 /* the most keys of a section: [daemon], [controller] */
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
 static const char *const exec_names[] = {"inline", "thread", NULL};
+static const char *const write_cache_names[] = {"volatile", "none", NULL};
 static const char *const fuse_transport_names[] = {"auto", "uring", "classic", NULL};
 
 static const char *const *sec_keys(enum sec_kind k)
@@ -1071,6 +1074,10 @@ static void do_controller(struct ctx *c, int si)
 	ctl->max_queues = 64;
 	if ((kv = slot[C_MAX_QUEUES]))
 		get_uint(c, kv, 1, 64, &ctl->max_queues);
+	ctl->write_cache = CFG_WC_VOLATILE;
+	if ((kv = slot[C_WRITE_CACHE]) &&
+	    get_enum(c, kv, write_cache_names, "volatile or none", &v))
+		ctl->write_cache = (enum cfg_write_cache)v;
 	if (!dev_ok) {
 		/* not known to be sim: keep the fields of a PCI controller clear */
 		ctl->sim = false;
@@ -1312,6 +1319,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 		fprintf(out, "exec = %s\n", exec_names[c->exec]);
 		fprintf(out, "mdts = %u\n", c->mdts);
 		fprintf(out, "max_queues = %u\n", c->max_queues);
+		fprintf(out, "write_cache = %s\n", write_cache_names[c->write_cache]);
 	}
 }
 
@@ -1376,7 +1384,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 		if (p->sim && (p->namespaces != q->namespaces || p->size != q->size ||
 		               p->block_size != q->block_size || p->backing != q->backing ||
 		               strcmp(p->backing_path, q->backing_path) || p->exec != q->exec ||
-		               p->mdts != q->mdts || p->max_queues != q->max_queues))
+		               p->mdts != q->mdts || p->max_queues != q->max_queues ||
+		               p->write_cache != q->write_cache))
 			return false;
 	}
 	return true;

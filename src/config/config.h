@@ -24,6 +24,9 @@ enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
 enum cfg_mode { CFG_MODE_POLL, CFG_MODE_INTERRUPT, CFG_MODE_HYBRID };
 enum cfg_backing { CFG_BACKING_RAM, CFG_BACKING_NULL, CFG_BACKING_FILE };
 enum cfg_exec { CFG_EXEC_INLINE, CFG_EXEC_THREAD };
+/* the software controller's write cache: volatile (reported and modelled:
+ * data is durable after Flush or FUA) or none (every completed write is) */
+enum cfg_write_cache { CFG_WC_VOLATILE, CFG_WC_NONE };
 /* auto: io_uring when the kernel offers it at FUSE_INIT, else /dev/fuse */
 enum cfg_fuse_transport {
 	CFG_FUSE_TRANSPORT_AUTO,
@@ -70,6 +73,7 @@ struct cfg_controller {
 	enum cfg_backing backing;
 	char backing_path[PATH_MAX]; /* pattern: %c controller name, %n nsid, %% */
 	enum cfg_exec exec;
+	enum cfg_write_cache write_cache;
 	unsigned mdts;            /* log2 of max transfer in 4 KiB pages, 0 = no limit */
 	unsigned max_queues;      /* I/O queue pairs the controller grants */
 };

@@ -1287,7 +1287,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	    !json_object_is_type(jf, json_type_string)) {
 		snprintf(err, errlen,
 		         "inject needs \"fault\": delay, hang, unhang, cfs, remove, "
-		         "fail, lose or clear");
+		         "powerfail, fail, lose or clear");
 		return -EINVAL;
 	}
 	fault = json_object_get_string(jf);
@@ -1304,6 +1304,22 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		sim_fault_cfs(s);
 	} else if (!strcmp(fault, "remove")) {
 		sim_fault_remove(s);
+	} else if (!strcmp(fault, "powerfail")) {
+		json_object *js;
+
+		/* absent: 0, every write not durable is lost */
+		if (json_object_object_get_ex(req, "seed", &js) &&
+		    (ret = recov_uint(req, "seed", INT64_MAX, &n, err, errlen, fault)))
+			return ret;
+		ret = sim_fault_powerfail(s, n);
+		if (ret) {
+			snprintf(err, errlen,
+			         "inject powerfail: %s is off, but writing its durable data back "
+			         "to a backing file failed: %s",
+			         nvme_ctrl_name(a->ctx.ctrls[i]), strerror(-ret));
+			return ret;
+		}
+		jset_u64(rep, "seed", n);
 	} else if (!strcmp(fault, "fail")) {
 		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
 		if (!ret)
@@ -1328,7 +1344,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	} else {
 		snprintf(err, errlen,
 		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
-		         "remove, fail, lose, clear)",
+		         "remove, powerfail, fail, lose, clear)",
 		         fault);
 		return -EINVAL;
 	}

@@ -28,12 +28,27 @@
  *   "hang" / "unhang"     stop / resume fetching commands
  *   "cfs"                 controller fatal status
  *   "remove"              surprise removal: BAR0 reads all ones, DMA stops
+ *                         (the device keeps power and its write cache)
+ *   "powerfail" [+ "seed": N]   a power cut: every write not yet durable
+ *                         (not flushed, not FUA, not destaged) is lost
+ *                         (seed 0 or absent) or, with a seed in
+ *                         0..2^63-1, lost or kept block by block as the
+ *                         seed decides; then the device is off, dead to
+ *                         the host as after "remove" (sim_fault_powerfail)
  *   "fail" + "count": N + "status": S   the next N I/O commands fail with S
  *   "lose" + "count": N   the next N I/O commands never complete
- *   "clear"               all of the above cancelled (registers as after a
- *                         power-on reset: a removed controller then attaches)
+ *   "clear"               the knobs above cancelled (delay, hang, fail,
+ *                         lose); a controller that answers is otherwise left
+ *                         alone (CFS stays until the engine resets it); a
+ *                         removed or powered-off one answers again, its
+ *                         registers as after a power-on reset, and can then
+ *                         be attached
+ * The reply echoes "controller", "fault", its arguments ("ms", "count",
+ * "status", "seed") and the controller's "state" as the engine sees it then.
  * attach re-attaches a removed (or failed) controller through the daemon's
- * admin_ctx.attach; its reply carries the controller's state.
+ * admin_ctx.attach; its reply carries the controller's state.  A software
+ * controller cut off by "powerfail" is powered on first and comes back with
+ * only its durable data; one removed by "remove" is refused until "clear".
  *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)

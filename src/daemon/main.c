@@ -128,12 +128,15 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 		sim_get_stats(s, &st);
 		log_msg(lvl,
 			"stats: %s: sim reads=%llu writes=%llu flushes=%llu write_zeroes=%llu dsm=%llu "
-			"bytes_read=%llu bytes_written=%llu dma_errors=%llu invalid_cmds=%llu",
+			"bytes_read=%llu bytes_written=%llu dma_errors=%llu invalid_cmds=%llu "
+			"fua_writes=%llu wc_dirty_blocks=%llu wc_destaged=%llu powerfails=%llu",
 			d->names[i], (unsigned long long)st.reads, (unsigned long long)st.writes,
 			(unsigned long long)st.flushes, (unsigned long long)st.write_zeroes,
 			(unsigned long long)st.dsm, (unsigned long long)st.bytes_read,
 			(unsigned long long)st.bytes_written, (unsigned long long)st.dma_errors,
-			(unsigned long long)st.invalid_cmds);
+			(unsigned long long)st.invalid_cmds, (unsigned long long)st.fua_writes,
+			(unsigned long long)st.wc_dirty_blocks, (unsigned long long)st.wc_destaged,
+			(unsigned long long)st.powerfails);
 	}
 	if (d->fs) {
 		fusefs_stats_get(d->fs, &fst);
@@ -462,6 +465,9 @@ static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
 				 d->names[i]);
 			return -ENODEV;
 		}
+		/* after inject powerfail: power back, with only the durable data; a
+		 * removed sim (-ENODEV) still reads as removed and is refused below */
+		(void)sim_power_on(dc->sim);
 	} else {
 		rc = vfio_bus_open(cc->device, &bus);
 		if (rc) {

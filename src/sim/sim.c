@@ -9,6 +9,8 @@
  * owning reactor; threaded: the device thread), so per-queue state and
  * per-queue statistics need no lock.  Register writes, fault settings and
  * deferred completions take s->lock; the inline I/O path never does.
+ * The volatile write cache model (sim_wc.c) has no lock either: it is used by
+ * the thread executing commands, and by others only under sim_qlock.
  */
 #include "sim.h"
 
@@ -28,6 +30,7 @@
 
 #include "log.h"
 #include "nvme_spec.h"
+#include "sim_wc.h"
 
 #define SIM_PAGE 4096u
 #define SIM_MAX_QID 64           /* I/O queues 1..64 besides the admin queue */
@@ -60,7 +63,7 @@ struct sim_map {
 
 struct sim_qstats {
 	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
-	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds;
+	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds, fua_writes;
 	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
 };
 
@@ -96,6 +99,7 @@ struct sim_ns {
 	size_t mem_len;
 	int fd;        /* FILE */
 	char path[4096];
+	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
 };
 
 struct sim_deferred {
@@ -126,7 +130,7 @@ struct sim {
 
 	/* features */
 	uint16_t nr_queues_granted; /* 1-based, 0 until Set Features */
-	bool wc_enabled;
+	bool wc_enabled;       /* Volatile Write Cache feature WCE: opts.vwc at reset */
 	uint32_t irq_coalesce;
 
 	/* MSI-X */
@@ -160,13 +164,14 @@ struct sim {
 	_Atomic bool f_hang;
 	_Atomic bool f_never_ready;
 	_Atomic bool cfs;
-	_Atomic bool removed;      /* sim_fault_remove: registers read all ones, nothing runs */
+	_Atomic unsigned gone;     /* SIM_GONE_*: registers read all ones, nothing runs */
 	_Atomic unsigned f_stall_n;
 	_Atomic bool f_abort_ignore;
 	_Atomic unsigned f_irq_fail_n;
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
 	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
+	uint64_t powerfails, pf_lost, pf_kept; /* s->lock */
 
 	/* completions held back by sim_fault_delay (s->lock) */
 	struct sim_deferred *deferred;
@@ -194,8 +199,14 @@ struct sim {
 	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
 };
 
+/* Why the device does not answer (s->gone bits); either makes it dead to
+ * the host. */
+#define SIM_GONE_REMOVED 1u /* sim_fault_remove: the link is gone; the device keeps power */
+#define SIM_GONE_OFF     2u /* sim_fault_powerfail: no power until sim_power_on or clear */
+
 static const struct nvme_bus_ops sim_ops;
 static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid);
+static void sim_flush_all(struct sim *s);
 static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
 
 static uint64_t sim_now_ns(void)
@@ -519,7 +530,8 @@ static int sim_post_deferred(struct sim *s)
 {
 	int posted = 0;
 
-	if (!atomic_load(&s->any_deferred))
+	/* a device that is gone posts nothing (what it held was dropped) */
+	if (!atomic_load(&s->any_deferred) || atomic_load(&s->gone))
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	uint64_t now = sim_now_ns();
@@ -704,8 +716,12 @@ static uint16_t sim_features(struct sim *s, const struct nvme_sqe *c, bool set, 
 	case NVME_FEAT_VOLATILE_WC:
 		if (!s->o.vwc)
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-		if (set)
+		if (set) {
+			/* disabled, a completed write is durable: so is what the cache held */
+			if (s->wc_enabled && !(c->cdw11 & 1))
+				sim_flush_all(s);
 			s->wc_enabled = c->cdw11 & 1;
+		}
 		*dw0 = s->wc_enabled;
 		return 0;
 	case NVME_FEAT_IRQ_COALESCE:
@@ -933,12 +949,20 @@ static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c
 
 /* --------------------------------------------------------------- I/O commands */
 
+/* Writes to ns go through the volatile write cache model: the namespace has
+ * one (RAM or FILE, opts.vwc) and the host left it enabled (WCE). */
+static inline bool sim_cached(const struct sim *s, const struct sim_ns *ns)
+{
+	return ns->wc.cap && s->wc_enabled;
+}
+
 static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, struct sim_ns *ns,
 		       bool write)
 {
 	uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
 	uint32_t nlb = (c->cdw12 & 0xffff) + 1u;
 	size_t len = (size_t)nlb << ns->lba_shift;
+	bool fua = write && (c->cdw12 & NVME_RW_FUA), cached = write && sim_cached(s, ns);
 	uint16_t st;
 
 	if (slba >= ns->nlba || nlb > ns->nlba - slba)
@@ -947,6 +971,10 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	if (c->flags & 0xc0) /* PSDT: SGLs not offered unless configured */
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	/* a FUA write is durable when it completes: nothing to keep for it (its
+	 * blocks' older entries go when it succeeds) */
+	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
+		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 	switch (ns->backing) {
 	case SIM_BACKING_NULL:
 		st = write ? sim_xfer(s, c, len, sim_seg_count, &(unsigned){0})
@@ -962,7 +990,7 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		st = sim_xfer(s, c, len, sim_seg_file, &f);
 		if (st == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL))
 			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, write ? NVME_SC_WRITE_FAULT : NVME_SC_READ_ERROR);
-		if (!st && write && (c->cdw12 & NVME_RW_FUA) && fdatasync(ns->fd))
+		if (!st && fua && fdatasync(ns->fd))
 			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		break;
 	}
@@ -970,6 +998,11 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
 	}
 	if (!st) {
+		if (fua) {
+			SIM_INC(sq->st.fua_writes, 1);
+			if (cached)
+				sim_wc_durable(&ns->wc, slba, nlb);
+		}
 		if (write) {
 			SIM_INC(sq->st.writes, 1);
 			SIM_INC(sq->st.bytes_written, len);
@@ -981,11 +1014,17 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	return st;
 }
 
-/* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT). */
-static uint16_t sim_zero(struct sim_ns *ns, uint64_t slba, uint64_t nlb)
+/* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT).  It
+ * goes through the volatile write cache as a write does; fua: durable when
+ * done (Write Zeroes with FUA). */
+static uint16_t sim_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua)
 {
+	bool cached = sim_cached(s, ns);
+
 	if (slba >= ns->nlba || nlb > ns->nlba - slba)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
+		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 	off_t off = (off_t)(slba << ns->lba_shift);
 	size_t len = (size_t)nlb << ns->lba_shift;
 	switch (ns->backing) {
@@ -1016,8 +1055,12 @@ static uint16_t sim_zero(struct sim_ns *ns, uint64_t slba, uint64_t nlb)
 				done += n;
 			}
 		}
+		if (fua && fdatasync(ns->fd))
+			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		break;
 	}
+	if (fua && cached)
+		sim_wc_durable(&ns->wc, slba, nlb);
 	return 0;
 }
 
@@ -1036,15 +1079,18 @@ static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *
 		if (r[i].slba >= ns->nlba || r[i].nlb > ns->nlba - r[i].slba)
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
 	for (unsigned i = 0; i < nr; i++)
-		if ((st = sim_zero(ns, r[i].slba, r[i].nlb)))
+		if ((st = sim_zero(s, ns, r[i].slba, r[i].nlb, false)))
 			return st;
 	return 0;
 }
 
+/* Flush: the host's page cache of a file goes first (on failure nothing is
+ * durable), then the model's cache. */
 static uint16_t sim_flush_ns(struct sim_ns *ns)
 {
 	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
 		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	sim_wc_flush(&ns->wc);
 	return 0;
 }
 
@@ -1079,7 +1125,11 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		if (s->o.wzsl && ((uint64_t)((c->cdw12 & 0xffff) + 1u) << ns->lba_shift) >
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-		return sim_zero(ns, slba, (c->cdw12 & 0xffff) + 1u);
+		bool fua = c->cdw12 & NVME_RW_FUA;
+		uint16_t st = sim_zero(s, ns, slba, (c->cdw12 & 0xffff) + 1u, fua);
+		if (!st && fua)
+			SIM_INC(sq->st.fua_writes, 1);
+		return st;
 	}
 	case NVME_CMD_DSM:
 		SIM_INC(sq->st.dsm, 1);
@@ -1149,7 +1199,7 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 
 static bool sim_running(struct sim *s)
 {
-	return !atomic_load_explicit(&s->removed, memory_order_relaxed) && SIM_GET(s->enabled) &&
+	return !atomic_load_explicit(&s->gone, memory_order_relaxed) && SIM_GET(s->enabled) &&
 	       (SIM_GET(s->csts) & NVME_CSTS_RDY) &&
 	       !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
@@ -1311,7 +1361,7 @@ static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 	struct sim *s = (struct sim *)bus;
 
 	(void)val; /* the value is in BAR memory already; read it from there */
-	if (atomic_load_explicit(&s->removed, memory_order_relaxed))
+	if (atomic_load_explicit(&s->gone, memory_order_relaxed))
 		return;
 	if (s->o.threaded) {
 		atomic_store(&s->kick, 1);
@@ -1411,6 +1461,9 @@ static void sim_reset_queues(struct sim *s)
 	s->nr_aer = 0;
 	s->pending_event = 0;
 	s->nr_queues_granted = 0;
+	/* a feature without a saved value is back at its default; a cache
+	 * enabled again is empty (disabling it made everything durable) */
+	s->wc_enabled = s->o.vwc;
 	s->nr_deferred = 0; /* callers hold s->lock */
 	atomic_store(&s->any_deferred, 0);
 	/* a reset ends transient misbehaviour: completions that were to be
@@ -1497,7 +1550,7 @@ static uint32_t sim_read32(struct nvme_bus *bus, uint32_t off)
 	struct sim *s = (struct sim *)bus;
 	uint32_t v;
 
-	if (atomic_load(&s->removed))
+	if (atomic_load(&s->gone))
 		return 0xffffffffu; /* a PCIe read to a function that is gone */
 	pthread_mutex_lock(&s->lock);
 	switch (off) {
@@ -1530,7 +1583,7 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 {
 	struct sim *s = (struct sim *)bus;
 
-	if (atomic_load(&s->removed))
+	if (atomic_load(&s->gone))
 		return;
 	if (off >= NVME_REG_DBS && off < bus->bar0_len) {
 		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
@@ -1589,14 +1642,10 @@ static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
 	return 0;
 }
 
-static int sim_reset(struct nvme_bus *bus)
+/* Registers and queues at their reset values: disabled, no queues, no CFS.
+ * Callers hold the queues and s->lock. */
+static void sim_regs_reset(struct sim *s)
 {
-	struct sim *s = (struct sim *)bus;
-
-	if (atomic_load(&s->removed))
-		return -ENODEV;
-	sim_qlock(s);
-	pthread_mutex_lock(&s->lock);
 	SIM_SET(s->enabled, false);
 	s->ready_due_ns = 0;
 	sim_reset_queues(s);
@@ -1604,8 +1653,20 @@ static int sim_reset(struct nvme_bus *bus)
 	SIM_SET(s->csts, 0);
 	s->aqa = 0;
 	s->asq = s->acq = 0;
-	s->resets++;
 	atomic_store(&s->cfs, false);
+}
+
+/* A function level reset: what CC.EN 1 -> 0 resets, and CC, AQA, ASQ, ACQ. */
+static int sim_reset(struct nvme_bus *bus)
+{
+	struct sim *s = (struct sim *)bus;
+
+	if (atomic_load(&s->gone))
+		return -ENODEV;
+	sim_qlock(s);
+	pthread_mutex_lock(&s->lock);
+	sim_regs_reset(s);
+	s->resets++;
 	pthread_mutex_unlock(&s->lock);
 	sim_qunlock(s);
 	return 0;
@@ -1675,6 +1736,7 @@ static int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
 
 static void sim_ns_close(struct sim_ns *ns)
 {
+	sim_wc_fini(&ns->wc); /* the media holds the newest data: as after a shutdown */
 	if (ns->mem)
 		munmap(ns->mem, ns->mem_len);
 	if (ns->fd >= 0) {
@@ -1714,8 +1776,11 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	for (unsigned i = 0; i < SIM_MAX_NS; i++)
+	for (unsigned i = 0; i < SIM_MAX_NS; i++) {
 		s->ns[i].fd = -1;
+		s->ns[i].wc.fd = -1;
+	}
+	s->wc_enabled = s->o.vwc;
 
 	/* CAP: MQES, CQR=1, TO=15 (7.5 s; the engine waits up to that), DSTRD,
 	 * CSS = NVM, MPSMIN = MPSMAX = 0 (4 KiB) */
@@ -1737,9 +1802,16 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 		goto fail;
 	}
 	memset((void *)s->bus.bar0, 0, s->bus.bar0_len);
-	for (unsigned i = 0; i < o->nr_ns; i++)
-		if ((rc = sim_ns_open(&s->ns[i], &o->ns[i])))
+	for (unsigned i = 0; i < o->nr_ns; i++) {
+		struct sim_ns *ns = &s->ns[i];
+
+		if ((rc = sim_ns_open(ns, &o->ns[i])))
 			goto fail;
+		/* allocated now: the command path never allocates */
+		if (s->o.vwc && ns->backing != SIM_BACKING_NULL &&
+		    (rc = sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd)))
+			goto fail;
+	}
 	if (s->o.threaded) {
 		if ((rc = -pthread_create(&s->thread, NULL, sim_thread, s)))
 			goto fail;
@@ -1875,9 +1947,108 @@ int sim_vector_efd(struct sim *s, unsigned v)
 	return fd;
 }
 
+/* What a device that stopped answering held back, for the log. */
+struct sim_dropped {
+	unsigned deferred, stalled, unfetched, aers;
+};
+
+/* The device went dark: completions waiting out a delay and stalled commands
+ * will never complete, so they are dropped now (nothing is posted after
+ * this).  Commands not fetched yet and held Async Event Requests stay until
+ * a reset, but are counted.  Callers hold the queues and s->lock. */
+static void sim_drop_held(struct sim *s, struct sim_dropped *d)
+{
+	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
+
+	*d = (struct sim_dropped){.deferred = s->nr_deferred, .stalled = s->nr_stalled,
+				  .aers = s->nr_aer};
+	for (uint16_t q = 0; q < SIM_NQ; q++) {
+		struct sim_sq *sq = &s->sq[q];
+		uint32_t tail;
+
+		if (!sq->valid)
+			continue;
+		tail = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
+		if (tail < sq->size)
+			d->unfetched += (tail + sq->size - sq->head) % sq->size;
+	}
+	s->nr_deferred = 0;
+	atomic_store(&s->any_deferred, 0);
+	s->nr_stalled = 0;
+}
+
+/* Registers, queues, features and MSI-X wiring as at power-on.  Callers hold
+ * the queues and s->lock. */
+static void sim_cold_reset(struct sim *s)
+{
+	sim_regs_reset(s);
+	s->intms = 0;
+	s->irq_coalesce = 0;
+	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
+		SIM_SET(s->efds[i], -1);
+	SIM_SET(s->nr_efds, 0);
+}
+
 void sim_fault_remove(struct sim *s)
 {
-	atomic_store(&s->removed, true);
+	struct sim_dropped d;
+
+	/* first, so that nothing new starts; then wait for what runs */
+	atomic_fetch_or(&s->gone, SIM_GONE_REMOVED);
+	sim_qlock(s);
+	pthread_mutex_lock(&s->lock);
+	sim_drop_held(s, &d);
+	pthread_mutex_unlock(&s->lock);
+	sim_qunlock(s);
+}
+
+int sim_fault_powerfail(struct sim *s, uint64_t seed)
+{
+	uint64_t lost = 0, kept = 0;
+	struct sim_dropped d;
+	int rc = 0, e;
+
+	if (atomic_fetch_or(&s->gone, SIM_GONE_OFF) & SIM_GONE_OFF)
+		return 0; /* off already: its cache was lost then */
+	/* the commands being executed finish first: they ran before the cut */
+	sim_qlock(s);
+	for (unsigned i = 0; i < s->o.nr_ns; i++)
+		if (s->ns[i].wc.cap &&
+		    (e = sim_wc_powerfail(&s->ns[i].wc, seed, i + 1, &lost, &kept)) && !rc)
+			rc = e;
+	pthread_mutex_lock(&s->lock);
+	sim_drop_held(s, &d);
+	s->powerfails++;
+	s->pf_lost += lost;
+	s->pf_kept += kept;
+	pthread_mutex_unlock(&s->lock);
+	sim_qunlock(s);
+	log_warn("sim %s: power cut (seed %llu): %llu cached block%s lost, %llu kept; dropped "
+		 "%u delayed completion%s, %u stalled command%s, %u command%s not fetched, "
+		 "%u async event request%s",
+		 s->name, (unsigned long long)seed, (unsigned long long)lost, lost == 1 ? "" : "s",
+		 (unsigned long long)kept, d.deferred, d.deferred == 1 ? "" : "s", d.stalled,
+		 d.stalled == 1 ? "" : "s", d.unfetched, d.unfetched == 1 ? "" : "s", d.aers,
+		 d.aers == 1 ? "" : "s");
+	if (rc)
+		log_err("sim %s: power cut: restoring a backing file's durable data failed: %s",
+			s->name, strerror(-rc));
+	return rc;
+}
+
+int sim_power_on(struct sim *s)
+{
+	if (atomic_load(&s->gone) & SIM_GONE_OFF) {
+		sim_qlock(s);
+		pthread_mutex_lock(&s->lock);
+		sim_cold_reset(s);
+		atomic_fetch_and(&s->gone, ~SIM_GONE_OFF);
+		pthread_mutex_unlock(&s->lock);
+		sim_qunlock(s);
+		log_info("sim %s: power on: registers at their reset values, only durable data",
+			 s->name);
+	}
+	return atomic_load(&s->gone) & SIM_GONE_REMOVED ? -ENODEV : 0;
 }
 
 void sim_fault_clear(struct sim *s)
@@ -1890,16 +2061,18 @@ void sim_fault_clear(struct sim *s)
 	atomic_store(&s->f_stall_n, 0);
 	atomic_store(&s->f_abort_ignore, false);
 	atomic_store(&s->f_never_ready, false);
-	atomic_store(&s->f_hang, false);
-	atomic_store(&s->removed, false);
-	/* registers as after a power-on reset: disabled, no queues, no CFS */
-	sim_reset(&s->bus);
-	s->resets--; /* not a host-initiated reset */
-	s->nr_queues_granted = 0;
-	s->intms = 0;
-	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-		SIM_SET(s->efds[i], -1);
-	SIM_SET(s->nr_efds, 0);
+	atomic_store(&s->f_irq_fail_n, 0);
+	sim_fault_hang(s, false);
+	/* re-inserted, or power back: a live controller is left alone (its
+	 * CFS, if any, is device state that only a reset clears) */
+	if (atomic_load(&s->gone)) {
+		sim_qlock(s);
+		pthread_mutex_lock(&s->lock);
+		sim_cold_reset(s);
+		atomic_store(&s->gone, 0);
+		pthread_mutex_unlock(&s->lock);
+		sim_qunlock(s);
+	}
 }
 
 void sim_fault_never_ready(struct sim *s, bool on)
@@ -1949,6 +2122,7 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->cq_doorbells += SIM_LOAD(q->cq_doorbells);
 	t->irqs += SIM_LOAD(q->irqs);
 	t->invalid_doorbells += SIM_LOAD(q->invalid_doorbells);
+	t->fua_writes += SIM_LOAD(q->fua_writes);
 }
 
 /* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command. */
@@ -1961,8 +2135,15 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 	}
 	sim_add(st, &s->admin_st);
 	sim_add(st, &s->retired);
+	for (unsigned i = 0; i < s->o.nr_ns; i++) {
+		st->wc_dirty_blocks += sim_wc_nr_dirty(&s->ns[i].wc);
+		st->wc_destaged += sim_wc_destaged(&s->ns[i].wc);
+	}
 	pthread_mutex_lock(&s->lock);
 	st->resets = s->resets;
 	st->stalled = s->nr_stalled;
+	st->powerfails = s->powerfails;
+	st->pf_blocks_lost = s->pf_lost;
+	st->pf_blocks_kept = s->pf_kept;
 	pthread_mutex_unlock(&s->lock);
 }

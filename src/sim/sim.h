@@ -30,11 +30,33 @@
  *   SIM_BACKING_RAM   anonymous memory, zero until written (lazily by mmap).
  *   SIM_BACKING_NULL  reads return zeroes, writes are dropped.
  *   SIM_BACKING_FILE  pread/pwrite on path (created and sized if missing).
- *                     Writes land in the page cache (a volatile write cache);
- *                     Flush (and FUA writes) fdatasync the file: data is
- *                     durable only after Flush.
+ *                     Writes land in the host's page cache; Flush (and FUA
+ *                     writes) fdatasync the file, against a crash of the host.
  * Deallocated blocks (DSM deallocate, Write Zeroes) read as zeroes
  * (Identify Namespace DLFEAT = 001b).
+ *
+ * Volatile write cache (opts.vwc; RAM and FILE namespaces, each its own):
+ * Identify reports one, the Volatile Write Cache feature (WCE) starts
+ * enabled (and is back at enabled after a controller reset), and while it
+ * is enabled a completed Write, Write Zeroes or DSM deallocate is not
+ * durable yet: a power cut (sim_fault_powerfail) may undo it.  Reads always
+ * return the newest data.  A block becomes durable by:
+ *   - Flush of its namespace or of NSID FFFFFFFFh (all);
+ *   - a Write or Write Zeroes with FUA (cdw12 bit 30): its own blocks;
+ *   - a shutdown (CC.SHN normal or abrupt): everything;
+ *   - destaging: each namespace caches at most opts.wc_bytes (0: 64 MiB,
+ *     clamped to [one block, the namespace]); a block dirtied when it is full
+ *     first makes the oldest dirty block durable (first dirtied, first out).
+ *     A range longer than that makes the whole cache and all but its last
+ *     wc_bytes durable at once (no copy of what would be destaged anyway);
+ *   - Set Features WCE = 0: everything, and from then on every write.
+ * The model keeps each dirty block's durable content (its pre-image), so its
+ * memory is bounded by wc_bytes per namespace plus at most 40 bytes of
+ * bookkeeping per cached block, reserved at sim_create and touched as used
+ * (the command path neither allocates nor makes a system call for RAM).  A
+ * controller reset, a function reset and a removal keep the cache (the
+ * device keeps power); sim_destroy keeps the newest data.  Without opts.vwc
+ * every completed write is durable (a drive with power-loss protection).
  *
  * All functions return 0 or a negative errno.
  */
@@ -72,7 +94,8 @@ struct sim_opts {
 	unsigned dstrd;       /* CAP.DSTRD: doorbell stride 4 << dstrd */
 	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
 	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
-	bool vwc;             /* Identify VWC: volatile write cache present */
+	bool vwc;             /* a volatile write cache: reported in Identify and modelled */
+	uint64_t wc_bytes;    /* its capacity per namespace in bytes (0: 64 MiB); vwc only */
 	unsigned wzsl;        /* Identify Controller NVM (CNS 06h): Write Zeroes limit, log2 4 KiB units, 0: none */
 	unsigned dmrl;        /* DSM ranges per command, 0: none */
 	uint32_t dmrsl;       /* DSM blocks per range, 0: none */
@@ -95,11 +118,15 @@ struct sim *sim_from_bus(struct nvme_bus *bus);
 
 /* A sim from a [controller] section with device = sim: namespaces,
  * size/block_size, backing (file paths from cfg_backing_file), exec,
- * mdts, max_queues.  -EINVAL if c is not a sim controller.  (sim_cfg.c) */
+ * mdts, max_queues, write_cache (vwc; wc_bytes at its default).  -EINVAL if
+ * c is not a sim controller.  (sim_cfg.c) */
 int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out);
 
 /* ---- fault injection: thread-safe, callable at any time ----
- * Counts apply to commands fetched (or completions posted) after the call. */
+ * Counts apply to commands fetched (or completions posted) after the call.
+ * sim_fault_remove, sim_fault_powerfail, sim_power_on and sim_fault_clear
+ * (of a dead device) take the queues: they wait for the thread executing
+ * commands, so an identify_hook must not call them. */
 
 /* The next n I/O commands complete with status ((sct << 8) | sc, optionally
  * | NVME_STATUS_DNR) without being executed.  n = 0 cancels. */
@@ -125,7 +152,9 @@ void sim_fault_bogus_cid(struct sim *s, unsigned n);
 /* Post each of the next n I/O completions twice. */
 void sim_fault_duplicate(struct sim *s, unsigned n);
 
-/* Controller fatal status: CSTS.CFS = 1, stop processing until CC.EN 1->0. */
+/* Controller fatal status: CSTS.CFS = 1, stop processing until a controller
+ * reset (CC.EN 1->0), a function reset or a power-on; CC.EN 0->1 with CFS
+ * set leaves it set (and the controller not ready). */
 void sim_fault_cfs(struct sim *s);
 
 /* Stop (true) / resume (false) fetching commands, admin ones included.
@@ -150,14 +179,44 @@ void sim_fault_irq_set(struct sim *s, unsigned n);
 /* The eventfd wired to MSI-X vector v now, -1 when none. */
 int sim_vector_efd(struct sim *s, unsigned v);
 
-/* Surprise removal: from now on every BAR0 register read returns all ones,
- * register writes and doorbells are ignored and DMA stops (no command is
- * executed or completed). */
+/* Surprise removal of the link (the device keeps power, and its write cache):
+ * from now on every BAR0 register read returns all ones, register writes,
+ * doorbells and function resets are ignored (ops->reset: -ENODEV) and DMA
+ * stops: no command is executed or completed.  Completions held back by a
+ * delay and stalled commands are dropped; commands being executed when it
+ * is called finish first (it waits for them).  sim_fault_clear brings the
+ * device back. */
 void sim_fault_remove(struct sim *s);
 
-/* Cancel delay, hang, fail-next, lose-next, bogus, duplicate, never-ready,
- * CFS and removal: the device answers again with its registers as after a
- * power-on reset (disabled, no queues), its namespaces' data kept. */
+/* A power cut.  Every block not durable (see "Volatile write cache" above)
+ * either gets its durable content back ("lost") or keeps its newest content
+ * ("kept"): seed 0 loses them all; otherwise a hash of (seed, nsid, LBA)
+ * decides each block, so the same seed over the same history gives the same
+ * result.  No block ever holds anything but its durable or its newest
+ * content.  Then the device is off, as removed (see sim_fault_remove): dead
+ * to the host until sim_power_on or sim_fault_clear.  Counted in sim_stats,
+ * logged (log_warn) with what was dropped.  Commands being executed when it
+ * is called finish first.  A device off already: nothing happens, 0.
+ * Returns 0, or the first error writing a FILE namespace's durable content
+ * back (the device is off all the same). */
+int sim_fault_powerfail(struct sim *s, uint64_t seed);
+
+/* Power back after sim_fault_powerfail: a power-on reset (registers at their
+ * reset values, no queues, no CFS, no MSI-X wiring, features at their
+ * defaults), the namespaces holding exactly their durable data; logged
+ * (log_info).  Nothing happens to a device that has power.  Returns 0, or -ENODEV while the device
+ * is also removed (sim_fault_remove: only sim_fault_clear brings it back). */
+int sim_power_on(struct sim *s);
+
+/* Cancel the injected knobs: delay, hang, fail-next, lose-next, bogus,
+ * duplicate, stall-next, abort-ignore, never-ready, irq-set failures
+ * (commands stalled already stay until an Abort, a release or a reset).  A
+ * device that answers is otherwise left as it is: CSTS.CFS is device state,
+ * cleared only by a controller reset (CC.EN 1 -> 0), a function reset or a
+ * power-on.  A removed or powered-off device comes back (re-inserted, or
+ * power restored) with a power-on reset of its registers as sim_power_on
+ * does; a removed one kept power, so its write cache still holds what it
+ * held. */
 void sim_fault_clear(struct sim *s);
 
 /* While set, CC.EN = 1 never sets CSTS.RDY. */
@@ -181,6 +240,11 @@ struct sim_stats {
 	uint64_t write_zeroes_deac; /* Write Zeroes with DEAC set */
 	uint64_t resets;        /* controller disables (CC.EN 1 -> 0) and function resets */
 	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
+	uint64_t fua_writes;    /* Write and Write Zeroes commands with FUA completed */
+	uint64_t wc_dirty_blocks; /* now: blocks in the volatile write caches, not durable */
+	uint64_t wc_destaged;   /* blocks made durable because a cache was full */
+	uint64_t powerfails;    /* sim_fault_powerfail cuts (of a device with power) */
+	uint64_t pf_blocks_lost, pf_blocks_kept; /* dirty blocks a cut undid / kept */
 };
 void sim_get_stats(struct sim *s, struct sim_stats *st);
 

@@ -18,8 +18,9 @@ int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out)
 	o.threaded = c->exec == CFG_EXEC_THREAD;
 	o.mdts = c->mdts;
 	o.max_queues = c->max_queues;
-	/* a volatile write cache, so that fsync (NVMe Flush) means something */
-	o.vwc = true;
+	/* volatile: fsync (NVMe Flush) and FUA mean something, and a power cut
+	 * (sim_fault_powerfail) shows whether the host relied on them */
+	o.vwc = c->write_cache == CFG_WC_VOLATILE;
 	for (unsigned i = 0; i < c->namespaces; i++) {
 		struct sim_ns_opts *ns = &o.ns[i];
 		ns->nlba = c->size / c->block_size;

@@ -264,6 +264,8 @@ expect 2 "inject delay takes MS" -s "$SOCK" inject nvme0 delay
 expect 2 "inject hang takes no argument" -s "$SOCK" inject nvme0 hang 5
 expect 2 "milliseconds from 0" -s "$SOCK" inject nvme0 delay soon
 expect 2 "an NVMe status" -s "$SOCK" inject nvme0 fail 1 0
+expect 2 "inject powerfail takes \\[SEED\\]" -s "$SOCK" inject nvme0 powerfail 1 2
+expect 2 "SEED soon: 0" -s "$SOCK" inject nvme0 powerfail soon
 expect 2 "attach needs a CONTROLLER" -s "$SOCK" attach
 expect 1 'no controller named "nope"' -s "$SOCK" inject nope hang
 expect 1 'no controller named "nope"' -s "$SOCK" attach nope

@@ -888,6 +888,32 @@ START_TEST(t_inject_dead)
 	json_object_put(o);
 	ck_assert_uint_ne(nvme_bus_read32(bus, NVME_REG_VS), 0xffffffffu);
 	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS) & NVME_CSTS_CFS, 0);
+
+	/* powerfail: the device is off (reads all ones), the reply echoes the
+	 * seed (0 when absent), the cut is counted; power-on brings it back */
+	struct sim_stats st;
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"powerfail\","
+	        "\"seed\":9223372036854775807}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "fault")), "powerfail");
+	ck_assert_uint_eq(json_object_get_uint64(get(o, "seed")), INT64_MAX);
+	json_object_put(o);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_VS), 0xffffffffu);
+	sim_get_stats(sim, &st);
+	ck_assert_uint_eq(st.powerfails, 1);
+	ck_assert_int_eq(sim_power_on(sim), 0);
+	ck_assert_uint_ne(nvme_bus_read32(bus, NVME_REG_VS), 0xffffffffu);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"powerfail\"}");
+	expect_ok(o);
+	ck_assert_uint_eq(json_object_get_uint64(get(o, "seed")), 0);
+	json_object_put(o);
+	sim_get_stats(sim, &st);
+	ck_assert_uint_eq(st.powerfails, 2);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS), 0xffffffffu);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"clear\"}");
+	expect_ok(o);
+	json_object_put(o);
+	ck_assert_uint_eq(nvme_bus_read32(bus, NVME_REG_CSTS), 0);
 }
 END_TEST
 
@@ -917,6 +943,10 @@ START_TEST(t_inject_refused)
 	     "\"status\":65535}",
 	     "outside 0..32767"},
 	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"lose\"}", "needs \"count\""},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"powerfail\",\"seed\":\"7\"}",
+	     "needs \"seed\": an integer"},
+	    {"{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"powerfail\",\"seed\":-1}",
+	     "outside 0..9223372036854775807"},
 	};
 	json_object *o;
 

@@ -108,7 +108,7 @@ static const struct bad bad_cases[] = {
      "fuse_queue_depth\n"},
     {"unknown controller key", CTRL "ns = 2\n",
      "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
-     "block_size, backing, exec, mdts, max_queues\n"},
+     "block_size, backing, exec, mdts, max_queues, write_cache\n"},
     {"key outside a section", "queues = 1\n" CTRL,
      "t.conf:1: queues = 1: outside any section; put it under [daemon], [engine] or "
      "[controller NAME]\n"},
@@ -231,6 +231,8 @@ static const struct bad bad_cases[] = {
     {"bad block size", CTRL "block_size = 2048\n",
      "t.conf:3: block_size = 2048: must be 512 or 4096\n"},
     {"bad exec", CTRL "exec = fork\n", "t.conf:3: exec = fork: must be inline or thread\n"},
+    {"bad write_cache", CTRL "write_cache = writeback\n",
+     "t.conf:3: write_cache = writeback: must be volatile or none\n"},
     {"relative backing", CTRL "backing = disk.img\n",
      "t.conf:3: backing = disk.img: must be ram, null or an absolute file path (%c controller "
      "name, %n nsid, %% a %)\n"},
@@ -423,6 +425,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(c->exec, CFG_EXEC_INLINE);
 	ck_assert_uint_eq(c->mdts, 7);
 	ck_assert_uint_eq(c->max_queues, 64);
+	ck_assert_int_eq(c->write_cache, CFG_WC_VOLATILE);
 	cfg_free(cfg);
 }
 END_TEST
@@ -437,7 +440,7 @@ START_TEST(test_values)
 	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
 	            "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
 	            "namespaces = 4\nbacking = /srv/%c/ns%n-100%%\nexec = thread\n"
-	            "mdts = 0\nmax_queues = 1\n"
+	            "mdts = 0\nmax_queues = 1\nwrite_cache = none\n"
 	            "[controller ssd]\ndevice = 5E:1F.7\n");
 	const struct cfg_controller *c = &cfg->ctrls[0];
 	char buf[64];
@@ -471,6 +474,7 @@ START_TEST(test_values)
 	ck_assert_int_eq(c->exec, CFG_EXEC_THREAD);
 	ck_assert_uint_eq(c->mdts, 0);
 	ck_assert_uint_eq(c->max_queues, 1);
+	ck_assert_int_eq(c->write_cache, CFG_WC_NONE);
 	ck_assert_int_eq(cfg_backing_file(c, 3, buf, sizeof(buf)), 0);
 	ck_assert_str_eq(buf, "/srv/Disk_1-b/ns3-100%");
 	ck_assert_int_eq(cfg_backing_file(c, 3, buf, 22), -ENAMETOOLONG);
@@ -479,7 +483,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 25);
+	ck_assert_int_eq(c->line, 26);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }

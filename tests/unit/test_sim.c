@@ -2,6 +2,7 @@
  * hand-rolled host (admin queue, one I/O queue pair) in this file. */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct host {
 		uint16_t qid, size, tail, head, phase;
 	} aq, ioq;
 	uint16_t cid;
+	uint32_t dstrd; /* CAP.DSTRD, read once: a dead device's CAP reads all ones */
 };
 
 static uint64_t io(struct host *h, const void *p) { return h->iova + (uint64_t)((const uint8_t *)p - h->mem); }
@@ -52,6 +54,7 @@ static void host_init(struct host *h, struct sim_opts *o)
 	memset(h, 0, sizeof(*h));
 	ck_assert_int_eq(sim_create(o, &h->s), 0);
 	h->b = sim_bus(h->s);
+	h->dstrd = NVME_CAP_DSTRD(nvme_bus_read64(h->b, NVME_REG_CAP));
 	h->mem = aligned_alloc(4096, MEM);
 	ck_assert_ptr_nonnull(h->mem);
 	memset(h->mem, 0, MEM);
@@ -79,7 +82,7 @@ static void host_fini(struct host *h)
 	free(h->mem);
 }
 
-static uint32_t dstrd(struct host *h) { return NVME_CAP_DSTRD(nvme_bus_read64(h->b, NVME_REG_CAP)); }
+static uint32_t dstrd(struct host *h) { return h->dstrd; }
 
 static void submit(struct host *h, struct q *q, struct nvme_sqe *c)
 {
@@ -451,6 +454,610 @@ START_TEST(t_bad_doorbell)
 }
 END_TEST
 
+/* ---- the volatile write cache and power cuts ---- */
+
+/* Block lba's content for version tag (0: zeroes, what Write Zeroes and
+ * deallocate leave and what never-written blocks hold). */
+static void fill(uint8_t *p, unsigned bs, uint64_t lba, uint32_t tag)
+{
+	uint32_t *w = (uint32_t *)p;
+	for (unsigned k = 0; k < bs / 4; k++)
+		w[k] = tag ? (tag * 2654435761u) ^ (uint32_t)(lba * 40503u) ^ k : 0;
+}
+
+static bool is(const uint8_t *p, unsigned bs, uint64_t lba, uint32_t tag)
+{
+	uint8_t want[4096];
+	fill(want, bs, lba, tag);
+	return memcmp(p, want, bs) == 0;
+}
+
+struct wc {
+	struct host h;
+	struct sim_opts o;
+	unsigned bs;
+	uint8_t *buf; /* 256 KiB of host memory for data */
+};
+
+static void wc_open(struct wc *w, unsigned bs, uint64_t nlba, enum sim_backing bk, const char *path,
+		    bool thr)
+{
+	w->bs = bs;
+	w->o = opts(bs, bk, thr);
+	w->o.ns[0].nlba = nlba;
+	w->o.ns[0].path = path;
+}
+
+static void wc_start(struct wc *w)
+{
+	host_init(&w->h, &w->o);
+	ck_assert_int_eq(host_enable(&w->h), 0);
+	host_ioq(&w->h, QD);
+	w->buf = pg(&w->h, 256u << 10);
+}
+
+/* After a power-on (or a clear): the host sets the controller up again on
+ * the same memory. */
+static void wc_restart(struct wc *w)
+{
+	struct host *h = &w->h;
+	memset(h->aq.cq, 0, 4096);
+	memset(h->ioq.cq, 0, h->ioq.size * 16u);
+	h->aq.tail = h->aq.head = 0;
+	h->aq.phase = 1;
+	h->ioq.tail = h->ioq.head = 0;
+	h->ioq.phase = 1;
+	ck_assert_int_eq(host_enable(h), 0);
+	ck_assert_int_eq(adm(h, NVME_ADM_CREATE_CQ, 0, io(h, h->ioq.cq), ((h->ioq.size - 1u) << 16) | 1,
+			     NVME_QUEUE_PC, NULL), 0);
+	ck_assert_int_eq(adm(h, NVME_ADM_CREATE_SQ, 0, io(h, h->ioq.sq), ((h->ioq.size - 1u) << 16) | 1,
+			     (1u << 16) | NVME_QUEUE_PC, NULL), 0);
+}
+
+static int wc_cmd(struct wc *w, uint8_t opc, uint64_t slba, uint32_t nlb, uint32_t cdw12_flags)
+{
+	struct nvme_sqe c = { .opc = opc, .nsid = 1, .cdw10 = (uint32_t)slba, .cdw11 = (uint32_t)(slba >> 32),
+			      .cdw12 = (nlb - 1) | cdw12_flags };
+	if (opc == NVME_CMD_WRITE || opc == NVME_CMD_READ)
+		prps(&w->h, &c, w->buf, (size_t)nlb * w->bs);
+	return cmd(&w->h, &w->h.ioq, &c, NULL);
+}
+
+/* Write version tag to [slba, slba + nlb) (at most 256 KiB), FUA or not. */
+static void wc_write(struct wc *w, uint64_t slba, uint32_t nlb, uint32_t tag, bool fua)
+{
+	for (uint32_t i = 0; i < nlb; i++)
+		fill(w->buf + (size_t)i * w->bs, w->bs, slba + i, tag);
+	ck_assert_int_eq(wc_cmd(w, NVME_CMD_WRITE, slba, nlb, fua ? NVME_RW_FUA : 0), 0);
+}
+
+/* Read [slba, slba + nlb) into w->buf. */
+static void wc_read(struct wc *w, uint64_t slba, uint32_t nlb)
+{
+	ck_assert_int_eq(wc_cmd(w, NVME_CMD_READ, slba, nlb, 0), 0);
+}
+
+static void wc_check(struct wc *w, uint64_t slba, uint32_t nlb, uint32_t tag)
+{
+	wc_read(w, slba, nlb);
+	for (uint32_t i = 0; i < nlb; i++)
+		ck_assert_msg(is(w->buf + (size_t)i * w->bs, w->bs, slba + i, tag),
+			      "block %llu is not version %u", (unsigned long long)(slba + i), tag);
+}
+
+static void wc_flush(struct wc *w, uint32_t nsid)
+{
+	struct nvme_sqe f = { .opc = NVME_CMD_FLUSH, .nsid = nsid };
+	ck_assert_int_eq(cmd(&w->h, &w->h.ioq, &f, NULL), 0);
+}
+
+static void wc_dsm(struct wc *w, uint64_t slba, uint32_t nlb)
+{
+	struct nvme_dsm_range *r = (struct nvme_dsm_range *)w->buf;
+	memset(r, 0, sizeof(*r));
+	r->slba = slba;
+	r->nlb = nlb;
+	struct nvme_sqe c = { .opc = NVME_CMD_DSM, .nsid = 1, .prp1 = io(&w->h, r), .cdw10 = 0,
+			      .cdw11 = NVME_DSM_AD };
+	ck_assert_int_eq(cmd(&w->h, &w->h.ioq, &c, NULL), 0);
+}
+
+/* The cut, then power back through sim_power_on (or clear) and a new host
+ * set-up; checks that the device is dead in between. */
+static void wc_cut(struct wc *w, uint64_t seed, bool by_clear)
+{
+	ck_assert_int_eq(sim_fault_powerfail(w->h.s, seed), 0);
+	ck_assert_uint_eq(nvme_bus_read32(w->h.b, NVME_REG_CSTS), 0xffffffffu);
+	ck_assert_uint_eq(nvme_bus_read32(w->h.b, NVME_REG_VS), 0xffffffffu);
+	ck_assert_int_eq(w->h.b->ops->reset(w->h.b), -ENODEV);
+	if (by_clear)
+		sim_fault_clear(w->h.s);
+	else
+		ck_assert_int_eq(sim_power_on(w->h.s), 0);
+	/* a power-on reset */
+	ck_assert_uint_eq(nvme_bus_read32(w->h.b, NVME_REG_CC), 0);
+	ck_assert_uint_eq(nvme_bus_read32(w->h.b, NVME_REG_CSTS), 0);
+	ck_assert_uint_eq(nvme_bus_read32(w->h.b, NVME_REG_VS), NVME_VS(1, 4, 0));
+	wc_restart(w);
+}
+
+static struct sim_stats wc_stats(struct wc *w)
+{
+	struct sim_stats st;
+	sim_get_stats(w->h.s, &st);
+	return st;
+}
+
+/* Writes not flushed are lost at a cut with seed 0; flushed ones survive.
+ * Loop: block size, exec mode, power back by sim_power_on or clear. */
+START_TEST(t_wc_lost_and_flushed)
+{
+	struct wc w;
+	unsigned bs = _i & 1 ? 4096 : 512;
+	wc_open(&w, bs, 1024, SIM_BACKING_RAM, NULL, _i & 2);
+	wc_start(&w);
+	wc_write(&w, 0, 32, 1, false);
+	wc_flush(&w, _i & 4 ? 0xffffffffu : 1);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 0);
+	wc_write(&w, 16, 32, 2, false);  /* 16..31 over flushed data, 32..47 over zeroes */
+	wc_write(&w, 100, 4, 3, false);
+	wc_check(&w, 16, 32, 2); /* reads see the newest data */
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 36);
+	wc_cut(&w, 0, _i & 4);
+	wc_check(&w, 0, 32, 1);
+	wc_check(&w, 32, 16, 0);
+	wc_check(&w, 100, 4, 0);
+	struct sim_stats st = wc_stats(&w);
+	ck_assert_uint_eq(st.powerfails, 1);
+	ck_assert_uint_eq(st.pf_blocks_lost, 36);
+	ck_assert_uint_eq(st.pf_blocks_kept, 0);
+	ck_assert_uint_eq(st.wc_dirty_blocks, 0);
+	/* written and flushed after power-on: survives the next cut */
+	wc_write(&w, 200, 8, 4, false);
+	wc_flush(&w, 1);
+	wc_write(&w, 300, 8, 5, false);
+	wc_cut(&w, 0, false);
+	wc_check(&w, 200, 8, 4);
+	wc_check(&w, 300, 8, 0);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* A FUA write makes its own blocks durable, and only those. */
+START_TEST(t_wc_fua)
+{
+	struct wc w;
+	wc_open(&w, 512, 1024, SIM_BACKING_RAM, NULL, _i);
+	wc_start(&w);
+	wc_write(&w, 0, 16, 1, false);
+	wc_write(&w, 8, 4, 2, true);   /* over dirty blocks: those become durable */
+	wc_write(&w, 40, 4, 3, true);  /* over clean ones */
+	wc_write(&w, 60, 4, 4, false);
+	ck_assert_uint_eq(wc_stats(&w).fua_writes, 2);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 12 + 4);
+	wc_cut(&w, 0, false);
+	wc_check(&w, 0, 8, 0);
+	wc_check(&w, 8, 4, 2);
+	wc_check(&w, 12, 4, 0);
+	wc_check(&w, 40, 4, 3);
+	wc_check(&w, 60, 4, 0);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* A shutdown (normal or abrupt) makes everything durable. */
+START_TEST(t_wc_shutdown)
+{
+	struct wc w;
+	wc_open(&w, 4096, 256, SIM_BACKING_RAM, NULL, false);
+	wc_start(&w);
+	wc_write(&w, 0, 64, 7, false);
+	wc_write(&w, 100, 3, 8, false);
+	nvme_bus_write32(w.h.b, NVME_REG_CC,
+			 nvme_bus_read32(w.h.b, NVME_REG_CC) | (_i ? NVME_CC_SHN_ABRUPT : NVME_CC_SHN_NORMAL));
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS) & NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 0);
+	ck_assert_int_eq(sim_fault_powerfail(w.h.s, 0), 0);
+	ck_assert_uint_eq(wc_stats(&w).pf_blocks_lost, 0);
+	ck_assert_int_eq(sim_power_on(w.h.s), 0);
+	wc_restart(&w);
+	wc_check(&w, 0, 64, 7);
+	wc_check(&w, 100, 3, 8);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* Write Zeroes and DSM deallocate are cached as writes are: a punch not
+ * followed by Flush is undone by a cut; with FUA it is durable. */
+START_TEST(t_wc_zeroes_dsm)
+{
+	struct wc w;
+	wc_open(&w, 512, 4096, SIM_BACKING_RAM, NULL, false);
+	wc_start(&w);
+	/* 512 blocks: 256 KiB, so the RAM path also gives whole pages back */
+	wc_write(&w, 0, 512, 1, false);
+	wc_write(&w, 512, 512, 1, false);
+	wc_flush(&w, 1);
+	ck_assert_int_eq(wc_cmd(&w, NVME_CMD_WRITE_ZEROES, 0, 512, 0), 0);
+	wc_dsm(&w, 512, 300);
+	ck_assert_int_eq(wc_cmd(&w, NVME_CMD_WRITE_ZEROES, 900, 8, NVME_RW_FUA), 0);
+	wc_check(&w, 0, 512, 0);
+	wc_check(&w, 512, 300, 0);
+	wc_cut(&w, 0, false);
+	wc_check(&w, 0, 512, 1);
+	wc_check(&w, 512, 300, 1);
+	wc_check(&w, 812, 88, 1);
+	wc_check(&w, 900, 8, 0);
+	wc_check(&w, 908, 116, 1);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* Destaging: at most wc_bytes are dirty; the oldest dirty block becomes
+ * durable first; a range longer than the cache caches only its tail. */
+START_TEST(t_wc_destage)
+{
+	struct wc w;
+	wc_open(&w, 512, 8192, SIM_BACKING_RAM, NULL, false);
+	w.o.wc_bytes = 16 * 512;
+	wc_start(&w);
+	for (unsigned i = 0; i < 40; i++)
+		wc_write(&w, 1000 + 2 * i, 1, 10 + i, false);
+	wc_write(&w, 1000 + 2 * 39, 1, 99, false); /* dirty already: no new entry */
+	struct sim_stats st = wc_stats(&w);
+	ck_assert_uint_eq(st.wc_dirty_blocks, 16);
+	ck_assert_uint_eq(st.wc_destaged, 24);
+	wc_cut(&w, 0, false);
+	for (unsigned i = 0; i < 24; i++)
+		wc_check(&w, 1000 + 2 * i, 1, 10 + i);
+	for (unsigned i = 24; i < 40; i++)
+		wc_check(&w, 1000 + 2 * i, 1, 0);
+	/* a FUA write removes entries from the middle: free entries reused */
+	for (unsigned i = 0; i < 16; i++)
+		wc_write(&w, 2000 + i, 1, 200 + i, false);
+	wc_write(&w, 2004, 4, 300, true);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 12);
+	for (unsigned i = 0; i < 8; i++)
+		wc_write(&w, 3000 + i, 1, 400 + i, false);
+	st = wc_stats(&w);
+	ck_assert_uint_eq(st.wc_dirty_blocks, 16);
+	ck_assert_uint_eq(st.wc_destaged, 24 + 4);
+	/* 8192 blocks of zeroes, far more than the cache: the whole cache and
+	 * all but the last 16 blocks are durable at once */
+	wc_write(&w, 8192 - 16, 16, 500, false);
+	wc_flush(&w, 1);
+	wc_write(&w, 8, 8, 501, false);
+	ck_assert_int_eq(wc_cmd(&w, NVME_CMD_WRITE_ZEROES, 0, 8192, 0), 0);
+	st = wc_stats(&w);
+	ck_assert_uint_eq(st.wc_dirty_blocks, 16);
+	/* 16 for the tail write into a full cache, 8 + 8176 for the zeroes */
+	ck_assert_uint_eq(st.wc_destaged, 24 + 4 + 16 + 8 + (8192 - 16));
+	wc_cut(&w, 0, false);
+	wc_check(&w, 0, 512, 0);
+	wc_check(&w, 8192 - 16, 16, 500);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* A seeded cut keeps some blocks and loses others, each whole; the same
+ * seed over the same history gives the same result, another seed another. */
+static void wc_seeded_run(uint64_t seed, uint8_t *outcome, unsigned n)
+{
+	struct wc w;
+	wc_open(&w, 512, 4096, SIM_BACKING_RAM, NULL, false);
+	wc_start(&w);
+	wc_write(&w, 0, n, 1, false);
+	wc_flush(&w, 1);
+	wc_write(&w, 0, n, 2, false);
+	wc_cut(&w, seed, false);
+	wc_read(&w, 0, n);
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *b = w.buf + (size_t)i * 512;
+		ck_assert_msg(is(b, 512, i, 1) || is(b, 512, i, 2), "block %u is neither old nor new", i);
+		outcome[i] = is(b, 512, i, 2);
+	}
+	struct sim_stats st = wc_stats(&w);
+	ck_assert_uint_eq(st.pf_blocks_lost + st.pf_blocks_kept, n);
+	host_fini(&w.h);
+}
+
+START_TEST(t_wc_seeded)
+{
+	enum { N = 256 };
+	uint8_t a[N], b[N], c[N];
+	unsigned kept = 0;
+	wc_seeded_run(12345, a, N);
+	wc_seeded_run(12345, b, N);
+	wc_seeded_run(777, c, N);
+	for (unsigned i = 0; i < N; i++)
+		kept += a[i];
+	ck_assert_uint_gt(kept, N / 8);
+	ck_assert_uint_lt(kept, N - N / 8);
+	ck_assert_mem_eq(a, b, N);
+	ck_assert(memcmp(a, c, N) != 0);
+}
+END_TEST
+
+/* A FILE namespace: a cut puts the durable data back into the file itself. */
+START_TEST(t_wc_file)
+{
+	struct wc w;
+	char path[] = "/tmp/test_sim_wc.XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	wc_open(&w, 4096, 64, SIM_BACKING_FILE, path, false);
+	w.o.wc_bytes = 8 * 4096;
+	wc_start(&w);
+	wc_write(&w, 0, 16, 1, false);
+	wc_flush(&w, 1);
+	wc_write(&w, 4, 4, 2, false);
+	wc_write(&w, 20, 2, 3, false);
+	wc_write(&w, 30, 2, 4, true);
+	uint8_t blk[4096];
+	ck_assert_int_eq(pread(fd, blk, 4096, 4 * 4096), 4096);
+	ck_assert(is(blk, 4096, 4, 2)); /* the file holds the newest data */
+	/* 16 blocks into 8: 8 destaged at once; then 12 zeroes: the 6 dirty
+	 * blocks (4..7, 20..21) and 4 of the zeroes */
+	ck_assert_int_eq(wc_cmd(&w, NVME_CMD_WRITE_ZEROES, 40, 12, 0), 0);
+	ck_assert_uint_eq(wc_stats(&w).wc_destaged, 8 + 6 + 4);
+	wc_cut(&w, 0, false);
+	for (unsigned i = 0; i < 16; i++) {
+		ck_assert_int_eq(pread(fd, blk, 4096, (off_t)i * 4096), 4096);
+		ck_assert(is(blk, 4096, i, i >= 4 && i < 8 ? 2 : 1));
+	}
+	wc_check(&w, 20, 2, 3);
+	wc_check(&w, 30, 2, 4);
+	wc_check(&w, 40, 12, 0);
+	/* and a seeded cut of a file: each block old or new */
+	wc_write(&w, 0, 8, 5, false);
+	wc_cut(&w, 99, false);
+	wc_read(&w, 0, 8);
+	for (unsigned i = 0; i < 8; i++)
+		ck_assert(is(w.buf + i * 4096, 4096, i, i >= 4 ? 2 : 1) || is(w.buf + i * 4096, 4096, i, 5));
+	host_fini(&w.h);
+	close(fd);
+	unlink(path);
+}
+END_TEST
+
+/* The promise against a reference model, over thousands of random writes,
+ * FUA writes, flushes, Write Zeroes and deallocates, then a cut: a block
+ * holds one of the versions written since the reference last knew it
+ * durable (a Flush, or a FUA command covering it), and exactly its newest
+ * version when it was not written since.  Loop: cache larger than the
+ * namespace, seed 0 (exactly the durable version, nothing else), then small
+ * caches (destaging) with seeds. */
+#define RND_NLBA 256
+#define RND_HIST 64
+struct rnd_ref {
+	uint32_t hist[RND_NLBA][RND_HIST]; /* [0]: known durable; then later versions */
+	unsigned n[RND_NLBA];
+};
+
+static uint64_t rnd_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void rnd_durable(struct rnd_ref *r, uint64_t lba)
+{
+	r->hist[lba][0] = r->hist[lba][r->n[lba] - 1];
+	r->n[lba] = 1;
+}
+
+START_TEST(t_wc_random)
+{
+	static const struct { uint64_t wc_bytes, seed; } cases[] = {
+		{ 0, 0 }, { 0, 0x5eed }, { 32 * 512, 0 }, { 7 * 512, 0xfeed }, { 1 * 512, 3 },
+	};
+	static struct rnd_ref r;
+	struct wc w;
+	uint64_t x = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
+	uint32_t tag = 1;
+	wc_open(&w, 512, RND_NLBA, SIM_BACKING_RAM, NULL, false);
+	w.o.wc_bytes = cases[_i].wc_bytes;
+	wc_start(&w);
+	for (unsigned b = 0; b < RND_NLBA; b++) {
+		r.hist[b][0] = 0;
+		r.n[b] = 1;
+	}
+	for (unsigned op = 0; op < 4000; op++) {
+		unsigned kind = (unsigned)(rnd_next(&x) % 100);
+		uint64_t slba = rnd_next(&x) % RND_NLBA;
+		uint32_t nlb = (uint32_t)(1 + rnd_next(&x) % 16);
+		bool full = false;
+		if (nlb > RND_NLBA - slba)
+			nlb = (uint32_t)(RND_NLBA - slba);
+		for (uint32_t i = 0; i < nlb; i++)
+			full |= r.n[slba + i] == RND_HIST;
+		if (kind < 3 || full) {
+			wc_flush(&w, kind & 1 ? 1 : 0xffffffffu);
+			for (unsigned b = 0; b < RND_NLBA; b++)
+				rnd_durable(&r, b);
+			continue;
+		}
+		bool fua = kind < 15, zero = kind >= 85, dsm = kind >= 93 && !fua;
+		uint32_t t = zero ? 0 : tag++;
+		if (dsm)
+			wc_dsm(&w, slba, nlb);
+		else if (zero)
+			ck_assert_int_eq(wc_cmd(&w, NVME_CMD_WRITE_ZEROES, slba, nlb, fua ? NVME_RW_FUA : 0), 0);
+		else
+			wc_write(&w, slba, nlb, t, fua);
+		for (uint32_t i = 0; i < nlb; i++) {
+			uint64_t b = slba + i;
+			r.hist[b][r.n[b]++] = t;
+			if (fua)
+				rnd_durable(&r, b);
+		}
+	}
+	wc_cut(&w, cases[_i].seed, false);
+	wc_read(&w, 0, RND_NLBA);
+	unsigned old = 0, newest = 0;
+	for (unsigned b = 0; b < RND_NLBA; b++) {
+		const uint8_t *p = w.buf + (size_t)b * 512;
+		unsigned n = r.n[b], k;
+		for (k = 0; k < n; k++)
+			if (is(p, 512, b, r.hist[b][k]))
+				break;
+		ck_assert_msg(k < n, "block %u holds none of its %u allowed versions", b, n);
+		if (n == 1)
+			continue; /* not written since known durable: k == 0 is its newest */
+		if (!cases[_i].wc_bytes && !cases[_i].seed)
+			ck_assert_msg(k == 0, "block %u: not its durable version", b);
+		if (!cases[_i].wc_bytes)
+			ck_assert_msg(k == 0 || k == n - 1, "block %u: neither durable nor newest", b);
+		old += k == 0 && r.hist[b][0] != r.hist[b][n - 1];
+		newest += k == n - 1;
+	}
+	struct sim_stats st = wc_stats(&w);
+	printf("random %d: %u blocks back at their durable version, %u at their newest, "
+	       "%llu destaged\n", _i, old, newest, (unsigned long long)st.wc_destaged);
+	ck_assert_uint_gt(st.pf_blocks_lost, 0);
+	if (!cases[_i].wc_bytes)
+		ck_assert_uint_gt(old, 0);
+	else
+		ck_assert_uint_gt(st.wc_destaged, 0);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* Set Features WCE = 0: what the cache held is durable, and so is each
+ * write from then on; WCE is back at 1 after a controller reset. */
+START_TEST(t_wc_feature)
+{
+	struct wc w;
+	uint32_t dw0;
+	wc_open(&w, 512, 1024, SIM_BACKING_RAM, NULL, false);
+	wc_start(&w);
+	ck_assert_int_eq(adm(&w.h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_VOLATILE_WC, 0, &dw0), 0);
+	ck_assert_uint_eq(dw0, 1);
+	wc_write(&w, 0, 8, 1, false);
+	ck_assert_int_eq(adm(&w.h, NVME_ADM_SET_FEATURES, 0, 0, NVME_FEAT_VOLATILE_WC, 0, &dw0), 0);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 0);
+	wc_write(&w, 8, 8, 2, false);
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 0);
+	wc_cut(&w, 0, false);
+	wc_check(&w, 0, 8, 1);
+	wc_check(&w, 8, 8, 2);
+	ck_assert_int_eq(adm(&w.h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_VOLATILE_WC, 0, &dw0), 0);
+	ck_assert_uint_eq(dw0, 1);
+	host_fini(&w.h);
+	/* without a volatile write cache every completed write is durable */
+	wc_open(&w, 512, 1024, SIM_BACKING_RAM, NULL, false);
+	w.o.vwc = false;
+	wc_start(&w);
+	ck_assert_int_eq(adm(&w.h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_VOLATILE_WC, 0, &dw0),
+			 NVME_SC_INVALID_FIELD);
+	wc_write(&w, 0, 8, 3, false);
+	wc_cut(&w, 0, false);
+	wc_check(&w, 0, 8, 3);
+	ck_assert_uint_eq(wc_stats(&w).pf_blocks_lost, 0);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* A cut drops what the device held back: a delayed completion never
+ * arrives, stalled commands are gone; commands sent while it is off do
+ * nothing. */
+START_TEST(t_powerfail_drops)
+{
+	struct wc w;
+	wc_open(&w, 512, 1024, SIM_BACKING_RAM, NULL, _i);
+	wc_start(&w);
+	sim_fault_stall_next(w.h.s, 1);
+	struct nvme_sqe c = { .opc = NVME_CMD_READ, .nsid = 1, .prp1 = io(&w.h, w.buf) };
+	submit(&w.h, &w.h.ioq, &c);
+	for (int i = 0; i < 2000 && wc_stats(&w).stalled != 1; i++)
+		usleep(1000);
+	ck_assert_uint_eq(wc_stats(&w).stalled, 1);
+	sim_fault_delay(w.h.s, 50000);
+	submit(&w.h, &w.h.ioq, &c);
+	usleep(10000);
+	ck_assert_int_eq(sim_fault_powerfail(w.h.s, 0), 0);
+	ck_assert_uint_eq(wc_stats(&w).stalled, 0);
+	/* past the delay: nothing arrives */
+	for (int i = 0; i < 100; i++) {
+		sim_poll(w.h.s);
+		usleep(1000);
+	}
+	ck_assert_uint_ne(NVME_CQE_PHASE(w.h.ioq.cq[w.h.ioq.head].status), w.h.ioq.phase);
+	/* off: doorbells do nothing, a second cut changes nothing */
+	fill(w.buf, 512, 0, 9);
+	struct nvme_sqe wr = { .opc = NVME_CMD_WRITE, .nsid = 1, .prp1 = io(&w.h, w.buf) };
+	submit(&w.h, &w.h.ioq, &wr);
+	sim_poll(w.h.s);
+	ck_assert_int_eq(sim_fault_powerfail(w.h.s, 0), 0);
+	ck_assert_uint_eq(wc_stats(&w).powerfails, 1);
+	sim_fault_clear(w.h.s); /* delay off too */
+	wc_restart(&w);
+	wc_check(&w, 0, 1, 0);
+	host_fini(&w.h);
+}
+END_TEST
+
+/* clear cancels knobs and leaves a live controller alone; CFS is device
+ * state: only a controller reset, a function reset or a power-on clears it. */
+START_TEST(t_clear_and_cfs)
+{
+	struct wc w;
+	wc_open(&w, 512, 1024, SIM_BACKING_RAM, NULL, false);
+	wc_start(&w);
+	sim_fault_delay(w.h.s, 20000);
+	sim_fault_fail_next(w.h.s, 5, NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_READ_ERROR));
+	sim_fault_clear(w.h.s);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CC) & NVME_CC_EN, NVME_CC_EN);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS) & NVME_CSTS_RDY, NVME_CSTS_RDY);
+	wc_write(&w, 0, 4, 1, false); /* no delay, no failure, same queues */
+	wc_check(&w, 0, 4, 1);
+	/* cfs survives clear; CC.EN 1 -> 0 clears it */
+	sim_fault_cfs(w.h.s);
+	sim_fault_clear(w.h.s);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS) & NVME_CSTS_CFS, NVME_CSTS_CFS);
+	nvme_bus_write32(w.h.b, NVME_REG_CC, 0);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS) & (NVME_CSTS_CFS | NVME_CSTS_RDY), 0);
+	wc_restart(&w);
+	wc_check(&w, 0, 4, 1);
+	/* cfs with EN = 0 survives EN 0 -> 1 (not ready), not a function reset */
+	nvme_bus_write32(w.h.b, NVME_REG_CC, 0);
+	sim_fault_cfs(w.h.s);
+	nvme_bus_write32(w.h.b, NVME_REG_CC, NVME_CC_EN | (6u << NVME_CC_IOSQES_SHIFT) | (4u << NVME_CC_IOCQES_SHIFT));
+	usleep(20000);
+	uint32_t csts = nvme_bus_read32(w.h.b, NVME_REG_CSTS);
+	ck_assert_uint_eq(csts & (NVME_CSTS_CFS | NVME_CSTS_RDY), NVME_CSTS_CFS);
+	ck_assert_int_eq(w.h.b->ops->reset(w.h.b), 0);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS), 0);
+	wc_restart(&w);
+	wc_check(&w, 0, 4, 1);
+	/* a removal keeps power: clear brings the device back, cache and all */
+	wc_write(&w, 10, 2, 2, false);
+	sim_fault_cfs(w.h.s);
+	sim_fault_remove(w.h.s);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS), 0xffffffffu);
+	ck_assert_int_eq(sim_power_on(w.h.s), -ENODEV);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS), 0xffffffffu);
+	sim_fault_clear(w.h.s);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS), 0); /* no CFS: reset */
+	ck_assert_uint_eq(wc_stats(&w).wc_dirty_blocks, 4 + 2); /* never flushed */
+	wc_restart(&w);
+	wc_check(&w, 10, 2, 2);
+	/* removed, then a cut: power_on restores power, but it stays removed */
+	sim_fault_remove(w.h.s);
+	ck_assert_int_eq(sim_fault_powerfail(w.h.s, 0), 0);
+	ck_assert_int_eq(sim_power_on(w.h.s), -ENODEV);
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS), 0xffffffffu);
+	sim_fault_clear(w.h.s);
+	wc_restart(&w);
+	wc_check(&w, 10, 2, 0);
+	ck_assert_int_eq(sim_power_on(w.h.s), 0); /* has power: nothing happens */
+	ck_assert_uint_eq(nvme_bus_read32(w.h.b, NVME_REG_CSTS) & NVME_CSTS_RDY, NVME_CSTS_RDY);
+	host_fini(&w.h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -464,6 +1071,17 @@ int main(void)
 	tcase_add_test(tc, t_faults);
 	tcase_add_loop_test(tc, t_phase_wrap, 0, 2);
 	tcase_add_test(tc, t_bad_doorbell);
+	tcase_add_loop_test(tc, t_wc_lost_and_flushed, 0, 8);
+	tcase_add_loop_test(tc, t_wc_fua, 0, 2);
+	tcase_add_loop_test(tc, t_wc_shutdown, 0, 2);
+	tcase_add_test(tc, t_wc_zeroes_dsm);
+	tcase_add_test(tc, t_wc_destage);
+	tcase_add_test(tc, t_wc_seeded);
+	tcase_add_test(tc, t_wc_file);
+	tcase_add_loop_test(tc, t_wc_random, 0, 5);
+	tcase_add_test(tc, t_wc_feature);
+	tcase_add_loop_test(tc, t_powerfail_drops, 0, 2);
+	tcase_add_test(tc, t_clear_and_cfs);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
