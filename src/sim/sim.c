@@ -167,6 +167,9 @@ struct sim {
 	_Atomic unsigned gone;     /* SIM_GONE_*: registers read all ones, nothing runs */
 	_Atomic unsigned f_stall_n;
 	_Atomic bool f_abort_ignore;
+	_Atomic unsigned f_admin_delay_us; /* sim_fault_admin_delay */
+	_Atomic bool f_stuck;      /* sim_fault_stuck: CC writes and FLR ignored */
+	_Atomic bool bme;          /* bus mastering (the bus_master op): off, no DMA at all */
 	_Atomic unsigned f_irq_fail_n;
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
@@ -530,8 +533,9 @@ static int sim_post_deferred(struct sim *s)
 {
 	int posted = 0;
 
-	/* a device that is gone posts nothing (what it held was dropped) */
-	if (!atomic_load(&s->any_deferred) || atomic_load(&s->gone))
+	/* a device that is gone posts nothing (what it held was dropped), nor
+	 * one without bus mastering (it may once it is back on) */
+	if (!atomic_load(&s->any_deferred) || atomic_load(&s->gone) || !atomic_load(&s->bme))
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	uint64_t now = sim_now_ns();
@@ -575,8 +579,9 @@ static void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16
 
 	if (io && sim_take(&s->f_lose_n))
 		return;
-	unsigned delay = atomic_load_explicit(&s->f_delay_us, memory_order_relaxed);
-	if (io && delay) {
+	unsigned delay = atomic_load_explicit(io ? &s->f_delay_us : &s->f_admin_delay_us,
+	                                      memory_order_relaxed);
+	if (delay) {
 		sim_defer(s, sq->cqid, &e, delay);
 		return;
 	}
@@ -1199,7 +1204,10 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 
 static bool sim_running(struct sim *s)
 {
-	return !atomic_load_explicit(&s->gone, memory_order_relaxed) && SIM_GET(s->enabled) &&
+	/* without bus mastering the function can neither fetch a command nor
+	 * post a completion: both are DMA */
+	return !atomic_load_explicit(&s->gone, memory_order_relaxed) &&
+	       atomic_load_explicit(&s->bme, memory_order_relaxed) && SIM_GET(s->enabled) &&
 	       (SIM_GET(s->csts) & NVME_CSTS_RDY) &&
 	       !atomic_load_explicit(&s->cfs, memory_order_relaxed) &&
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
@@ -1507,6 +1515,9 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 {
 	uint32_t old = s->cc;
 
+	if (atomic_load(&s->f_stuck))
+		return; /* wedged: neither a disable nor a shutdown is obeyed */
+
 	s->cc = val;
 	if ((val & NVME_CC_SHN_MASK) && !(old & NVME_CC_SHN_MASK)) {
 		/* orderly shutdown: make everything durable, then report complete */
@@ -1663,6 +1674,8 @@ static int sim_reset(struct nvme_bus *bus)
 
 	if (atomic_load(&s->gone))
 		return -ENODEV;
+	if (atomic_load(&s->f_stuck))
+		return -EIO; /* the reset does not take: the function stays as it is */
 	sim_qlock(s);
 	pthread_mutex_lock(&s->lock);
 	sim_regs_reset(s);
@@ -1677,6 +1690,23 @@ static void sim_close(struct nvme_bus *bus)
 	sim_destroy((struct sim *)bus);
 }
 
+static int sim_bus_master(struct nvme_bus *bus, bool on)
+{
+	struct sim *s = (struct sim *)bus;
+
+	if (atomic_load(&s->gone))
+		return -ENODEV;
+	/* the commands being executed finish first: off, nothing more moves */
+	if (!on)
+		sim_qlock(s);
+	atomic_store(&s->bme, on);
+	if (!on)
+		sim_qunlock(s);
+	else if (s->o.threaded)
+		atomic_store(&s->kick, 1);
+	return 0;
+}
+
 static const struct nvme_bus_ops sim_ops = {
 	.read32 = sim_read32,
 	.read64 = sim_read64,
@@ -1686,6 +1716,7 @@ static const struct nvme_bus_ops sim_ops = {
 	.dma_unmap = sim_dma_unmap,
 	.irq_set = sim_irq_set,
 	.reset = sim_reset,
+	.bus_master = sim_bus_master,
 	.close = sim_close,
 };
 
@@ -1776,6 +1807,7 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	atomic_store(&s->bme, true); /* as after the host's PCI set-up */
 	for (unsigned i = 0; i < SIM_MAX_NS; i++) {
 		s->ns[i].fd = -1;
 		s->ns[i].wc.fd = -1;
@@ -2062,6 +2094,8 @@ void sim_fault_clear(struct sim *s)
 	atomic_store(&s->f_abort_ignore, false);
 	atomic_store(&s->f_never_ready, false);
 	atomic_store(&s->f_irq_fail_n, 0);
+	atomic_store(&s->f_admin_delay_us, 0);
+	atomic_store(&s->f_stuck, false);
 	sim_fault_hang(s, false);
 	/* re-inserted, or power back: a live controller is left alone (its
 	 * CFS, if any, is device state that only a reset clears) */
@@ -2073,6 +2107,21 @@ void sim_fault_clear(struct sim *s)
 		pthread_mutex_unlock(&s->lock);
 		sim_qunlock(s);
 	}
+}
+
+void sim_fault_admin_delay(struct sim *s, unsigned usec)
+{
+	atomic_store(&s->f_admin_delay_us, usec);
+}
+
+void sim_fault_stuck(struct sim *s, bool on)
+{
+	atomic_store(&s->f_stuck, on);
+}
+
+bool sim_bus_master_on(struct sim *s)
+{
+	return atomic_load(&s->bme);
 }
 
 void sim_fault_never_ready(struct sim *s, bool on)

@@ -209,7 +209,8 @@ int sim_fault_powerfail(struct sim *s, uint64_t seed);
 int sim_power_on(struct sim *s);
 
 /* Cancel the injected knobs: delay, hang, fail-next, lose-next, bogus,
- * duplicate, stall-next, abort-ignore, never-ready, irq-set failures
+ * duplicate, stall-next, abort-ignore, never-ready, irq-set failures,
+ * admin delay, stuck
  * (commands stalled already stay until an Abort, a release or a reset).  A
  * device that answers is otherwise left as it is: CSTS.CFS is device state,
  * cleared only by a controller reset (CC.EN 1 -> 0), a function reset or a
@@ -221,6 +222,19 @@ void sim_fault_clear(struct sim *s);
 
 /* While set, CC.EN = 1 never sets CSTS.RDY. */
 void sim_fault_never_ready(struct sim *s, bool on);
+
+/* Delay every admin completion by usec (0: off), as sim_fault_delay does
+ * for I/O: a busy firmware answering its admin queue late. */
+void sim_fault_admin_delay(struct sim *s, unsigned usec);
+/* While set, the controller is wedged: every CC write (a disable, a
+ * shutdown) is ignored and a function reset (bus reset) fails with -EIO;
+ * it keeps processing what it was processing.  Only bus mastering off (the
+ * bus_master op) stops its DMA.  sim_fault_clear ends it. */
+void sim_fault_stuck(struct sim *s, bool on);
+/* The bus's bus_master op sets it (on at creation): while off the device
+ * fetches nothing, moves no data and posts nothing, as PCI_COMMAND.BME = 0
+ * makes a real function.  Whether it is on now: */
+bool sim_bus_master_on(struct sim *s);
 
 /* Inline mode: post completions held back by sim_fault_delay whose time has
  * come, and process anything pending (after a hang is lifted).  Returns the

@@ -20,7 +20,7 @@ void rig_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static void state_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+void rig_state_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
 {
 	(void)c;
 	atomic_fetch_add((_Atomic unsigned *)arg + s, 1);
@@ -61,7 +61,7 @@ int rig_open(struct rig *g, const struct rig_opts *o)
 			g->sim[c] = NULL;
 			goto fail;
 		}
-		nvme_ctrl_set_event_cb(g->c[c], state_cb, g->ev[c]);
+		nvme_ctrl_set_event_cb(g->c[c], rig_state_cb, g->ev[c]);
 	}
 	for (unsigned r = 0; r < g->nr_reactors; r++) {
 		struct nvme_reactor_opts ro = {.id = r,

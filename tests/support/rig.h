@@ -54,6 +54,10 @@ struct rig {
 	_Atomic unsigned ev[RIG_MAX_CTRLS][4];
 };
 
+/* The event callback the rig sets on controller c with arg g->ev[c]: counts
+ * each state change (a test that sets its own may chain to it). */
+void rig_state_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s);
+
 /* Build (and with o->start, start) the rig; on failure everything built so
  * far is torn down again. */
 int rig_open(struct rig *g, const struct rig_opts *o);

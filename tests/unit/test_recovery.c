@@ -14,30 +14,14 @@
 #include "engine_internal.h"
 #include "log.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 #define HANG_MS 30000
-#define NBUF    8
-#define BUFSZ   (64u << 10)
+#define NBUF    RIG_NBUF
+#define BUFSZ   RIG_BUFSZ
 
-struct rig {
-	struct sim *sim;
-	struct nvme_ctrl *c;
-	unsigned nr;
-	struct nvme_reactor *r[2];
-	struct nvme_qpair *qp[2];
-	uint8_t *buf[2][NBUF];
-	_Atomic unsigned ev[4]; /* state changes reported, by state */
-};
-
-static void state_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
-{
-	(void)c;
-	struct rig *g = arg;
-	atomic_fetch_add(&g->ev[s], 1);
-}
-
-struct rig_opts {
+struct rec_opts {
 	unsigned reactors;
 	unsigned timeout_ms;
 	unsigned retries;
@@ -58,58 +42,34 @@ static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, u
 	return status;
 }
 
-static void rig_open(struct rig *g, const struct rig_opts *o)
+/* The shared rig (tests/support/rig.h): one software controller "rec" with
+ * two RAM namespaces (512 B blocks, 4 KiB blocks), its qpairs on o->reactors
+ * started reactors. */
+static void rig_open_rec(struct rig *g, const struct rec_opts *o)
 {
-	memset(g, 0, sizeof(*g));
-	struct sim_opts so = {.name = "rec",
-	                      .threaded = o->threaded,
-	                      .ready_delay_ms = o->ready_delay_ms,
-	                      .nr_ns = 2};
+	struct rig_opts ro = {.nr_reactors = o->reactors, .mode = o->mode, .start = true};
+	struct sim_opts *so = &ro.sim[0];
+	so->name = "rec";
+	so->threaded = o->threaded;
+	so->ready_delay_ms = o->ready_delay_ms;
+	so->nr_ns = 2;
 	if (o->shrink_ns1) {
-		so.identify_hook = shrink_hook;
-		so.hook_arg = o->shrink_ns1;
+		so->identify_hook = shrink_hook;
+		so->hook_arg = o->shrink_ns1;
 	}
-	so.ns[1] =
-	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_RAM};
-	so.ns[0] =
+	so->ns[0] =
 	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
-	ck_assert_int_eq(sim_create(&so, &g->sim), 0);
-	struct nvme_ctrl_opts co = {.name = "rec",
-	                            .io_queues = o->reactors,
-	                            .queue_depth = 32,
-	                            .cq_budget = 4,
-	                            .io_timeout_ms = o->timeout_ms,
-	                            .io_retries = o->retries,
-	                            .interrupts = o->interrupts};
-	ck_assert_int_eq(nvme_ctrl_open(sim_bus(g->sim), &co, &g->c), 0);
-	nvme_ctrl_set_event_cb(g->c, state_cb, g);
-	g->nr = o->reactors;
-	for (unsigned i = 0; i < g->nr; i++) {
-		struct nvme_reactor_opts ro = {
-		    .id = i, .cpu = -1, .mode = o->mode, .buf_pool_bytes = 8u << 20};
-		ck_assert_int_eq(nvme_reactor_create(&ro, &g->r[i]), 0);
-		ck_assert_int_eq(nvme_qpair_create(g->c, g->r[i], (uint16_t)(i + 1), &g->qp[i]), 0);
-		if (o->interrupts)
-			ck_assert_int_ge(nvme_qpair_vector(g->qp[i]), 1);
-		for (unsigned b = 0; b < NBUF; b++) {
-			g->buf[i][b] = nvme_reactor_buf_alloc(g->r[i], BUFSZ);
-			ck_assert_ptr_nonnull(g->buf[i][b]);
-		}
-		ck_assert_int_eq(nvme_reactor_start(g->r[i]), 0);
-	}
-}
-
-static void rig_close(struct rig *g)
-{
-	for (unsigned i = 0; i < g->nr; i++) {
-		nvme_reactor_stop(g->r[i]);
-		nvme_reactor_join(g->r[i]);
-	}
-	for (unsigned i = 0; i < g->nr; i++) {
-		nvme_qpair_destroy(g->qp[i]);
-		nvme_reactor_destroy(g->r[i]);
-	}
-	nvme_ctrl_close(g->c); /* owns the bus, and so the sim */
+	so->ns[1] =
+	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	ro.ctrl[0] = (struct nvme_ctrl_opts){.queue_depth = 32,
+	                                     .cq_budget = 4,
+	                                     .io_timeout_ms = o->timeout_ms,
+	                                     .io_retries = o->retries,
+	                                     .interrupts = o->interrupts};
+	ck_assert_int_eq(rig_open(g, &ro), 0);
+	if (o->interrupts)
+		for (unsigned i = 0; i < g->nr_reactors; i++)
+			ck_assert_int_ge(nvme_qpair_vector(g->qp[i][0]), 1);
 }
 
 static uint64_t ms_since(uint64_t t0)
@@ -169,9 +129,9 @@ static void io_done(void *arg, int err, uint16_t status)
 static void io_submit_call(void *arg)
 {
 	struct io *io = arg;
-	struct nvme_qpair *qp = io->g->qp[io->q];
+	struct nvme_qpair *qp = io->g->qp[io->q][0];
 	nvme_io_cb cb = io->cb ? io->cb : io_done;
-	io->state_at_submit = nvme_ctrl_state(io->g->c);
+	io->state_at_submit = nvme_ctrl_state(io->g->c[0]);
 	io->submit_rc = io->write
 	                    ? nvme_qpair_write(qp, 1, io->lba, io->buf, io->len, false, cb, io)
 	                    : nvme_qpair_read(qp, 1, io->lba, io->buf, io->len, cb, io);
@@ -213,7 +173,7 @@ static int io_sync(struct rig *g, unsigned q, bool write, uint64_t lba, size_t l
 static void wait_stalled(struct rig *g, uint64_t n)
 {
 	struct sim_stats ss;
-	WAIT_FOR((sim_get_stats(g->sim, &ss), ss.stalled == n));
+	WAIT_FOR((sim_get_stats(g->sim[0], &ss), ss.stalled == n));
 }
 
 /* Write a pattern at lba through queue q (buffer 7 of that reactor). */
@@ -237,14 +197,14 @@ static void check_pattern(struct rig *g, unsigned q, uint64_t lba, size_t len, u
 START_TEST(t_abort_ok)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 200,
 	                     .retries = 3,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 100, 4096, 11);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	uint64_t t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 100, 4096, g.buf[0][0]);
@@ -255,14 +215,14 @@ START_TEST(t_abort_ok)
 	fill(want, 4096, 11);
 	ck_assert_mem_eq(g.buf[0][0], want, 4096);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.timeouts, 1);
 	ck_assert_uint_eq(rs.aborts_sent, 1);
 	ck_assert_uint_eq(rs.aborts_ok, 1);
 	ck_assert_uint_eq(rs.resubmitted, 1);
 	ck_assert_uint_eq(rs.resets_started, 0);
 	struct nvme_qpair_stats st;
-	nvme_qpair_stats_get(g.qp[0], &st);
+	nvme_qpair_stats_get(g.qp[0][0], &st);
 	ck_assert_uint_eq(st.timeouts, 1);
 	ck_assert_uint_eq(st.aborts_sent, 1);
 	ck_assert_uint_eq(st.aborts_ok, 1);
@@ -277,30 +237,30 @@ END_TEST
 static void slow_cured(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
 {
 	struct rig *g = arg;
-	state_cb(arg, c, s);
+	rig_state_cb(g->ev[0], c, s);
 	if (s == NVME_CTRL_RESETTING)
-		sim_fault_delay(g->sim, 0);
+		sim_fault_delay(g->sim[0], 0);
 }
 
 START_TEST(t_slow_device)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 200,
 	                     .retries = 2,
 	                     .threaded = true};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 600, 4096, 55);
 	/* slow but in time */
-	sim_fault_delay(g.sim, 100000);
+	sim_fault_delay(g.sim[0], 100000);
 	check_pattern(&g, 0, 600, 4096, 55);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.timeouts, 0);
 	/* too slow, cured by the reset */
-	nvme_ctrl_set_event_cb(g.c, slow_cured, &g);
-	sim_fault_delay(g.sim, 1000000);
+	nvme_ctrl_set_event_cb(g.c[0], slow_cured, &g);
+	sim_fault_delay(g.sim[0], 1000000);
 	struct io io;
 	uint64_t t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
@@ -311,18 +271,18 @@ START_TEST(t_slow_device)
 	uint8_t want[4096];
 	fill(want, 4096, 55);
 	ck_assert_mem_eq(g.buf[0][0], want, 4096);
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	/* too slow for good: every try times out */
-	nvme_ctrl_set_event_cb(g.c, state_cb, &g);
-	sim_fault_delay(g.sim, 1000000);
+	nvme_ctrl_set_event_cb(g.c[0], rig_state_cb, g.ev[0]);
+	sim_fault_delay(g.sim[0], 1000000);
 	t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
 	ck_assert_int_eq(io_wait(&io), -EIO);
 	printf("slow device for good: caller saw EIO after %llu ms (%u retries)\n",
 	       (unsigned long long)((io.done_ns - t0) / 1000000), o.retries);
-	sim_fault_delay(g.sim, 0);
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
-	nvme_ctrl_rstats_get(g.c, &rs);
+	sim_fault_delay(g.sim[0], 0);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.failed_after_retries, 1);
 	ck_assert_uint_eq(rs.resets_failed, 0);
 	put_pattern(&g, 0, 700, 4096, 56);
@@ -335,15 +295,15 @@ END_TEST
 START_TEST(t_abort_ignored_reset)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 200,
 	                     .retries = 3,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 200, 8192, 22);
-	sim_fault_abort_ignore(g.sim, true);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	uint64_t t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 200, 8192, g.buf[0][0]);
@@ -353,9 +313,9 @@ START_TEST(t_abort_ignored_reset)
 	uint8_t want[8192];
 	fill(want, 8192, 22);
 	ck_assert_mem_eq(g.buf[0][0], want, 8192);
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.aborts_ok, 0);
 	ck_assert_uint_eq(rs.resets_started, 1);
 	ck_assert_uint_eq(rs.resets_ok, 1);
@@ -363,8 +323,8 @@ START_TEST(t_abort_ignored_reset)
 	ck_assert_uint_gt(rs.reset_last_ns, 0);
 	ck_assert_uint_ge(rs.reset_max_ns, rs.reset_last_ns);
 	printf("abort ignored: the reset itself took %.1f ms\n", rs.reset_last_ns / 1e6);
-	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_RESETTING]), 1);
-	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_LIVE]), 1);
+	ck_assert_uint_ge(atomic_load(&g.ev[0][NVME_CTRL_RESETTING]), 1);
+	ck_assert_uint_ge(atomic_load(&g.ev[0][NVME_CTRL_LIVE]), 1);
 	/* I/O goes on */
 	put_pattern(&g, 0, 300, 4096, 23);
 	check_pattern(&g, 0, 300, 4096, 23);
@@ -377,17 +337,17 @@ END_TEST
 START_TEST(t_reset_irq_modes)
 {
 	struct rig g;
-	struct rig_opts o = {.reactors = 2,
+	struct rec_opts o = {.reactors = 2,
 	                     .timeout_ms = 200,
 	                     .retries = 3,
 	                     .threaded = true,
 	                     .interrupts = true,
 	                     .mode = _i ? NVME_MODE_HYBRID : NVME_MODE_INTERRUPT};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	for (unsigned q = 0; q < 2; q++)
 		put_pattern(&g, q, 4000 + q * 16, 4096, 200 + q);
-	sim_fault_abort_ignore(g.sim, true);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io[2];
 	io_start(&g, &io[0], 0, false, 4000, 4096, g.buf[0][0]);
 	io_start(&g, &io[1], 1, false, 4016, 4096, g.buf[1][0]);
@@ -397,15 +357,15 @@ START_TEST(t_reset_irq_modes)
 		fill(want, 4096, 200 + q);
 		ck_assert_mem_eq(g.buf[q][0], want, 4096);
 	}
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.resets_ok, 1);
 	for (unsigned q = 0; q < 2; q++) {
 		put_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
 		check_pattern(&g, q, 4100 + q * 16, 4096, 210 + q);
 		struct nvme_qpair_stats st;
-		nvme_qpair_stats_get(g.qp[q], &st);
+		nvme_qpair_stats_get(g.qp[q][0], &st);
 		ck_assert_uint_gt(st.interrupts, 0);
 	}
 	rig_close(&g);
@@ -416,7 +376,7 @@ END_TEST
 static void ns2_read_call(void *arg)
 {
 	struct io *io = arg;
-	io->submit_rc = nvme_qpair_read(io->g->qp[0], 2, 0, io->buf, 4096, io_done, io);
+	io->submit_rc = nvme_qpair_read(io->g->qp[0][0], 2, 0, io->buf, 4096, io_done, io);
 	if (io->submit_rc < 0) {
 		io->err = io->submit_rc;
 		atomic_store(&io->done, 1);
@@ -428,18 +388,18 @@ START_TEST(t_ns_changed)
 {
 	struct rig g;
 	_Atomic bool shrink = false;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = _i & 1,
 	                     .shrink_ns1 = &shrink};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 1);
 	atomic_store(&shrink, true);
-	ck_assert_int_eq(nvme_ctrl_reset(g.c), 0);
-	ck_assert(nvme_ctrl_get_info(g.c)->ns[0].failed);
-	ck_assert(!nvme_ctrl_get_info(g.c)->ns[1].failed);
+	ck_assert_int_eq(nvme_ctrl_reset(g.c[0]), 0);
+	ck_assert(nvme_ctrl_get_info(g.c[0])->ns[0].failed);
+	ck_assert(!nvme_ctrl_get_info(g.c[0])->ns[1].failed);
 	ck_assert_int_eq(io_sync(&g, 0, false, 0, 4096, g.buf[0][0]), -EIO);
 	/* the other namespace is unaffected */
 	struct io io;
@@ -456,28 +416,28 @@ END_TEST
 START_TEST(t_retries_exhausted)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 150,
 	                     .retries = 1,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
-	sim_fault_abort_ignore(g.sim, true);
-	sim_fault_stall_next(g.sim, 2); /* the first try and its one retry stall */
+	rig_open_rec(&g, &o);
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_stall_next(g.sim[0], 2); /* the first try and its one retry stall */
 	struct io io;
 	uint64_t t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
 	ck_assert_int_eq(io_wait(&io), -EIO);
 	printf("retries used up: caller saw EIO after %llu ms (2 resets)\n",
 	       (unsigned long long)((io.done_ns - t0) / 1000000));
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.resets_ok, 2);
 	ck_assert_uint_eq(rs.resubmitted, 1);
 	ck_assert_uint_eq(rs.failed_after_retries, 1);
 	struct nvme_qpair_stats st;
-	nvme_qpair_stats_get(g.qp[0], &st);
+	nvme_qpair_stats_get(g.qp[0][0], &st);
 	ck_assert_uint_eq(st.failed_after_retries, 1);
 	/* the controller serves I/O again */
 	put_pattern(&g, 0, 64, 4096, 5);
@@ -490,28 +450,28 @@ END_TEST
 START_TEST(t_cfs)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 400, 4096, 33);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 400, 4096, g.buf[0][0]);
 	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
-	sim_fault_cfs(g.sim);
+	sim_fault_cfs(g.sim[0]);
 	ck_assert_int_eq(io_wait(&io), 0);
 	printf("CFS: in-flight read succeeded %llu ms after the fault (reset, resubmitted)\n",
 	       (unsigned long long)((io.done_ns - t0) / 1000000));
 	uint8_t want[4096];
 	fill(want, 4096, 33);
 	ck_assert_mem_eq(g.buf[0][0], want, 4096);
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.cfs_events, 1);
 	ck_assert_uint_eq(rs.resets_ok, 1);
 	ck_assert_uint_eq(rs.timeouts, 0); /* found by the health check, not a timeout */
@@ -526,16 +486,16 @@ START_TEST(t_held_during_reset)
 {
 	struct rig g;
 	/* enabling takes 400 ms: the reset lasts at least that long */
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = true,
 	                     .ready_delay_ms = 400};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 0, 4096, 44);
-	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
-	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), -EBUSY);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), -EBUSY);
 	fill(g.buf[0][1], 4096, 45);
 	struct io w, r;
 	io_start(&g, &w, 0, true, 8, 4096, g.buf[0][1]);
@@ -549,7 +509,7 @@ START_TEST(t_held_during_reset)
 	fill(want, 4096, 44);
 	ck_assert_mem_eq(g.buf[0][2], want, 4096);
 	check_pattern(&g, 0, 8, 4096, 45);
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_LIVE);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_LIVE);
 	rig_close(&g);
 }
 END_TEST
@@ -558,20 +518,20 @@ END_TEST
 START_TEST(t_held_too_long)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 100,
 	                     .retries = 3,
 	                     .threaded = true,
 	                     .ready_delay_ms = 1500};
-	rig_open(&g, &o);
-	ck_assert_int_eq(nvme_ctrl_reset_async(g.c, "test"), 0);
+	rig_open_rec(&g, &o);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
 	struct io r;
 	io_start(&g, &r, 0, false, 0, 4096, g.buf[0][2]);
 	ck_assert_int_eq(r.submit_rc, 0);
 	ck_assert_int_eq(io_wait(&r), -EIO);
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_RESETTING);
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_RESETTING);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	put_pattern(&g, 0, 0, 4096, 46);
 	check_pattern(&g, 0, 0, 4096, 46);
 	rig_close(&g);
@@ -610,13 +570,13 @@ static void inv_read_done(void *arg, int err, uint16_t status)
 	(void)status;
 	struct inv *v = arg;
 	struct sim_stats ss;
-	sim_get_stats(v->g->sim, &ss);
+	sim_get_stats(v->g->sim[0], &ss);
 	v->read_err = err;
 	v->resets_at_cb = ss.resets;
 	v->stalled_at_cb = ss.stalled;
 	fill(v->a, 4096, 77);                               /* the buffer is ours again: reuse it */
-	v->released = sim_fault_release_stalled(v->g->sim); /* the device finishing late */
-	int rc = nvme_qpair_write(v->g->qp[0], 1, 900, v->a, 4096, false, inv_write_done, v);
+	v->released = sim_fault_release_stalled(v->g->sim[0]); /* the device finishing late */
+	int rc = nvme_qpair_write(v->g->qp[0][0], 1, 900, v->a, 4096, false, inv_write_done, v);
 	if (rc < 0) {
 		v->w.err = rc;
 		atomic_store(&v->done, 1);
@@ -626,7 +586,7 @@ static void inv_read_done(void *arg, int err, uint16_t status)
 static void inv_submit_call(void *arg)
 {
 	struct inv *v = arg;
-	int rc = nvme_qpair_read(v->g->qp[0], 1, 800, v->a, 4096, inv_read_done, v);
+	int rc = nvme_qpair_read(v->g->qp[0][0], 1, 800, v->a, 4096, inv_read_done, v);
 	ck_assert_int_eq(rc, 0);
 }
 
@@ -634,15 +594,15 @@ START_TEST(t_buffer_invariant)
 {
 	struct rig g;
 	unsigned retries = _i & 1 ? 0 : 3; /* the read fails with EIO, or is resubmitted */
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 150,
 	                     .retries = retries,
 	                     .threaded = (_i & 2) != 0};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 800, 4096, 66); /* X: the stale data */
-	sim_fault_abort_ignore(g.sim, true);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct inv v = {.g = &g, .a = g.buf[0][0]};
 	ck_assert_int_eq(nvme_reactor_call(g.r[0], inv_submit_call, &v), 0);
 	WAIT_FOR(atomic_load(&v.done));
@@ -660,50 +620,50 @@ END_TEST
 START_TEST(t_removal_reattach)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 1000, 8192, 88);
-	sim_fault_stall_next(g.sim, 1);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 1000, 4096, g.buf[0][0]);
 	wait_stalled(&g, 1);
 	uint64_t t0 = nvme_now_ns();
-	sim_fault_remove(g.sim);
+	sim_fault_remove(g.sim[0]);
 	ck_assert_int_eq(io_wait(&io), -EIO);
 	printf("removal: in-flight read failed with EIO %llu ms after the device vanished\n",
 	       (unsigned long long)((io.done_ns - t0) / 1000000));
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_REMOVED);
-	WAIT_FOR(atomic_load(&g.ev[NVME_CTRL_REMOVED]) == 1);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_REMOVED);
+	WAIT_FOR(atomic_load(&g.ev[0][NVME_CTRL_REMOVED]) == 1);
 	struct io late;
 	io_start(&g, &late, 0, false, 1000, 4096, g.buf[0][1]);
 	ck_assert_int_eq(late.submit_rc, -ENODEV);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.removals, 1);
 	struct nvme_bus *bus = NULL;
-	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
-	ck_assert_ptr_eq(bus, sim_bus(g.sim));
-	ck_assert_ptr_null(nvme_ctrl_bus(g.c));
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &bus), 0);
+	ck_assert_ptr_eq(bus, sim_bus(g.sim[0]));
+	ck_assert_ptr_null(nvme_ctrl_bus(g.c[0]));
 	struct nvme_bus *again = (struct nvme_bus *)1;
-	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &again), 0);
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &again), 0);
 	ck_assert_ptr_null(again);
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.removals, 1); /* counted once */
 	/* the device comes back: same sim, same data */
-	sim_fault_clear(g.sim);
+	sim_fault_clear(g.sim[0]);
 	t0 = nvme_now_ns();
-	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), 0);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], bus), 0);
 	printf("re-attach took %llu ms\n", (unsigned long long)ms_since(t0));
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_LIVE);
-	ck_assert_ptr_eq(nvme_ctrl_bus(g.c), bus);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_LIVE);
+	ck_assert_ptr_eq(nvme_ctrl_bus(g.c[0]), bus);
 	check_pattern(&g, 0, 1000, 8192, 88);
 	put_pattern(&g, 0, 1100, 4096, 89);
 	check_pattern(&g, 0, 1100, 4096, 89);
-	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), -EBUSY);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], bus), -EBUSY);
 	rig_close(&g);
 }
 END_TEST
@@ -714,22 +674,22 @@ END_TEST
 START_TEST(t_remove_live)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = true};
-	rig_open(&g, &o);
-	sim_fault_stall_next(g.sim, 1);
+	rig_open_rec(&g, &o);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
 	wait_stalled(&g, 1);
 	struct nvme_bus *bus = NULL;
-	ck_assert_int_eq(nvme_ctrl_remove(g.c, "test", &bus), 0);
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &bus), 0);
 	ck_assert_ptr_nonnull(bus);
 	ck_assert_int_eq(io_wait(&io), -EIO);
 	struct sim_stats ss;
-	sim_get_stats(g.sim, &ss);
+	sim_get_stats(g.sim[0], &ss);
 	ck_assert_uint_ge(ss.resets, 1); /* disabled before the command was failed */
 	ck_assert_uint_eq(ss.stalled, 0);
 	/* a different controller on the bus: refused, the caller keeps the bus */
@@ -738,10 +698,10 @@ START_TEST(t_remove_live)
 	    (struct sim_ns_opts){.nlba = 1u << 10, .lba_size = 512, .backing = SIM_BACKING_RAM};
 	struct sim *other;
 	ck_assert_int_eq(sim_create(&so, &other), 0);
-	ck_assert_int_eq(nvme_ctrl_attach(g.c, sim_bus(other)), -ESTALE);
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_REMOVED);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], sim_bus(other)), -ESTALE);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_REMOVED);
 	sim_destroy(other);
-	ck_assert_int_eq(nvme_ctrl_attach(g.c, bus), 0);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], bus), 0);
 	put_pattern(&g, 0, 0, 4096, 90);
 	check_pattern(&g, 0, 0, 4096, 90);
 	rig_close(&g);
@@ -752,27 +712,27 @@ END_TEST
 START_TEST(t_reset_fails)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = true};
-	rig_open(&g, &o);
-	sim_fault_stall_next(g.sim, 1);
+	rig_open_rec(&g, &o);
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io io;
 	io_start(&g, &io, 0, false, 0, 4096, g.buf[0][0]);
 	wait_stalled(&g, 1);
-	sim_fault_never_ready(g.sim, true);
-	ck_assert_int_eq(nvme_ctrl_reset(g.c), -EIO);
-	ck_assert_int_eq(nvme_ctrl_state(g.c), NVME_CTRL_FAILED);
+	sim_fault_never_ready(g.sim[0], true);
+	ck_assert_int_eq(nvme_ctrl_reset(g.c[0]), -EIO);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_FAILED);
 	ck_assert_int_eq(io_wait(&io), -EIO);
 	struct io late;
 	io_start(&g, &late, 0, false, 0, 4096, g.buf[0][1]);
 	ck_assert_int_eq(late.submit_rc, -ENODEV);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_eq(rs.resets_failed, 1);
-	ck_assert_uint_ge(atomic_load(&g.ev[NVME_CTRL_FAILED]), 1);
+	ck_assert_uint_ge(atomic_load(&g.ev[0][NVME_CTRL_FAILED]), 1);
 	rig_close(&g);
 }
 END_TEST
@@ -782,16 +742,16 @@ END_TEST
 START_TEST(t_two_reactors)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 2,
 	                     .timeout_ms = 200,
 	                     .retries = 3,
 	                     .threaded = true};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	for (unsigned q = 0; q < 2; q++)
 		put_pattern(&g, q, 2000 + q * 100, 4096, 100 + q);
-	sim_fault_abort_ignore(g.sim, true);
-	sim_fault_stall_next(g.sim, 2); /* one stalled read on each queue */
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_stall_next(g.sim[0], 2); /* one stalled read on each queue */
 	struct io st[2];
 	for (unsigned q = 0; q < 2; q++)
 		io_start(&g, &st[q], q, false, 2000 + q * 100, 4096, g.buf[q][0]);
@@ -812,13 +772,13 @@ START_TEST(t_two_reactors)
 		for (unsigned k = 0; k < TWO_IOS; k++)
 			ck_assert_int_eq(more[q][k].err, 0);
 	}
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	for (unsigned q = 0; q < 2; q++)
 		for (unsigned k = 0; k < TWO_IOS; k++)
 			check_pattern(&g, q, 3000 + (q * TWO_IOS + k) * 8, 4096,
 			              1000 + q * TWO_IOS + k);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_ge(rs.resets_ok, 1);
 	ck_assert_uint_eq(rs.resets_failed, 0);
 	ck_assert_uint_ge(rs.resubmitted, 2);
@@ -847,36 +807,36 @@ static void adm_cb(void *arg, int err, const struct nvme_cqe *cqe)
 START_TEST(t_admin_async)
 {
 	struct rig g;
-	struct rig_opts o = {.mode = NVME_MODE_POLL,
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
 	                     .timeout_ms = 5000,
 	                     .retries = 3,
 	                     .threaded = _i & 1};
-	rig_open(&g, &o);
+	rig_open_rec(&g, &o);
 	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
 	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
 	struct adm a = {0};
-	ck_assert_int_eq(nvme_ctrl_admin_async(g.c, &cmd, id, sizeof(*id), adm_cb, &a), 0);
+	ck_assert_int_eq(nvme_ctrl_admin_async(g.c[0], &cmd, id, sizeof(*id), adm_cb, &a), 0);
 	WAIT_FOR(atomic_load(&a.done));
 	ck_assert_int_eq(a.err, 0);
 	ck_assert(!pthread_equal(a.thread, pthread_self())); /* reaped by the engine */
 	ck_assert_int_eq(memcmp(id->mn, "nvmefs software controller", 26), 0);
 	/* a command the device never answers: -ETIMEDOUT to the caller, but
 	 * its slot (and bounce buffer) stays until the reset's disable */
-	sim_fault_hang(g.sim, true);
+	sim_fault_hang(g.sim[0], true);
 	struct adm b = {0};
 	uint64_t t0 = nvme_now_ns();
-	ck_assert_int_eq(nvme_ctrl_admin_async(g.c, &cmd, id, sizeof(*id), adm_cb, &b), 0);
+	ck_assert_int_eq(nvme_ctrl_admin_async(g.c[0], &cmd, id, sizeof(*id), adm_cb, &b), 0);
 	WAIT_FOR(atomic_load(&b.done));
 	ck_assert_int_eq(b.err, -ETIMEDOUT);
 	printf("admin timeout reported after %llu ms\n", (unsigned long long)ms_since(t0));
 	/* the admin timeout resets the controller (which ends the sim's hang) */
-	WAIT_FOR(nvme_ctrl_state(g.c) == NVME_CTRL_LIVE &&
-	         atomic_load(&g.c->admin_outstanding) == 0);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE &&
+	         atomic_load(&g.c[0]->admin_outstanding) == 0);
 	struct nvme_ctrl_rstats rs;
-	nvme_ctrl_rstats_get(g.c, &rs);
+	nvme_ctrl_rstats_get(g.c[0], &rs);
 	ck_assert_uint_ge(rs.resets_ok, 1);
-	ck_assert_int_eq(nvme_ctrl_admin(g.c, &cmd, id, sizeof(*id), NULL), 0);
+	ck_assert_int_eq(nvme_ctrl_admin(g.c[0], &cmd, id, sizeof(*id), NULL), 0);
 	free(id);
 	rig_close(&g);
 }
