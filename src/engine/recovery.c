@@ -483,17 +483,23 @@ static void do_reset(struct nvme_ctrl *c)
 		pthread_mutex_unlock(&c->reset_lock);
 		return;
 	}
-	if (down == -EIO) {
+	if (down != DOWN_DISABLED) {
+		/* not disabled: cut off (or not even that) -- it must not get its
+		 * memory back to be brought up while it may still run its old
+		 * queues: everything fails now, and a later try that disables
+		 * it brings it back */
 		RST_ADD(resets_failed, 1);
 		end_commands(c, down, true, -EIO);
+		log_err("%s: reset failed: the controller is out of service; its I/O fails",
+		        c->name);
 		recov_set_state(c, NVME_CTRL_FAILED);
 		if (!atomic_load(&c->stopping))
 			schedule_retry(c);
 		pthread_mutex_unlock(&c->reset_lock);
 		return;
 	}
-	/* Disabled or cut off: the device no longer touches any of our
-	 * memory.  Admin commands fail; I/O is taken off the rings and held. */
+	/* Disabled: the device no longer touches any of our memory.  Admin
+	 * commands fail; I/O is taken off the rings and held. */
 	int rc = end_commands(c, down, false, -EIO);
 	if (rc == 0 && !atomic_load(&c->stopping))
 		rc = bring_up(c, false);

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct rec_opts {
 	unsigned ready_delay_ms;
 	enum nvme_poll_mode mode; /* poll unless said */
 	bool interrupts;
+	unsigned retry_ms; /* first retry of a failed bring-up (0: the engine's 1 s) */
 	_Atomic bool *shrink_ns1; /* when set: Identify reports namespace 1 smaller */
 };
 
@@ -65,6 +67,7 @@ static void rig_open_rec(struct rig *g, const struct rec_opts *o)
 	                                     .cq_budget = 4,
 	                                     .io_timeout_ms = o->timeout_ms,
 	                                     .io_retries = o->retries,
+	                                     .retry_ms = o->retry_ms,
 	                                     .interrupts = o->interrupts};
 	ck_assert_int_eq(rig_open(g, &ro), 0);
 	if (o->interrupts)
@@ -142,10 +145,13 @@ static void io_submit_call(void *arg)
 	atomic_store(&io->submitted, 1);
 }
 
-static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba, size_t len,
-                     uint8_t *buf)
+/* Submit on reactor q and wait until submitted; cb NULL: io_done (the
+ * callback's arg is io). */
+static void io_start_cb(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba,
+                        size_t len, uint8_t *buf, nvme_io_cb cb)
 {
 	memset(io, 0, sizeof(*io));
+	io->cb = cb;
 	io->g = g;
 	io->q = q;
 	io->write = write;
@@ -154,6 +160,12 @@ static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint6
 	io->buf = buf;
 	ck_assert_int_eq(nvme_reactor_call(g->r[q], io_submit_call, io), 0);
 	WAIT_FOR(atomic_load(&io->submitted));
+}
+
+static void io_start(struct rig *g, struct io *io, unsigned q, bool write, uint64_t lba, size_t len,
+                     uint8_t *buf)
+{
+	io_start_cb(g, io, q, write, lba, len, buf, NULL);
 }
 
 static int io_wait(struct io *io)
@@ -842,6 +854,271 @@ START_TEST(t_admin_async)
 }
 END_TEST
 
+
+/* ==== the review items: each of these failed on the engine before its
+ * recovery module (recovery.c) ==== */
+
+/* ---- a controller that will not disable (CC.EN = 0 and the function reset
+ * both ignored): the commands on it are answered (EIO) only once it is cut
+ * off from memory -- bus mastering off, mappings removed --, the reactor
+ * can stop, and once the device behaves again a retry brings it back.
+ * Before: the commands stayed in flight for good and the join hung. ---- */
+struct cut_io {
+	struct io io;
+	_Atomic int bme_at_cb; /* 1: the device could still do DMA at the callback */
+	struct sim *sim;
+};
+
+static void cut_done(void *arg, int err, uint16_t status)
+{
+	struct cut_io *c = arg;
+	atomic_store(&c->bme_at_cb, sim_bus_master_on(c->sim) ? 1 : 0);
+	io_done(&c->io, err, status);
+}
+
+START_TEST(t_stuck_isolated)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = _i ? NVME_MODE_HYBRID : NVME_MODE_POLL,
+	                     .reactors = 2,
+	                     .timeout_ms = 200,
+	                     .retries = 3,
+	                     .retry_ms = 50,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	put_pattern(&g, 0, 64, 4096, 9);
+	sim_fault_stuck(g.sim[0], true);
+	sim_fault_hang(g.sim[0], true);
+	struct cut_io c[2];
+	for (unsigned q = 0; q < 2; q++) {
+		memset(&c[q], 0, sizeof(c[q]));
+		atomic_store(&c[q].bme_at_cb, -1);
+		c[q].sim = g.sim[0];
+		/* the callback's arg, &c[q].io, is &c[q] (its first member) */
+		io_start_cb(&g, &c[q].io, q, false, 64, 4096, g.buf[q][0], cut_done);
+	}
+	uint64_t t0 = nvme_now_ns();
+	for (unsigned q = 0; q < 2; q++) {
+		ck_assert_int_eq(io_wait(&c[q].io), -EIO);
+		ck_assert_int_eq(atomic_load(&c[q].bme_at_cb), 0);
+	}
+	printf("wedged controller: commands answered EIO after %llu ms, with bus mastering off\n",
+	       (unsigned long long)ms_since(t0));
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_FAILED);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c[0], &rs);
+	ck_assert_uint_ge(rs.isolations, 1);
+	/* new I/O fails at once while failed */
+	ck_assert_int_eq(io_sync(&g, 1, false, 64, 4096, g.buf[1][1]), -ENODEV);
+	/* the device behaves again: the next retry brings it back, data intact */
+	sim_fault_clear(g.sim[0]);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
+	ck_assert(sim_bus_master_on(g.sim[0]));
+	check_pattern(&g, 1, 64, 4096, 9);
+	put_pattern(&g, 0, 128, 4096, 10);
+	check_pattern(&g, 1, 128, 4096, 10);
+	rig_close(&g); /* the reactors stop: bounded by the rig */
+}
+END_TEST
+
+/* ---- a synchronous admin command caught by a reset that cannot disable
+ * the device returns (before: it spun for ever, nothing reaped or
+ * abandoned it) ---- */
+struct sync_call {
+	struct nvme_ctrl *c;
+	int rc;
+	_Atomic int done;
+};
+
+static void *sync_admin_thread(void *arg)
+{
+	struct sync_call *k = arg;
+	struct nvme_id_ctrl *id = calloc(1, sizeof(*id));
+	struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY, .cdw10 = NVME_ID_CNS_CTRL};
+	k->rc = nvme_ctrl_admin(k->c, &cmd, id, sizeof(*id), NULL);
+	free(id);
+	atomic_store(&k->done, 1);
+	return NULL;
+}
+
+START_TEST(t_admin_sync_bounded)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .retry_ms = 60000,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	sim_fault_stuck(g.sim[0], true);
+	sim_fault_hang(g.sim[0], true);
+	struct sync_call k = {.c = g.c[0]};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, sync_admin_thread, &k), 0);
+	rig_sleep_ms(50);
+	uint64_t t0 = nvme_now_ns();
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
+	WAIT_FOR(atomic_load(&k.done));
+	pthread_join(th, NULL);
+	ck_assert_int_lt(k.rc, 0);
+	printf("synchronous admin command under a reset that cannot disable: %d after %llu ms\n",
+	       k.rc, (unsigned long long)ms_since(t0));
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_FAILED);
+	sim_fault_clear(g.sim[0]);
+	rig_close(&g);
+}
+END_TEST
+
+static uint64_t aborts_sent(struct nvme_ctrl *c)
+{
+	struct nvme_ctrl_rstats r;
+	nvme_ctrl_rstats_get(c, &r);
+	return r.aborts_sent;
+}
+
+/* ---- an Abort that says "not aborted" for a command that completed
+ * meanwhile resets nothing (before: a reset of a healthy controller) ---- */
+START_TEST(t_abort_late_no_reset)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 1000, /* the Abort's own timeout: 500 ms */
+	                     .retries = 3,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	put_pattern(&g, 0, 32, 4096, 21);
+	sim_fault_abort_ignore(g.sim[0], true);
+	sim_fault_admin_delay(g.sim[0], 150000); /* the Abort's answer comes 150 ms late */
+	sim_fault_stall_next(g.sim[0], 1);
+	struct io io;
+	io_start(&g, &io, 0, false, 32, 4096, g.buf[0][0]);
+	WAIT_FOR(aborts_sent(g.c[0]) >= 1);
+	/* the device finishes the command before it answers the Abort */
+	ck_assert_int_eq(sim_fault_release_stalled(g.sim[0]), 1);
+	ck_assert_int_eq(io_wait(&io), 0);
+	rig_sleep_ms(700); /* the late "not aborted" arrives and is looked at */
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(g.c[0], &rs);
+	ck_assert_uint_eq(rs.resets_started, 0);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_LIVE);
+	check_pattern(&g, 0, 32, 4096, 21);
+	sim_fault_clear(g.sim[0]);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- commands held by a reset for a namespace that the reset finds
+ * changed fail with EIO; those of an unchanged one are sent again (before:
+ * all resent, a read of a grown-LBA namespace could DMA past its buffer) */
+START_TEST(t_held_failed_ns)
+{
+	static _Atomic bool shrink;
+	atomic_store(&shrink, false);
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true,
+	                     .shrink_ns1 = &shrink};
+	rig_open_rec(&g, &o);
+	sim_fault_hang(g.sim[0], true);
+	struct io a; /* namespace 1: changes across the reset */
+	io_start(&g, &a, 0, false, 8, 4096, g.buf[0][0]);
+	atomic_store(&shrink, true);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
+	ck_assert_int_eq(io_wait(&a), -EIO);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
+	ck_assert(nvme_ctrl_get_info(g.c[0])->ns[0].failed);
+	ck_assert(!nvme_ctrl_get_info(g.c[0])->ns[1].failed);
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- every reactor ran its part before nvme_ctrl_remove returns, even
+ * when the device was found gone just before and both reactors are busy
+ * (before: the acknowledgements of the calls posted when the device was
+ * found gone counted for the removal's, which returned while a queue still
+ * ran; the caller then closed the bus under it) ---- */
+static _Atomic int busy_done[2];
+static void busy_call(void *arg)
+{
+	int r = (int)(intptr_t)arg;
+	rig_sleep_ms(r ? 800 : 200);
+	atomic_store(&busy_done[r], 1);
+}
+
+START_TEST(t_remove_waits_every_reactor)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 2,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	for (int r = 0; r < 2; r++) {
+		atomic_store(&busy_done[r], 0);
+		ck_assert_int_eq(nvme_reactor_call(g.r[r], busy_call, (void *)(intptr_t)r), 0);
+	}
+	sim_fault_remove(g.sim[0]);
+	/* what a reactor's health check does when it reads all ones */
+	recov_dead(g.c[0], "registers read all ones");
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_REMOVED);
+	struct nvme_bus *bus = NULL;
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &bus), 0);
+	ck_assert_ptr_nonnull(bus);
+	ck_assert_int_eq(atomic_load(&busy_done[0]), 1);
+	ck_assert_int_eq(atomic_load(&busy_done[1]), 1);
+	g.kept[0] = bus;
+	rig_close(&g);
+}
+END_TEST
+
+/* ---- once nvme_ctrl_set_event_cb returns, the old callback is neither
+ * running nor called again (before: the argument was stored first, and a
+ * callback in progress was not waited for) ---- */
+static _Atomic int cb_in, cb_forbidden, cb_violations;
+static void slow_event_cb(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	(void)c;
+	(void)s;
+	if (!arg || atomic_load(&cb_forbidden))
+		atomic_fetch_add(&cb_violations, 1);
+	atomic_fetch_add(&cb_in, 1);
+	rig_sleep_ms(20);
+	atomic_fetch_sub(&cb_in, 1);
+}
+
+START_TEST(t_event_cb_swap)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	atomic_store(&cb_violations, 0);
+	for (int i = 0; i < 48; i++) {
+		atomic_store(&cb_forbidden, 0);
+		nvme_ctrl_set_event_cb(g.c[0], slow_event_cb, &g);
+		/* two state changes: RESETTING from this thread, LIVE from the
+		 * recovery thread a few ms later, while this one swaps */
+		nvme_ctrl_reset_async(g.c[0], "test");
+		rig_sleep_ms((unsigned)(i % 16));
+		nvme_ctrl_set_event_cb(g.c[0], NULL, NULL);
+		atomic_store(&cb_forbidden, 1);
+		ck_assert_int_eq(atomic_load(&cb_in), 0);
+		WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
+	}
+	ck_assert_int_eq(atomic_load(&cb_violations), 0);
+	rig_close(&g);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(getenv("TEST_LOG") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
@@ -863,6 +1140,12 @@ int main(void)
 	tcase_add_test(tc, t_reset_fails);
 	tcase_add_test(tc, t_two_reactors);
 	tcase_add_loop_test(tc, t_admin_async, 0, 2);
+	tcase_add_loop_test(tc, t_stuck_isolated, 0, 2);
+	tcase_add_test(tc, t_admin_sync_bounded);
+	tcase_add_test(tc, t_abort_late_no_reset);
+	tcase_add_test(tc, t_held_failed_ns);
+	tcase_add_test(tc, t_remove_waits_every_reactor);
+	tcase_add_test(tc, t_event_cb_swap);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
