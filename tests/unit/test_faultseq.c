@@ -4,8 +4,9 @@
  * software controller while a seeded random sequence of faults is injected
  * into it (delay past the timeout, hang and unhang, lost, failed, stalled,
  * doubled and bogus completions, controller fatal status, Abort ignored, a
- * controller that will not become ready, a surprise removal, a power cut --
- * in any order, with and without a clear between them).  After each
+ * controller that will not become ready, one that ignores a disable and a
+ * function reset (stuck), slow admin answers, a surprise removal, a power
+ * cut -- in any order, with and without a clear between them).  After each
  * sequence every fault is cleared and the properties are checked:
  *   - the controller is live again within a bounded number of resets (a
  *     removed one after the daemon's remove + attach);
@@ -16,9 +17,9 @@
  *   - new I/O on every queue works and reads back what it wrote.
  * The seed of each loop case makes a run repeatable (NVMEFS_FAULTSEQ_CASE=k
  * runs case k alone, NVMEFS_FAULTSEQ_TRACE=1 prints each step);
- * NVMEFS_FAULTSEQ_N sets the sequences per case (default 8; `make soak`
+ * NVMEFS_FAULTSEQ_N sets the sequences per case (default 6; `make soak`
  * runs thousands), and NVMEFS_TEST_SLOW=1 (valgrind, ThreadSanitizer)
- * stretches the timeouts and runs 2.
+ * stretches the timeouts and runs 1.
  * Each case prints, per fault kind, how often it ran, what the callers saw
  * and the time from the clear to a live controller. */
 #include <check.h>
@@ -38,11 +39,11 @@
 
 enum fault {
 	F_DELAY, F_HANG, F_UNHANG, F_LOSE, F_FAIL, F_CFS, F_ABORT_IGNORE, F_STALL, F_RELEASE,
-	F_BOGUS, F_DUP, F_NEVER_READY, F_REMOVE, F_CLEAR, F_NR
+	F_BOGUS, F_DUP, F_NEVER_READY, F_REMOVE, F_POWERFAIL, F_STUCK, F_ADMIN_DELAY, F_CLEAR, F_NR
 };
 static const char *const fault_names[F_NR] = {
     "delay", "hang", "unhang", "lose", "fail", "cfs", "abort-ignore", "stall", "release",
-    "bogus", "duplicate", "never-ready", "remove", "clear"};
+    "bogus", "duplicate", "never-ready", "remove", "powerfail", "stuck", "admin-delay", "clear"};
 
 /* splitmix64: the one random source, so that a seed replays */
 static uint64_t rnd(uint64_t *s)
@@ -61,6 +62,7 @@ struct fs_test {
 	/* the model: what each block holds, when known */
 	uint64_t val[NBLK];
 	bool known[NBLK], busy[NBLK];
+	unsigned epoch; /* power cuts so far: a write from before one may be gone */
 	/* the workload */
 	struct wio *slot[SLOTS];
 	struct wio *done_list; /* finished I/Os, freed at the end of a sequence */
@@ -82,6 +84,7 @@ struct wio {
 	unsigned blk;
 	uint64_t seed;
 	uint8_t *buf;
+	unsigned epoch;
 	_Atomic unsigned completions;
 	int err;
 	struct wio *next;
@@ -111,7 +114,7 @@ static void wio_done(void *arg, int err, uint16_t status)
 			t->errs_by[f][err_class(err)]++;
 	if (w->write) {
 		/* a failed write may have landed or not, whole blocks or some */
-		t->known[w->blk] = err == 0;
+		t->known[w->blk] = err == 0 && w->epoch == t->epoch;
 		t->val[w->blk] = w->seed;
 	} else if (err == 0 && t->known[w->blk] && rig_verify(w->buf, 4096, t->val[w->blk]) != 0) {
 		t->mismatches++;
@@ -172,6 +175,7 @@ static void pump(struct fs_test *t)
 			rig_fill(w->buf, 4096, w->seed);
 		t->busy[blk] = true;
 		t->slot[s] = w;
+		w->epoch = t->epoch;
 		t->submitted++;
 		pthread_mutex_unlock(&t->m);
 		ck_assert_int_eq(nvme_reactor_call(t->g.r[s / QD], wio_submit, w), 0);
@@ -244,6 +248,21 @@ static void inject(struct fs_test *t, enum fault f, uint64_t *rs, bool *removed)
 	case F_REMOVE:
 		sim_fault_remove(s);
 		*removed = true;
+		break;
+	case F_POWERFAIL:
+		/* cached writes go: the model's blocks may hold older data now */
+		pthread_mutex_lock(&t->m);
+		t->epoch++;
+		memset(t->known, 0, sizeof(t->known));
+		pthread_mutex_unlock(&t->m);
+		sim_fault_powerfail(s, rnd(rs) & 1 ? 0 : rnd(rs));
+		*removed = true;
+		break;
+	case F_STUCK: /* wedged: disable and function reset ignored */
+		sim_fault_stuck(s, true);
+		break;
+	case F_ADMIN_DELAY:
+		sim_fault_admin_delay(s, (unsigned)(rnd(rs) % (t->timeout_ms / 2 + 1)) * 1000u);
 		break;
 	case F_CLEAR:
 		sim_fault_clear(s);
@@ -382,7 +401,7 @@ START_TEST(t_sequences)
 	memset(&t, 0, sizeof(t));
 	pthread_mutex_init(&t.m, NULL);
 	bool slow = env_uint("NVMEFS_TEST_SLOW", 0) != 0;
-	unsigned nseq = env_uint("NVMEFS_FAULTSEQ_N", slow ? 2 : 8);
+	unsigned nseq = env_uint("NVMEFS_FAULTSEQ_N", slow ? 1 : 6);
 	uint64_t rs = 0x5eed0000ull + (uint64_t)_i;
 	t.timeout_ms = slow ? 1500 : 100;
 	t.trace = env_uint("NVMEFS_FAULTSEQ_TRACE", 0) != 0;
