@@ -452,7 +452,9 @@ int main(void)
 {
 	Suite *s = suite_create("faultseq");
 	TCase *tc = tcase_create("faultseq");
-	tcase_set_timeout(tc, 600);
+	/* a sequence takes about 2 s (CAP.TO waits make some 10 s) */
+	unsigned n = env_uint("NVMEFS_FAULTSEQ_N", 6);
+	tcase_set_timeout(tc, 120.0 + 20.0 * n * (env_uint("NVMEFS_TEST_SLOW", 0) ? 4 : 1));
 	/* NVMEFS_FAULTSEQ_CASE=k: that case alone (to replay one) */
 	const char *one = getenv("NVMEFS_FAULTSEQ_CASE");
 	if (one && *one)
