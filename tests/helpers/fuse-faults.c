@@ -19,6 +19,7 @@
 
 #include "fuse_fs.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 static int fails;
@@ -42,15 +43,12 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	struct sim_opts so = {.name = "f0", .nr_ns = 1, .threaded = true, .vwc = true};
-	struct nvme_ctrl_opts co = {.name = "f0", .io_queues = 1, .queue_depth = 64,
-				    .cq_budget = 16, .io_timeout_ms = 300};
-	struct nvme_reactor_opts ro = {.id = 0, .cpu = -1, .mode = NVME_MODE_POLL,
-				       .buf_pool_bytes = 8u << 20};
-	struct sim *sim;
+	struct rig g;
+	struct rig_opts o = {.mode = NVME_MODE_POLL};
 	struct nvme_ctrl *ctrl;
 	struct nvme_reactor *r;
 	struct nvme_qpair *qp;
+	struct sim *sim;
 	struct fusefs *fs;
 	char path[4096], buf[8192];
 	const char *name = "f0";
@@ -60,16 +58,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s MOUNTPOINT\n", argv[0]);
 		return 2;
 	}
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
-	if ((rc = sim_create(&so, &sim)) || (rc = nvme_ctrl_open(sim_bus(sim), &co, &ctrl)) ||
-	    (rc = nvme_reactor_create(&ro, &r)) || (rc = nvme_qpair_create(ctrl, r, 1, &qp))) {
+	o.sim[0] = (struct sim_opts){.name = "f0", .nr_ns = 1, .threaded = true, .vwc = true};
+	o.sim[0].ns[0] =
+	    (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	o.ctrl[0] = (struct nvme_ctrl_opts){.queue_depth = 64, .cq_budget = 16, .io_timeout_ms = 300};
+	if ((rc = rig_open(&g, &o))) {
 		fprintf(stderr, "set-up: %s\n", strerror(-rc));
 		return 1;
 	}
+	sim = g.sim[0];
+	ctrl = g.c[0];
+	r = g.r[0];
+	qp = g.qp[0][0];
 	struct fusefs_opts fo = {.mountpoint = argv[1], .file_mode = 0600, .nr_ctrls = 1,
 				 .ctrls = &ctrl, .ctrl_names = &name, .nr_reactors = 1,
 				 .reactors = &r, .qpairs = &qp};
-	if ((rc = fusefs_create(&fo, &fs)) || (rc = nvme_reactor_start(r))) {
+	if ((rc = fusefs_create(&fo, &fs)) || (rc = rig_start(&g))) {
 		fprintf(stderr, "mount: %s\n", strerror(-rc));
 		return 1;
 	}
@@ -119,12 +123,9 @@ int main(int argc, char **argv)
 		usleep(10000);
 	CHECK(fusefs_drained(fs), "not drained");
 	fusefs_unmount(fs);
-	nvme_reactor_stop(r);
-	nvme_reactor_join(r);
-	nvme_qpair_destroy(qp);
+	CHECK(rig_stop(&g, 0) == 0, "reactors did not stop");
 	fusefs_destroy(fs);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(ctrl);
+	rig_close(&g);
 	printf("%s\n", fails ? "failures" : "all fault checks passed");
 	return fails ? 1 : 0;
 }

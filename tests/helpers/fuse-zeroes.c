@@ -26,6 +26,7 @@
 #include "fuse_fs.h"
 #include "nvme.h"
 #include "nvme_spec.h"
+#include "rig.h"
 #include "sim.h"
 
 #define NCTRL 3
@@ -126,9 +127,9 @@ static void check_ns(const char *path, struct sim *sim, int k)
 
 int main(int argc, char **argv)
 {
-	struct nvme_reactor_opts ro = {.id = 0, .cpu = -1, .mode = NVME_MODE_POLL,
-				       .buf_pool_bytes = 16u << 20};
 	const char *names[NCTRL] = {"z0", "z1", "z2"};
+	struct rig g;
+	struct rig_opts o = {.nr_ctrls = NCTRL, .mode = NVME_MODE_POLL, .pool_bytes = 16u << 20};
 	struct sim *sims[NCTRL];
 	struct nvme_ctrl *ctrls[NCTRL];
 	struct nvme_qpair *qps[NCTRL];
@@ -141,32 +142,32 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s MOUNTPOINT\n", argv[0]);
 		return 2;
 	}
-	if ((rc = nvme_reactor_create(&ro, &r))) {
-		fprintf(stderr, "reactor: %s\n", strerror(-rc));
+	for (long i = 0; i < NCTRL; i++) {
+		struct sim_opts *so = &o.sim[i];
+		*so = (struct sim_opts){.name = names[i], .nr_ns = 1, .threaded = true,
+				       .identify_hook = id_hook, .hook_arg = (void *)i};
+		so->wzsl = i == 0 ? 1 : 0;
+		so->ns[0] = (struct sim_ns_opts){
+		    .nlba = NSBYTES / 4096, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+		o.ctrl[i] = (struct nvme_ctrl_opts){.queue_depth = 64, .cq_budget = 16,
+						    .io_timeout_ms = 5000};
+	}
+	if ((rc = rig_open(&g, &o))) {
+		fprintf(stderr, "set-up: %s\n", strerror(-rc));
 		return 1;
 	}
-	for (long i = 0; i < NCTRL; i++) {
-		struct sim_opts so = {.name = names[i], .nr_ns = 1, .threaded = true,
-				      .identify_hook = id_hook, .hook_arg = (void *)i};
-		struct nvme_ctrl_opts co = {.name = names[i], .io_queues = 1, .queue_depth = 64,
-					    .cq_budget = 16, .io_timeout_ms = 5000};
-
-		so.wzsl = i == 0 ? 1 : 0;
-		so.ns[0] = (struct sim_ns_opts){
-		    .nlba = NSBYTES / 4096, .lba_size = 4096, .backing = SIM_BACKING_RAM};
-		if ((rc = sim_create(&so, &sims[i])) ||
-		    (rc = nvme_ctrl_open(sim_bus(sims[i]), &co, &ctrls[i])) ||
-		    (rc = nvme_qpair_create(ctrls[i], r, 1, &qps[i]))) {
-			fprintf(stderr, "%s: set-up: %s\n", names[i], strerror(-rc));
-			return 1;
-		}
+	r = g.r[0];
+	for (int i = 0; i < NCTRL; i++) {
+		sims[i] = g.sim[i];
+		ctrls[i] = g.c[i];
+		qps[i] = g.qp[0][i];
 	}
 	CHECK(nvme_ctrl_get_info(ctrls[0])->max_wz_bytes == 8192, "z0: WZSL read as %llu bytes",
 	      (unsigned long long)nvme_ctrl_get_info(ctrls[0])->max_wz_bytes);
 	struct fusefs_opts fo = {.mountpoint = argv[1], .file_mode = 0600, .nr_ctrls = NCTRL,
 				 .ctrls = ctrls, .ctrl_names = names, .nr_reactors = 1,
 				 .reactors = &r, .qpairs = qps};
-	if ((rc = fusefs_create(&fo, &fs)) || (rc = nvme_reactor_start(r))) {
+	if ((rc = fusefs_create(&fo, &fs)) || (rc = rig_start(&g))) {
 		fprintf(stderr, "mount: %s\n", strerror(-rc));
 		return 1;
 	}
@@ -180,14 +181,9 @@ int main(int argc, char **argv)
 		usleep(10000);
 	CHECK(fusefs_drained(fs), "not drained");
 	fusefs_unmount(fs);
-	nvme_reactor_stop(r);
-	nvme_reactor_join(r);
-	for (int i = 0; i < NCTRL; i++)
-		nvme_qpair_destroy(qps[i]);
+	CHECK(rig_stop(&g, 0) == 0, "reactor did not stop");
 	fusefs_destroy(fs);
-	nvme_reactor_destroy(r);
-	for (int i = 0; i < NCTRL; i++)
-		nvme_ctrl_close(ctrls[i]);
+	rig_close(&g);
 	printf("%s\n", fails ? "failures" : "all Write Zeroes checks passed");
 	return fails ? 1 : 0;
 }

@@ -11,9 +11,13 @@
 #include "engine_internal.h"
 #include "log.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
+/* The shared rig (tests/support/rig.h), not started: the test drives the
+ * one reactor's qpair itself. */
 struct env {
+	struct rig g;
 	struct sim *sim;
 	struct nvme_ctrl *c;
 	struct nvme_reactor *r;
@@ -50,25 +54,20 @@ static void env_open(struct env *e, const struct sim_opts *so, unsigned depth, u
 {
 	memset(e, 0, sizeof(*e));
 	e->threaded = so->threaded;
-	ck_assert_int_eq(sim_create(so, &e->sim), 0);
-	struct nvme_ctrl_opts co = {.name = "tq",
-	                            .io_queues = 1,
-	                            .queue_depth = depth,
-	                            .cq_budget = budget,
-	                            .io_timeout_ms = timeout_ms,
-	                            .io_retries = 3};
-	ck_assert_int_eq(nvme_ctrl_open(sim_bus(e->sim), &co, &e->c), 0);
-	struct nvme_reactor_opts ro = {
-	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 32u << 20};
-	ck_assert_int_eq(nvme_reactor_create(&ro, &e->r), 0);
-	ck_assert_int_eq(nvme_qpair_create(e->c, e->r, 1, &e->qp), 0);
+	struct rig_opts o = {.pool_bytes = 32u << 20};
+	o.sim[0] = *so;
+	o.ctrl[0] = (struct nvme_ctrl_opts){
+	    .queue_depth = depth, .cq_budget = budget, .io_timeout_ms = timeout_ms, .io_retries = 3};
+	ck_assert_int_eq(rig_open(&e->g, &o), 0);
+	e->sim = e->g.sim[0];
+	e->c = e->g.c[0];
+	e->r = e->g.r[0];
+	e->qp = e->g.qp[0][0];
 }
 
 static void env_close(struct env *e)
 {
-	nvme_qpair_destroy(e->qp);
-	nvme_reactor_destroy(e->r);
-	nvme_ctrl_close(e->c); /* closes the bus, which is the sim */
+	rig_close(&e->g); /* the controller closes the bus, which is the sim */
 }
 
 /* Ring, then reap until d->count reaches want (10 s at most). */
