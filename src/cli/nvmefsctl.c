@@ -51,7 +51,7 @@ static void usage(FILE *f)
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
-	    "                       cfs, remove, powerfail [SEED], fail N STATUS,\n"
+	    "                       cfs, stuck, remove, powerfail [SEED], fail N STATUS,\n"
 	    "                       lose N, clear\n"
 	    "  config               the daemon's effective configuration\n"
 	    "  metrics              the counters in Prometheus text format\n"
@@ -814,7 +814,8 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 		const char *args;
 	} faults[] = {
 	    {"delay", 1, 0, "MS"},       {"hang", 0, 0, ""},   {"unhang", 0, 0, ""},
-	    {"cfs", 0, 0, ""},           {"remove", 0, 0, ""}, {"powerfail", 0, 1, "[SEED]"},
+	    {"cfs", 0, 0, ""},           {"stuck", 0, 0, ""},  {"remove", 0, 0, ""},
+	    {"powerfail", 0, 1, "[SEED]"},
 	    {"fail", 2, 0, "N STATUS"},  {"lose", 1, 0, "N"},  {"clear", 0, 0, ""},
 	};
 	const char *fault = argc > 0 ? argv[0] : NULL;
@@ -824,13 +825,13 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 
 	if (!fault)
 		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
-		                         "unhang, cfs, remove, powerfail [SEED], fail N STATUS, "
-		                         "lose N, clear)");
+		                         "unhang, cfs, stuck, remove, powerfail [SEED], fail N "
+		                         "STATUS, lose N, clear)");
 	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
 		if (!strcmp(fault, faults[k].fault))
 			break;
 	if (k == sizeof(faults) / sizeof(faults[0]))
-		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, remove, "
+		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, stuck, remove, "
 		                   "powerfail [SEED], fail N STATUS, lose N, clear)",
 		                   fault);
 	if (argc - 1 < faults[k].nargs || argc - 1 > faults[k].nargs + faults[k].nopt) {

@@ -1286,7 +1286,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	if (!json_object_object_get_ex(req, "fault", &jf) ||
 	    !json_object_is_type(jf, json_type_string)) {
 		snprintf(err, errlen,
-		         "inject needs \"fault\": delay, hang, unhang, cfs, remove, "
+		         "inject needs \"fault\": delay, hang, unhang, cfs, stuck, remove, "
 		         "powerfail, fail, lose or clear");
 		return -EINVAL;
 	}
@@ -1302,6 +1302,8 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		sim_fault_hang(s, fault[0] == 'h');
 	} else if (!strcmp(fault, "cfs")) {
 		sim_fault_cfs(s);
+	} else if (!strcmp(fault, "stuck")) {
+		sim_fault_stuck(s, true);
 	} else if (!strcmp(fault, "remove")) {
 		sim_fault_remove(s);
 	} else if (!strcmp(fault, "powerfail")) {
@@ -1344,7 +1346,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	} else {
 		snprintf(err, errlen,
 		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
-		         "remove, powerfail, fail, lose, clear)",
+		         "stuck, remove, powerfail, fail, lose, clear)",
 		         fault);
 		return -EINVAL;
 	}

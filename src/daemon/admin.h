@@ -27,6 +27,8 @@
  *   "delay" + "ms": N     every command from now on completes N ms late (0: off)
  *   "hang" / "unhang"     stop / resume fetching commands
  *   "cfs"                 controller fatal status
+ *   "stuck"               a wedged controller: disable, shutdown and function
+ *                         reset ignored (the engine cuts it off from memory)
  *   "remove"              surprise removal: BAR0 reads all ones, DMA stops
  *                         (the device keeps power and its write cache)
  *   "powerfail" [+ "seed": N]   a power cut: every write not yet durable
