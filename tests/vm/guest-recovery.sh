@@ -1,5 +1,5 @@
 # guest-recovery.sh - in the guest (busybox sh, host /usr shared for fio,
-# dd, cmp, python3; the host's test folder shared at /mnt/share):
+# dd, cmp; the host's test folder shared at /mnt/share):
 # nvmefsd over VFIO on the controller at $BDF (behind a hot-pluggable PCIe
 # root port), io_timeout_ms = 1000, and two faults made by the host through
 # QMP on request ("@@HOST what@@" on the console; the host answers by
@@ -32,14 +32,20 @@ mkdir -p "$W"
 alive() { [ -d /proc/$1 ] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; }
 ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 ctl() { nvmefsctl -s $W/admin.sock "$@"; }
-state() { ctl status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["state"])'; }
+# The daemon's JSON read with awk, not python3, whose start-up over 9p costs
+# seconds in an emulated guest: nvmefsctl prints one member a line.
+state() { ctl status --json | awk -F'"' '$2 == "state" { print $4; exit }'; }
 ask_host() {
 	echo "@@HOST $1@@"
 	i=0
 	while [ ! -e $SHARE/ack-$1 ] && [ $i -lt 600 ]; do usleep 100000; i=$((i + 1)); done
 	[ -e $SHARE/ack-$1 ]
 }
-# fio_bg SECS: randrw crc32c verify on 32 MiB in the background
+# fio_bg SECS: randrw crc32c verify on 32 MiB in the background; returns
+# once fio has set up its signal handlers (SIGINT no longer ignored: a
+# background job of a script starts with it ignored, and fio, loaded over 9p
+# in an emulated guest, takes seconds to get there), so that a fault made
+# now finds it about to do I/O, and a SIGINT stops it
 fio_bg() {
 	rm -f $W/fio.json
 	fio --name=verify --filename="$F" --ioengine=libaio --direct=1 --rw=randrw \
@@ -48,6 +54,15 @@ fio_bg() {
 		--verify_fatal=1 --verify_state_save=0 --output-format=json \
 		--output=$W/fio.json > $W/fio.err 2>&1 &
 	FIO=$!
+	f0=$(ms)
+	i=0
+	while [ $i -lt 600 ] && alive $FIO; do
+		m=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$FIO/status 2>/dev/null)
+		[ -n "$m" ] && [ $((0x$m & 2)) = 0 ] && break
+		usleep 100000
+		i=$((i + 1))
+	done
+	echo "measure: fio took $(($(ms) - f0)) ms to start"
 }
 # fio_end DEADLINE_S: wait (killing fio at the deadline); FIO_ERR = fio's
 # error, "hung" or "mismatch".  Not in a $(...) subshell: only this shell
@@ -71,14 +86,27 @@ fio_end() {
 		FIO_ERR=mismatch
 		return
 	fi
-	FIO_ERR=$(python3 -c '
-import json, sys
-t = open(sys.argv[1]).read()
-d = json.loads(t[t.index("{"):])
-print(max(j["error"] for j in d["jobs"]))' $W/fio.json 2>/dev/null || echo "unreadable")
+	# the largest of the jobs' "error" members (fio's JSON: one a line)
+	FIO_ERR=$(awk -F: 'BEGIN { m = 0 } /^ *"error" :/ { v = $2 + 0; if (v > m) m = v; n++ }
+		END { if (n) print m; else print "unreadable" }' $W/fio.json 2>/dev/null)
 }
-rstat() {
-	ctl stats --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["controllers"][0]["recovery"][sys.argv[1]])' $1
+# counters P: P_timeouts, P_resets_started, P_resets_ok ... (the integer
+# recovery counters of the controller) and P_submitted (commands submitted
+# in all) from one stats call
+counters() {
+	eval "$(ctl stats --json | awk -v p="$1" '
+		/"recovery": \{/ { s = "r"; next }
+		/"totals": \{/ { s = "t"; next }
+		s == "r" && /\}/ { s = "" }
+		s == "t" && /[][{}]/ { s = "" }
+		s != "" && $2 ~ /^[0-9]+,?$/ {
+			k = $1; gsub(/[":]/, "", k); v = $2; sub(/,$/, "", v)
+			if (s == "r" || k == "submitted") print p "_" k "=" v
+		}')"
+}
+rstat() { # KEY: one of the controller's recovery counters
+	counters rs
+	eval "echo \$rs_$1"
 }
 
 cat > "$CONF" <<EOF
