@@ -349,14 +349,7 @@ static enum sched_res write_run(struct rq *q)
 			SCHED_STAT_ADD(q->rx->sched, flushes_sent, 1);
 			SCHED_STAT_ADD(q->rx->sched, dsync_flushes, 1);
 		}
-		if (err == -EAGAIN)
-			return SCHED_STALL;
-		if (err) {
-			rq_fail(q, fsio_map_err(err));
-			return SCHED_ASYNC;
-		}
-		q->outstanding++;
-		return SCHED_ASYNC;
+		return rq_issued(q, err, false);
 	default:
 		return SCHED_ASYNC;
 	}

@@ -19,6 +19,8 @@
 #   dd_cmp                 4 MiB written with dd O_DIRECT, read back, cmp
 #   rstat KEY              a recovery counter of the controller (stats --json)
 #   now_ms                 ms since the epoch
+#   stop_within SECS       SIGTERM, wait at most SECS; STOP_MS, DAEMON_RC
+#   fault_stop             stop_within 30, exit 0, unmounted
 . "$(dirname "$0")/lib.sh"
 C=$BUILD/nvmefsctl
 F=
@@ -160,18 +162,27 @@ fault_cleanup() {
 	lib_cleanup
 }
 
-# fault_stop: SIGTERM within 30 s, exit 0, unmounted
-fault_stop() {
+# stop_within SECS: SIGTERM and wait at most SECS for the daemon to exit
+# (else fail and SIGKILL it); STOP_MS is how long it took, DAEMON_RC its
+# exit status
+stop_within() {
+	sw_t0=$(now_ms)
 	kill -TERM "$DPID"
 	i=0
-	while kill -0 "$DPID" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	while kill -0 "$DPID" 2>/dev/null && [ $i -lt $(($1 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+	STOP_MS=$(($(now_ms) - sw_t0))
 	if kill -0 "$DPID" 2>/dev/null; then
-		fail "SIGTERM: still running after 30 s"
+		fail "SIGTERM: still running after $1 s"
 		kill -9 "$DPID"
 	fi
 	wait "$DPID"
 	DAEMON_RC=$?
 	DPID=
+}
+
+# fault_stop: SIGTERM within 30 s, exit 0, unmounted
+fault_stop() {
+	stop_within 30
 	[ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC after SIGTERM"
 	fuse_mounted && fail "still mounted after SIGTERM"
 }

@@ -38,18 +38,8 @@ sleep 2
 ctl inject nvme0 stuck > /dev/null || fail "inject stuck (2)"
 ctl inject nvme0 hang > /dev/null || fail "inject hang (2)"
 sleep 1
-t0=$(now_ms)
-kill -TERM "$DPID"
-i=0
-while kill -0 "$DPID" 2>/dev/null && [ $i -lt 1100 ]; do sleep 0.1; i=$((i + 1)); done
-dt=$(($(now_ms) - t0))
-if kill -0 "$DPID" 2>/dev/null; then
-	fail "SIGTERM with a wedged controller: still running after 110 s"
-	kill -9 "$DPID"
-fi
-wait "$DPID"
-rc=$?
-DPID=
+stop_within 110
+dt=$STOP_MS rc=$DAEMON_RC
 echo "measure: stop with a wedged, hung controller: ${dt} ms, exit $rc"
 [ "$rc" = 1 ] || [ "$rc" = 0 ] || fail "exit $rc"
 [ "$dt" -lt 100000 ] || fail "the stop took ${dt} ms, more than its 100 s bound"
