@@ -62,11 +62,13 @@ static void emit(struct nvme_ctrl *c, enum nvme_ctrl_state s)
 	pthread_mutex_unlock(&c->event_lock);
 }
 
-bool recov_set_state(struct nvme_ctrl *c, enum nvme_ctrl_state to)
+/* Take edge from -> to (from < 0: from whatever the state is now), if the
+ * table allows it; emit it once and wake the waiters. */
+static bool set_state(struct nvme_ctrl *c, int from, enum nvme_ctrl_state to)
 {
 	int cur = atomic_load_explicit(&c->state, memory_order_acquire);
 	do {
-		if (!edges[cur][to])
+		if ((from >= 0 && cur != from) || !edges[cur][to])
 			return false;
 	} while (!atomic_compare_exchange_weak(&c->state, &cur, (int)to));
 	log_debug("%s: state %s -> %s", c->name, nvme_ctrl_state_name((enum nvme_ctrl_state)cur),
@@ -77,6 +79,11 @@ bool recov_set_state(struct nvme_ctrl *c, enum nvme_ctrl_state to)
 	pthread_cond_broadcast(&c->done_cond);
 	pthread_mutex_unlock(&c->thr_lock);
 	return true;
+}
+
+bool recov_set_state(struct nvme_ctrl *c, enum nvme_ctrl_state to)
+{
+	return set_state(c, -1, to);
 }
 
 enum nvme_ctrl_state nvme_ctrl_state(const struct nvme_ctrl *c)
@@ -529,7 +536,7 @@ int recov_reset_async(struct nvme_ctrl *c, const char *why)
 		return -EAGAIN;
 	if (atomic_load(&c->stopping))
 		return -ESHUTDOWN;
-	if (!recov_set_state(c, NVME_CTRL_RESETTING)) {
+	if (!set_state(c, NVME_CTRL_LIVE, NVME_CTRL_RESETTING)) {
 		int st = atomic_load(&c->state);
 		return st == NVME_CTRL_RESETTING ? -EBUSY : -ENODEV;
 	}
@@ -571,7 +578,8 @@ int nvme_ctrl_reset(struct nvme_ctrl *c)
 /* A failed controller's turn to try again (recovery thread). */
 static void do_retry(struct nvme_ctrl *c)
 {
-	if (atomic_load(&c->stopping) || !recov_set_state(c, NVME_CTRL_RESETTING))
+	if (atomic_load(&c->stopping) ||
+	    !set_state(c, NVME_CTRL_FAILED, NVME_CTRL_RESETTING)) /* removed meanwhile: no */
 		return;
 	RST_ADD(resets_started, 1);
 	log_warn("%s: trying to bring the failed controller back", c->name);
@@ -763,7 +771,7 @@ int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
 		rc = -ESTALE;
 		goto out;
 	}
-	if (!recov_set_state(c, NVME_CTRL_RESETTING)) {
+	if (!set_state(c, NVME_CTRL_REMOVED, NVME_CTRL_RESETTING)) {
 		rc = -EINVAL;
 		goto out;
 	}

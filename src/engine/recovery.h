@@ -63,8 +63,10 @@ void recov_stop_thread(struct nvme_ctrl *c);
 /* An admin command was posted: the recovery thread reaps while any is out. */
 void recov_kick(struct nvme_ctrl *c);
 
-/* The only writer of c->state: true when the edge from the current state is
- * allowed (and then taken, emitted once to the event callback). */
+/* The only writer of c->state (with its static sibling that also names the
+ * state the edge must start from: a reset only from LIVE, a retry only from
+ * FAILED, an attach only from REMOVED): true when the edge from the current
+ * state is allowed (and then taken, emitted once to the event callback). */
 bool recov_set_state(struct nvme_ctrl *c, enum nvme_ctrl_state to);
 
 /* Reactor or any thread, never blocks: ask for a reset (see
