@@ -14,7 +14,8 @@
 # fio, direct=1: 4 KiB randwrite at QD1 (psync) and QD16 (libaio), and
 # 1 MiB sequential writes at QD4 (two commands each at the controller's
 # 512 KiB transfer limit).  Prints medians of ROUNDS (3) runs of RUNTIME (5)
-# seconds and the ratios fua/plain and flush/fua.
+# seconds and the ratios fua/plain and flush/fua.  BACKINGS ("file ram")
+# picks the backings.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -84,8 +85,8 @@ print("%.1f" % (d["bw"] / 1024.0 if sys.argv[2].startswith("1m") else d["iops"])
 PY
 }
 
-declare -A V
-for BK in file ram; do
+declare -A V M
+for BK in ${BACKINGS:-file ram}; do
 	case $BK in file) backing="$W/%c-%n.img" ;; ram) backing=ram ;; esac
 	for R in $(seq "$ROUNDS"); do
 		for mode in plain fua flush; do
@@ -100,7 +101,7 @@ for BK in file ram; do
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 printf '%-5s %-8s %10s %10s %10s %9s %9s\n' backing job plain fua flush fua/plain flush/fua
-for BK in file ram; do
+for BK in ${BACKINGS:-file ram}; do
 	for name in 4k-qd1 4k-qd16 1m-qd4; do
 		for mode in plain fua flush; do
 			vals=()
