@@ -83,8 +83,8 @@ struct fusefs_opts {
 	/* A write that must be durable when answered (O_DSYNC, O_SYNC, RWF_DSYNC)
 	 * on a namespace with a volatile write cache goes out with FUA on every
 	 * command when it is at most this many bytes, else as plain writes and
-	 * one Flush after them (0: FUSEFS_DSYNC_FUA_MAX; docs/fuse.md has the
-	 * measurement behind the default). */
+	 * one Flush after them (0: FUSEFS_DSYNC_FUA_MAX, every write: FUA was
+	 * faster in every case measured, bench/RESULTS.md "O_DSYNC writes"). */
 	size_t dsync_fua_max;
 
 	enum fusefs_transport transport;
