@@ -28,7 +28,13 @@ echo "measure: stop with a hung controller and io_timeout_ms 600000: ${dt} ms, e
 grep -q "ending the commands outstanding" "$LOG" || fail "no cancel logged"
 grep -q "stop: ending [0-9]* command(s) still outstanding" "$LOG" || fail "the engine did not say what it ended"
 fio_wait
-[ "$FIO_ERR" = 5 ] || [ "$FIO_ERR" = 107 ] || fail "fio error $FIO_ERR, want EIO (5) for its cancelled requests"
+# EIO for the requests the daemon had taken (their commands cancelled);
+# ENOTCONN or ECONNABORTED for those the kernel still held at the unmount
+# (over io_uring a request that reaches an entry after the stop waits there)
+case $FIO_ERR in
+5 | 103 | 107) ;;
+*) fail "fio error $FIO_ERR, want EIO (5), or ECONNABORTED/ENOTCONN at the unmount" ;;
+esac
 fuse_mounted && fail "still mounted after the stop"
 
 # slow, not hung: every command completes within 2 s; the stop drains
