@@ -779,11 +779,12 @@ int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
 	c->bus = bus;
 	pthread_mutex_unlock(&c->admin_lock);
 	/* nothing of ours is mapped on the new bus: bring_up maps it all
-	 * (after a disable, so a device left enabled touches none of it) */
+	 * (after a disable, so a device left enabled touches none of it; with
+	 * a function reset when it keeps CFS, which its EN already 0 cannot
+	 * clear) */
 	c->isolated = true;
-	rc = nvme_ctrl_disable(c, c->ready_timeout_ms);
-	if (rc == 0)
-		rc = bring_up(c, true);
+	int down = take_down(c, c->ready_timeout_ms);
+	rc = down == DOWN_DISABLED ? bring_up(c, true) : down == -ENODEV ? -ENODEV : -EIO;
 	if (rc < 0)
 		goto undo;
 	/* the qpairs take the new bus, doorbells and IOVAs on their reactors */
