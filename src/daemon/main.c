@@ -795,9 +795,33 @@ static void teardown(struct daemon *d)
 		notify_extend((uint64_t)(SHUTDOWN_MAX_S * 1e6), "stopping: shutting down");
 	for (unsigned i = 0; i < d->nr_ctrls; i++)
 		nvme_ctrl_shutdown_async(d->ctrls[i]);
-	for (unsigned i = 0; i < d->nr_ctrls; i++)
-		if (nvme_ctrl_shutdown_wait(d->ctrls[i], (uint32_t)(SHUTDOWN_MAX_S * 1000)) < 0)
+	struct timespec s0, s1;
+
+	clock_gettime(CLOCK_MONOTONIC, &s0);
+	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+		/* one deadline for them all */
+		clock_gettime(CLOCK_MONOTONIC, &s1);
+		double used = (s1.tv_sec - s0.tv_sec) + (s1.tv_nsec - s0.tv_nsec) / 1e9;
+		uint32_t left = used < SHUTDOWN_MAX_S ? (uint32_t)((SHUTDOWN_MAX_S - used) * 1000) : 1;
+		int rc = nvme_ctrl_shutdown_wait(d->ctrls[i], left);
+
+		if (rc == -EBUSY) {
+			log_err("%s: the controller could be neither disabled nor cut off: its "
+				"memory is not freed",
+				d->names[i]);
+			d->abandoned = true;
+		} else if (rc < 0) {
 			log_err("%s: shutdown did not end in time", d->names[i]);
+			d->abandoned = true;
+		}
+	}
+	if (d->abandoned) {
+		/* freeing what a device may still reach, or waiting on a
+		 * recovery step that did not end, is worse than exiting: the
+		 * kernel resets the functions and unpins their memory */
+		log_err("stopping without freeing");
+		return;
+	}
 	for (size_t i = 0; d->qpairs && i < (size_t)d->nr_reactors * d->nr_ctrls; i++)
 		if (d->qpairs[i])
 			nvme_qpair_destroy(d->qpairs[i]);

@@ -250,6 +250,12 @@ struct nvme_qpair {
 	uint8_t io_retries;
 	bool ring_mapped;
 	bool quarantined; /* on a device that could not be cut off: see recovery.h */
+	/* The IOVA of the pool's mapping on the bus now (recovery side: set at
+	 * creation and by a remap under reset_lock); pool_iova (line 0) is the
+	 * reactor's copy its PRPs are built from, brought up to date -- and the
+	 * held commands' PRPs rebased -- only on the reactor, by
+	 * nvme_qpair_rec_restart */
+	uint64_t pool_map_iova;
 	/* ---- line "warm": read once per I/O (the cached namespace) or once per
 	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
 	 * own: an I/O touches line 0, this line, the counters and its histogram
@@ -320,6 +326,7 @@ struct nvme_reactor {
 	/* the exit handshake of nvme_reactor_call: once exited, a call is refused
 	 * (-ESHUTDOWN) and its caller may touch the reactor's qpairs itself */
 	atomic_bool exited;
+	atomic_bool drained; /* exited, and the calls that got in before have run */
 	_Atomic unsigned callers;
 	pthread_t thread;
 	bool thread_started;

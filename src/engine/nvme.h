@@ -218,6 +218,9 @@ int nvme_ctrl_cancel_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
  * called. */
 #define NVME_SHUTDOWN_MAX_MS 40000u
 void nvme_ctrl_shutdown_async(struct nvme_ctrl *c);
+/* 0, -ETIMEDOUT, or -EBUSY when the device could be neither disabled nor
+ * cut off: commands left on it keep their memory, so the caller must not
+ * free the reactors' pools while the process lives on. */
 int nvme_ctrl_shutdown_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
 
 /* Asynchronous admin command: any thread, no lock held across the wait.  cb
@@ -293,7 +296,10 @@ int nvme_reactor_run(struct nvme_reactor *r);
 
 /* Run fn(arg) on the reactor thread soon.  Any thread; lock-free MPSC queue
  * plus an ev_async wake.  -ENOMEM, or -ESHUTDOWN once the reactor's loop
- * has ended (calls posted before that still run, as the thread exits). */
+ * has ended: calls posted before that still run as the thread exits, and
+ * -ESHUTDOWN is returned only after they have.  (Recovery then runs its
+ * step on its own thread: completions that step ends, -EIO or -ECANCELED,
+ * call back on that thread, since the reactor's is gone.) */
 int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
 
 /* Ask the loop to end once nothing is in flight (commands quarantined on a

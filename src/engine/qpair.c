@@ -816,10 +816,46 @@ void nvme_qpair_rec_stop(struct nvme_qpair *qp)
 	qp->reaping = was_reaping;
 }
 
+/* A held command's addresses, built against the pool's old mapping, moved
+ * to its new one: every address an I/O command carries lies in the reactor's
+ * pool (data, its PRP list page, a DSM range list). */
+static uint64_t rebase(uint64_t a, uint64_t old, uint64_t new, uint64_t len)
+{
+	return a - old < len ? a - old + new : a;
+}
+
+static void rebase_held(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t old, uint64_t new)
+{
+	struct nvme_sqe *sh = &qp->shadow[t->cid & NVME_CID_IDX_MASK];
+	uint64_t len = qp->pool_len;
+	if (sh->opc != NVME_CMD_READ && sh->opc != NVME_CMD_WRITE && sh->opc != NVME_CMD_DSM)
+		return; /* Flush, Write Zeroes: no address */
+	bool list = sh->prp2 && t->len &&
+	            sh->prp2 == old + ((uintptr_t)t->prp_list - qp->pool_base) &&
+	            t->len > 2 * NVME_PAGE_SIZE - (sh->prp1 & (NVME_PAGE_SIZE - 1));
+	if (list) {
+		size_t first = NVME_PAGE_SIZE - (sh->prp1 & (NVME_PAGE_SIZE - 1));
+		size_t n = (t->len - first + NVME_PAGE_SIZE - 1) >> NVME_PAGE_SHIFT;
+		for (size_t i = 0; i < n; i++)
+			t->prp_list[i] = rebase(t->prp_list[i], old, new, len);
+	}
+	sh->prp1 = rebase(sh->prp1, old, new, len);
+	if (sh->prp2)
+		sh->prp2 = rebase(sh->prp2, old, new, len);
+}
+
 void nvme_qpair_rec_restart(struct nvme_qpair *qp)
 {
 	struct nvme_ctrl *c = qp->ctrl;
-	/* after a re-attach the bus, its BAR and the pool's IOVA are new */
+	/* after a re-attach, or a remap after isolation, the bus, its BAR and
+	 * the pool's IOVA are new: held commands were built against the old one */
+	uint64_t old_iova = qp->pool_iova, new_iova = qp->pool_map_iova;
+	if (old_iova != new_iova) {
+		for (unsigned i = 0; i < qp->ntrk; i++)
+			if (qp->trk[i].state == TRK_HELD)
+				rebase_held(qp, &qp->trk[i], old_iova, new_iova);
+		qp->pool_iova = new_iova;
+	}
 	qp->bus = c->bus;
 	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qp->qid, c->dstrd));
 	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qp->qid, c->dstrd));
@@ -961,7 +997,7 @@ static void free_qpair(struct nvme_qpair *qp)
 	nvme_mem_free(qp->shadow, qp->ntrk_alloc * sizeof(struct nvme_sqe));
 	struct nvme_bus *bus = qp->ctrl->bus; /* NULL once removed: then nothing is mapped */
 	if (qp->pool_mapped && bus)
-		nvme_dma_unmap(bus, &pool->region, qp->pool_iova);
+		nvme_dma_unmap(bus, &pool->region, qp->pool_map_iova);
 	if (qp->ring_mem.vaddr) {
 		if (qp->ring_mapped && bus)
 			nvme_dma_unmap(bus, &qp->ring_mem, qp->ring_iova);
@@ -1039,6 +1075,7 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	/* the reactor's pool, mapped into this controller: its own IOVA base */
 	struct nvme_buf_pool *pool = nvme_reactor_pool(r);
 	rc = nvme_dma_map(c->bus, &pool->region, &qp->pool_iova);
+	qp->pool_map_iova = qp->pool_iova;
 	if (rc < 0)
 		goto err;
 	qp->pool_mapped = true;
@@ -1105,10 +1142,13 @@ static void delete_io_queues(struct nvme_qpair *qp)
 	/* commands the deletion aborted may have posted their CQEs */
 	while (nvme_qpair_reap(qp, 0) > 0)
 		;
-	rc = nvme_ctrl_admin(qp->ctrl, &dc, NULL, 0, NULL);
-	if (rc < 0)
-		log_warn("%s: Delete I/O CQ failed: %s", qp->name, strerror(-rc));
-	qp->created_on_dev = false;
+	int rc2 = nvme_ctrl_admin(qp->ctrl, &dc, NULL, 0, NULL);
+	if (rc2 < 0)
+		log_warn("%s: Delete I/O CQ failed: %s", qp->name, strerror(-rc2));
+	/* only a queue the device confirmed deleted is gone from it: else its
+	 * commands stay the device's (nvme_qpair_destroy leaves them) */
+	if (rc == 0 && rc2 == 0)
+		qp->created_on_dev = false;
 }
 
 void nvme_qpair_destroy(struct nvme_qpair *qp)

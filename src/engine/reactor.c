@@ -413,6 +413,9 @@ static void reactor_exit(struct nvme_reactor *r)
 	while (atomic_load(&r->callers))
 		sched_yield();
 	drain_calls(r);
+	/* a caller refused now may touch the qpairs itself: not before the
+	 * calls queued ahead of it have run (order is kept) */
+	atomic_store(&r->drained, true);
 }
 
 static void *reactor_main(void *arg)
@@ -428,6 +431,7 @@ int nvme_reactor_start(struct nvme_reactor *r)
 {
 	if (r->thread_started)
 		return -EALREADY;
+	atomic_store(&r->drained, false);
 	atomic_store(&r->exited, false);
 	sigset_t all, old;
 	sigfillset(&all);
@@ -449,6 +453,7 @@ int nvme_reactor_start(struct nvme_reactor *r)
 int nvme_reactor_run(struct nvme_reactor *r)
 {
 	pin_self(r);
+	atomic_store(&r->drained, false);
 	atomic_store(&r->exited, false);
 	ev_run(r->loop, 0);
 	reactor_exit(r);
@@ -460,6 +465,8 @@ int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
 	atomic_fetch_add(&r->callers, 1);
 	if (atomic_load(&r->exited)) {
 		atomic_fetch_sub(&r->callers, 1);
+		while (!atomic_load(&r->drained))
+			sched_yield();
 		return -ESHUTDOWN;
 	}
 	struct nvme_call *c = malloc(sizeof(*c));

@@ -26,10 +26,19 @@
 /* A reset running when a stop is asked has this long before its waits on
  * the device are cut short. */
 #define STOP_CUT_MS        2000u
-static_assert(STOP_SHN_ABRUPT_MS + 2 * STOP_DISABLE_MS <= NVME_CANCEL_MAX_MS,
-              "cancel bound: abrupt shutdown, disable, function reset");
-static_assert(STOP_SHN_NORMAL_MS + 2 * STOP_DISABLE_MS <= NVME_SHUTDOWN_MAX_MS,
-              "shutdown bound: normal shutdown, disable, function reset");
+/* The cancel's waits for the reactors (a reactor never blocks: it answers
+ * in one pass unless it is wedged, and then the stop goes on without it). */
+#define STOP_REACTOR_MS    2000u
+/* The stop's sums (no function reset at a stop: the kernel's wait for the
+ * function is not ours to bound; a device that will not disable is cut
+ * off).  A reset already running gets STOP_CUT_MS, and each of its waits
+ * half a second, before its waits on the device end. */
+static_assert(STOP_CUT_MS + 500 + STOP_REACTOR_MS + STOP_SHN_ABRUPT_MS + STOP_DISABLE_MS +
+                      STOP_REACTOR_MS <= NVME_CANCEL_MAX_MS,
+              "cancel bound: a running reset's cut, hold, abrupt shutdown, disable, fail");
+static_assert(STOP_SHN_NORMAL_MS + STOP_DISABLE_MS + STOP_REACTOR_MS <= NVME_SHUTDOWN_MAX_MS,
+              "shutdown bound: normal shutdown, disable, quarantine");
+
 
 static struct timespec mono_after(uint64_t ns)
 {
@@ -74,8 +83,11 @@ static bool set_state(struct nvme_ctrl *c, int from, enum nvme_ctrl_state to)
 	log_debug("%s: state %s -> %s", c->name, nvme_ctrl_state_name((enum nvme_ctrl_state)cur),
 	          nvme_ctrl_state_name(to));
 	emit(c, to);
-	/* nvme_ctrl_reset and the stop waits sleep on done_cond */
+	/* nvme_ctrl_reset and the stop waits sleep on done_cond; a retry is
+	 * due only while FAILED */
 	pthread_mutex_lock(&c->thr_lock);
+	if (cur == NVME_CTRL_FAILED)
+		c->retry_at_ns = 0;
 	pthread_cond_broadcast(&c->done_cond);
 	pthread_mutex_unlock(&c->thr_lock);
 	return true;
@@ -259,8 +271,8 @@ static int isolate(struct nvme_ctrl *c)
 {
 	struct nvme_bus *bus = c->bus;
 	int rc = 0;
-	if (c->isolated)
-		return 0;
+	/* every time, even when isolated already: a function reset attempt
+	 * since may have turned bus mastering back on */
 	int brc = nvme_bus_master(bus, false);
 	if (brc < 0 && brc != -ENOTSUP)
 		log_warn("%s: cannot turn bus mastering off: %s", c->name, strerror(-brc));
@@ -272,7 +284,7 @@ static int isolate(struct nvme_ctrl *c)
 		else
 			qp->ring_mapped = false;
 		if (qp->pool_mapped &&
-		    nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_iova) < 0)
+		    nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_map_iova) < 0)
 			rc = -EIO;
 		else
 			qp->pool_mapped = false;
@@ -286,7 +298,7 @@ static int isolate(struct nvme_ctrl *c)
 	else
 		c->admin_mapped = false;
 	pthread_mutex_unlock(&c->admin_lock);
-	if (rc == 0) {
+	if (rc == 0 && !c->isolated) {
 		c->isolated = true;
 		RST_ADD(isolations, 1);
 	}
@@ -315,8 +327,10 @@ static int remap(struct nvme_ctrl *c)
 			qp->ring_mapped = rc == 0;
 		}
 		if (rc == 0 && !qp->pool_mapped) {
+			/* the reactor takes the new IOVA (and rebases what it
+			 * holds) in nvme_qpair_rec_restart, on its own thread */
 			rc = nvme_dma_map(bus, &nvme_reactor_pool(qp->reactor)->region,
-			                  &qp->pool_iova);
+			                  &qp->pool_map_iova);
 			qp->pool_mapped = rc == 0;
 		}
 	}
@@ -333,20 +347,25 @@ static int remap(struct nvme_ctrl *c)
 enum { DOWN_DISABLED = 0, DOWN_ISOLATED = 1 };
 
 /* Make sure the device can no longer touch host memory: disable it (CC.EN
- * = 0, RDY clear, within wait_ms); a function reset when it does not
- * disable or keeps CSTS.CFS (only a controller reset clears CFS, and CC.EN
- * that was already 0 cannot make one); isolation when neither works.
+ * = 0, RDY clear, within wait_ms); with flr, a function reset when it does
+ * not disable or keeps CSTS.CFS (only a controller reset clears CFS, and
+ * CC.EN that was already 0 cannot make one); isolation when neither works.
  * DOWN_DISABLED, DOWN_ISOLATED, -ENODEV (gone: isolated as well), -EIO
  * (not even isolated: the device may still write).  reset_lock held. */
-static int take_down(struct nvme_ctrl *c, uint32_t wait_ms)
+static int take_down(struct nvme_ctrl *c, uint32_t wait_ms, bool flr)
 {
 	pthread_mutex_lock(&c->admin_lock);
 	c->admin_ready = false;
 	pthread_mutex_unlock(&c->admin_lock);
 	int rc = nvme_ctrl_disable(c, wait_ms);
-	if (rc == 0 && !(nvme_ctrl_csts(c) & NVME_CSTS_CFS))
+	/* RDY clear is disabled; one that keeps CFS is reset as well when a
+	 * bring-up follows (not at a stop: it is disabled, that is enough) */
+	if (rc == 0 && (!flr || !(nvme_ctrl_csts(c) & NVME_CSTS_CFS)))
 		return DOWN_DISABLED;
-	if (rc != -ENODEV) {
+	if (rc != -ENODEV && !flr) {
+		rc = -ETIMEDOUT; /* a stop or a removal: no function reset, whose wait
+		                    for the function is the kernel's and unbounded here */
+	} else if (rc != -ENODEV) {
 		if (rc == 0)
 			log_warn("%s: CSTS.CFS survives the disable: function level reset", c->name);
 		else
@@ -381,16 +400,22 @@ static int take_down(struct nvme_ctrl *c, uint32_t wait_ms)
  * ended (fail: -EIO; else taken back to be held for resubmission), or, when
  * the device could not be cut off, left on it (quarantined).  Returns the
  * reactors' answer (on_reactors). */
-static int end_commands(struct nvme_ctrl *c, int down, bool fail, int admin_err)
+static int end_commands_wait(struct nvme_ctrl *c, int down, bool fail, int admin_err,
+                             uint32_t wait_ms)
 {
 	if (down == -EIO) {
 		c->quarantined = true;
 		nvme_ctrl_admin_abandon(c, admin_err, false);
-		return on_reactors(c, nvme_qpair_rec_quarantine, RECOV_REACTOR_MS);
+		return on_reactors(c, nvme_qpair_rec_quarantine, wait_ms);
 	}
 	c->quarantined = false;
 	nvme_ctrl_admin_abandon(c, admin_err, true);
-	return on_reactors(c, fail ? nvme_qpair_rec_fail : nvme_qpair_rec_stop, RECOV_REACTOR_MS);
+	return on_reactors(c, fail ? nvme_qpair_rec_fail : nvme_qpair_rec_stop, wait_ms);
+}
+
+static int end_commands(struct nvme_ctrl *c, int down, bool fail, int admin_err)
+{
+	return end_commands_wait(c, down, fail, admin_err, RECOV_REACTOR_MS);
 }
 
 /* ---- bring-up ---- */
@@ -399,8 +424,10 @@ static int end_commands(struct nvme_ctrl *c, int down, bool fail, int admin_err)
  * vector.  reset_lock held, device disabled. */
 static int bring_up(struct nvme_ctrl *c, bool strict_ns)
 {
-	int rc = 0;
-	if (c->isolated && (rc = remap(c)) < 0)
+	/* whatever is not mapped (an isolation, a partial one, a new bus) is
+	 * mapped again, and bus mastering is on */
+	int rc = remap(c);
+	if (rc < 0)
 		return rc;
 	/* a reset or power cycle of the function may have lost the MSI-X
 	 * wiring: wire it again before any queue can raise one */
@@ -440,6 +467,8 @@ static int bring_up(struct nvme_ctrl *c, bool strict_ns)
 
 static void schedule_retry(struct nvme_ctrl *c)
 {
+	if (atomic_load(&c->stopping) || nvme_ctrl_state(c) != NVME_CTRL_FAILED)
+		return; /* removed meanwhile, or stopping: nothing to try */
 	pthread_mutex_lock(&c->thr_lock);
 	c->retry_at_ns = nvme_now_ns() + (uint64_t)c->retry_ms * 1000000ull;
 	log_warn("%s: next attempt to bring the controller back in %u ms", c->name, c->retry_ms);
@@ -463,7 +492,7 @@ static void gone_locked(struct nvme_ctrl *c, const char *why)
 static void bring_up_failed(struct nvme_ctrl *c)
 {
 	RST_ADD(resets_failed, 1);
-	int down = take_down(c, c->ready_timeout_ms);
+	int down = take_down(c, c->ready_timeout_ms, true);
 	if (down == -ENODEV) {
 		gone_locked(c, "it stopped answering during a reset");
 		return;
@@ -471,8 +500,7 @@ static void bring_up_failed(struct nvme_ctrl *c)
 	end_commands(c, down, true, -EIO);
 	log_err("%s: reset failed: the controller is out of service; its I/O fails", c->name);
 	recov_set_state(c, NVME_CTRL_FAILED);
-	if (!atomic_load(&c->stopping))
-		schedule_retry(c);
+	schedule_retry(c);
 }
 
 /* The reset (or a retry of a failed one): state RESETTING already. */
@@ -484,7 +512,10 @@ static void do_reset(struct nvme_ctrl *c)
 		return;
 	}
 	uint64_t t0 = nvme_now_ns();
-	int down = take_down(c, c->ready_timeout_ms);
+	/* hold new submissions before the disable; here, under reset_lock and
+	 * waited for, so that no hold can land after this reset's restart */
+	on_reactors(c, nvme_qpair_rec_hold, RECOV_REACTOR_MS);
+	int down = take_down(c, c->ready_timeout_ms, true);
 	if (down == -ENODEV) {
 		gone_locked(c, "it stopped answering during a reset");
 		pthread_mutex_unlock(&c->reset_lock);
@@ -542,8 +573,6 @@ int recov_reset_async(struct nvme_ctrl *c, const char *why)
 	}
 	RST_ADD(resets_started, 1);
 	log_warn("%s: resetting the controller: %s", c->name, why);
-	/* hold new submissions at once, before the disable */
-	on_reactors(c, nvme_qpair_rec_hold, 0);
 	pthread_mutex_lock(&c->thr_lock);
 	snprintf(c->reset_why, sizeof(c->reset_why), "%s", why);
 	c->work |= RECOV_W_RESET;
@@ -588,34 +617,49 @@ static void do_retry(struct nvme_ctrl *c)
 
 /* ---- abort ---- */
 
+/* An Abort in flight names its command by queue id and CID, not by qpair:
+ * the qpair may be destroyed before the Abort's answer comes. */
 struct abort_check {
-	struct nvme_qpair *qp;
-	uint16_t cid;
+	struct nvme_ctrl *c;
+	struct nvme_qpair *qp; /* set when the check is posted, under qp_lock */
+	uint16_t qid, cid;
 };
 
 static void abort_check_call(void *arg)
 {
 	struct abort_check *k = arg;
 	if (nvme_qpair_rec_still_aborting(k->qp, k->cid))
-		recov_reset_async(k->qp->ctrl, "an Abort failed or was not honoured");
+		recov_reset_async(k->c, "an Abort failed or was not honoured");
 	free(k);
 }
 
 static void abort_done(void *arg, int err, const struct nvme_cqe *cqe)
 {
 	struct abort_check *k = arg;
-	struct nvme_ctrl *c = k->qp->ctrl;
+	struct nvme_ctrl *c = k->c;
 	atomic_fetch_sub(&c->aborts_out, 1);
 	/* dw0 bit 0 clear: the command was aborted (its CQE follows on its
-	 * queue, where aborts_ok is counted); a reset or removal already
-	 * takes care of it */
-	if ((err == 0 && cqe && !(cqe->dw0 & 1)) || err == -EIO || err == -ENODEV) {
+	 * queue, where aborts_ok is counted); -ENODEV, or -EIO with no CQE: a
+	 * reset or removal abandoned the Abort and takes care of the command */
+	if ((err == 0 && cqe && !(cqe->dw0 & 1)) || err == -ENODEV || (err == -EIO && !cqe)) {
 		free(k);
 		return;
 	}
-	/* not aborted: a reason to reset only if the command is still out --
-	 * it may have completed meanwhile, and the check is its reactor's */
-	if (nvme_reactor_call(k->qp->reactor, abort_check_call, k) < 0)
+	/* not aborted, or the Abort failed: a reason to reset only if the
+	 * command is still out -- it may have completed meanwhile, and the
+	 * check is its reactor's.  A qpair still listed is not freed while
+	 * qp_lock is held; a call posted now runs before its reactor exits,
+	 * and a qpair is destroyed only after that. */
+	int rc = -ENOENT;
+	pthread_mutex_lock(&c->qp_lock);
+	for (unsigned i = 0; i < c->nqps; i++)
+		if (c->qps[i]->qid == k->qid) {
+			k->qp = c->qps[i];
+			rc = nvme_reactor_call(k->qp->reactor, abort_check_call, k);
+			break;
+		}
+	pthread_mutex_unlock(&c->qp_lock);
+	if (rc < 0)
 		free(k);
 }
 
@@ -628,18 +672,11 @@ int recov_send_abort(struct nvme_ctrl *c, uint16_t qid, uint16_t cid)
 		return -EAGAIN;
 	}
 	struct abort_check *k = malloc(sizeof(*k));
-	struct nvme_qpair *qp = NULL;
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps; i++)
-		if (c->qps[i]->qid == qid)
-			qp = c->qps[i];
-	pthread_mutex_unlock(&c->qp_lock);
-	if (!k || !qp) {
-		free(k);
+	if (!k) {
 		atomic_fetch_sub(&c->aborts_out, 1);
 		return -ENOMEM;
 	}
-	*k = (struct abort_check){.qp = qp, .cid = cid};
+	*k = (struct abort_check){.c = c, .qid = qid, .cid = cid};
 	struct nvme_sqe cmd = {.opc = NVME_ADM_ABORT, .cdw10 = ((uint32_t)cid << 16) | qid};
 	uint32_t tmo = c->opts.io_timeout_ms / 2 < 10 ? 10 : c->opts.io_timeout_ms / 2;
 	int rc = nvme_ctrl_admin_submit(c, &cmd, NULL, 0, abort_done, k, tmo);
@@ -725,7 +762,7 @@ int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus
 	 * back; and only then end the commands */
 	int down = DOWN_ISOLATED;
 	if (!c->isolated && nvme_ctrl_csts(c) != 0xffffffffu)
-		down = take_down(c, c->ready_timeout_ms);
+		down = take_down(c, STOP_DISABLE_MS, false);
 	if (down != -EIO && isolate(c) < 0)
 		down = -EIO;
 	int rc = end_commands(c, down == -EIO ? -EIO : DOWN_ISOLATED, true, -ENODEV);
@@ -783,7 +820,7 @@ int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
 	 * a function reset when it keeps CFS, which its EN already 0 cannot
 	 * clear) */
 	c->isolated = true;
-	int down = take_down(c, c->ready_timeout_ms);
+	int down = take_down(c, c->ready_timeout_ms, true);
 	rc = down == DOWN_DISABLED ? bring_up(c, true) : down == -ENODEV ? -ENODEV : -EIO;
 	if (rc < 0)
 		goto undo;
@@ -844,7 +881,7 @@ static void do_cancel(struct nvme_ctrl *c)
 	atomic_store(&c->stop_cut_ns, 0); /* this step's own waits are bounded */
 	int st = nvme_ctrl_state(c);
 	if (c->bus && !c->isolated && st != NVME_CTRL_REMOVED) {
-		on_reactors(c, nvme_qpair_rec_hold, RECOV_REACTOR_MS);
+		on_reactors(c, nvme_qpair_rec_hold, STOP_REACTOR_MS);
 		unsigned out = 0;
 		pthread_mutex_lock(&c->qp_lock);
 		for (unsigned i = 0; i < c->nqps; i++)
@@ -856,8 +893,9 @@ static void do_cancel(struct nvme_ctrl *c)
 		if (st == NVME_CTRL_LIVE &&
 		    shutdown_notify(c, NVME_CC_SHN_ABRUPT, STOP_SHN_ABRUPT_MS) == 0)
 			c->shut_down = true;
-		int down = take_down(c, STOP_DISABLE_MS);
-		end_commands(c, down == -ENODEV ? DOWN_ISOLATED : down, true, -EIO);
+		int down = take_down(c, STOP_DISABLE_MS, false);
+		end_commands_wait(c, down == -ENODEV ? DOWN_ISOLATED : down, true, -EIO,
+		                  STOP_REACTOR_MS);
 		if (down == -ENODEV)
 			c->shut_down = true;
 		if (!recov_set_state(c, NVME_CTRL_FAILED) && down == -ENODEV)
@@ -903,18 +941,20 @@ static void do_shutdown(struct nvme_ctrl *c)
 		    shutdown_notify(c, NVME_CC_SHN_NORMAL, wait) < 0)
 			log_warn("%s: shutdown incomplete; disabling anyway", c->name);
 		/* disabled, the device stops referencing every queue's memory */
-		int down = take_down(c, STOP_DISABLE_MS);
+		int down = take_down(c, STOP_DISABLE_MS, false);
 		if (down == -EIO) {
-			c->quarantined = true;
-			nvme_ctrl_admin_abandon(c, -ENODEV, false);
+			/* neither disabled nor cut off: what it holds stays its own */
+			end_commands(c, -EIO, true, -ENODEV);
 		} else {
 			nvme_ctrl_admin_abandon(c, -ENODEV, true);
 		}
 	}
-	pthread_mutex_lock(&c->qp_lock);
-	for (unsigned i = 0; i < c->nqps; i++)
-		c->qps[i]->created_on_dev = false; /* the disable deleted them */
-	pthread_mutex_unlock(&c->qp_lock);
+	if (!c->quarantined) {
+		pthread_mutex_lock(&c->qp_lock);
+		for (unsigned i = 0; i < c->nqps; i++)
+			c->qps[i]->created_on_dev = false; /* disabled or cut off: no queues */
+		pthread_mutex_unlock(&c->qp_lock);
+	}
 	c->shut_down = true;
 	pthread_mutex_unlock(&c->reset_lock);
 	pthread_mutex_lock(&c->thr_lock);
@@ -935,7 +975,8 @@ void nvme_ctrl_shutdown_async(struct nvme_ctrl *c)
 
 int nvme_ctrl_shutdown_wait(struct nvme_ctrl *c, uint32_t timeout_ms)
 {
-	return wait_done(c, &c->shutdown_done, timeout_ms);
+	int rc = wait_done(c, &c->shutdown_done, timeout_ms);
+	return rc < 0 ? rc : c->quarantined ? -EBUSY : 0;
 }
 
 /* ---- the thread ---- */
@@ -980,8 +1021,10 @@ static void *recov_thread(void *arg)
 			pthread_mutex_lock(&c->thr_lock);
 			continue;
 		}
-		if (atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed)) {
-			/* commands outstanding: reap (and expire) at 5 kHz until none is */
+		if (atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed) &&
+		    __atomic_load_n(&c->admin_ready, __ATOMIC_RELAXED)) {
+			/* commands outstanding: reap (and expire) at 5 kHz until none
+			 * is (slots a quarantine keeps are not reaped: no polling) */
 			pthread_mutex_unlock(&c->thr_lock);
 			nvme_ctrl_admin_reap(c);
 			struct timespec ts = {0, 200000};

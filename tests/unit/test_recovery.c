@@ -1119,6 +1119,52 @@ START_TEST(t_event_cb_swap)
 }
 END_TEST
 
+/* ---- a controller cut off from memory and brought back by a retry gets
+ * its mappings at new addresses: a command held during that retry was
+ * built against the old ones and must be sent with its addresses moved
+ * (before the fix: a DMA error, on VFIO a transfer into whatever the old
+ * address was given to) ---- */
+START_TEST(t_retry_rebases_held)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 3000,
+	                     .retries = 3,
+	                     .retry_ms = 50,
+	                     .threaded = true};
+	rig_open_rec(&g, &o);
+	sim_fault_stuck(g.sim[0], true);
+	sim_fault_hang(g.sim[0], true);
+	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_FAILED);
+	struct sim_stats s0;
+	sim_get_stats(g.sim[0], &s0);
+	/* well again, but slow to answer admin commands: the retry's bring-up
+	 * takes long enough for a write to be held during it */
+	sim_fault_clear(g.sim[0]);
+	sim_fault_admin_delay(g.sim[0], 150000);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_RESETTING);
+	rig_sleep_ms(50); /* past the retry's hold: the write below is held */
+	fill(g.buf[0][2], 8u << 10, 77); /* two pages: PRP1 and PRP2 */
+	fill(g.buf[0][3], 64u << 10, 78); /* sixteen: a PRP list */
+	struct io a, b;
+	io_start(&g, &a, 0, true, 0, 8u << 10, g.buf[0][2]);
+	io_start(&g, &b, 0, true, 64, 64u << 10, g.buf[0][3]);
+	ck_assert_int_eq(a.state_at_submit, NVME_CTRL_RESETTING);
+	ck_assert_int_eq(io_wait(&a), 0);
+	ck_assert_int_eq(io_wait(&b), 0);
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
+	sim_fault_admin_delay(g.sim[0], 0);
+	struct sim_stats s1;
+	sim_get_stats(g.sim[0], &s1);
+	ck_assert_uint_eq(s1.dma_errors, s0.dma_errors);
+	check_pattern(&g, 0, 0, 8u << 10, 77);
+	check_pattern(&g, 0, 64, 64u << 10, 78);
+	rig_close(&g);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(getenv("TEST_LOG") ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
@@ -1146,6 +1192,7 @@ int main(void)
 	tcase_add_test(tc, t_held_failed_ns);
 	tcase_add_test(tc, t_remove_waits_every_reactor);
 	tcase_add_test(tc, t_event_cb_swap);
+	tcase_add_test(tc, t_retry_rebases_held);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
