@@ -10,10 +10,11 @@
  *             min(2 io_timeout_ms + 5 s, DRAIN_MAX_S);
  *   cancel    if some are still unanswered, every controller with commands
  *             outstanding ends them (nvme_ctrl_cancel_async: abrupt
- *             shutdown, disable, a function reset or isolation), so each
+ *             shutdown, disable, or isolation when it will not disable), so each
  *             such request is answered EIO, at most CANCEL_MAX_S;
- *   shutdown  unmount, stop the reactors, CC.SHN normal on every controller
- *             at once (at most NVME_SHUTDOWN_MAX_MS), delete, free, exit.
+ *   shutdown  unmount, stop the reactors (after a cancel at most JOIN_MAX_S),
+ *             CC.SHN normal on every controller at once (at most
+ *             NVME_SHUTDOWN_MAX_MS), delete, free, exit.
  * Exit 0 when every request was answered by the device, 1 when the stop had
  * to cancel (or, past every bound, gave up waiting and left without
  * freeing: the kernel then answers what remains when the mount goes).
@@ -64,7 +65,9 @@
  * answered once their commands ended. */
 #define CANCEL_MAX_S (NVME_CANCEL_MAX_MS / 1000.0 + 10.0)
 #define SHUTDOWN_MAX_S (NVME_SHUTDOWN_MAX_MS / 1000.0 + 5.0)
-#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + SHUTDOWN_MAX_S)
+/* After a cancel, the reactors are given this long to end. */
+#define JOIN_MAX_S 5.0
+#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S)
 
 struct daemon;
 
@@ -209,7 +212,7 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		d->gave_up = true;
 		cancel_outstanding(d);
 		d->drain_deadline = ev_now(loop) + CANCEL_MAX_S;
-		notify_extend((uint64_t)((CANCEL_MAX_S + SHUTDOWN_MAX_S) * 1e6),
+		notify_extend((uint64_t)((CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
 			      "stopping: ending the commands outstanding");
 		return;
 	} else {
@@ -239,7 +242,7 @@ static void begin_stop(struct daemon *d, const char *why)
 	if (wait > DRAIN_MAX_S)
 		wait = DRAIN_MAX_S;
 	d->drain_deadline = ev_now(d->loop) + wait;
-	notify_extend((uint64_t)((wait + CANCEL_MAX_S + SHUTDOWN_MAX_S) * 1e6),
+	notify_extend((uint64_t)((wait + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
 		      "stopping (%s): draining", why);
 	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
 	d->drain.data = d;
@@ -772,11 +775,12 @@ static void teardown(struct daemon *d)
 		for (unsigned r = 0; r < d->nr_reactors; r++) {
 			unsigned left = 0;
 
-			if (d->gave_up) { /* 5 s for all of them together */
+			if (d->gave_up) { /* JOIN_MAX_S for all of them together */
 				clock_gettime(CLOCK_MONOTONIC, &t1);
 				double used = (t1.tv_sec - t0.tv_sec) * 1e3 +
 					      (t1.tv_nsec - t0.tv_nsec) / 1e6;
-				left = used < 4999 ? (unsigned)(5000 - used) : 1;
+				left = used < JOIN_MAX_S * 1000 - 1 ? (unsigned)(JOIN_MAX_S * 1000 - used)
+								     : 1;
 			}
 			if (nvme_reactor_join_timeout(d->reactors[r], left) < 0)
 				d->abandoned = true;

@@ -200,11 +200,15 @@ int nvme_ctrl_reset_async(struct nvme_ctrl *c, const char *why);
 /* ---- stopping, bounded ----
  * Cancel: end every command of the controller now, for a stop whose drain
  * ran out: hold submissions, CC.SHN abrupt (so that a device that still
- * answers saves its cache), disable, a function reset or isolation when it
- * does not, then every command fails with -EIO (counted in rstats.cancelled);
+ * answers saves its cache), disable, isolation when it does not, then every
+ * command fails with -EIO (counted in rstats.cancelled);
  * the controller stays FAILED and is not retried.  Runs on the recovery
  * thread; returns at once.  nvme_ctrl_cancel_wait waits until it is done
- * (at most NVME_CANCEL_MAX_MS after it started; 0 or -ETIMEDOUT). */
+ * (0 or -ETIMEDOUT).  Bounded by NVME_CANCEL_MAX_MS: no function reset (a
+ * device that does not disable is cut off), each reactor waited for at most
+ * 2 s, and a reset step running when it is asked has its waits on the
+ * device cut 2 s later (at least half a second each) -- except a function
+ * reset that step already started, whose wait is the kernel's. */
 #define NVME_CANCEL_MAX_MS 15000u
 void nvme_ctrl_cancel_async(struct nvme_ctrl *c);
 int nvme_ctrl_cancel_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
@@ -213,9 +217,10 @@ int nvme_ctrl_cancel_wait(struct nvme_ctrl *c, uint32_t timeout_ms);
  * from the device afterwards (nvme_qpair_destroy then sends no admin
  * command).  Call with the reactors stopped.  Asynchronous so that every
  * controller of a daemon shuts down at once; bounded by
- * NVME_SHUTDOWN_MAX_MS whatever CAP.TO and RTD3E say (past the bound the
- * device is isolated).  nvme_ctrl_close shuts down first if this was not
- * called. */
+ * NVME_SHUTDOWN_MAX_MS whatever CAP.TO and RTD3E say (the shutdown waits
+ * at most 30 s, the disable 2.5 s, then the device is cut off; no function
+ * reset), once the step before it on the recovery thread has ended (see
+ * the cancel).  nvme_ctrl_close shuts down first if this was not called. */
 #define NVME_SHUTDOWN_MAX_MS 40000u
 void nvme_ctrl_shutdown_async(struct nvme_ctrl *c);
 /* 0, -ETIMEDOUT, or -EBUSY when the device could be neither disabled nor

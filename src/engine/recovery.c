@@ -18,8 +18,8 @@
  * blocks, so this only detects one that is wedged (then the step fails). */
 #define RECOV_REACTOR_MS 10000u
 /* Stop-time caps on the device's own timeouts (CAP.TO may say 127 s,
- * RTD3E a minute): past them a function reset or isolation follows.  Their
- * sums are NVME_CANCEL_MAX_MS and NVME_SHUTDOWN_MAX_MS. */
+ * RTD3E a minute): past them isolation follows.  Their sums are within
+ * NVME_CANCEL_MAX_MS and NVME_SHUTDOWN_MAX_MS (static_asserts below). */
 #define STOP_SHN_ABRUPT_MS 5000u
 #define STOP_SHN_NORMAL_MS 30000u
 #define STOP_DISABLE_MS    2500u

@@ -24,6 +24,7 @@
  * Edges:
  *   LIVE      -> RESETTING  timeout escalation, CSTS.CFS, RDY or SHST lost,
  *                           an admin timeout, an Abort not honoured, AER, user
+ *   LIVE      -> FAILED     a stop whose drain ran out cancelled its commands
  *   RESETTING -> LIVE       bring-up done
  *   RESETTING -> FAILED     bring-up failed
  *   FAILED    -> RESETTING  retry after the back-off
@@ -32,14 +33,18 @@
  * Anything else is refused (recov_set_state returns false).
  *
  * Threads.  Every long step (reset, retry, isolation after a removal, stop
- * cancel, shutdown) runs on the controller's recovery thread, which also
- * reaps the admin CQ; nvme_ctrl_remove and nvme_ctrl_attach run on their
- * caller's thread.  reset_lock serialises all of them.  A qpair is touched
- * only on its reactor, through recov_on_reactors (each call acknowledged
- * per call: a late acknowledgement can never satisfy a later wait), or on
- * the caller's thread once its reactor has exited.  Nothing here runs on a
- * reactor except recov_reset_async, recov_check_health, recov_dead and
- * recov_send_abort, which never block.
+ * cancel, shutdown) runs on the controller's recovery thread, one at a time,
+ * which also reaps the admin CQ; nvme_ctrl_remove and nvme_ctrl_attach run
+ * on their caller's thread.  reset_lock serialises all of them.  What a
+ * qpair's I/O path uses is touched only on its reactor, through on_reactors
+ * (each call acknowledged per call: a late acknowledgement can never satisfy
+ * a later wait), or on the caller's thread once its reactor has exited and
+ * run what was queued before; its cold recovery fields (ring_mapped,
+ * pool_mapped, pool_map_iova, created_on_dev) are written under reset_lock.
+ * Nothing here runs on a reactor except recov_reset_async,
+ * recov_check_health, recov_dead and recov_send_abort: they take short locks
+ * and never wait for the device or for another step (recov_dead runs the
+ * abandoned admin commands' callbacks there, with -ENODEV).
  *
  * The buffer invariant (qpair.c) is kept by ordering: a command is completed
  * (and its buffer handed back) only after the device was disabled, isolated

@@ -35,21 +35,23 @@ echo "no runtime directory holds the mountpoint $mp"
 
 # The stop timeout must outlast the longest stop: the drain's cap
 # (DRAIN_MAX_S in main.c), the cancel phase (the engine's NVME_CANCEL_MAX_MS
-# + 10 s) and the shutdown (NVME_SHUTDOWN_MAX_MS + 5 s), as main.c sums them.
+# + 10 s), the reactors' end (JOIN_MAX_S) and the shutdown
+# (NVME_SHUTDOWN_MAX_MS + 5 s), as main.c sums them.
 drain=$(sed -n 's/^#define DRAIN_MAX_S \([0-9]*\).*/\1/p' "$ROOT/src/daemon/main.c")
 cancel=$(sed -n 's/^#define NVME_CANCEL_MAX_MS \([0-9]*\)u.*/\1/p' "$ROOT/src/engine/nvme.h")
 shn=$(sed -n 's/^#define NVME_SHUTDOWN_MAX_MS \([0-9]*\)u.*/\1/p' "$ROOT/src/engine/nvme.h")
-grep -q '^#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + SHUTDOWN_MAX_S)' "$ROOT/src/daemon/main.c" ||
+join=$(sed -n 's/^#define JOIN_MAX_S \([0-9]*\).*/\1/p' "$ROOT/src/daemon/main.c")
+grep -q '^#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S)' "$ROOT/src/daemon/main.c" ||
 	fail "main.c's STOP_MAX_S is not the sum this test checks"
 stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$U")
-if [ -z "$drain" ] || [ -z "$cancel" ] || [ -z "$shn" ] || [ -z "$stop" ]; then
+if [ -z "$drain" ] || [ -z "$cancel" ] || [ -z "$join" ] || [ -z "$shn" ] || [ -z "$stop" ]; then
 	fail "cannot read the drain cap ($drain), cancel cap ($cancel), shutdown cap ($shn) or TimeoutStopSec ($stop)"
 else
-	bound=$((drain + cancel / 1000 + 10 + shn / 1000 + 5))
+	bound=$((drain + cancel / 1000 + 10 + join + shn / 1000 + 5))
 	if [ "$stop" -le "$bound" ]; then
 		fail "TimeoutStopSec=$stop is not above the stop's bound $bound s"
 	else
-		echo "TimeoutStopSec=$stop > the stop's bound $bound s (drain $drain, cancel $((cancel / 1000 + 10)), shutdown $((shn / 1000 + 5)))"
+		echo "TimeoutStopSec=$stop > the stop's bound $bound s (drain $drain, cancel $((cancel / 1000 + 10)), join $join, shutdown $((shn / 1000 + 5)))"
 	fi
 fi
 
