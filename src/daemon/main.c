@@ -796,6 +796,7 @@ static int run(struct daemon *d)
 		.reactors = d->reactors,
 		.qpairs = d->qpairs,
 		.readers = readers_wanted(),
+		.pool_bytes = pool_bytes(),
 		.transport = d->transport,
 		.queue_depth = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,
