@@ -104,17 +104,25 @@ static struct sched_rq *dequeue(struct rq_list *l)
 	return q;
 }
 
-static struct sched_dom *dom_of(struct sched_rq *q)
+/* The caller's bug: there is no queue to put q in. */
+static void __attribute__((noinline, cold, noreturn)) bad_dom(const struct sched_rq *q)
 {
-	struct sched *s = q->s;
+	log_err("fuse: request of slot domain %u, the scheduler has %u", q->dom, q->s->o.nr_dom);
+	abort();
+}
 
-	if (q->dom >= s->o.nr_dom) {
-		/* the caller's bug: there is no queue to put it in */
-		log_err("fuse: request of slot domain %u, the scheduler has %u", q->dom,
-			s->o.nr_dom);
-		abort();
-	}
-	return &s->dom[q->dom];
+/* q's domain; checked where a request enters (sched_payload, sched_start),
+ * trusted after */
+static inline struct sched_dom *dom_of(struct sched_rq *q)
+{
+	return &q->s->dom[q->dom];
+}
+
+static inline struct sched_dom *dom_check(struct sched_rq *q)
+{
+	if (__builtin_expect(q->dom >= q->s->o.nr_dom, 0))
+		bad_dom(q);
+	return dom_of(q);
 }
 
 static void wait_begin(struct sched_rq *q, unsigned why)
@@ -257,6 +265,18 @@ struct sched_rq *sched_rq_new(struct sched *s, uint8_t op)
 	return q;
 }
 
+/* With dom_mem_max: may q's domain take q's buffer, and what it costs. */
+static bool __attribute__((noinline)) dom_mem_ok(struct sched_rq *q, size_t *cost)
+{
+	struct sched *s = q->s;
+	size_t held = dom_of(q)->held;
+
+	*cost = s->env.buf_cost ? s->env.buf_cost(s->env.ctx, q->mem) : q->mem;
+	/* a domain holding nothing may always try: the bound must not keep a
+	 * request larger than it from ever running */
+	return !held || held + *cost <= s->o.dom_mem_max;
+}
+
 static bool mem_get(struct sched_rq *q)
 {
 	struct sched *s = q->s;
@@ -264,20 +284,15 @@ static bool mem_get(struct sched_rq *q)
 
 	if (q->dma || !q->mem)
 		return true;
-	if (s->o.dom_mem_max) {
-		size_t held = s->dom[q->dom].held;
-
-		cost = s->env.buf_cost ? s->env.buf_cost(s->env.ctx, q->mem) : q->mem;
-		/* a domain holding nothing may always try: the bound must not
-		 * keep a request larger than it from ever running */
-		if (held && held + cost > s->o.dom_mem_max)
-			return false;
-	}
+	if (s->o.dom_mem_max && !dom_mem_ok(q, &cost))
+		return false;
 	q->dma = s->env.buf_alloc(s->env.ctx, q->mem);
 	if (!q->dma)
 		return false;
-	q->cost = (uint32_t)cost; /* a buffer of the largest request is 2 MiB */
-	s->dom[q->dom].held += cost;
+	if (cost) {
+		q->cost = (uint32_t)cost; /* the largest request's buffer is 2 MiB */
+		dom_of(q)->held += cost;
+	}
 	s->holders++;
 	return true;
 }
@@ -303,7 +318,7 @@ void *sched_payload(struct sched_rq *q, size_t off, size_t len)
 {
 	struct sched *s = q->s;
 
-	if (!dom_of(q)->memq.head && mem_get(q))
+	if (!dom_check(q)->memq.head && mem_get(q))
 		return (uint8_t *)q->dma + off;
 	/* the channel only reads while the budget can hold a largest write */
 	if (s->bounce_used + len > s->o.bounce_max)
@@ -353,7 +368,8 @@ static void rq_release(struct sched_rq *q)
 	if (q->dma) {
 		s->env.buf_free(s->env.ctx, q->dma, q->mem);
 		q->dma = NULL;
-		s->dom[q->dom].held -= q->cost;
+		if (q->cost)
+			dom_of(q)->held -= q->cost;
 		s->holders--;
 	}
 	bounce_free(q);
@@ -464,7 +480,7 @@ static void granted_cb(void *arg)
 
 void sched_start(struct sched_rq *q)
 {
-	struct sched_dom *d = dom_of(q);
+	struct sched_dom *d = dom_check(q);
 
 	if (q->mem && (q->dma == NULL) && (d->memq.head || !mem_get(q))) {
 		enqueue(&d->memq, q, false);
@@ -530,20 +546,12 @@ static void serve(struct sched *s, struct sched_dom *d)
 	}
 }
 
-void sched_kick(struct sched *s)
+/* The kick proper, out of line: sched_kick with nothing queued (the common
+ * case, at every loop pass and finish) is a few loads. */
+static void __attribute__((noinline)) kick(struct sched *s)
 {
 	unsigned n = s->o.nr_dom;
 
-	if (__atomic_load_n(&s->closed, __ATOMIC_RELAXED))
-		return;
-	if (s->kicking) {
-		/* a request finished or was granted during this kick: what it
-		 * gave back may serve a domain already visited */
-		s->rekick = true;
-		return;
-	}
-	if (!s->queued)
-		return;
 	s->kicking = true;
 	s->kick_nr++;
 	do {
@@ -556,6 +564,20 @@ void sched_kick(struct sched *s)
 	} while (s->rekick && s->queued);
 	s->rr = s->rr + 1 == n ? 0 : s->rr + 1;
 	s->kicking = false;
+}
+
+void sched_kick(struct sched *s)
+{
+	if (__atomic_load_n(&s->closed, __ATOMIC_RELAXED))
+		return;
+	if (s->kicking) {
+		/* a request finished or was granted during this kick: what it
+		 * gave back may serve a domain already visited */
+		s->rekick = true;
+		return;
+	}
+	if (s->queued)
+		kick(s);
 }
 
 struct fusefs_stats *sched_stats_raw(struct sched *s)
