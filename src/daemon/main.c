@@ -923,6 +923,7 @@ static int run(struct daemon *d)
 		.qpairs = d->qpairs,
 		.readers = readers_wanted(),
 		.dsync_fua_max = dsync_fua_max(),
+		.pool_bytes = pool_bytes(),
 		.transport = d->transport,
 		.queue_depth = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,

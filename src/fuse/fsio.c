@@ -120,6 +120,8 @@ static struct rq *rq_new(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_n
 	q->rx = rx;
 	q->ns = ns;
 	q->op = (uint8_t)op;
+	/* it waits for trackers of this controller's qpair only */
+	sq->dom = (uint16_t)ns->d.ctrl;
 	sq->run = rq_run;
 	sq->abort = rq_abort;
 	return q;

@@ -32,6 +32,18 @@ static int env_call(void *ctx, void (*fn)(void *arg), void *arg)
 	return nvme_reactor_call(ctx, fn, arg);
 }
 
+/* The pool is a buddy allocator of 4 KiB pages: a buffer takes a block of
+ * a power-of-two number of them. */
+static size_t env_cost(void *ctx, size_t len)
+{
+	size_t c = 4096;
+
+	(void)ctx;
+	while (c < len)
+		c <<= 1;
+	return c;
+}
+
 /* ---- running ---- */
 
 void fusefs_stop(struct fusefs *fs)
@@ -106,18 +118,40 @@ static int build_namespaces(struct fusefs *fs)
 	return 0;
 }
 
+/* DMA bytes of the largest request on these namespaces. */
+static size_t largest_request(const struct fusefs *fs)
+{
+	uint32_t max_lba = 512;
+
+	for (unsigned i = 0; i < fs->nr_ns; i++)
+		if (fs->ns[i].d.lba_size > max_lba)
+			max_lba = fs->ns[i].d.lba_size;
+	return fsio_max_mem(max_lba);
+}
+
+/* Pool bytes one controller's requests may hold on a reactor (0: no
+ * bound).  Half of the pool: a controller that stops completing (hung, in
+ * a reset) keeps what its requests hold until its commands complete or
+ * time out, and the other half stays for the other controllers; a fixed
+ * half rather than a 1/n share, so that a busy controller among idle ones
+ * still has most of the pool.  At least the largest request, which must
+ * always fit. */
+static size_t ctrl_mem_max(const struct fusefs *fs)
+{
+	size_t need = env_cost(NULL, largest_request(fs));
+
+	if (fs->o.nr_ctrls < 2 || !fs->o.pool_bytes)
+		return 0;
+	return fs->o.pool_bytes / 2 > need ? fs->o.pool_bytes / 2 : need;
+}
+
 /* The scheduler's progress needs every pool to hold the largest request
  * once everything else has come back: check it while the pools are as they
  * will be whenever no request holds a buffer. */
 static int check_pools(struct fusefs *fs)
 {
-	uint32_t max_lba = 512;
-	size_t need;
+	size_t need = largest_request(fs);
 
-	for (unsigned i = 0; i < fs->nr_ns; i++)
-		if (fs->ns[i].d.lba_size > max_lba)
-			max_lba = fs->ns[i].d.lba_size;
-	need = fsio_max_mem(max_lba);
 	for (unsigned i = 0; i < fs->nr_rx; i++) {
 		void *p = nvme_reactor_buf_alloc(fs->rx[i].r, need);
 
@@ -180,6 +214,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 			.buf_free = env_free,
 			.call = env_call,
 			.ctx = o->reactors[i],
+			.buf_cost = env_cost,
 		};
 		struct sched_opts so = {
 			.rq_size = fsio_rq_size(),
@@ -187,6 +222,9 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 				  ring_entries(o, i),
 			.bounce_max = o->bounce_max,
 			.max_payload = FUSEFS_MAX_IO,
+			/* one slot domain per controller: its qpair's trackers */
+			.nr_dom = o->nr_ctrls,
+			.dom_mem_max = ctrl_mem_max(fs),
 			.on_room = chan_room,
 			.room_arg = rx,
 		};

@@ -79,6 +79,12 @@ struct fusefs_opts {
 	 * channel while it is at either bound. */
 	unsigned max_requests;
 	size_t bounce_max;
+	/* Bytes of each reactor's DMA pool for requests, the io_uring
+	 * entries' payloads not counted (0: not known).  With several
+	 * controllers, one controller's requests hold at most half of it (at
+	 * least the largest request): a controller that stops completing
+	 * leaves the others the other half.  0: no such bound. */
+	size_t pool_bytes;
 
 	/* A write that must be durable when answered (O_DSYNC, O_SYNC, RWF_DSYNC)
 	 * on a namespace with a volatile write cache goes out with FUA on every

@@ -1,6 +1,6 @@
-/* rqsched.c - per-reactor request scheduler: memory queue, ready queue, range
- * lock hand-over, bounded bounce buffers, statistics.  See rqsched.h for the
- * progress argument. */
+/* rqsched.c - per-reactor request scheduler: a memory queue and a ready queue
+ * per slot domain, range lock hand-over, bounded bounce buffers, statistics.
+ * See rqsched.h for the progress argument. */
 #include "rqsched.h"
 
 #include <errno.h>
@@ -17,11 +17,21 @@ struct rq_list {
 	struct sched_rq *head, *tail;
 };
 
+/* One slot domain: the requests that submit to one qpair. */
+struct sched_dom {
+	struct rq_list memq;    /* waiting for memory, FIFO */
+	struct rq_list readyq;  /* holding all but a tracker, FIFO */
+	size_t held;            /* pool bytes its requests hold (with dom_mem_max) */
+	unsigned stalled_kick;  /* kick_nr when a run of it last stalled */
+};
+
 struct sched {
 	struct sched_env env;
 	struct sched_opts o;
-	struct rq_list memq;    /* waiting for memory, FIFO */
-	struct rq_list readyq;  /* holding all but a tracker, FIFO */
+	struct sched_dom *dom;  /* o.nr_dom of them */
+	unsigned queued;        /* requests on any domain's memory or ready queue */
+	unsigned rr;            /* the domain the next kick serves first */
+	unsigned kick_nr;       /* kicks so far: a domain stalls for one kick */
 	struct sched_rq *all;   /* live requests */
 	struct sched_rq *cache;
 	unsigned nr_cache;
@@ -29,6 +39,7 @@ struct sched {
 	unsigned holders;       /* requests holding a DMA buffer */
 	size_t bounce_used;
 	bool kicking;
+	bool rekick;            /* asked to kick while kicking: go round again */
 	bool closed;            /* any thread writes, owner reads (relaxed) */
 	bool want_room;         /* sched_accepting said no: call on_room */
 	struct fusefs_stats st; /* owner writes, others read relaxed */
@@ -76,6 +87,44 @@ static struct sched_rq *pop(struct rq_list *l)
 	return q;
 }
 
+static void enqueue(struct rq_list *l, struct sched_rq *q, bool front)
+{
+	if (front)
+		push_front(l, q);
+	else
+		push(l, q);
+	q->s->queued++;
+}
+
+static struct sched_rq *dequeue(struct rq_list *l)
+{
+	struct sched_rq *q = pop(l);
+
+	q->s->queued--;
+	return q;
+}
+
+/* The caller's bug: there is no queue to put q in. */
+static void __attribute__((noinline, cold, noreturn)) bad_dom(const struct sched_rq *q)
+{
+	log_err("fuse: request of slot domain %u, the scheduler has %u", q->dom, q->s->o.nr_dom);
+	abort();
+}
+
+/* q's domain; checked where a request enters (sched_payload, sched_start),
+ * trusted after */
+static inline struct sched_dom *dom_of(struct sched_rq *q)
+{
+	return &q->s->dom[q->dom];
+}
+
+static inline struct sched_dom *dom_check(struct sched_rq *q)
+{
+	if (__builtin_expect(q->dom >= q->s->o.nr_dom, 0))
+		bad_dom(q);
+	return dom_of(q);
+}
+
 static void wait_begin(struct sched_rq *q, unsigned why)
 {
 	struct sched *s = q->s;
@@ -110,6 +159,17 @@ int sched_create(const struct sched_env *env, const struct sched_opts *o, struct
 		return -ENOMEM;
 	s->env = *env;
 	s->o = *o;
+	if (!s->o.nr_dom)
+		s->o.nr_dom = 1;
+	if (s->o.nr_dom > SCHED_MAX_DOM) {
+		free(s);
+		return -EINVAL;
+	}
+	s->dom = calloc(s->o.nr_dom, sizeof(*s->dom));
+	if (!s->dom) {
+		free(s);
+		return -ENOMEM;
+	}
 	if (!s->o.max_rq)
 		s->o.max_rq = SCHED_MAX_RQ;
 	if (!s->o.bounce_max)
@@ -147,6 +207,7 @@ unsigned sched_destroy(struct sched *s, int errnum)
 		s->cache = q->next;
 		free(q);
 	}
+	free(s->dom);
 	free(s);
 	return n;
 }
@@ -204,15 +265,34 @@ struct sched_rq *sched_rq_new(struct sched *s, uint8_t op)
 	return q;
 }
 
+/* With dom_mem_max: may q's domain take q's buffer, and what it costs. */
+static bool __attribute__((noinline)) dom_mem_ok(struct sched_rq *q, size_t *cost)
+{
+	struct sched *s = q->s;
+	size_t held = dom_of(q)->held;
+
+	*cost = s->env.buf_cost ? s->env.buf_cost(s->env.ctx, q->mem) : q->mem;
+	/* a domain holding nothing may always try: the bound must not keep a
+	 * request larger than it from ever running */
+	return !held || held + *cost <= s->o.dom_mem_max;
+}
+
 static bool mem_get(struct sched_rq *q)
 {
 	struct sched *s = q->s;
+	size_t cost = 0;
 
 	if (q->dma || !q->mem)
 		return true;
+	if (s->o.dom_mem_max && !dom_mem_ok(q, &cost))
+		return false;
 	q->dma = s->env.buf_alloc(s->env.ctx, q->mem);
 	if (!q->dma)
 		return false;
+	if (cost) {
+		q->cost = (uint32_t)cost; /* the largest request's buffer is 2 MiB */
+		dom_of(q)->held += cost;
+	}
 	s->holders++;
 	return true;
 }
@@ -238,7 +318,7 @@ void *sched_payload(struct sched_rq *q, size_t off, size_t len)
 {
 	struct sched *s = q->s;
 
-	if (!s->memq.head && mem_get(q))
+	if (!dom_check(q)->memq.head && mem_get(q))
 		return (uint8_t *)q->dma + off;
 	/* the channel only reads while the budget can hold a largest write */
 	if (s->bounce_used + len > s->o.bounce_max)
@@ -288,6 +368,8 @@ static void rq_release(struct sched_rq *q)
 	if (q->dma) {
 		s->env.buf_free(s->env.ctx, q->dma, q->mem);
 		q->dma = NULL;
+		if (q->cost)
+			dom_of(q)->held -= q->cost;
 		s->holders--;
 	}
 	bounce_free(q);
@@ -337,19 +419,21 @@ void sched_finish(struct sched_rq *q, int errnum)
 	sched_kick(s);
 }
 
-/* q holds memory and its grant: run it, or queue it behind the ready ones. */
+/* q holds memory and its grant: run it, or queue it behind the ready ones
+ * of its domain. */
 static void run_or_ready(struct sched_rq *q)
 {
-	struct sched *s = q->s;
+	struct sched_dom *d = dom_of(q);
 
-	if (s->readyq.head) {
-		push(&s->readyq, q);
+	if (d->readyq.head) {
+		enqueue(&d->readyq, q, false);
 		wait_begin(q, FUSEFS_WAIT_SLOT);
 		return;
 	}
 	if (q->run(q) == SCHED_STALL) {
-		push(&s->readyq, q);
+		enqueue(&d->readyq, q, false);
 		wait_begin(q, FUSEFS_WAIT_SLOT);
+		d->stalled_kick = q->s->kick_nr;
 	}
 }
 
@@ -382,7 +466,7 @@ static void granted(struct sched_rq *q)
 	ST_ADD(s, lock_wait_ns, now_ns() - q->t_lock);
 	wait_end(q);
 	q->locked = true;
-	push(&s->readyq, q);
+	enqueue(&dom_of(q)->readyq, q, false);
 }
 
 /* The same, handed over from the reactor that released the range. */
@@ -396,10 +480,10 @@ static void granted_cb(void *arg)
 
 void sched_start(struct sched_rq *q)
 {
-	struct sched *s = q->s;
+	struct sched_dom *d = dom_check(q);
 
-	if (q->mem && (q->dma == NULL) && (s->memq.head || !mem_get(q))) {
-		push(&s->memq, q);
+	if (q->mem && (q->dma == NULL) && (d->memq.head || !mem_get(q))) {
+		enqueue(&d->memq, q, false);
 		wait_begin(q, FUSEFS_WAIT_MEM);
 		return;
 	}
@@ -413,53 +497,87 @@ void sched_resume(struct sched_rq *q)
 	if (__atomic_load_n(&s->closed, __ATOMIC_RELAXED))
 		return; /* left for sched_destroy */
 	if (q->run(q) == SCHED_STALL) {
+		struct sched_dom *d = dom_of(q);
+
 		/* it holds everything but a tracker: first in line for one */
-		push_front(&s->readyq, q);
+		enqueue(&d->readyq, q, true);
 		wait_begin(q, FUSEFS_WAIT_SLOT);
+		d->stalled_kick = s->kick_nr;
 	}
 }
 
-void sched_kick(struct sched *s)
+/* Serve one domain: its ready queue until it is empty or a run stalls, then
+ * its memory queue's head for as long as that can allocate. */
+static void serve(struct sched *s, struct sched_dom *d)
 {
 	struct sched_rq *q;
-	bool stalled = false;
 
-	if (s->kicking || __atomic_load_n(&s->closed, __ATOMIC_RELAXED))
-		return;
-	s->kicking = true;
 	for (;;) {
-		q = s->readyq.head;
-		if (q && !stalled) {
-			pop(&s->readyq);
+		q = d->readyq.head;
+		if (q && d->stalled_kick != s->kick_nr) {
+			dequeue(&d->readyq);
 			wait_end(q);
 			if (q->run(q) == SCHED_STALL) {
-				/* no tracker: the rest of the ready queue waits
-				 * for a completion too */
-				push_front(&s->readyq, q);
+				/* no tracker of this domain: the rest of its
+				 * ready queue waits for one of its completions */
+				enqueue(&d->readyq, q, true);
 				wait_begin(q, FUSEFS_WAIT_SLOT);
-				stalled = true;
+				d->stalled_kick = s->kick_nr;
 			}
 			continue;
 		}
-		q = s->memq.head;
+		q = d->memq.head;
 		if (!q)
 			break;
 		if (!mem_get(q)) {
 			if (s->holders)
 				break; /* buffers come back as holders finish */
 			/* nothing holds a buffer and still none fits: never will */
-			pop(&s->memq);
+			dequeue(&d->memq);
 			wait_end(q);
 			log_err("fuse: no DMA buffer of %zu bytes can ever be free", q->mem);
 			q->abort(q, ENOMEM);
 			sched_finish(q, ENOMEM);
 			continue;
 		}
-		pop(&s->memq);
+		dequeue(&d->memq);
 		wait_end(q);
 		after_mem(q);
 	}
+}
+
+/* The kick proper, out of line: sched_kick with nothing queued (the common
+ * case, at every loop pass and finish) is a few loads. */
+static void __attribute__((noinline)) kick(struct sched *s)
+{
+	unsigned n = s->o.nr_dom;
+
+	s->kicking = true;
+	s->kick_nr++;
+	do {
+		s->rekick = false;
+		/* round robin: each domain is served whatever the others do;
+		 * the first one rotates so that none always comes first to
+		 * the pool */
+		for (unsigned i = 0, k = s->rr; i < n; i++, k = k + 1 == n ? 0 : k + 1)
+			serve(s, &s->dom[k]);
+	} while (s->rekick && s->queued);
+	s->rr = s->rr + 1 == n ? 0 : s->rr + 1;
 	s->kicking = false;
+}
+
+void sched_kick(struct sched *s)
+{
+	if (__atomic_load_n(&s->closed, __ATOMIC_RELAXED))
+		return;
+	if (s->kicking) {
+		/* a request finished or was granted during this kick: what it
+		 * gave back may serve a domain already visited */
+		s->rekick = true;
+		return;
+	}
+	if (s->queued)
+		kick(s);
 }
 
 struct fusefs_stats *sched_stats_raw(struct sched *s)

@@ -4,7 +4,9 @@
 # measurements every fault test makes.  Every wait has a deadline: a hang
 # fails the test instead of blocking it.
 #
-#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = thread, 64 MiB) + start
+#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = thread, 64 MiB;
+#                          FAULT_CTRLS controllers nvme0, nvme1, ..., default 1)
+#                          + start; F is nvme0's namespace file
 #   ctl ARGS...            nvmefsctl -s the daemon's socket
 #   ctl_state              the controller's state (live/resetting/removed/failed)
 #   wait_state STATE SECS  poll until the state is STATE, else fail
@@ -38,8 +40,14 @@ fault_start() {
 	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
 	command -v fio >/dev/null || skip "no fio"
 	command -v python3 >/dev/null || skip "no python3"
-	IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write <<EOF
-[controller nvme0]
+	fs_n=0 fs_names=
+	while [ $fs_n -lt "${FAULT_CTRLS:-1}" ]; do
+		fs_names="$fs_names nvme${fs_n}n1"
+		fs_n=$((fs_n + 1))
+	done
+	for fs_c in $fs_names; do
+		cat <<EOF
+[controller ${fs_c%n1}]
 device = sim
 namespaces = 1
 size = 64M
@@ -47,7 +55,9 @@ block_size = 4096
 backing = ram
 exec = thread
 EOF
-	daemon_start nvme0n1 || { fail "start"; finish; }
+	done | IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write
+	# one name per controller: split on purpose
+	daemon_start $fs_names || { fail "start"; finish; }
 	F=$MNT/nvme0n1
 }
 

@@ -15,7 +15,8 @@
 # LOG_LEVEL (info), FILE_MODE (0660), FILE_GROUP (0), ALLOW_OTHER (yes),
 # IO_TIMEOUT (5000), FUSE_TRANSPORT (auto; run.sh's integration suite sets
 # classic, integration-uring sets uring, and daemon_start then also waits
-# for the daemon to say it serves over io_uring).
+# for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
+# FUSE queue over io_uring).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
@@ -71,6 +72,7 @@ file_group = ${FILE_GROUP:-0}
 allow_other = ${ALLOW_OTHER:-yes}
 log_level = ${LOG_LEVEL:-info}
 fuse_transport = ${FUSE_TRANSPORT:-auto}
+fuse_queue_depth = ${FUSE_QD:-16}
 [engine]
 queues = ${QUEUES:-1}
 cpus = ${CPUS:-0}
