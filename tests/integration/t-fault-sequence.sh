@@ -4,8 +4,8 @@
 # controller): a delay past the timeout, a wait, clear, a wait, a controller
 # fatal status.  Each fault alone recovers; this sequence used to leave the
 # controller failed for good ("controller fatal status while waiting for the
-# controller to become ready", every read EIO).  Three rounds with the waits
-# from a seed (FAULTSEQ_SEED, 1): after each the controller must be live
+# controller to become ready", every read EIO).  FAULTSEQ_ROUNDS (2) rounds
+# with the waits from a seed (FAULTSEQ_SEED, 1): after each the controller must be live
 # again within 30 s, fio must see no verify mismatch, and dd + cmp must work.
 # (fio ends at its first error, typically during the delay; nothing reads
 # between the clear and the cfs, as in the report: the engine must notice
@@ -17,7 +17,8 @@ fault_start
 dd_cmp || fail "baseline dd + cmp"
 SEED=${FAULTSEQ_SEED:-1}
 # waits in ms: after the delay 1000..4000, after the clear 1000..6000
-WAITS=$(awk -v s="$SEED" 'BEGIN { srand(s); for (i = 0; i < 3; i++)
+ROUNDS=${FAULTSEQ_ROUNDS:-2}
+WAITS=$(awk -v s="$SEED" -v n="$ROUNDS" 'BEGIN { srand(s); for (i = 0; i < n; i++)
 	printf "%d:%d ", 1000 + int(rand() * 3000), 1000 + int(rand() * 5000) }')
 round=0
 for w in $WAITS; do
