@@ -287,8 +287,13 @@ START_TEST(t_fairness)
 	for (unsigned i = 9; i < NVME_CPP_BUCKETS; i++)
 		ck_assert_uint_eq(a.cpl_per_pass[i], 0);
 	if (!irq) {
-		/* and B was reaped every pass A was */
-		ck_assert_uint_ge(b.reap_passes + 1, a.reap_passes);
+		/* and B was reaped every pass, as A was.  Not b >= a: A is also
+		 * reaped outside the pass loop (the timeout scan looks for a
+		 * missed completion first, a full SQ reaps on submit), the more
+		 * often the slower the run, as under valgrind */
+		uint64_t np = passes(r);
+		ck_assert_uint_ge(b.reap_passes + 1, np);
+		ck_assert_uint_ge(a.reap_passes + 1, np);
 		ck_assert_uint_eq(a.interrupts + b.interrupts, 0);
 	} else {
 		/* NAPI: a flooded queue is polled, not interrupted per batch */
