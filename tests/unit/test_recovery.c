@@ -522,7 +522,9 @@ START_TEST(t_held_during_reset)
 	fill(want, 4096, 44);
 	ck_assert_mem_eq(g.buf[0][2], want, 4096);
 	check_pattern(&g, 0, 8, 4096, 45);
-	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_LIVE);
+	/* held commands are released before the state turns LIVE, as Linux
+	 * unquiesces its queues before it does */
+	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	rig_close(&g);
 }
 END_TEST
@@ -539,10 +541,15 @@ START_TEST(t_held_too_long)
 	                     .ready_delay_ms = 1500};
 	rig_open_rec(&g, &o);
 	ck_assert_int_eq(nvme_ctrl_reset_async(g.c[0], "test"), 0);
+	/* the state is RESETTING, but the queue is held only once the reset
+	 * thread gets to it: a read that reaches the device first stalls there,
+	 * is taken off at the disable and held like the others */
+	sim_fault_stall_next(g.sim[0], 1);
 	struct io r;
 	io_start(&g, &r, 0, false, 0, 4096, g.buf[0][2]);
 	ck_assert_int_eq(r.submit_rc, 0);
 	ck_assert_int_eq(io_wait(&r), -EIO);
+	sim_fault_stall_next(g.sim[0], 0);
 	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_RESETTING);
 	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	put_pattern(&g, 0, 0, 4096, 46);
