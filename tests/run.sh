@@ -127,14 +127,17 @@ for suite in "$@"; do
 	unit-tsan) export NVMEFS_TEST_SLOW=1; run_unit "$BUILD_TSAN" unit-tsan; unset NVMEFS_TEST_SLOW ;;
 	unit-valgrind)
 		command -v valgrind >/dev/null || { echo "SKIP: unit-valgrind: no valgrind"; SKIP=$((SKIP + 1)); continue; }
-		# no fork: valgrind then follows each test case in one process
+		# no fork: valgrind then follows each test case in one process.
+		# --fair-sched=yes: valgrind runs one thread at a time, and its
+		# default lock let a test's polling thread starve the device thread
+		# it waits for (test_qpair once took 880 s instead of 35 s)
 		CK_FORK=no
 		export CK_FORK
 		ck_t=${CK_DEFAULT_TIMEOUT:-}
 		CK_DEFAULT_TIMEOUT=600
 		export NVMEFS_TEST_SLOW=1
 		run_unit "$BUILD" unit-valgrind \
-			valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite
+			valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite
 		unset NVMEFS_TEST_SLOW
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;

@@ -2174,10 +2174,14 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->fua_writes += SIM_LOAD(q->fua_writes);
 }
 
-/* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command. */
+/* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command.
+ * s->lock: a controller reset moves the queues' counters to `retired` and
+ * clears the queues under it; without it a snapshot could count them twice
+ * or read them while they are cleared. */
 void sim_get_stats(struct sim *s, struct sim_stats *st)
 {
 	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&s->lock);
 	for (unsigned q = 0; q < SIM_NQ; q++) {
 		sim_add(st, &s->sq[q].st);
 		sim_add(st, &s->cq[q].st);
@@ -2188,7 +2192,6 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 		st->wc_dirty_blocks += sim_wc_nr_dirty(&s->ns[i].wc);
 		st->wc_destaged += sim_wc_destaged(&s->ns[i].wc);
 	}
-	pthread_mutex_lock(&s->lock);
 	st->resets = s->resets;
 	st->stalled = s->nr_stalled;
 	st->powerfails = s->powerfails;

@@ -1127,6 +1127,13 @@ START_TEST(t_event_cb_swap)
 }
 END_TEST
 
+static uint64_t sim_admin_cmds(struct sim *s)
+{
+	struct sim_stats st;
+	sim_get_stats(s, &st);
+	return st.admin_cmds;
+}
+
 /* ---- a controller cut off from memory and brought back by a retry gets
  * its mappings at new addresses: a command held during that retry was
  * built against the old ones and must be sent with its addresses moved
@@ -1153,7 +1160,10 @@ START_TEST(t_retry_rebases_held)
 	sim_fault_clear(g.sim[0]);
 	sim_fault_admin_delay(g.sim[0], 150000);
 	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_RESETTING);
-	rig_sleep_ms(50); /* past the retry's hold: the write below is held */
+	/* past the retry's hold (until then the failed queues refuse with
+	 * ENODEV): its bring-up has sent an admin command, so the write below
+	 * is held */
+	WAIT_FOR(sim_admin_cmds(g.sim[0]) > s0.admin_cmds);
 	fill(g.buf[0][2], 8u << 10, 77); /* two pages: PRP1 and PRP2 */
 	fill(g.buf[0][3], 64u << 10, 78); /* sixteen: a PRP list */
 	struct io a, b;
