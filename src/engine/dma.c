@@ -171,6 +171,11 @@ static unsigned order_of(size_t len)
 	return o;
 }
 
+size_t nvme_pool_block_size(size_t len)
+{
+	return (size_t)NVME_PAGE_SIZE << order_of(len);
+}
+
 static void list_push(struct nvme_buf_pool *p, uint32_t i, unsigned o)
 {
 	p->prev[i] = NONE;

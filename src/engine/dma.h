@@ -72,6 +72,8 @@ void nvme_pool_destroy(struct nvme_buf_pool *p);
 /* 4 KiB-aligned block of at least len bytes (rounded up to a power of two
  * number of pages); NULL when none is free. */
 void *nvme_pool_alloc(struct nvme_buf_pool *p, size_t len);
+/* The bytes of the pool such a block takes. */
+size_t nvme_pool_block_size(size_t len);
 /* len must be what was passed to nvme_pool_alloc (or rounds the same). */
 void nvme_pool_free(struct nvme_buf_pool *p, void *buf, size_t len);
 

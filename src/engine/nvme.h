@@ -319,9 +319,12 @@ int nvme_reactor_join_timeout(struct nvme_reactor *r, unsigned timeout_ms);
 void nvme_reactor_destroy(struct nvme_reactor *r);
 
 /* DMA buffers from the reactor's pool (reactor thread only).  Addresses are
- * 4 KiB aligned; len is rounded up to 4 KiB.  NULL when the pool is empty. */
+ * 4 KiB aligned; a buffer takes a block of a power-of-two number of 4 KiB
+ * pages, nvme_reactor_buf_size(len) bytes of the pool (any thread).  NULL
+ * when the pool has no block that large free. */
 void *nvme_reactor_buf_alloc(struct nvme_reactor *r, size_t len);
 void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len);
+size_t nvme_reactor_buf_size(size_t len);
 
 /* ---- I/O on a qpair (owning reactor thread only) ---- */
 

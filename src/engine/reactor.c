@@ -544,3 +544,8 @@ void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len)
 {
 	nvme_pool_free(r->pool, buf, len);
 }
+
+size_t nvme_reactor_buf_size(size_t len)
+{
+	return nvme_pool_block_size(len);
+}

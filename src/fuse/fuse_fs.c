@@ -32,16 +32,11 @@ static int env_call(void *ctx, void (*fn)(void *arg), void *arg)
 	return nvme_reactor_call(ctx, fn, arg);
 }
 
-/* The pool is a buddy allocator of 4 KiB pages: a buffer takes a block of
- * a power-of-two number of them. */
+/* What a buffer of len takes from the reactor's buddy pool. */
 static size_t env_cost(void *ctx, size_t len)
 {
-	size_t c = 4096;
-
 	(void)ctx;
-	while (c < len)
-		c <<= 1;
-	return c;
+	return nvme_reactor_buf_size(len);
 }
 
 /* ---- running ---- */

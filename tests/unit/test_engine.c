@@ -42,6 +42,12 @@ START_TEST(t_pool_buddy)
 	                  0); /* 2 pages, aligned in the pool */
 	ck_assert_uint_eq((size_t)((uint8_t *)c - p->base) % 65536, 0);
 	ck_assert_uint_eq(p->free_pages, 256 - 1 - 2 - 16);
+	/* what each took, as the block size says (the scheduler's accounting) */
+	ck_assert_uint_eq(nvme_pool_block_size(4096) + nvme_pool_block_size(5000) +
+	                      nvme_pool_block_size(65536),
+	                  (1 + 2 + 16) * 4096);
+	ck_assert_uint_eq(nvme_pool_block_size(0), 4096);
+	ck_assert_uint_eq(nvme_reactor_buf_size(65537), 128u << 10);
 	ck_assert(nvme_pool_contains(p, c, 65536));
 	ck_assert(!nvme_pool_contains(p, (uint8_t *)p->base + (1u << 20) - 4096, 8192));
 	ck_assert_uint_eq(nvme_pool_iova(p, 0x100000000ull, c),
