@@ -108,7 +108,7 @@ static int ctl_connect(const char *path)
 	case EPERM:
 		fprintf(stderr,
 		        "%s: cannot connect to %s: access denied (the socket is for root "
-		        "and the daemon's file_group)\n",
+		        "and the daemon's admin_group and operator_group)\n",
 		        prog, path);
 		break;
 	case ECONNREFUSED:

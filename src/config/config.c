@@ -607,11 +607,14 @@ enum {
 	D_LOG_LEVEL,
 	D_FUSE_TRANSPORT,
 	D_FUSE_QUEUE_DEPTH,
+	D_ADMIN_GROUP,
+	D_OPERATOR_GROUP,
 	D_NKEYS
 };
 static const char *const daemon_keys[] = {
-    "mountpoint",  "admin_socket", "file_mode",      "file_owner",       "file_group",
-    "allow_other", "log_level",    "fuse_transport", "fuse_queue_depth", NULL,
+    "mountpoint",       "admin_socket", "file_mode",      "file_owner",
+    "file_group",       "allow_other",  "log_level",      "fuse_transport",
+    "fuse_queue_depth", "admin_group",  "operator_group", NULL,
 };
 
 enum {
@@ -648,7 +651,7 @@ static const char *const ctrl_keys[] = {
     "exec",   "mdts",       "max_queues", "write_cache", NULL,
 };
 
-#define MAX_KEYS 9 /* the most keys of a section: [daemon], [controller] */
+#define MAX_KEYS 11 /* the most keys of a section: [daemon] */
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
@@ -847,6 +850,20 @@ static void do_daemon(struct ctx *c, int si)
 			        c->name);
 		else
 			d->gid = res->gr_gid;
+	}
+	/* unset: root only (the admin socket is 0600) */
+	d->admin_gid = d->operator_gid = (gid_t)-1;
+	if ((kv = slot[D_ADMIN_GROUP])) {
+		unsigned id;
+
+		if (get_id(c, kv, false, d->admin_group, &id))
+			d->admin_gid = id;
+	}
+	if ((kv = slot[D_OPERATOR_GROUP])) {
+		unsigned id;
+
+		if (get_id(c, kv, false, d->operator_group, &id))
+			d->operator_gid = id;
 	}
 
 	d->allow_other = true;
@@ -1267,6 +1284,14 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "file_mode = %04o\n", (unsigned)d->file_mode);
 	fprintf(out, "file_owner = %s\n", d->file_owner);
 	fprintf(out, "file_group = %s\n", d->file_group);
+	if (d->admin_group[0])
+		fprintf(out, "admin_group = %s\n", d->admin_group);
+	else
+		fprintf(out, "# admin_group unset: only root may use the admin socket\n");
+	if (d->operator_group[0])
+		fprintf(out, "operator_group = %s\n", d->operator_group);
+	else
+		fprintf(out, "# operator_group unset: only root may change state\n");
 	fprintf(out, "allow_other = %s\n", d->allow_other ? "yes" : "no");
 	fprintf(out, "log_level = %s\n", log_level_names[d->log_level]);
 	fprintf(out, "fuse_transport = %s\n", cfg_fuse_transport_name(d->fuse_transport));
@@ -1365,6 +1390,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	if (strcmp(x->mountpoint, y->mountpoint) || strcmp(x->admin_socket, y->admin_socket) ||
 	    x->file_mode != y->file_mode || strcmp(x->file_owner, y->file_owner) ||
 	    strcmp(x->file_group, y->file_group) || x->uid != y->uid || x->gid != y->gid ||
+	    strcmp(x->admin_group, y->admin_group) || x->admin_gid != y->admin_gid ||
+	    strcmp(x->operator_group, y->operator_group) || x->operator_gid != y->operator_gid ||
 	    x->allow_other != y->allow_other || x->log_level != y->log_level ||
 	    x->fuse_transport != y->fuse_transport || x->fuse_queue_depth != y->fuse_queue_depth)
 		return false;

@@ -42,6 +42,13 @@ struct cfg_daemon {
 	char file_group[CFG_NAME_MAX];
 	uid_t uid;                   /* resolved file_owner */
 	gid_t gid;                   /* resolved file_group */
+	/* who may use the admin socket: admin_group may run the read-only
+	 * commands, operator_group (and root) every command; unset
+	 * ("", gid -1): root only */
+	char admin_group[CFG_NAME_MAX];
+	char operator_group[CFG_NAME_MAX];
+	gid_t admin_gid;
+	gid_t operator_gid;
 	bool allow_other;
 	enum cfg_log_level log_level;
 	enum cfg_fuse_transport fuse_transport;

@@ -46,6 +46,12 @@ struct admin_client {
 	size_t out_len, out_off, out_cap;
 	bool eof;     /* the peer shut down its sending side */
 	bool closing; /* close once the output is sent */
+	/* the peer's credentials when it connected (SO_PEERCRED,
+	 * SO_PEERGROUPS), and what admin_peer_rights made of them */
+	uid_t uid;
+	pid_t pid;
+	bool may_read;   /* root, admin_group or operator_group */
+	bool may_change; /* root or operator_group */
 	struct admin_client *prev, *next;
 };
 
@@ -62,6 +68,7 @@ struct admin {
 	time_t wall0; /* wall clock at admin_start */
 	double idle_timeout;
 	double request_timeout;
+	size_t reply_max;
 	struct admin_client *clients;
 	unsigned nr_clients;
 };
@@ -1382,13 +1389,18 @@ static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
+/* changes: the command resets, faults or releases a device, so it needs
+ * root or operator_group; the others only read and need admin_group too */
 static const struct {
 	const char *name;
 	admin_cmd_fn fn;
+	bool changes;
 } admin_cmds[] = {
-    {"status", cmd_status},         {"stats", cmd_stats},       {"queues", cmd_queues},
-    {"namespaces", cmd_namespaces}, {"identify", cmd_identify}, {"config", cmd_config},
-    {"metrics", cmd_metrics},       {"inject", cmd_inject},     {"attach", cmd_attach},
+    {"status", cmd_status, false},         {"stats", cmd_stats, false},
+    {"queues", cmd_queues, false},         {"namespaces", cmd_namespaces, false},
+    {"identify", cmd_identify, false},     {"config", cmd_config, false},
+    {"metrics", cmd_metrics, false},       {"inject", cmd_inject, true},
+    {"attach", cmd_attach, true},
 };
 
 /* ---- clients ---- */
@@ -1494,14 +1506,29 @@ static int client_reply(struct admin_client *c, json_object *rep)
 {
 	const char *s = json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PLAIN |
 	                                                        JSON_C_TO_STRING_NOSLASHESCAPE);
+	size_t len = s ? strlen(s) : 0;
 	int ret;
 
 	if (!s) {
 		static const char oom[] = "{\"ok\":false,\"error\":\"out of memory\"}";
 
 		ret = client_queue(c, oom, sizeof(oom) - 1);
+	} else if (len > c->a->reply_max) {
+		char msg[160];
+		int n;
+
+		/* not sent: a client may not make the daemon hold more than
+		 * reply_max bytes for it (the request was served: its effect,
+		 * if any, stays) */
+		log_warn("admin client uid %u: a %zu byte reply exceeds %zu bytes: not sent",
+		         (unsigned)c->uid, len, c->a->reply_max);
+		n = snprintf(msg, sizeof(msg),
+		             "{\"ok\":false,\"error\":\"reply of %zu bytes exceeds the limit of "
+		             "%zu bytes\"}",
+		             len, c->a->reply_max);
+		ret = client_queue(c, msg, (size_t)n);
 	} else {
-		ret = client_queue(c, s, strlen(s));
+		ret = client_queue(c, s, len);
 	}
 	json_object_put(rep);
 	return ret;
@@ -1571,6 +1598,29 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++) {
 		if (strcmp(cmd, admin_cmds[i].name))
 			continue;
+		if (admin_cmds[i].changes ? !c->may_change : !c->may_read) {
+			const struct cfg_daemon *d = &c->a->ctx.cfg->daemon;
+
+			log_warn("admin: uid %u (pid %d) refused \"%s\": %s", (unsigned)c->uid,
+			         (int)c->pid, admin_cmds[i].name,
+			         admin_cmds[i].changes ? "not root or operator_group"
+			                               : "not root, admin_group or operator_group");
+			if (admin_cmds[i].changes)
+				snprintf(err, sizeof(err),
+				         "permission denied: \"%s\" changes the daemon's state: root "
+				         "or a member of operator_group (%s) only",
+				         admin_cmds[i].name,
+				         d->operator_group[0] ? d->operator_group : "unset");
+			else
+				snprintf(err, sizeof(err),
+				         "permission denied: root or a member of admin_group (%s) or "
+				         "operator_group (%s) only",
+				         d->admin_group[0] ? d->admin_group : "unset",
+				         d->operator_group[0] ? d->operator_group : "unset");
+			ret = client_error(c, id, err);
+			json_object_put(req);
+			return ret;
+		}
 		rep = json_object_new_object();
 		jset_bool(rep, "ok", true);
 		if (admin_cmds[i].fn(c->a, req, rep, err, sizeof(err)) < 0) {
@@ -1734,6 +1784,89 @@ static void client_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	client_close(c);
 }
 
+/* Is gid one of the peer's groups (primary or supplementary)? */
+static bool admin_peer_in(gid_t gid, gid_t primary, const gid_t *groups, size_t n)
+{
+	if (gid == (gid_t)-1)
+		return false;
+	if (gid == primary)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* Read the peer's credentials as the kernel recorded them at connect(2):
+ * SO_PEERCRED (uid, gid, pid) and SO_PEERGROUPS (supplementary groups), never
+ * anything the client says.  Fills c->uid, c->pid, c->may_read, c->may_change;
+ * a peer whose groups cannot be read gets only what its uid and primary
+ * group give.  0 or a negative errno (then the client must be refused). */
+static int admin_peer_rights(struct admin *a, struct admin_client *c)
+{
+	const struct cfg_daemon *d = &a->ctx.cfg->daemon;
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	gid_t small[64], *groups = small;
+	socklen_t glen = sizeof(small);
+	size_t n = 0;
+	bool adm, op;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return -errno;
+	if (len != sizeof(cr))
+		return -EIO;
+	c->uid = cr.uid;
+	c->pid = cr.pid;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) < 0) {
+		/* ERANGE: glen now says how much the groups need */
+		if (errno == ERANGE && glen > sizeof(small) && (groups = malloc(glen)) &&
+		    getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+			;
+		else
+			glen = 0; /* not read: the primary group only */
+	}
+	n = glen / sizeof(gid_t);
+	adm = admin_peer_in(d->admin_gid, cr.gid, groups, n);
+	op = admin_peer_in(d->operator_gid, cr.gid, groups, n);
+	if (groups != small)
+		free(groups); /* NULL when malloc failed */
+	c->may_change = cr.uid == 0 || op;
+	c->may_read = c->may_change || adm;
+	return 0;
+}
+
+/* Clients the uid holds now. */
+static unsigned admin_uid_clients(const struct admin *a, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct admin_client *c = a->clients; c; c = c->next)
+		n += c->uid == uid;
+	return n;
+}
+
+/* NULL when the new client may stay, else why not (its one reply line). */
+static const char *admin_admit(const struct admin *a, const struct admin_client *c)
+{
+	if (!c->may_read)
+		return "{\"ok\":false,\"error\":\"permission denied: not root, admin_group or "
+		       "operator_group\"}\n";
+	if (a->nr_clients >= ADMIN_MAX_CLIENTS)
+		return "{\"ok\":false,\"error\":\"too many admin clients\"}\n";
+	if (c->uid == 0)
+		return NULL;
+	/* the last ADMIN_ROOT_RESERVE slots are root's, and no other uid may
+	 * hold more than ADMIN_MAX_CLIENTS_PER_UID: one user cannot lock the
+	 * others, or root, out */
+	if (a->nr_clients >= ADMIN_MAX_CLIENTS - ADMIN_ROOT_RESERVE)
+		return "{\"ok\":false,\"error\":\"too many admin clients (the rest are kept "
+		       "for root)\"}\n";
+	if (admin_uid_clients(a, c->uid) >= ADMIN_MAX_CLIENTS_PER_UID)
+		return "{\"ok\":false,\"error\":\"too many admin clients of this user\"}\n";
+	return NULL;
+}
+
 static void admin_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct admin *a = w->data;
@@ -1750,6 +1883,8 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (;;) {
 		int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct admin_client *c;
+		const char *refusal;
+		int ret;
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -1767,27 +1902,38 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			}
 			return;
 		}
-		if (a->nr_clients >= ADMIN_MAX_CLIENTS) {
-			static const char busy[] =
-			    "{\"ok\":false,\"error\":\"too many admin clients\"}\n";
-
-			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-				log_debug("admin socket: busy reply: %s", strerror(errno));
-			close(fd);
-			continue;
-		}
 		c = calloc(1, sizeof(*c));
-		if (c)
-			c->in = malloc(ADMIN_LINE_MAX + 1);
-		if (!c || !c->in) {
+		if (!c) {
 			log_warn("admin socket: out of memory for a client");
-			if (c)
-				free(c);
 			close(fd);
 			continue;
 		}
 		c->a = a;
 		c->fd = fd;
+		ret = admin_peer_rights(a, c);
+		if (ret < 0) {
+			log_warn("admin socket: peer credentials: %s: refused", strerror(-ret));
+			free(c);
+			close(fd);
+			continue;
+		}
+		refusal = admin_admit(a, c);
+		if (!refusal)
+			c->in = malloc(ADMIN_LINE_MAX + 1);
+		if (refusal || !c->in) {
+			if (refusal) {
+				log_warn("admin socket: uid %u (pid %d) refused: %s", (unsigned)c->uid,
+				         (int)c->pid, refusal);
+				if (send(fd, refusal, strlen(refusal), MSG_NOSIGNAL | MSG_DONTWAIT) <
+				    0)
+					log_debug("admin socket: refusal: %s", strerror(errno));
+			} else {
+				log_warn("admin socket: out of memory for a client");
+			}
+			free(c);
+			close(fd);
+			continue;
+		}
 		ev_io_init(&c->rio, client_read_cb, fd, EV_READ);
 		ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
 		ev_init(&c->idle, client_idle_cb);
@@ -1839,7 +1985,13 @@ static int admin_probe(const struct sockaddr_un *sa)
  * the reactors are already running. */
 static int admin_bind_private(struct admin *a, const char *path)
 {
-	const struct cfg *cfg = a->ctx.cfg;
+	const struct cfg_daemon *d = &a->ctx.cfg->daemon;
+	/* connect(2) needs write permission on the socket: its group is the
+	 * one allowed to read (operators, when only they are named), and
+	 * without either it is root's alone */
+	gid_t gid = d->admin_gid != (gid_t)-1 ? d->admin_gid : d->operator_gid;
+	const char *group = d->admin_gid != (gid_t)-1 ? d->admin_group : d->operator_group;
+	mode_t mode = gid != (gid_t)-1 ? 0660 : 0600;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char dirbuf[sizeof(sa.sun_path)], basebuf[sizeof(sa.sun_path)];
 	char tmp[sizeof(sa.sun_path) + 16];
@@ -1881,16 +2033,15 @@ static int admin_bind_private(struct admin *a, const char *path)
 		log_err("admin socket %s: bind in %s: %s", path, tmp, strerror(errno));
 		goto err_close;
 	}
-	if (cfg->daemon.gid != (gid_t)-1 &&
-	    fchownat(tfd, "s", (uid_t)-1, cfg->daemon.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (gid != (gid_t)-1 && fchownat(tfd, "s", (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		ret = -errno;
-		log_err("admin socket %s: chown to group %s (%u): %s", path, cfg->daemon.file_group,
-		        (unsigned)cfg->daemon.gid, strerror(errno));
+		log_err("admin socket %s: chown to group %s (%u): %s", path, group, (unsigned)gid,
+		        strerror(errno));
 		goto err_unlink;
 	}
-	if (fchmodat(tfd, "s", 0660, 0) < 0) {
+	if (fchmodat(tfd, "s", mode, 0) < 0) {
 		ret = -errno;
-		log_err("admin socket %s: chmod 0660: %s", path, strerror(errno));
+		log_err("admin socket %s: chmod %04o: %s", path, (unsigned)mode, strerror(errno));
 		goto err_unlink;
 	}
 	if (fstatat(tfd, "s", &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -1994,6 +2145,7 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 	a->fd = -1;
 	a->idle_timeout = ctx->idle_timeout > 0 ? ctx->idle_timeout : ADMIN_IDLE_TIMEOUT;
 	a->request_timeout = ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
+	a->reply_max = ctx->reply_max ? ctx->reply_max : ADMIN_REPLY_MAX;
 	a->mono0 = mono_now();
 	a->wall0 = time(NULL);
 	ret = admin_listen(a);

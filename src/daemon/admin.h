@@ -1,7 +1,8 @@
 /* admin.h - the daemon's admin socket: live status and statistics for nvmefsctl.
  *
- * A UNIX stream socket at cfg->daemon.admin_socket (mode 0660, group
- * cfg->daemon.gid), served from the daemon's main-thread libev loop, never
+ * A UNIX stream socket at cfg->daemon.admin_socket (mode 0600, root only,
+ * unless cfg->daemon.admin_gid or operator_gid is set: then 0660 and that
+ * group, admin_gid first), served from the daemon's main-thread libev loop, never
  * from a reactor: it is not on the I/O path.  Statistics are read with the
  * engine's snapshot functions, which take no lock on the I/O path.
  *
@@ -20,7 +21,16 @@
  * idle for idle_timeout seconds is closed, one whose request line is not
  * complete request_timeout seconds after its first byte arrived is answered
  * with an error and closed (however steadily it trickles bytes), and at most
- * ADMIN_MAX_CLIENTS are served at once.
+ * ADMIN_MAX_CLIENTS are served at once, at most ADMIN_MAX_CLIENTS_PER_UID of
+ * one uid other than root, and the last ADMIN_ROOT_RESERVE only for root.  A
+ * reply longer than reply_max is replaced by an error.
+ *
+ * Who may do what is decided per request from the peer's credentials as the
+ * kernel recorded them at connect (SO_PEERCRED, SO_PEERGROUPS): inject and
+ * attach need root or operator_gid (primary or supplementary); the other
+ * commands root, admin_gid or operator_gid.  A refused request is answered
+ * {"ok": false, "error": "permission denied: ..."} and logged; a peer with
+ * no right at all is refused at accept.
  *
  * inject reaches the software controller's fault injection (src/sim/sim.h);
  * it is refused for a PCI controller.  "fault" is one of
@@ -79,6 +89,9 @@ struct sim;
 #define ADMIN_LINE_MAX     (64 * 1024)   /* longest request line */
 #define ADMIN_OUT_MAX      (1024 * 1024) /* unread reply bytes before a client is dropped */
 #define ADMIN_MAX_CLIENTS  64
+#define ADMIN_ROOT_RESERVE 8 /* of those, kept for root */
+#define ADMIN_MAX_CLIENTS_PER_UID 8 /* clients of one uid other than root */
+#define ADMIN_REPLY_MAX    (16 * 1024 * 1024) /* longest reply line */
 #define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
 #define ADMIN_REQUEST_TIMEOUT 10.0 /* seconds from a request's first byte to its newline */
 
@@ -115,6 +128,7 @@ struct admin_ctx {
 	unsigned nr_fuse_cpus;
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
 	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
+	size_t reply_max;       /* bytes; 0: ADMIN_REPLY_MAX */
 	/* The FUSE front end's figures (fusefs_stats_get on the daemon's
 	 * session), called on the loop's thread.  NULL: no front end; "stats"
 	 * and "metrics" then leave it out. */
@@ -130,8 +144,8 @@ struct admin_ctx {
 	void *attach_arg;
 };
 
-/* Create the socket at ctx->cfg->daemon.admin_socket (mode 0660, its group
- * set) and serve it from loop (the caller runs the loop).  Errors are logged
+/* Create the socket at ctx->cfg->daemon.admin_socket (mode and group as
+ * above) and serve it from loop (the caller runs the loop).  Errors are logged
  * with the path: -EADDRINUSE (a daemon is listening there), -EEXIST (not a
  * socket), -ENAMETOOLONG, or the errno of mkdtemp/socket/bind/chown/listen/
  * rename. */

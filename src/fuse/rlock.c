@@ -3,6 +3,10 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/random.h>
+#include <sys/types.h>
+#include <time.h>
 
 static bool overlap(const struct rlock_ent *a, uint64_t lb0, uint64_t lb1)
 {
@@ -127,12 +131,30 @@ static void release_later(struct rlock_ent *t, const struct rlock_ent *e, struct
 	}
 }
 
+/* The treap stays balanced in expectation only if its priorities cannot be
+ * predicted: with a fixed seed, a client that knows the sequence could
+ * order its requests to build a list of held ranges and make every lookup
+ * linear.  So each lock starts from the kernel's randomness (xorshift32
+ * then needs a nonzero state); without it, the clock and the lock's
+ * address, which are at least not fixed. */
+static uint32_t rlock_seed(void)
+{
+	uint32_t v = 0;
+	struct timespec ts;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		v = (uint32_t)ts.tv_nsec ^ (uint32_t)((uintptr_t)&ts >> 4) ^ (uint32_t)ts.tv_sec;
+	}
+	return v ? v : 0x9e3779b9u;
+}
+
 void rlock_init(struct rlock *lk)
 {
 	pthread_mutex_init(&lk->mu, NULL);
 	lk->root = NULL;
 	lk->seq = 0;
-	lk->rng = 0x9e3779b9u;
+	lk->rng = rlock_seed();
 	lk->nr_held = lk->nr_waiting = 0;
 }
 

@@ -16,7 +16,7 @@
 # IO_TIMEOUT (5000), FUSE_TRANSPORT (auto; run.sh's integration suite sets
 # classic, integration-uring sets uring, and daemon_start then also waits
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
-# FUSE queue over io_uring).
+# FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
@@ -73,6 +73,7 @@ allow_other = ${ALLOW_OTHER:-yes}
 log_level = ${LOG_LEVEL:-info}
 fuse_transport = ${FUSE_TRANSPORT:-auto}
 fuse_queue_depth = ${FUSE_QD:-16}
+${DAEMON_EXTRA:-}
 [engine]
 queues = ${QUEUES:-1}
 cpus = ${CPUS:-0}

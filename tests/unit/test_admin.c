@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,17 +53,18 @@ static struct admin *adm;
 static struct nvme_bus *removed_bus; /* a test released the controller's bus */
 static bool reactor_running;         /* a test started the reactor thread */
 
-static void make_cfg(void)
+/* extra: more [daemon] lines, "" for none */
+static void make_cfg_with(const char *extra)
 {
 	char text[1024];
 	FILE *errs = tmpfile();
 	int ret;
 
 	snprintf(text, sizeof(text),
-	         "[daemon]\nmountpoint = %s/mnt\nadmin_socket = %s\nfile_group = root\n"
+	         "[daemon]\nmountpoint = %s/mnt\nadmin_socket = %s\nfile_group = root\n%s"
 	         "[engine]\nqueues = 1\nqueue_depth = 64\ncq_budget = 16\nmode = poll\n"
 	         "[controller nvme0]\ndevice = sim\nsize = 4M\nblock_size = 4096\n",
-	         dir, sock_path);
+	         dir, sock_path, extra);
 	ret = cfg_load_string("test.conf", text, &cfg, errs);
 	if (ret) {
 		char buf[1024] = "";
@@ -72,6 +74,19 @@ static void make_cfg(void)
 		ck_abort_msg("config: %s", buf);
 	}
 	fclose(errs);
+}
+
+static void make_cfg(void)
+{
+	make_cfg_with("");
+}
+
+/* Replace the config of ctx (before start()) by one with these [daemon] lines. */
+static void use_daemon_lines(const char *extra)
+{
+	cfg_free(cfg);
+	make_cfg_with(extra);
+	ctx.cfg = cfg;
 }
 
 static void setup(void)
@@ -612,6 +627,7 @@ START_TEST(t_stalled_clients)
 }
 END_TEST
 
+/* No admin_group, no operator_group: root's alone, whatever file_group is. */
 START_TEST(t_socket_mode)
 {
 	struct stat st;
@@ -619,8 +635,8 @@ START_TEST(t_socket_mode)
 	start();
 	ck_assert_int_eq(stat(sock_path, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
-	ck_assert_uint_eq(st.st_mode & 07777, 0660);
-	ck_assert_uint_eq(st.st_gid, cfg->daemon.gid);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_uint_eq(st.st_uid, 0);
 	admin_stop(adm);
 	adm = NULL;
 	ck_assert_int_eq(access(sock_path, F_OK), -1); /* removed on stop */
@@ -707,6 +723,212 @@ START_TEST(t_too_many_clients)
 	o = ask("{\"cmd\":\"status\"}");
 	expect_ok(o);
 	json_object_put(o);
+}
+END_TEST
+
+/* ---- who may do what: SO_PEERCRED and SO_PEERGROUPS ---- */
+
+#define ADM_GID  4242 /* admin_group in these tests */
+#define OP_GID   4343 /* operator_group */
+#define FILE_GID 4444 /* a group with no rights on the socket (the file group) */
+
+/* Connect as euid/egid with these supplementary groups, as the kernel then
+ * records them for the peer, and become root again.  The fd, or -errno of
+ * connect. */
+static int client_as(uid_t uid, gid_t gid, const gid_t *groups, size_t n)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0), ret = 0;
+
+	ck_assert_int_ge(fd, 0);
+	strcpy(sa.sun_path, sock_path);
+	ck_assert_int_eq(setgroups(n, groups), 0);
+	ck_assert_int_eq(setegid(gid), 0);
+	ck_assert_int_eq(seteuid(uid), 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		ret = -errno;
+	ck_assert_int_eq(seteuid(0), 0);
+	ck_assert_int_eq(setegid(0), 0);
+	ck_assert_int_eq(setgroups(0, NULL), 0);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+static void use_groups(void)
+{
+	char lines[128];
+
+	snprintf(lines, sizeof(lines), "admin_group = %u\noperator_group = %u\n", ADM_GID,
+	         OP_GID);
+	use_daemon_lines(lines);
+	/* others may pass through the test's directory: only the socket's
+	 * own mode decides who connects */
+	ck_assert_int_eq(chmod(dir, 0711), 0);
+}
+
+START_TEST(t_socket_mode_groups)
+{
+	struct stat st;
+	char lines[64];
+
+	use_groups();
+	start();
+	ck_assert_int_eq(stat(sock_path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	ck_assert_uint_eq(st.st_gid, ADM_GID);
+	admin_stop(adm);
+	adm = NULL;
+	/* operators only: the socket is theirs */
+	snprintf(lines, sizeof(lines), "operator_group = %u\n", OP_GID);
+	use_daemon_lines(lines);
+	start();
+	ck_assert_int_eq(stat(sock_path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0660);
+	ck_assert_uint_eq(st.st_gid, OP_GID);
+}
+END_TEST
+
+/* A member of admin_group reads but changes nothing; an operator changes;
+ * the file group cannot even connect. */
+START_TEST(t_peer_policy)
+{
+	static const char *const reads[] = {"status", "stats", "queues", "namespaces", "config",
+	                                    "metrics"};
+	const gid_t viewer[] = {ADM_GID}, oper[] = {ADM_GID, OP_GID}, filegrp[] = {FILE_GID};
+	json_object *o;
+	int fd;
+
+	use_groups();
+	start();
+	/* the file group (and anyone else): the socket's mode keeps it out */
+	ck_assert_int_eq(client_as(60001, FILE_GID, filegrp, 1), -EACCES);
+	ck_assert_int_eq(client_as(60001, 60001, NULL, 0), -EACCES);
+
+	fd = client_as(60002, 60002, viewer, 1);
+	ck_assert_int_ge(fd, 0);
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		char req[64];
+
+		snprintf(req, sizeof(req), "{\"cmd\":\"%s\"}", reads[i]);
+		o = ask_fd(fd, req);
+		expect_ok(o);
+		json_object_put(o);
+	}
+	o = ask_fd(fd, "{\"cmd\":\"identify\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"hang\"}");
+	expect_error(o, "permission denied");
+	expect_error(o, "operator_group");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "permission denied");
+	json_object_put(o);
+	close(fd);
+	/* the refused hang did not happen: I/O still completes */
+	write_blocks(1);
+
+	/* the primary group counts as much as a supplementary one */
+	fd = client_as(60003, ADM_GID, NULL, 0);
+	ck_assert_int_ge(fd, 0);
+	o = ask_fd(fd, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	close(fd);
+
+	fd = client_as(60004, 60004, oper, 2);
+	ck_assert_int_ge(fd, 0);
+	o = ask_fd(fd, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"delay\",\"ms\":1}");
+	expect_ok(o);
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"clear\"}");
+	expect_ok(o);
+	json_object_put(o);
+	close(fd);
+}
+END_TEST
+
+/* One user cannot take every slot: ADMIN_MAX_CLIENTS_PER_UID each, and the
+ * last ADMIN_ROOT_RESERVE slots are root's. */
+START_TEST(t_clients_per_uid)
+{
+	const gid_t viewer[] = {ADM_GID};
+	int fds[ADMIN_MAX_CLIENTS + 2], n = 0, fd;
+	unsigned users = (ADMIN_MAX_CLIENTS - ADMIN_ROOT_RESERVE) / ADMIN_MAX_CLIENTS_PER_UID;
+	char *line;
+	json_object *o;
+
+	use_groups();
+	start();
+	for (int i = 0; i < ADMIN_MAX_CLIENTS_PER_UID; i++) {
+		fds[n] = client_as(60010, 60010, viewer, 1);
+		ck_assert_int_ge(fds[n], 0);
+		n++;
+		turn();
+	}
+	fd = client_as(60010, 60010, viewer, 1);
+	ck_assert_int_ge(fd, 0);
+	turn();
+	line = recv_line(fd);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_ptr_nonnull(strstr(line, "too many admin clients of this user"));
+	ck_assert_ptr_null(recv_line(fd));
+	close(fd);
+	/* other users fill what is not kept for root */
+	for (unsigned u = 1; u < users; u++)
+		for (int i = 0; i < ADMIN_MAX_CLIENTS_PER_UID; i++) {
+			fds[n] = client_as(60010 + u, 60010, viewer, 1);
+			ck_assert_int_ge(fds[n], 0);
+			n++;
+			turn();
+		}
+	ck_assert_int_eq(n, ADMIN_MAX_CLIENTS - ADMIN_ROOT_RESERVE);
+	fd = client_as(60100, 60100, viewer, 1);
+	ck_assert_int_ge(fd, 0);
+	turn();
+	line = recv_line(fd);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_ptr_nonnull(strstr(line, "kept for root"));
+	close(fd);
+	/* root still gets in, and is served */
+	fds[n] = client();
+	turn();
+	o = ask_fd(fds[n], "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	n++;
+	/* and the users' clients are still served too */
+	o = ask_fd(fds[0], "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+END_TEST
+
+/* A reply longer than reply_max is not sent: an error says why, and the
+ * client may go on. */
+START_TEST(t_reply_cap)
+{
+	json_object *o;
+	int fd;
+
+	ctx.reply_max = 400;
+	start();
+	fd = client();
+	o = ask_fd(fd, "{\"cmd\":\"metrics\"}");
+	expect_error(o, "exceeds the limit of 400 bytes");
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"nope\"}");
+	expect_error(o, "unknown command");
+	json_object_put(o);
+	close(fd);
 }
 END_TEST
 
@@ -1040,8 +1262,7 @@ START_TEST(t_socket_private)
 	umask(old);
 	ck_assert_int_eq(lstat(sock_path, &st), 0);
 	ck_assert(S_ISSOCK(st.st_mode));
-	ck_assert_uint_eq(st.st_mode & 07777, 0660);
-	ck_assert_uint_eq(st.st_gid, cfg->daemon.gid);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
 	d = opendir(dir);
 	ck_assert_ptr_nonnull(d);
 	while ((de = readdir(d))) {
@@ -1250,6 +1471,10 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_oversize);
 	tcase_add_test(tc, t_stalled_clients);
 	tcase_add_test(tc, t_socket_mode);
+	tcase_add_test(tc, t_socket_mode_groups);
+	tcase_add_test(tc, t_peer_policy);
+	tcase_add_test(tc, t_clients_per_uid);
+	tcase_add_test(tc, t_reply_cap);
 	tcase_add_test(tc, t_stale_socket);
 	tcase_add_test(tc, t_live_socket);
 	tcase_add_test(tc, t_not_a_socket);

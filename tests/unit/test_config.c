@@ -105,7 +105,13 @@ static const struct bad bad_cases[] = {
     {"unknown key", "[daemon]\nmount = /x\n" CTRL,
      "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
      "file_mode, file_owner, file_group, allow_other, log_level, fuse_transport, "
-     "fuse_queue_depth\n"},
+     "fuse_queue_depth, admin_group, operator_group\n"},
+    {"admin_group unknown", "[daemon]\nadmin_group = no-such-group-x\n" CTRL,
+     "t.conf:2: admin_group = no-such-group-x: must be a group name known to this system or "
+     "a numeric gid\n"},
+    {"operator_group empty", "[daemon]\noperator_group =\n" CTRL,
+     "t.conf:2: operator_group = : must be a group name known to this system or a numeric "
+     "gid\n"},
     {"unknown controller key", CTRL "ns = 2\n",
      "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
      "block_size, backing, exec, mdts, max_queues, write_cache\n"},
@@ -401,6 +407,11 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_INFO);
 	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_AUTO);
 	ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 16);
+	/* the admin socket is root's unless groups are named */
+	ck_assert_str_eq(cfg->daemon.admin_group, "");
+	ck_assert_str_eq(cfg->daemon.operator_group, "");
+	ck_assert_uint_eq(cfg->daemon.admin_gid, (gid_t)-1);
+	ck_assert_uint_eq(cfg->daemon.operator_gid, (gid_t)-1);
 
 	ck_assert(!cfg->engine.cpus_set);
 	ck_assert_uint_eq(cfg->engine.nr_cpus, (unsigned)ncpu);
@@ -435,6 +446,7 @@ START_TEST(test_values)
 	struct cfg *cfg =
 	    load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
 	            "allow_other = off\nlog_level = warn\n"
+	            "admin_group = 4300\noperator_group = root\n"
 	            "fuse_transport = classic\nfuse_queue_depth = 100\n"
 	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
 	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
@@ -448,6 +460,10 @@ START_TEST(test_values)
 	ck_assert_uint_eq(cfg->daemon.file_mode, 0600);
 	ck_assert_uint_eq(cfg->daemon.uid, 4242);
 	ck_assert_uint_eq(cfg->daemon.gid, 0);
+	ck_assert_str_eq(cfg->daemon.admin_group, "4300");
+	ck_assert_uint_eq(cfg->daemon.admin_gid, 4300);
+	ck_assert_str_eq(cfg->daemon.operator_group, "root");
+	ck_assert_uint_eq(cfg->daemon.operator_gid, 0);
 	ck_assert(!cfg->daemon.allow_other);
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_WARN);
 	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_CLASSIC);
@@ -483,7 +499,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 26);
+	ck_assert_int_eq(c->line, 28);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }

@@ -317,6 +317,26 @@ START_TEST(t_threads)
 }
 END_TEST
 
+/* Each lock's treap priorities start from fresh randomness: not a fixed
+ * sequence a client could plan an unbalanced tree against. */
+START_TEST(t_seed_unpredictable)
+{
+	struct rlock lk[8];
+	unsigned same = 0;
+
+	for (int i = 0; i < 8; i++) {
+		rlock_init(&lk[i]);
+		ck_assert_uint_ne(lk[i].rng, 0); /* xorshift would stay at 0 */
+	}
+	for (int i = 1; i < 8; i++)
+		same += lk[i].rng == lk[0].rng;
+	ck_assert_uint_lt(same, 7);
+	ck_assert_uint_ne(lk[0].rng, 0x9e3779b9u); /* the old fixed seed */
+	for (int i = 0; i < 8; i++)
+		rlock_destroy(&lk[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuse_rlock");
@@ -324,6 +344,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, t_disjoint_and_adjacent);
+	tcase_add_test(tc, t_seed_unpredictable);
 	tcase_add_test(tc, t_conflict_waits_and_is_granted);
 	tcase_add_test(tc, t_fifo_no_overtaking);
 	tcase_add_test(tc, t_multi_grant);

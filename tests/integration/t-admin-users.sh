@@ -1,0 +1,92 @@
+#!/bin/sh
+# t-admin-users.sh - who may do what, with real users and groups (useradd):
+# a member of file_group reads and writes the namespace file and cannot reach
+# the admin socket; a member of admin_group runs the read-only commands and
+# is refused inject and attach (and the refused hang does not happen); an
+# operator (operator_group, also in admin_group to reach the socket) injects.
+# Runs on whichever FUSE transport the suite selects.
+. "$(dirname "$0")/lib.sh"
+lib_init
+command -v useradd > /dev/null && command -v groupadd > /dev/null ||
+	skip "no useradd/groupadd (Debian's passwd package)"
+command -v setpriv > /dev/null || skip "no setpriv (util-linux)"
+
+P=nvt$$ # names of this run's users and groups
+GF=${P}f GV=${P}v GO=${P}o
+UF=${P}-file UV=${P}-view UO=${P}-oper
+users_cleanup() {
+	for u in "$UF" "$UV" "$UO"; do userdel "$u" 2> /dev/null; done
+	for g in "$GF" "$GV" "$GO"; do groupdel "$g" 2> /dev/null; done
+	lib_cleanup
+}
+trap users_cleanup EXIT
+for g in "$GF" "$GV" "$GO"; do groupadd "$g" || skip "groupadd $g failed"; done
+useradd -M -N -g "$GF" -s /bin/sh "$UF" || skip "useradd failed"
+useradd -M -N -g "$GV" -s /bin/sh "$UV" || skip "useradd failed"
+useradd -M -N -g "$GV" -G "$GO" -s /bin/sh "$UO" || skip "useradd failed"
+
+as() { # USER CMD...: run as USER with that user's groups
+	u=$1
+	shift
+	setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"
+}
+
+C=$TMP/nvmefsctl
+cp "$BUILD/nvmefsctl" "$C" && chmod 755 "$C"
+SOCK=$TMP/admin.sock
+FILE_GROUP=$GF FILE_MODE=0660
+DAEMON_EXTRA="admin_group = $GV
+operator_group = $GO"
+conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 16M
+EOF
+daemon_start nvme0n1 || { fail "daemon did not start"; finish; }
+NS=$MNT/nvme0n1
+
+[ "$(stat -c '%a %G' "$SOCK")" = "660 $GV" ] || fail "socket: $(stat -c '%a %G' "$SOCK"), want 660 $GV"
+
+# ---- the file group: the bytes, nothing else ----
+head -c 65536 /dev/urandom > "$TMP/data"
+chmod 644 "$TMP/data"
+as "$UF" dd if="$TMP/data" of="$NS" bs=4096 conv=notrunc 2> "$TMP/err" ||
+	fail "file-group member cannot write: $(cat "$TMP/err")"
+as "$UF" dd if="$NS" bs=4096 count=16 2> /dev/null | cmp - "$TMP/data" ||
+	fail "file-group member reads other bytes than it wrote"
+as "$UF" "$C" -s "$SOCK" status > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc = 3 ] || fail "file-group member: nvmefsctl status exit $rc, want 3"
+grep -q "access denied" "$TMP/err" || fail "file-group member: $(cat "$TMP/err")"
+as "$UF" "$C" -s "$SOCK" inject nvme0 hang > /dev/null 2>&1 && fail "file-group member injected a hang"
+
+# ---- admin_group: reads ----
+as "$UV" dd if="$NS" of=/dev/null bs=4096 count=1 2> /dev/null &&
+	fail "admin_group member (not in file_group) read the namespace"
+for cmd in status stats queues namespaces "identify nvme0" config metrics; do
+	# shellcheck disable=SC2086
+	as "$UV" "$C" -s "$SOCK" $cmd > "$TMP/out" 2>&1 || fail "admin_group: $cmd: $(cat "$TMP/out")"
+done
+as "$UV" "$C" -s "$SOCK" --json stats > "$TMP/out" 2>&1 || fail "admin_group: stats --json"
+as "$UV" "$C" -s "$SOCK" inject nvme0 hang > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "admin_group: inject hang exit $rc, want 1: $(cat "$TMP/out")"
+grep -q "permission denied" "$TMP/out" || fail "admin_group: inject: $(cat "$TMP/out")"
+as "$UV" "$C" -s "$SOCK" attach nvme0 > "$TMP/out" 2>&1
+grep -q "permission denied" "$TMP/out" || fail "admin_group: attach: $(cat "$TMP/out")"
+grep -q 'refused "inject"' "$LOG" || fail "the refusal is not in the daemon's log"
+# the hang was refused: I/O still completes
+timeout 10 dd if="$NS" of="$TMP/back" bs=4096 count=16 iflag=direct 2> "$TMP/err" ||
+	fail "I/O after a refused hang: $(cat "$TMP/err")"
+cmp "$TMP/back" "$TMP/data" || fail "data after a refused hang"
+
+# ---- operator_group: changes ----
+as "$UO" "$C" -s "$SOCK" inject nvme0 delay 1 > "$TMP/out" 2>&1 || fail "operator: inject delay: $(cat "$TMP/out")"
+as "$UO" "$C" -s "$SOCK" inject nvme0 clear > "$TMP/out" 2>&1 || fail "operator: inject clear: $(cat "$TMP/out")"
+as "$UO" "$C" -s "$SOCK" status > /dev/null 2>&1 || fail "operator: status"
+# root may always
+"$C" -s "$SOCK" inject nvme0 clear > "$TMP/out" 2>&1 || fail "root: inject clear: $(cat "$TMP/out")"
+
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+finish
