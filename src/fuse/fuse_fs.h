@@ -117,7 +117,8 @@ struct fusefs_ns_desc {
 	uint32_t lba_size;
 };
 
-/* Make the mountpoint usable: create it if missing; clear a stale FUSE mount
+/* Make the mountpoint usable: create it if missing (each directory it makes is
+ * 0755 whatever the umask); clear a stale FUSE mount
  * left by a crashed daemon (stat fails with ENOTCONN or ECONNABORTED) with a lazy unmount and
  * a log line; fail with -EBUSY and a message naming what is mounted there when
  * it is a live mount.  fusefs_create calls it. */

@@ -42,10 +42,21 @@ static bool mounted_at(const char *path, char *fstype, size_t tlen, char *src, s
 	return found;
 }
 
+/* A directory made 0755 whatever the umask: the unit's UMask=0077 would
+ * make it 0700, and a directory above the mountpoint then keeps everyone
+ * but root away from the namespace files. */
+static int mkdir_755(const char *path)
+{
+	if (mkdir(path, 0755) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	return chmod(path, 0755) < 0 ? -errno : 0;
+}
+
 static int mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];
 	size_t n = strlen(path);
+	int err;
 
 	if (n == 0 || n >= sizeof(buf))
 		return -ENAMETOOLONG;
@@ -54,13 +65,12 @@ static int mkdir_p(const char *path)
 		if (*p != '/')
 			continue;
 		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
+		err = mkdir_755(buf);
+		if (err)
+			return err;
 		*p = '/';
 	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return mkdir_755(buf);
 }
 
 /* A dead server's mount answers ENOTCONN; a request that was in flight when

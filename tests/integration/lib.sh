@@ -17,11 +17,27 @@
 # classic, integration-uring sets uring, and daemon_start then also waits
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
 # FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines).
+# NVMEFS_STRACE_DIR=dir (opt-in): every nvmefsd run goes through
+# scripts/strace-exec, which leaves a summary of its system calls in dir
+# (scripts/syscalls-union lists them; systemd/syscalls.txt is that list).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
 D=$BUILD/nvmefsd
 FAILS=0
+
+# strace_wrap PROGRAM: the path of a program that runs PROGRAM under
+# scripts/strace-exec into $NVMEFS_STRACE_DIR (the wrapper lives there)
+strace_wrap() {
+	w=$NVMEFS_STRACE_DIR/$(basename "$1")
+	mkdir -p "$NVMEFS_STRACE_DIR"
+	printf '#!/bin/sh\nexec "%s" "%s" "%s" "$@"\n' "$ROOT/scripts/strace-exec" \
+		"$NVMEFS_STRACE_DIR" "$1" > "$w.$$"
+	chmod +x "$w.$$"
+	mv "$w.$$" "$w"
+	echo "$w"
+}
+[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(strace_wrap "$D")
 DPID=
 DAEMON_RC=
 

@@ -9,6 +9,8 @@ set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
 D=$BUILD/nvmefsd
+# NVMEFS_STRACE_DIR: traced as in lib.sh
+[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(. "$ROOT/tests/integration/lib.sh" && echo "$D")
 C=$BUILD/nvmefsctl
 [ -x "$D" ] && [ -x "$C" ] || { echo "no $D or $C: build them first"; exit 1; }
 command -v python3 > /dev/null || { echo "skip: python3 is needed to check the JSON"; exit 77; }

@@ -9,6 +9,8 @@ set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
 D=$BUILD/nvmefsd
+# NVMEFS_STRACE_DIR: traced as in lib.sh (ExecStartPre= runs --check-config)
+[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(. "$ROOT/tests/integration/lib.sh" && echo "$D")
 [ -x "$D" ] || { echo "no $D: build it first"; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

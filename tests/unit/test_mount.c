@@ -2,7 +2,8 @@
  * mountpoint is created, an empty directory is accepted, a live mount is
  * refused with -EBUSY and named (its source read back through libmount,
  * escapes and all, also for a path with a space, a tab and a backslash), the
- * mount on top is the one named when two are stacked.  Needs root (mounts
+ * mount on top is the one named when two are stacked, the directories it
+ * makes are 0755 under umask 077 (the unit's UMask=).  Needs root (mounts
  * tmpfs); as another user every test fails with that reason.
  */
 #include <check.h>
@@ -83,6 +84,27 @@ START_TEST(t_create_and_empty)
 }
 END_TEST
 
+START_TEST(t_created_0755_under_umask)
+{
+	char path[192], log[4096];
+	const char *made[] = {"a", "a/b", "a/b/mnt"};
+	struct stat st;
+	mode_t old;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/a/b/mnt", dir);
+	old = umask(077);
+	ret = prepare(path, log, sizeof(log));
+	umask(old);
+	ck_assert_int_eq(ret, 0);
+	for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, made[i]);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_msg((st.st_mode & 07777) == 0755, "%s: mode %o", made[i], st.st_mode & 07777);
+	}
+}
+END_TEST
+
 START_TEST(t_busy_named)
 {
 	char path[192], log[4096];
@@ -148,6 +170,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, t_create_and_empty);
+	tcase_add_test(tc, t_created_0755_under_umask);
 	tcase_add_test(tc, t_busy_named);
 	tcase_add_test(tc, t_busy_escaped_path);
 	tcase_add_test(tc, t_stacked_top_named);
