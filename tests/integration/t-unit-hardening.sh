@@ -104,6 +104,8 @@ EOF
 # a mountpoint two directories down, neither there yet: the daemon makes them
 MNT=$TMP/deep/mnt
 FILE_MODE=0664 FILE_GROUP=65534 IO_TIMEOUT=400
+# the socket's group and mode come from admin_group
+DAEMON_EXTRA="admin_group = 65534"
 conf_write <<EOF
 [controller nvme0]
 device = sim
