@@ -4,10 +4,12 @@
 # nothing it was pointed at:
 #   a symbolic link at the backing path (the file it points to keeps its
 #   size and content), a link in a parent directory, a file owned by another
-#   user, a file in a group- or world-writable directory (sticky or not), a
-#   FIFO or a directory at the path; a link at the mountpoint, in its
-#   parents, or a world-writable parent.  A missing backing file is created
-#   mode 0600 and an existing root-owned one is used (both serve I/O).
+#   user, a file in a group- or world-writable directory (sticky or not) or
+#   below a directory owned by another user or writable by others without
+#   the sticky bit, a FIFO or a directory at the path; a link at the
+#   mountpoint, in its parents, or a world-writable parent.  A missing backing file is created
+#   mode 0600 and an existing root-owned one is used (both serve I/O), in a
+#   private directory below a sticky world-writable one.
 . "$(dirname "$0")/lib.sh"
 lib_init
 
@@ -77,12 +79,24 @@ mkdir -m 700 "$TMP/open/inner"
 refused "$TMP/open/inner/ns.img" "non-sticky writable ancestor" \
 	"directory $TMP/open is writable by group or others without the sticky bit"
 
+# a directory on the way owned by another user (it could swap what is below)
+mkdir -m 755 "$TMP/theirs"
+mkdir -m 700 "$TMP/theirs/inner"
+chown 65534 "$TMP/theirs"
+refused "$TMP/theirs/inner/ns.img" "directory owned by another user" \
+	"directory $TMP/theirs is owned by uid 65534, not root"
+[ -e "$TMP/theirs/inner/ns.img" ] && fail "directory owned by another user: created the file"
+
 mkfifo -m 600 "$B/fifo.img"
 refused "$B/fifo.img" "FIFO at the path" "$B/fifo.img is a FIFO, not a regular file"
 mkdir "$B/dir.img"
 refused "$B/dir.img" "directory at the path" "$B/dir.img is a directory, not a regular file"
 
-# what still works: a new file (created 0600, sized), then an existing one
+# what still works: a new file (created 0600, sized), then an existing one,
+# in a private directory below a sticky world-writable one (as /tmp)
+mkdir -m 1777 "$TMP/sticky"
+B=$TMP/sticky/private
+mkdir -m 700 "$B"
 conf_write <<EOF
 [controller nvme0]
 device = sim
