@@ -117,11 +117,14 @@ struct fusefs_ns_desc {
 	uint32_t lba_size;
 };
 
-/* Make the mountpoint usable: create it if missing (each directory it makes is
- * 0755 whatever the umask); clear a stale FUSE mount
- * left by a crashed daemon (stat fails with ENOTCONN or ECONNABORTED) with a lazy unmount and
- * a log line; fail with -EBUSY and a message naming what is mounted there when
- * it is a live mount.  fusefs_create calls it. */
+/* Make the mountpoint usable: create it (and missing parents, mode 0755
+ * whatever the umask) if missing; clear a stale FUSE mount left by a crashed daemon (stat fails with
+ * ENOTCONN or ECONNABORTED) with a lazy unmount (UMOUNT_NOFOLLOW) and a log
+ * line; fail with -EBUSY and a message naming what is mounted there when it is
+ * a live mount.  The path is walked by safepath_open_parent's rules
+ * (safepath.h: no symbolic link anywhere, every parent owned by root, the
+ * mountpoint's own parent writable by its owner only); a symbolic link at the
+ * mountpoint itself is refused with -ELOOP.  fusefs_create calls it. */
 int fusefs_prepare_mountpoint(const char *path);
 
 /* Build the namespace table, create the session, mount, and add the channel

@@ -1,8 +1,10 @@
 /* mount.c - make a mountpoint usable: create it, clear a stale FUSE mount,
- * refuse a live one.  What is mounted where comes from libmount. */
+ * refuse a live one, a symbolic link, or a path another user could change
+ * (safepath.h).  What is mounted where comes from libmount. */
 #include "fuse_fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <libmount.h>
 #include <limits.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "safepath.h"
 
 /* The file system type and source of the topmost mount at path, if any.
  * libmount reads /proc/self/mountinfo (and undoes its octal escapes of
@@ -42,37 +45,6 @@ static bool mounted_at(const char *path, char *fstype, size_t tlen, char *src, s
 	return found;
 }
 
-/* A directory made 0755 whatever the umask: the unit's UMask=0077 would
- * make it 0700, and a directory above the mountpoint then keeps everyone
- * but root away from the namespace files. */
-static int mkdir_755(const char *path)
-{
-	if (mkdir(path, 0755) < 0)
-		return errno == EEXIST ? 0 : -errno;
-	return chmod(path, 0755) < 0 ? -errno : 0;
-}
-
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-	int err;
-
-	if (n == 0 || n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		err = mkdir_755(buf);
-		if (err)
-			return err;
-		*p = '/';
-	}
-	return mkdir_755(buf);
-}
-
 /* A dead server's mount answers ENOTCONN; a request that was in flight when
  * the kernel aborted the connection (over io_uring, when the rings went
  * away with the process) gets ECONNABORTED. */
@@ -83,51 +55,72 @@ static bool dead_server(int err)
 
 int fusefs_prepare_mountpoint(const char *path)
 {
-	char real[PATH_MAX], type[64], src[PATH_MAX];
+	char real[PATH_MAX], type[64], src[PATH_MAX], msg[PATH_MAX + 160];
+	const char *name;
 	struct statfs sfs;
 	struct stat st;
-	int err;
+	int dfd, err;
 
-	if (stat(path, &st) < 0) {
-		err = errno;
-		if (dead_server(err)) {
+	/* libfuse mounts on the path and unmounts it by name: no link in it,
+	 * and no directory above it that another user could change */
+	dfd = safepath_open_parent(path, true, &name, msg, sizeof(msg));
+	if (dfd < 0) {
+		log_err("%s: mountpoint refused: %s", path, msg);
+		return dfd;
+	}
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		err = -errno;
+		if (dead_server(-err)) {
 			/* a crashed server leaves its mount behind, answering
 			 * ENOTCONN to everything: detach it */
 			log_warn("%s: stale FUSE mount of an earlier run (transport endpoint is not "
 				 "connected): unmounting it lazily",
 				 path);
-			if (umount2(path, MNT_DETACH) < 0) {
-				err = errno;
-				log_err("%s: cannot unmount the stale mount: %s", path, strerror(err));
-				return -err;
+			if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+				err = -errno;
+				log_err("%s: cannot unmount the stale mount: %s", path, strerror(-err));
+				goto out;
 			}
-			if (stat(path, &st) < 0) {
-				err = errno;
-				log_err("%s: still unusable after unmounting: %s", path, strerror(err));
-				return -err;
+			if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				err = -errno;
+				log_err("%s: still unusable after unmounting: %s", path, strerror(-err));
+				goto out;
 			}
-		} else if (err == ENOENT) {
-			err = -mkdir_p(path);
-			if (err) {
-				log_err("%s: cannot create the mountpoint: %s", path, strerror(err));
-				return -err;
+		} else if (err == -ENOENT) {
+			/* 0755 whatever the umask: the unit's UMask=0077 would
+			 * keep everyone but root away from the namespace files */
+			if ((mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) ||
+			    fchmodat(dfd, name, 0755, 0) < 0) {
+				err = -errno;
+				log_err("%s: cannot create the mountpoint: %s", path, strerror(-err));
+				goto out;
 			}
 			log_info("%s: created the mountpoint", path);
-			if (stat(path, &st) < 0)
-				return -errno;
+			if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				err = -errno;
+				goto out;
+			}
 		} else {
-			log_err("%s: mountpoint: %s", path, strerror(err));
-			return -err;
+			log_err("%s: mountpoint: %s", path, strerror(-err));
+			goto out;
 		}
+	}
+	if (S_ISLNK(st.st_mode)) {
+		log_err("%s: mountpoint refused: it is a symbolic link (no link is followed in the "
+			"mountpoint's path)",
+			path);
+		err = -ELOOP;
+		goto out;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		log_err("%s: mountpoint is not a directory", path);
-		return -ENOTDIR;
+		err = -ENOTDIR;
+		goto out;
 	}
 	if (!realpath(path, real)) {
-		err = errno;
-		log_err("%s: mountpoint: %s", path, strerror(err));
-		return -err;
+		err = -errno;
+		log_err("%s: mountpoint: %s", path, strerror(-err));
+		goto out;
 	}
 	if (mounted_at(real, type, sizeof(type), src, sizeof(src)) && strncmp(type, "fuse", 4) == 0 &&
 	    statfs(real, &sfs) < 0 && dead_server(errno)) {
@@ -136,17 +129,21 @@ int fusefs_prepare_mountpoint(const char *path)
 		log_warn("%s: stale FUSE mount of an earlier run (%s: transport endpoint is not "
 			 "connected): unmounting it lazily",
 			 path, src);
-		if (umount2(real, MNT_DETACH) < 0) {
-			err = errno;
-			log_err("%s: cannot unmount the stale mount: %s", path, strerror(err));
-			return -err;
+		if (umount2(real, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+			err = -errno;
+			log_err("%s: cannot unmount the stale mount: %s", path, strerror(-err));
+			goto out;
 		}
 	}
 	if (mounted_at(real, type, sizeof(type), src, sizeof(src))) {
 		log_err("%s: mountpoint is busy: %s (%s) is mounted there; unmount it or choose "
 			"another mountpoint",
 			path, src, type);
-		return -EBUSY;
+		err = -EBUSY;
+		goto out;
 	}
-	return 0;
+	err = 0;
+out:
+	close(dfd);
+	return err;
 }

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -30,6 +31,7 @@
 
 #include "log.h"
 #include "nvme_spec.h"
+#include "safepath.h"
 #include "sim_wc.h"
 
 #define SIM_PAGE 4096u
@@ -1722,6 +1724,22 @@ static const struct nvme_bus_ops sim_ops = {
 
 /* -------------------------------------------------------------- life cycle */
 
+/* The daemon runs as root: a link or a file planted at the backing path
+ * must not make it grow and expose someone else's file, so the path is
+ * opened by safepath_open_file's rules (safepath.h). */
+static int sim_open_backing(const char *path)
+{
+	char msg[PATH_MAX + 160];
+	bool created;
+	int fd = safepath_open_file(path, 0600, &created, msg, sizeof(msg));
+
+	if (fd < 0)
+		log_err("sim: backing file %s: %s", path, msg);
+	else if (created)
+		log_info("sim: created backing file %s", path);
+	return fd;
+}
+
 static int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
 {
 	ns->nlba = o->nlba;
@@ -1748,12 +1766,9 @@ static int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
 		if (!o->path || !*o->path)
 			return -EINVAL;
 		snprintf(ns->path, sizeof(ns->path), "%s", o->path);
-		ns->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (ns->fd < 0) {
-			int e = -errno;
-			log_err("sim: cannot open backing file %s: %s", o->path, strerror(-e));
-			return e;
-		}
+		ns->fd = sim_open_backing(o->path);
+		if (ns->fd < 0)
+			return ns->fd;
 		if (fstat(ns->fd, &st) || ((uint64_t)st.st_size < len && ftruncate(ns->fd, (off_t)len))) {
 			int e = -errno;
 			log_err("sim: cannot size backing file %s to %zu bytes: %s", o->path, len, strerror(-e));

@@ -2,9 +2,12 @@
  * mountpoint is created, an empty directory is accepted, a live mount is
  * refused with -EBUSY and named (its source read back through libmount,
  * escapes and all, also for a path with a space, a tab and a backslash), the
- * mount on top is the one named when two are stacked, the directories it
- * makes are 0755 under umask 077 (the unit's UMask=).  Needs root (mounts
- * tmpfs); as another user every test fails with that reason.
+ * mount on top is the one named when two are stacked; the directories it
+ * makes are 0755 under umask 077 (the unit's UMask=); a symbolic link at the
+ * mountpoint or above it, and a parent writable by others, are refused
+ * before anything is created there, while a sticky world-writable ancestor
+ * (like /tmp) above a private parent is fine.  Needs root (mounts tmpfs);
+ * as another user every test fails with that reason.
  */
 #include <check.h>
 #include <errno.h>
@@ -161,6 +164,62 @@ START_TEST(t_not_a_directory)
 }
 END_TEST
 
+START_TEST(t_symlink_mountpoint)
+{
+	char path[192], target[192], log[4096];
+
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(path, sizeof(path), "%s/link", dir);
+	ck_assert_int_eq(mkdir(target, 0755), 0);
+	ck_assert_int_eq(symlink(target, path), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -ELOOP);
+	ck_assert_msg(strstr(log, "mountpoint refused: it is a symbolic link"), "log: %s", log);
+}
+END_TEST
+
+START_TEST(t_symlink_parent)
+{
+	char path[192], real[192], link[192], log[4096];
+	struct stat st;
+
+	snprintf(real, sizeof(real), "%s/real", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(path, sizeof(path), "%s/link/mnt", dir);
+	ck_assert_int_eq(mkdir(real, 0755), 0);
+	ck_assert_int_eq(symlink(real, link), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -ELOOP);
+	ck_assert_msg(strstr(log, "/link is a symbolic link"), "log: %s", log);
+	snprintf(path, sizeof(path), "%s/real/mnt", dir);
+	ck_assert_int_eq(stat(path, &st), -1); /* nothing created behind the link */
+}
+END_TEST
+
+START_TEST(t_writable_parent)
+{
+	char path[192], parent[192], log[4096];
+	struct stat st;
+
+	snprintf(parent, sizeof(parent), "%s/shared", dir);
+	snprintf(path, sizeof(path), "%s/shared/mnt", dir);
+	ck_assert_int_eq(mkdir(parent, 0700), 0);
+	ck_assert_int_eq(chmod(parent, 01777), 0); /* sticky: still refused as the parent */
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EPERM);
+	ck_assert_msg(strstr(log, "/shared is writable by group or others (mode 1777)"), "log: %s",
+		      log);
+	ck_assert_int_eq(stat(path, &st), -1);
+	ck_assert_int_eq(chmod(parent, 0770), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EPERM);
+	/* a sticky ancestor above a private parent is fine; a non-sticky one not */
+	ck_assert_int_eq(chmod(parent, 01777), 0);
+	snprintf(path, sizeof(path), "%s/shared/private/mnt", dir);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), 0);
+	ck_assert_int_eq(chmod(parent, 0777), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -EPERM);
+	ck_assert_msg(strstr(log, "/shared is writable by group or others without the sticky bit"),
+		      "log: %s", log);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mount");
@@ -175,6 +234,9 @@ int main(void)
 	tcase_add_test(tc, t_busy_escaped_path);
 	tcase_add_test(tc, t_stacked_top_named);
 	tcase_add_test(tc, t_not_a_directory);
+	tcase_add_test(tc, t_symlink_mountpoint);
+	tcase_add_test(tc, t_symlink_parent);
+	tcase_add_test(tc, t_writable_parent);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

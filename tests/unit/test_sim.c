@@ -2,6 +2,7 @@
  * hand-rolled host (admin queue, one I/O queue pair) in this file. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,8 +321,12 @@ END_TEST
 START_TEST(t_null_and_file)
 {
 	struct host h;
-	char path[] = "/tmp/test_sim.XXXXXX";
-	int fd = mkstemp(path);
+	/* a backing file directly in /tmp is refused (safepath.h): one in a
+	 * 0700 directory of its own */
+	char dir[] = "/tmp/test_sim.XXXXXX", path[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/ns", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	struct sim_opts o = opts(4096, SIM_BACKING_NULL, false);
@@ -352,6 +357,7 @@ START_TEST(t_null_and_file)
 	ck_assert_uint_eq(st.flushes, 1);
 	host_fini(&h);
 	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -782,8 +788,12 @@ END_TEST
 START_TEST(t_wc_file)
 {
 	struct wc w;
-	char path[] = "/tmp/test_sim_wc.XXXXXX";
-	int fd = mkstemp(path);
+	/* a backing file directly in /tmp is refused (safepath.h): one in a
+	 * 0700 directory of its own */
+	char dir[] = "/tmp/test_sim_wc.XXXXXX", path[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/ns", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	ck_assert_int_ge(fd, 0);
 	wc_open(&w, 4096, 64, SIM_BACKING_FILE, path, false);
 	w.o.wc_bytes = 8 * 4096;
@@ -817,6 +827,7 @@ START_TEST(t_wc_file)
 	host_fini(&w.h);
 	close(fd);
 	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 

@@ -1,0 +1,41 @@
+/* safepath.h - open the paths the daemon (root) creates or writes without
+ * letting another user redirect them.
+ *
+ * A path is walked one component at a time from /, each opened relative to
+ * the one before with O_NOFOLLOW, so no symbolic link is followed anywhere
+ * in it.  Every directory on the way must be owned by root (or by the
+ * effective user, for a daemon run as someone else) and must not be
+ * writable by group or others, unless it has the sticky bit (like /tmp:
+ * others cannot rename or remove root's entries there).  The directory that
+ * holds the final name must not be writable by group or others at all,
+ * sticky or not: in a shared directory another user could take the name
+ * before the daemon does.  The path must be absolute, with no "." or ".."
+ * components.
+ *
+ * On a refusal the functions return a negative errno and write into msg
+ * (len bytes) what was wrong, naming the component and the rule, for the
+ * caller to log beside the path it was asked for.
+ */
+#ifndef NVMEFS_SAFEPATH_H
+#define NVMEFS_SAFEPATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The directory holding path's last component, opened O_PATH|O_DIRECTORY
+ * (an fd for openat, mkdirat, fstatat), after the walk above.  With create,
+ * missing directories are made (mode 0755) and then checked like the rest.
+ * *name points to the last component inside path (never empty: a trailing
+ * slash is refused).  Returns the fd or a negative errno. */
+int safepath_open_parent(const char *path, bool create, const char **name, char *msg,
+			 size_t len);
+
+/* path opened O_RDWR|O_CLOEXEC as a regular file after the walk: an
+ * existing one must be a regular file owned by root (or the effective
+ * user); a missing one is created with O_EXCL and the given mode (its
+ * directory must exist).  *created says which.  Returns the fd or a
+ * negative errno. */
+int safepath_open_file(const char *path, mode_t mode, bool *created, char *msg, size_t len);
+
+#endif
