@@ -66,6 +66,10 @@ struct hostile {
 	bool ns1_patch;           /* namespace 1 reports: */
 	uint64_t ns1_nsze;
 	uint8_t ns1_lbads, ns1_nlbaf, ns1_flbas;
+	bool rtd3e_patch;         /* Identify Controller RTD3E */
+	uint32_t rtd3e;
+	bool wzsl_patch;          /* Identify Controller NVM WZSL */
+	uint8_t wzsl;
 	bool nq_patch;            /* Number of Queues answers nq_dw0 */
 	uint32_t nq_dw0;
 	_Atomic unsigned id_ns;   /* Identify Namespace commands seen */
@@ -93,6 +97,8 @@ static uint16_t id_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint1
 			id->nn = h->nn;
 		if (h->mdts >= 0)
 			id->mdts = (uint8_t)h->mdts;
+		if (h->rtd3e_patch)
+			id->rtd3e = h->rtd3e;
 		if (h->bad_strings) {
 			fill_hostile(id->mn, sizeof(id->mn), 1);
 			fill_hostile(id->sn, sizeof(id->sn), 2);
@@ -100,6 +106,10 @@ static uint16_t id_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint1
 		}
 		return status;
 	}
+	case NVME_ID_CNS_CTRL_NVM:
+		if (h->wzsl_patch)
+			((struct nvme_id_ctrl_nvm *)data)->wzsl = h->wzsl;
+		return status;
 	case NVME_ID_CNS_NS_ACTIVE_LIST: {
 		atomic_fetch_add(&h->id_list, 1);
 		if (h->no_list)
@@ -405,7 +415,84 @@ START_TEST(t_queues_capped)
 }
 END_TEST
 
+/* The doorbell arithmetic at its limits: the 64-bit count agrees with the
+ * 32-bit offsets up to the queue it returns, and the next queue's do not
+ * fit. */
+START_TEST(t_db_max_qid)
+{
+	static const struct {
+		uint64_t bar;
+		uint32_t dstrd;
+		int64_t want;
+	} k[] = {
+	    {4096, 0, -1},          {0x1008, 0, 0},         {0x1010, 0, 1},
+	    {8192, 15, -1},         {8192, 4, 31},          {8192, 8, 1},
+	    {0x21004, 15, 0},       {1ull << 40, 15, 16383}, {1ull << 40, 0, 0xffff},
+	    {UINT64_MAX, 15, 16383},
+	};
+	for (unsigned i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		int64_t q = nvme_db_max_qid(k[i].bar, k[i].dstrd);
+		ck_assert_int_eq(q, k[i].want);
+		uint64_t lim = k[i].bar > UINT32_MAX ? UINT32_MAX : k[i].bar;
+		if (q >= 0) {
+			uint64_t end = (uint64_t)nvme_cq_hdbl_off((uint16_t)q, k[i].dstrd) + 4;
+			ck_assert_uint_eq(end, NVME_REG_DBS + (2ull * q + 1) * (4ull << k[i].dstrd) + 4);
+			ck_assert_uint_le(end, lim);
+		}
+		if (q < 0xffff)
+			ck_assert_uint_gt(NVME_REG_DBS + (2ull * (q + 1) + 1) * (4ull << k[i].dstrd) + 4,
+			                  lim);
+	}
+}
+END_TEST
+
+/* CAP: too few queue entries (MQES 2: 3), no NVM command set, pages above
+ * 4 KiB: refused, each with its message. */
+static const struct {
+	uint64_t cap;
+	int rc;
+	const char *msg;
+} cap_cases[] = {
+    {2 | 1ull << 16 | 15ull << 24 | 1ull << 37, -EINVAL, "queue depth 2 too small (MQES 3)"},
+    {4095 | 1ull << 16 | 15ull << 24 | 1ull << 44, -ENOTSUP, "NVM command set"},
+    {4095 | 1ull << 16 | 15ull << 24 | 1ull << 37 | 1ull << 48, -ENOTSUP,
+     "minimum page size is 8 KiB"},
+};
+
+START_TEST(t_cap_values)
+{
+	struct hostile h = hostile_none();
+	struct sim_opts so = sim_base(&h);
+	so.cap = cap_cases[_i].cap;
+	struct nvme_ctrl *c;
+	char *log;
+	ck_assert_int_eq(open_on(&so, 1, NULL, &c, &log), cap_cases[_i].rc);
+	ck_assert_ptr_nonnull(strstr(log, cap_cases[_i].msg));
+	free(log);
+}
+END_TEST
+
 /* ---- Identify Controller ---- */
+
+/* RTD3E of 4295 s: the shutdown waits at most 60 s.  WZSL 200: no limit,
+ * not a shift by 200. */
+START_TEST(t_rtd3e_wzsl)
+{
+	struct hostile h = hostile_none();
+	h.rtd3e_patch = true;
+	h.rtd3e = 0xffffffffu;
+	h.wzsl_patch = true;
+	h.wzsl = 200;
+	struct sim_opts so = sim_base(&h);
+	struct nvme_ctrl *c;
+	char *log;
+	ck_assert_int_eq(open_on(&so, 1, NULL, &c, &log), 0);
+	free(log);
+	ck_assert_uint_eq(c->shutdown_timeout_ms, 60000);
+	ck_assert_uint_eq(nvme_ctrl_get_info(c)->max_wz_bytes, 0);
+	nvme_ctrl_close(c);
+}
+END_TEST
 
 /* NN = 0xffffffff on a device without the active list: at most
  * NVME_MAX_NAMESPACES NSIDs are probed, nothing is allocated per NN. */
@@ -635,6 +722,9 @@ int main(void)
 	tcase_add_test(tc, t_dstrd15_own_bar);
 	tcase_add_test(tc, t_attach_small_bar);
 	tcase_add_test(tc, t_queues_capped);
+	tcase_add_test(tc, t_db_max_qid);
+	tcase_add_loop_test(tc, t_cap_values, 0, sizeof(cap_cases) / sizeof(cap_cases[0]));
+	tcase_add_test(tc, t_rtd3e_wzsl);
 	tcase_add_test(tc, t_nn_huge_probe);
 	tcase_add_loop_test(tc, t_mdts, 0, sizeof(mdts_cases) / sizeof(mdts_cases[0]));
 	tcase_add_test(tc, t_id_strings);
