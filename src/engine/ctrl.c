@@ -521,56 +521,64 @@ int nvme_ctrl_set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *grant
 	return 0;
 }
 
-/* The active namespace IDs, all of them: CNS 02h returns up to 1024 IDs
- * greater than the one given, so a longer list is read page by page. */
+/* The active namespace IDs, at most NVME_MAX_NAMESPACES of them (one
+ * buffer of that size, whatever NN says): CNS 02h returns up to 1024 IDs
+ * greater than the one given, in increasing order, a zero ending the list.
+ * A list breaking that order, or naming the broadcast NSID, is cut there. */
 static int active_nsids(struct nvme_ctrl *c, uint32_t nn, uint32_t **out, unsigned *cnt)
 {
 	uint32_t *page = calloc(1024, sizeof(uint32_t));
-	uint32_t *ids = NULL;
-	unsigned n = 0, cap = 0;
+	uint32_t *ids = calloc(NVME_MAX_NAMESPACES, sizeof(uint32_t));
+	unsigned n = 0;
 	int rc = -ENOMEM;
-	if (!page)
-		return -ENOMEM;
+	if (!page || !ids)
+		goto out;
 	uint32_t after = 0;
 	for (;;) {
 		rc = identify(c, NVME_ID_CNS_NS_ACTIVE_LIST, after, page);
 		if (rc < 0) {
 			if (rc != -EINVAL) /* a failure, not a controller without the list */
 				goto out;
+			rc = 0;
 			if (after) /* a later page refused: keep what we have */
 				break;
 			/* pre-1.1 controllers: every NSID up to NN is a candidate */
-			log_info("%s: no active namespace list (%s); probing 1..%u", c->name,
-			         strerror(-rc), nn);
-			free(ids);
-			ids = calloc(nn ? nn : 1, sizeof(uint32_t));
-			if (!ids) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			for (n = 0; n < nn; n++)
+			uint32_t probe = nn < NVME_MAX_NAMESPACES ? nn : NVME_MAX_NAMESPACES;
+			if (nn > NVME_MAX_NAMESPACES)
+				log_warn("%s: NN %u: only namespaces 1..%u are probed", c->name, nn,
+				         probe);
+			log_info("%s: no active namespace list; probing 1..%u", c->name, probe);
+			for (n = 0; n < probe; n++)
 				ids[n] = n + 1;
 			break;
 		}
+		bool cut = false;
 		unsigned k = 0;
-		while (k < 1024 && page[k] && page[k] > after)
-			k++;
-		if (n + k > cap) {
-			cap = (n + k) * 2;
-			uint32_t *t = realloc(ids, cap * sizeof(uint32_t));
-			if (!t) {
-				rc = -ENOMEM;
-				goto out;
+		for (; k < 1024 && page[k] && !cut; k++) {
+			uint32_t id = page[k];
+			if (id == 0xffffffffu) {
+				log_warn("%s: active namespace list: 0x%x is not a namespace ID; the "
+				         "list is cut there",
+				         c->name, id);
+				cut = true;
+			} else if (id <= after) {
+				log_warn("%s: active namespace list: NSID %u after %u is not ascending; "
+				         "the list is cut there",
+				         c->name, id, after);
+				cut = true;
+			} else if (n == NVME_MAX_NAMESPACES) {
+				log_warn("%s: more than %u active namespaces: only the first %u are used",
+				         c->name, NVME_MAX_NAMESPACES, NVME_MAX_NAMESPACES);
+				cut = true;
+			} else {
+				ids[n++] = id;
+				after = id;
 			}
-			ids = t;
 		}
-		memcpy(ids + n, page, k * sizeof(uint32_t));
-		n += k;
-		if (k < 1024 || page[1023] >= 0xfffffffeu)
+		/* a full page may have a next one (IDs above its last) */
+		if (cut || k < 1024 || after == 0xfffffffeu)
 			break;
-		after = page[1023];
 	}
-	rc = 0;
 	*out = ids;
 	*cnt = n;
 	ids = NULL;
@@ -600,6 +608,13 @@ static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
 	if (fmt > id->nlbaf || fmt >= 64 || id->lbaf[fmt].lbads < 9 || id->lbaf[fmt].lbads > 16) {
 		log_warn("%s: namespace %u has an unusable LBA format (%u, lbads %u); skipped",
 		         c->name, nsid, fmt, fmt < 64 ? id->lbaf[fmt].lbads : 0);
+		return 1;
+	}
+	/* its size in bytes is a file's size (an off_t) */
+	if (id->nsze > (uint64_t)INT64_MAX >> id->lbaf[fmt].lbads) {
+		log_warn("%s: namespace %u reports %llu blocks of %u bytes, more than 2^63 - 1 "
+		         "bytes; skipped",
+		         c->name, nsid, (unsigned long long)id->nsze, 1u << id->lbaf[fmt].lbads);
 		return 1;
 	}
 	if (id->lbaf[fmt].ms) {
@@ -719,6 +734,29 @@ int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict)
 	return strict && changed ? -ESTALE : 0;
 }
 
+int nvme_ctrl_db_queues(struct nvme_ctrl *c, const struct nvme_bus *bus, uint32_t dstrd,
+                        unsigned want, bool strict)
+{
+	unsigned long long stride = 4ull << dstrd;
+	int64_t max = nvme_db_max_qid(bus->bar0_len, dstrd);
+	if (max >= 1 && (unsigned)max >= want)
+		return (int)want;
+	if (max < 1 || strict) {
+		/* the first queue whose doorbells do not fit: its CQ head doorbell */
+		unsigned q = max < 0 ? 0 : (unsigned)max + 1;
+		log_err("%s: CAP.DSTRD %u (doorbell stride %llu bytes) puts the doorbells of queue %u "
+		        "at BAR0 offset 0x%llx, outside a BAR0 of %zu bytes (%u I/O queue%s %s); "
+		        "refused",
+		        c->name, dstrd, stride, q, NVME_REG_DBS + (2ull * q + 1) * stride,
+		        bus->bar0_len, want, want == 1 ? "" : "s", strict ? "in use" : "asked");
+		return -EINVAL;
+	}
+	log_warn("%s: CAP.DSTRD %u (doorbell stride %llu bytes): a BAR0 of %zu bytes holds the "
+	         "doorbells of %u of the %u I/O queues asked; using %u",
+	         c->name, dstrd, stride, bus->bar0_len, (unsigned)max, want, (unsigned)max);
+	return (int)max;
+}
+
 static unsigned pow2_floor(unsigned v)
 {
 	unsigned p = 1;
@@ -760,6 +798,13 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	c->retry_ms = c->opts.retry_ms;
 	atomic_store(&c->state, NVME_CTRL_LIVE); /* the initial state, before any thread sees c */
 
+	/* the registers (a VFIO bus reads them from the mapping) */
+	if (!bus->bar0 || bus->bar0_len < NVME_REG_DBS) {
+		log_err("%s: BAR0 of %zu bytes cannot hold the controller's registers (0x%x bytes)",
+		        c->name, bus->bar0_len, (unsigned)NVME_REG_DBS);
+		rc = -EINVAL;
+		goto err;
+	}
 	if (csts(c) == 0xffffffffu) {
 		log_err("%s: device not responding (CSTS reads all ones)", c->name);
 		rc = -ENODEV;
@@ -811,6 +856,17 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 		c->opts.io_timeout_ms = NVME_DEFAULT_IO_TIMEOUT_MS;
 	if (c->opts.io_queues == 0)
 		c->opts.io_queues = 1;
+	if (c->opts.io_queues > NVME_CTRL_MAX_QPAIRS) {
+		log_info("%s: %u I/O queues asked; the engine uses at most %u", c->name,
+		         c->opts.io_queues, NVME_CTRL_MAX_QPAIRS);
+		c->opts.io_queues = NVME_CTRL_MAX_QPAIRS;
+	}
+	/* no doorbell outside BAR0: every store the engine makes to one is
+	 * checked here, once (a reset keeps the bus; an attach checks its own) */
+	rc = nvme_ctrl_db_queues(c, bus, c->dstrd, c->opts.io_queues, false);
+	if (rc < 0)
+		goto err;
+	c->opts.io_queues = (unsigned)rc;
 
 	rc = nvme_dma_alloc(ADMIN_MEM, bus->numa_node, &c->admin_mem);
 	if (rc < 0)

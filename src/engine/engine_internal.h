@@ -379,6 +379,12 @@ int nvme_ctrl_wait_csts(struct nvme_ctrl *c, uint32_t mask, uint32_t want, uint3
 int nvme_ctrl_disable(struct nvme_ctrl *c, uint32_t timeout_ms);
 /* Program the admin queue (rings zeroed) and set CC.EN; wait for RDY. */
 int nvme_ctrl_enable(struct nvme_ctrl *c);
+/* How many of want I/O queues (IDs 1..want) have both doorbells inside
+ * bus's BAR0 at stride 4 << dstrd: want, or fewer (a warning names DSTRD,
+ * the BAR's length and both counts); -EINVAL (an error naming them) when
+ * not even queue 1's fit, or, strict, when fewer than want do. */
+int nvme_ctrl_db_queues(struct nvme_ctrl *c, const struct nvme_bus *bus, uint32_t dstrd,
+                        unsigned want, bool strict);
 /* Set Features Number of Queues. */
 int nvme_ctrl_set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *granted);
 /* Identify the namespaces again after a reset or an attach: a changed or

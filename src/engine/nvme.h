@@ -40,17 +40,21 @@ struct nvme_reactor;
 
 /* ---- controller ---- */
 
+/* The engine uses at most this many namespaces of a controller: the first
+ * ones of its active namespace list (or, without the list, NSIDs 1..this). */
+#define NVME_MAX_NAMESPACES 1024u
+
 struct nvme_ns_info {
-	uint32_t nsid;
-	uint64_t nlba;        /* capacity in logical blocks */
-	uint32_t lba_size;    /* bytes */
+	uint32_t nsid;        /* 1..0xfffffffe, ascending in nvme_ctrl_info.ns */
+	uint64_t nlba;        /* capacity in logical blocks; nlba << lba_shift <= INT64_MAX */
+	uint32_t lba_size;    /* bytes: 1 << lba_shift, lba_shift 9..16 */
 	uint8_t lba_shift;
 	bool dealloc_zeroes;  /* DLFEAT: deallocated blocks read as zeroes */
 	bool failed;          /* changed size or format after a reset: I/O fails with -EIO */
 };
 
 struct nvme_ctrl_info {
-	char model[41], serial[21], firmware[9]; /* trimmed, NUL-terminated */
+	char model[41], serial[21], firmware[9]; /* printable ASCII, trimmed, NUL-terminated */
 	uint16_t vid;
 	uint32_t version;      /* VS register */
 	uint64_t cap;          /* CAP register */
@@ -74,7 +78,7 @@ struct nvme_ctrl_info {
 	uint64_t dsm_max_blocks;
 	unsigned nr_io_queues; /* granted by Set Features Number of Queues */
 	unsigned nr_vectors;   /* MSI-X vectors usable */
-	unsigned nr_ns;
+	unsigned nr_ns;           /* <= NVME_MAX_NAMESPACES */
 	struct nvme_ns_info ns[]; /* active namespaces, nr_ns of them */
 };
 
@@ -102,7 +106,10 @@ struct nvme_ctrl_opts {
  * nvme_ctrl_close); on failure the bus stays the caller's.  queue_depth is
  * rounded down to a power of two <= MQES + 1 (and <= 4096); cq_budget 0
  * means min(depth / 4, 64) and is clamped to depth / 2; io_timeout_ms 0
- * means 30 s. */
+ * means 30 s.  What the device reports is checked, not trusted (see "What a
+ * device may report" in docs/engine.md): a BAR0 that cannot hold the
+ * doorbells of the admin queue and one I/O queue at CAP.DSTRD's stride is
+ * refused (-EINVAL); io_queues is capped at 256 and at what BAR0 holds. */
 int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct nvme_ctrl **out);
 const struct nvme_ctrl_info *nvme_ctrl_get_info(const struct nvme_ctrl *c);
 const char *nvme_ctrl_name(const struct nvme_ctrl *c);

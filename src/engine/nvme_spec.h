@@ -71,6 +71,25 @@ static inline uint32_t nvme_cq_hdbl_off(uint16_t qid, uint32_t dstrd)
 	return NVME_REG_DBS + (2u * qid + 1) * (4u << dstrd);
 }
 
+/* The highest queue ID whose two doorbells (SQ tail, CQ head) lie inside a
+ * BAR0 of bar_len bytes at stride 4 << dstrd, at most 65535; -1 when not
+ * even the admin queue's do.  In 64 bits: at DSTRD 15 the offsets of large
+ * queue IDs overflow 32.  Up to the ID returned, the 32-bit offsets above
+ * are exact (bar_len counts only up to 4 GiB). */
+static inline int64_t nvme_db_max_qid(uint64_t bar_len, uint32_t dstrd)
+{
+	uint64_t stride = 4ull << (dstrd & 0xf);
+	if (bar_len > UINT32_MAX)
+		bar_len = UINT32_MAX;
+	if (bar_len < NVME_REG_DBS + stride + 4)
+		return -1;
+	/* doorbell i (2 * qid: SQ tail, 2 * qid + 1: CQ head) ends at
+	 * NVME_REG_DBS + i * stride + 4 */
+	uint64_t last = (bar_len - NVME_REG_DBS - 4) / stride;
+	uint64_t q = (last - 1) / 2;
+	return q > 0xffff ? 0xffff : (int64_t)q;
+}
+
 /* ---- submission and completion queue entries ---- */
 struct nvme_sqe {
 	uint8_t opc;

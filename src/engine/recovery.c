@@ -808,6 +808,12 @@ int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)
 		rc = -ESTALE;
 		goto out;
 	}
+	/* the same DSTRD on a new BAR: the doorbells must fit it too (any
+	 * queue granted at the open may exist) */
+	if (nvme_ctrl_db_queues(c, bus, c->dstrd, c->info->nr_io_queues, true) < 0) {
+		rc = -ESTALE;
+		goto out;
+	}
 	if (!set_state(c, NVME_CTRL_REMOVED, NVME_CTRL_RESETTING)) {
 		rc = -EINVAL;
 		goto out;

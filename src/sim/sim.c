@@ -129,6 +129,7 @@ struct sim {
 	uint64_t ready_due_ns; /* CC.EN 0->1 pending RDY, 0: none */
 	bool enabled;          /* CC.EN seen as 1 and accepted */
 	uint32_t dstrd_bytes;
+	size_t bar_span;       /* BAR0's reservation: bus.bar0_len accessible, the rest not */
 
 	/* features */
 	uint16_t nr_queues_granted; /* 1-based, 0 until Set Features */
@@ -220,6 +221,26 @@ static uint64_t sim_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A doorbell outside BAR0 (opts.bar_len smaller than the queues need)
+ * does not exist: it reads 0 and a store to it is dropped. */
+static inline bool sim_db_in_bar(const struct sim *s, uint64_t off)
+{
+	return off + 4 <= s->bus.bar0_len;
+}
+
+static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
+{
+	if (!sim_db_in_bar(s, off))
+		return 0;
+	return atomic_load_explicit((_Atomic uint32_t *)(s->bus.bar0 + off), memory_order_acquire);
+}
+
+static inline void sim_db_zero(struct sim *s, uint32_t off)
+{
+	if (sim_db_in_bar(s, off))
+		*(volatile uint32_t *)(s->bus.bar0 + off) = 0;
 }
 
 /* ------------------------------------------------------------------ DMA map */
@@ -834,7 +855,7 @@ static uint16_t sim_create_cq(struct sim *s, const struct nvme_sqe *c)
 	cq->vector = iv;
 	cq->ien = c->cdw11 & NVME_CQ_IEN;
 	cq->phase = 1;
-	*(volatile uint32_t *)(s->bus.bar0 + nvme_cq_hdbl_off(qid, NVME_CAP_DSTRD(s->cap))) = 0;
+	sim_db_zero(s, nvme_cq_hdbl_off(qid, NVME_CAP_DSTRD(s->cap)));
 	atomic_thread_fence(memory_order_release);
 	cq->valid = true;
 	return 0;
@@ -865,7 +886,7 @@ static uint16_t sim_create_sq(struct sim *s, const struct nvme_sqe *c)
 	sq->size = qsize;
 	sq->cqid = cqid;
 	s->cq[cqid].nr_sqs++;
-	*(volatile uint32_t *)(s->bus.bar0 + nvme_sq_tdbl_off(qid, NVME_CAP_DSTRD(s->cap))) = 0;
+	sim_db_zero(s, nvme_sq_tdbl_off(qid, NVME_CAP_DSTRD(s->cap)));
 	atomic_thread_fence(memory_order_release);
 	sq->valid = true;
 	return 0;
@@ -951,6 +972,8 @@ static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c
 	default:
 		*status = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
 	}
+	if (s->o.admin_hook)
+		*status = s->o.admin_hook(s->o.hook_arg, c, *status, dw0);
 	return true;
 }
 
@@ -1190,11 +1213,6 @@ static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return 1;
-}
-
-static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
-{
-	return atomic_load_explicit((_Atomic uint32_t *)(s->bus.bar0 + off), memory_order_acquire);
 }
 
 static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t info)
@@ -1598,7 +1616,7 @@ static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
 
 	if (atomic_load(&s->gone))
 		return;
-	if (off >= NVME_REG_DBS && off < bus->bar0_len) {
+	if (off >= NVME_REG_DBS && (uint64_t)off + 4 <= bus->bar0_len) {
 		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
 		return;
 	}
@@ -1798,7 +1816,7 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	struct sim *s;
 	int rc = -EINVAL;
 
-	if (!o || o->nr_ns < 1 || o->nr_ns > SIM_MAX_NS || o->dstrd > 8 || o->mdts > 15)
+	if (!o || o->nr_ns < 1 || o->nr_ns > SIM_MAX_NS || o->dstrd > 15 || o->mdts > 15)
 		return -EINVAL;
 	for (unsigned i = 0; i < o->nr_ns; i++)
 		if (!o->ns[i].nlba || (o->ns[i].lba_size != 512 && o->ns[i].lba_size != 4096))
@@ -1833,22 +1851,34 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	 * CSS = NVM, MPSMIN = MPSMAX = 0 (4 KiB) */
 	s->cap = (uint64_t)s->o.mqes | 1ull << 16 | 15ull << 24 | (uint64_t)s->o.dstrd << 32 |
 		 (uint64_t)NVME_CAP_CSS_NVM << 37;
-	s->vs = NVME_VS(1, 4, 0);
-	s->dstrd_bytes = 4u << s->o.dstrd;
+	if (o->cap)
+		s->cap = o->cap;
+	s->vs = o->vs ? o->vs : NVME_VS(1, 4, 0);
+	s->dstrd_bytes = 4u << NVME_CAP_DSTRD(s->cap);
 	s->next_iova = SIM_IOVA_BASE;
 	s->bus.ops = &sim_ops;
 	s->bus.db_notify = sim_db_notify;
 	s->bus.nr_vectors = s->o.nr_vectors;
 	s->bus.numa_node = -1;
 	snprintf(s->bus.name, sizeof(s->bus.name), "sim:%s", s->name);
-	s->bus.bar0_len = NVME_REG_DBS + (size_t)2 * SIM_NQ * s->dstrd_bytes;
-	s->bus.bar0_len = (s->bus.bar0_len + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
-	s->bus.bar0 = aligned_alloc(SIM_PAGE, s->bus.bar0_len);
-	if (!s->bus.bar0) {
-		rc = -ENOMEM;
+	/* BAR0: the doorbells of every queue, or opts.bar_len of it accessible
+	 * and the rest of that span reserved, inaccessible */
+	s->bar_span = NVME_REG_DBS + (size_t)2 * SIM_NQ * s->dstrd_bytes;
+	s->bar_span = (s->bar_span + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
+	s->bus.bar0_len = s->bar_span;
+	if (o->bar_len)
+		s->bus.bar0_len = (o->bar_len + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
+	if (s->bus.bar0_len > s->bar_span)
+		s->bar_span = s->bus.bar0_len;
+	void *bar = mmap(NULL, s->bar_span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	if (bar == MAP_FAILED || mprotect(bar, s->bus.bar0_len, PROT_READ | PROT_WRITE)) {
+		rc = -errno;
+		if (bar != MAP_FAILED)
+			munmap(bar, s->bar_span);
 		goto fail;
 	}
-	memset((void *)s->bus.bar0, 0, s->bus.bar0_len);
+	s->bus.bar0 = bar; /* zero, as mmap gives it */
 	for (unsigned i = 0; i < o->nr_ns; i++) {
 		struct sim_ns *ns = &s->ns[i];
 
@@ -1886,7 +1916,8 @@ void sim_destroy(struct sim *s)
 	for (unsigned i = 0; i < SIM_MAX_NS; i++)
 		sim_ns_close(&s->ns[i]);
 	free(s->deferred);
-	free((void *)s->bus.bar0);
+	if (s->bus.bar0)
+		munmap((void *)s->bus.bar0, s->bar_span);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->qlock);

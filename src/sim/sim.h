@@ -91,7 +91,7 @@ struct sim_opts {
 	unsigned mdts;        /* log2 of max transfer in MPSMIN (4 KiB) pages, 0 = none */
 	unsigned max_queues;  /* I/O queue pairs granted by Number of Queues (0: 64) */
 	unsigned mqes;        /* CAP.MQES, 0-based max queue entries (0: 4095) */
-	unsigned dstrd;       /* CAP.DSTRD: doorbell stride 4 << dstrd */
+	unsigned dstrd;       /* CAP.DSTRD (0..15): doorbell stride 4 << dstrd */
 	unsigned nr_vectors;  /* MSI-X vectors (0: 65) */
 	unsigned ready_delay_ms; /* CC.EN 0->1 to CSTS.RDY = 1 */
 	bool vwc;             /* a volatile write cache: reported in Identify and modelled */
@@ -103,7 +103,26 @@ struct sim_opts {
 	 * 4096 bytes) with its status; returns the status to report, and may
 	 * rewrite data (formats, metadata, namespace lists the sim lacks). */
 	uint16_t (*identify_hook)(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status);
-	void *hook_arg;
+	/* Tests: called for every admin command that completes as it is
+	 * executed (not an Async Event Request), after the sim did, with its
+	 * status and dw0; returns the status to report and may rewrite *dw0
+	 * (a Number of Queues answer granting what was not asked, say).  It
+	 * changes the answer only: the sim still allows what it executed. */
+	uint16_t (*admin_hook)(void *arg, const struct nvme_sqe *cmd, uint16_t status, uint32_t *dw0);
+	void *hook_arg;       /* both hooks' arg */
+	/* Tests, a device reporting what it should not.  Each 0: the sim's own.
+	 *   cap      CAP as read by the host; the sim then works by its DSTRD and
+	 *            MQES too (dstrd and mqes above are ignored)
+	 *   vs       VS as read by the host (the sim's own is 1.4)
+	 *   bar_len  BAR0's length in bytes, rounded up to 4 KiB (at least 4 KiB).
+	 *            Smaller than the doorbells of its 65 queues need, the sim
+	 *            ignores the doorbells outside it, and the address space up
+	 *            to where they would end stays reserved and inaccessible: a
+	 *            host store there faults (SIGSEGV), as one past a real BAR's
+	 *            mapping does */
+	uint64_t cap;
+	uint32_t vs;
+	size_t bar_len;
 	unsigned sgl;         /* reserved: SGLs are not implemented yet; 0 or 1 accepted, PRPs only */
 };
 
