@@ -16,7 +16,7 @@
 # IO_TIMEOUT (5000), FUSE_TRANSPORT (auto; run.sh's integration suite sets
 # classic, integration-uring sets uring, and daemon_start then also waits
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
-# FUSE queue over io_uring).
+# FUSE queue over io_uring), DMA_ISOLATION (controller).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
@@ -79,6 +79,7 @@ cpus = ${CPUS:-0}
 mode = ${MODE:-hybrid}
 queue_depth = ${QD:-64}
 io_timeout_ms = ${IO_TIMEOUT:-5000}
+dma_isolation = ${DMA_ISOLATION:-controller}
 EOF
 		cat
 	} > "$CONF"
