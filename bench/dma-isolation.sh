@@ -12,9 +12,10 @@
 # fresh daemon.  fio, direct=1, libaio, one job per controller at once
 # (group_reporting: the sum): 4 KiB randread and randwrite at QD32 each,
 # 1 MiB sequential read and write at QD8 each.  Prints per job the medians
-# of ROUNDS (3) runs of RUNTIME (5) seconds of each mode and the ratio
-# controller/shared, and the memory the daemon had locked (VmLck: the DMA
-# pools, rings and admin memory) in each mode.
+# of ROUNDS (3) runs of RUNTIME (5) seconds of each mode, the ratio of the
+# medians controller/shared and the median of each round's ratio, and the
+# memory the daemon had locked (VmLck: the DMA pools, rings and admin
+# memory) in each mode.  The order of the two modes alternates by round.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -92,7 +93,10 @@ PY
 
 declare -A V M L
 for R in $(seq "$ROUNDS"); do
-	for mode in $MODES; do
+	# the order alternates too: neither mode always runs first
+	order=$MODES
+	[ $((R % 2)) = 0 ] && order=$(echo "$MODES" | awk '{ print $2, $1 }')
+	for mode in $order; do
 		start "$mode"
 		L[$mode,$R]=$LCK
 		for name in $JOBS; do
@@ -102,15 +106,20 @@ for R in $(seq "$ROUNDS"); do
 	done
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-printf '%-13s %10s %10s %17s\n' job shared controller controller/shared
+printf '%-13s %10s %10s %17s %13s\n' job shared controller controller/shared round-ratio
 for name in $JOBS; do
 	for mode in $MODES; do
 		vals=()
 		for R in $(seq "$ROUNDS"); do vals+=("${V[$name,$mode,$R]}"); done
 		M[$mode]=$(med "${vals[@]}")
 	done
-	printf '%-13s %10s %10s %17.3f\n' "$name" "${M[shared]}" "${M[controller]}" \
-		"$(echo "${M[controller]} / ${M[shared]}" | bc -l)"
+	# and the median of each round's ratio (the two runs next to each other)
+	rr=()
+	for R in $(seq "$ROUNDS"); do
+		rr+=("$(echo "${V[$name,controller,$R]} / ${V[$name,shared,$R]}" | bc -l)")
+	done
+	printf '%-13s %10s %10s %17.3f %13.3f\n' "$name" "${M[shared]}" "${M[controller]}" \
+		"$(echo "${M[controller]} / ${M[shared]}" | bc -l)" "$(med "${rr[@]}")"
 done
 for mode in $MODES; do
 	vals=()
