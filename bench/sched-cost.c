@@ -18,16 +18,18 @@
 
 static char pool[4096];
 
-static void *buf_alloc(void *ctx, size_t len)
+static void *buf_alloc(void *ctx, unsigned dom, size_t len)
 {
 	(void)ctx;
+	(void)dom;
 	(void)len;
 	return pool;
 }
 
-static void buf_free(void *ctx, void *buf, size_t len)
+static void buf_free(void *ctx, unsigned dom, void *buf, size_t len)
 {
 	(void)ctx;
+	(void)dom;
 	(void)buf;
 	(void)len;
 }

@@ -626,11 +626,12 @@ enum {
 	E_IO_TIMEOUT_MS,
 	E_IO_RETRIES,
 	E_NUMA,
+	E_DMA_ISOLATION,
 	E_NKEYS
 };
 static const char *const engine_keys[] = {
     "queues",        "queue_depth", "cq_budget", "cpus", "mode",
-    "io_timeout_ms", "io_retries",  "numa",      NULL,
+    "io_timeout_ms", "io_retries",  "numa",      "dma_isolation", NULL,
 };
 
 /* C_NAMESPACES.. are the software controller's own keys */
@@ -655,6 +656,7 @@ static const char *const ctrl_keys[] = {
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
+static const char *const dma_isolation_names[] = {"controller", "shared", NULL};
 static const char *const exec_names[] = {"inline", "thread", NULL};
 static const char *const write_cache_names[] = {"volatile", "none", NULL};
 static const char *const fuse_transport_names[] = {"auto", "uring", "classic", NULL};
@@ -979,6 +981,10 @@ static void do_engine(struct ctx *c, int si)
 	e->numa = true;
 	if ((kv = slot[E_NUMA]))
 		get_bool(c, kv, &e->numa);
+	e->dma_isolation = CFG_DMA_ISO_CONTROLLER;
+	if ((kv = slot[E_DMA_ISOLATION]) &&
+	    get_enum(c, kv, dma_isolation_names, "controller or shared", &v))
+		e->dma_isolation = (enum cfg_dma_isolation)v;
 }
 
 static void do_controller(struct ctx *c, int si)
@@ -1266,6 +1272,11 @@ const char *cfg_mode_name(enum cfg_mode m)
 	return (unsigned)m < 3 ? mode_names[m] : "unknown";
 }
 
+const char *cfg_dma_isolation_name(enum cfg_dma_isolation d)
+{
+	return (unsigned)d < 2 ? dma_isolation_names[d] : "unknown";
+}
+
 const char *cfg_fuse_transport_name(enum cfg_fuse_transport t)
 {
 	return (unsigned)t < 3 ? fuse_transport_names[t] : "unknown";
@@ -1318,6 +1329,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "io_timeout_ms = %u\n", e->io_timeout_ms);
 	fprintf(out, "io_retries = %u\n", e->io_retries);
 	fprintf(out, "numa = %s\n", e->numa ? "yes" : "no");
+	fprintf(out, "dma_isolation = %s\n", cfg_dma_isolation_name(e->dma_isolation));
 
 	for (unsigned i = 0; i < cfg->nr_ctrls; i++) {
 		const struct cfg_controller *c = &cfg->ctrls[i];
@@ -1399,7 +1411,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||
 	    e->cpus_set != f->cpus_set || e->mode != f->mode ||
 	    e->io_timeout_ms != f->io_timeout_ms || e->io_retries != f->io_retries ||
-	    e->numa != f->numa || memcmp(e->cpus, f->cpus, e->nr_cpus * sizeof(e->cpus[0])))
+	    e->numa != f->numa || e->dma_isolation != f->dma_isolation ||
+	    memcmp(e->cpus, f->cpus, e->nr_cpus * sizeof(e->cpus[0])))
 		return false;
 	if (a->nr_ctrls != b->nr_ctrls)
 		return false;

@@ -22,6 +22,10 @@
 
 enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARN, CFG_LOG_INFO, CFG_LOG_DEBUG };
 enum cfg_mode { CFG_MODE_POLL, CFG_MODE_INTERRUPT, CFG_MODE_HYBRID };
+/* which DMA buffers a controller's device can reach: its own controller's
+ * (one pool per controller per reactor) or every controller's of its
+ * reactors (one pool per reactor, mapped into every controller) */
+enum cfg_dma_isolation { CFG_DMA_ISO_CONTROLLER, CFG_DMA_ISO_SHARED };
 enum cfg_backing { CFG_BACKING_RAM, CFG_BACKING_NULL, CFG_BACKING_FILE };
 enum cfg_exec { CFG_EXEC_INLINE, CFG_EXEC_THREAD };
 /* the software controller's write cache: volatile (reported and modelled:
@@ -66,6 +70,7 @@ struct cfg_engine {
 	unsigned io_timeout_ms;
 	unsigned io_retries;  /* resubmissions of a command after a reset or Abort */
 	bool numa;
+	enum cfg_dma_isolation dma_isolation;
 };
 
 struct cfg_controller {
@@ -117,6 +122,7 @@ int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, s
 bool cfg_equal(const struct cfg *a, const struct cfg *b);
 
 const char *cfg_mode_name(enum cfg_mode m);
+const char *cfg_dma_isolation_name(enum cfg_dma_isolation d); /* "controller", "shared" */
 const char *cfg_fuse_transport_name(enum cfg_fuse_transport t); /* "auto", "uring", "classic" */
 void cfg_free(struct cfg *cfg);
 

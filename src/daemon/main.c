@@ -55,6 +55,9 @@
 
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define POOL_MIB_MAX 4096u
+/* dma_isolation = controller: the least request memory of one controller's
+ * pool, two of the largest requests (each a 2 MiB buddy block) */
+#define ISO_POOL_MIN (4u << 20)
 #define DRAIN_POLL 0.01         /* seconds between checks while draining */
 /* The longest a stop waits for requests in flight, whatever io_timeout_ms
  * (up to 600 s) and io_retries say: the systemd unit's TimeoutStopSec must
@@ -671,12 +674,26 @@ static int start_reactors(struct daemon *d)
 	free(rcpu);
 	if (rc)
 		return rc;
+	/* dma_isolation = controller with several controllers: a pool per
+	 * controller on each reactor, of pool_bytes() / controllers plus its
+	 * queue's PRP list pages (which the shared pool holds in its
+	 * pool_bytes()): a reactor pins about what it pins shared.  Each
+	 * controller's requests get pool_bytes() / controllers, at least
+	 * ISO_POOL_MIN (shared: at most half of pool_bytes() each, the same
+	 * with two controllers).
+	 * The io_uring payloads are then ordinary memory (no pool is reachable
+	 * by every controller), not in a pool. */
+	bool iso = e->dma_isolation == CFG_DMA_ISO_CONTROLLER && d->nr_ctrls > 1;
 	for (unsigned r = 0; r < n; r++) {
 		/* io_uring: each FUSE queue entry's payload lives in the pool */
-		size_t ring_bytes = d->transport == FUSEFS_TRANSPORT_CLASSIC
+		size_t ring_bytes = d->transport == FUSEFS_TRANSPORT_CLASSIC || iso
 					    ? 0
 					    : (size_t)cpumap_count(d->cpu_map, d->nr_cpu_map, r) *
 						      d->cfg->daemon.fuse_queue_depth * FUSEFS_MAX_IO;
+		size_t share = iso ? pool_bytes() / d->nr_ctrls : 0;
+		if (iso && share < ISO_POOL_MIN)
+			share = ISO_POOL_MIN;
+		size_t pool = iso ? share + (size_t)e->queue_depth * 4096 : pool_bytes() + ring_bytes;
 		struct nvme_reactor_opts ro = {
 			.id = r,
 			.cpu = e->nr_cpus ? (int)e->cpus[r % e->nr_cpus] : -1,
@@ -684,7 +701,8 @@ static int start_reactors(struct daemon *d)
 			.mode = e->mode == CFG_MODE_POLL        ? NVME_MODE_POLL
 				: e->mode == CFG_MODE_INTERRUPT ? NVME_MODE_INTERRUPT
 								: NVME_MODE_HYBRID,
-			.buf_pool_bytes = pool_bytes() + ring_bytes,
+			.buf_pool_bytes = pool,
+			.dma_isolation = iso,
 		};
 
 		rc = nvme_reactor_create(&ro, &d->reactors[r]);

@@ -5,8 +5,9 @@
  * hugepages when the system has them free and they can be locked (if they
  * cannot, one warning, and 4 KiB pages from then on).  It is made visible to a device by
  * mapping it into that device's bus; one region may be mapped into several
- * buses (a reactor's pool is mapped into every controller it has a qpair on),
- * each mapping with its own IOVA base.  Translation inside one region is O(1):
+ * buses (a reactor's shared pool is mapped into every controller it has a
+ * qpair on; under controller isolation each pool into one controller's bus
+ * only), each mapping with its own IOVA base.  Translation inside one region is O(1):
  * iova = base_iova + (p - base).
  *
  * A pool is a region plus a buddy allocator of 4 KiB pages.  It is used by one

@@ -213,7 +213,7 @@ struct nvme_qpair {
 	alignas(64) struct nvme_sqe *sq;
 	volatile struct nvme_cqe *cq;
 	struct nvme_reactor *reactor; /* the pass's cached clock */
-	uintptr_t pool_base;          /* the reactor's pool: all the device may reach */
+	uintptr_t pool_base;          /* qp->pool's base: all of the pool the device may reach */
 	uint64_t pool_len;
 	uint64_t pool_iova; /* this bus's mapping of the pool: iova = pool_iova + (p - base) */
 	uint16_t sq_tail;
@@ -232,6 +232,10 @@ struct nvme_qpair {
 	uint32_t io_timeout_ms;
 	uint32_t ntrk_alloc; /* trackers allocated: min(entries, NVME_MAX_TRACKERS) */
 	struct nvme_ctrl *ctrl;
+	/* the pool its buffers and PRP list pages come from and that is mapped
+	 * into its controller's bus: the reactor's one pool (shared), or the
+	 * reactor's pool for this controller (controller isolation) */
+	struct nvme_buf_pool *pool;
 	struct nvme_parent *parents;
 	struct nvme_parent *parent_free;
 	struct nvme_dma_region ring_mem;
@@ -294,11 +298,22 @@ struct nvme_call {
 
 #define NVME_REACTOR_MAX_QPAIRS 64
 
+/* Controller isolation: the reactor's pool for one controller. */
+struct nvme_ctrl_pool {
+	struct nvme_ctrl *ctrl;
+	struct nvme_buf_pool *pool;
+};
+
 struct nvme_reactor {
 	struct nvme_reactor_opts opts;
 	int node;
 	struct ev_loop *loop;
+	/* shared: the one pool, mapped into every controller's bus it has a
+	 * qpair on; controller isolation: NULL, and one pool per controller in
+	 * cpools[] (made by the controller's first qpair on this reactor) */
 	struct nvme_buf_pool *pool;
+	struct nvme_ctrl_pool cpools[NVME_REACTOR_MAX_QPAIRS];
+	unsigned ncpools;
 	uint64_t now_ns; /* cached at the start of each pass */
 	bool in_pass;
 	enum nvme_poll_mode mode; /* effective (hybrid/interrupt may fall back to poll) */
@@ -401,7 +416,11 @@ int nvme_qpair_create_on_dev(struct nvme_qpair *qp);
 /* reactor.c, for qpair.c */
 int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp);
 void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp);
-struct nvme_buf_pool *nvme_reactor_pool(struct nvme_reactor *r);
+/* The pool c's qpairs on r use (shared: the reactor's; controller
+ * isolation: c's, made on first use, buf_pool_bytes).  Before the reactor
+ * starts, or on its thread. */
+int nvme_reactor_ctrl_pool(struct nvme_reactor *r, struct nvme_ctrl *c,
+                           struct nvme_buf_pool **out);
 /* stats.c */
 enum nvme_err_class nvme_status_class(uint16_t status);
 

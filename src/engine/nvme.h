@@ -7,7 +7,11 @@
  *                 creation, shutdown, recovery (abort, reset, removal,
  *                 re-attach).
  *   nvme_reactor  one pinned thread with a libev loop; owns qpairs (one per
- *                 controller) and a DMA buffer pool on its CPU's NUMA node.
+ *                 controller) and DMA buffer pools on its CPU's NUMA node:
+ *                 one pool mapped into every controller it has a qpair on
+ *                 (shared), or one pool per such controller, mapped into
+ *                 that controller's bus only (controller isolation, see
+ *                 struct nvme_reactor_opts).
  *   nvme_qpair    one I/O SQ+CQ pair, owned by exactly one reactor: no locks.
  *
  * Threading: nvme_qpair_* and nvme_reactor_buf_* are called only on the
@@ -266,14 +270,23 @@ struct nvme_reactor_opts {
 	int cpu;                /* pin to this CPU; -1: no pinning */
 	bool numa;              /* allocate on the CPU's NUMA node */
 	enum nvme_poll_mode mode;
-	size_t buf_pool_bytes;  /* DMA buffer pool size (0: a default) */
+	size_t buf_pool_bytes;  /* DMA buffer pool size (0: a default); with
+	                           dma_isolation, of each controller's pool */
+	/* Controller isolation: one pool per controller the reactor has a qpair
+	 * on (made by the first such qpair), mapped into that controller's bus
+	 * only, so that a device can reach neither another controller's data
+	 * nor its PRP lists.  false (shared): one pool, mapped into every such
+	 * controller's bus.  With one controller the two are the same. */
+	bool dma_isolation;
 };
 
 int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor **out);
 
 /* Create I/O queue pair qid (1-based, < granted + 1) on controller c, owned by
- * reactor r: rings and trackers on r's NUMA node, its DMA pool mapped for c's
- * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts are on.
+ * reactor r: rings and trackers on r's NUMA node, r's DMA pool for c (the
+ * shared one, or c's own under dma_isolation, made here) mapped for c's
+ * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts
+ * are on.
  * Call before nvme_reactor_start.  -EAGAIN when the controller is not live. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
@@ -328,10 +341,23 @@ void nvme_reactor_destroy(struct nvme_reactor *r);
 /* DMA buffers from the reactor's pool (reactor thread only).  Addresses are
  * 4 KiB aligned; a buffer takes a block of a power-of-two number of 4 KiB
  * pages, nvme_reactor_buf_size(len) bytes of the pool (any thread).  NULL
- * when the pool has no block that large free. */
+ * when the pool has no block that large free.  Under dma_isolation the
+ * reactor has a pool per controller: nvme_reactor_buf_alloc gives one only
+ * while it has a single pool (one controller: the modes are the same), else
+ * NULL; take a buffer for a qpair with nvme_qpair_buf_alloc. */
 void *nvme_reactor_buf_alloc(struct nvme_reactor *r, size_t len);
+/* buf from nvme_reactor_buf_alloc or nvme_qpair_buf_alloc of a qpair of r */
 void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len);
 size_t nvme_reactor_buf_size(size_t len);
+/* Whether every qpair of r can use a buffer of nvme_reactor_buf_alloc: r
+ * has one pool (shared, or dma_isolation with one controller). */
+bool nvme_reactor_buf_common(const struct nvme_reactor *r);
+/* A DMA buffer qp's device can reach: from the pool mapped into its
+ * controller's bus (the shared pool, or its controller's).  Owning reactor
+ * thread only (or before it starts).  NULL when that pool has no block that
+ * large free. */
+void *nvme_qpair_buf_alloc(struct nvme_qpair *qp, size_t len);
+void nvme_qpair_buf_free(struct nvme_qpair *qp, void *buf, size_t len);
 
 /* ---- I/O on a qpair (owning reactor thread only) ---- */
 
@@ -343,7 +369,8 @@ size_t nvme_reactor_buf_size(size_t len);
 #define NVME_STATUS_TIMEOUT 0xffff
 typedef void (*nvme_io_cb)(void *arg, int err, uint16_t status);
 
-/* buf must come from nvme_reactor_buf_alloc of the owning reactor.  len in
+/* buf must come from nvme_qpair_buf_alloc of qp (or nvme_reactor_buf_alloc
+ * of the owning reactor while nvme_reactor_buf_common): else -EINVAL.  len in
  * bytes, a multiple of the namespace's LBA size; transfers larger than
  * max_xfer are split into several commands and complete once.  -EAGAIN: no
  * tracker or SQ slot free now (retry from a later pass), -EINVAL: bad range,

@@ -534,7 +534,7 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	uint64_t nlba = qp->ns_nlba;
 	if (slba >= nlba || nlb > nlba - slba)
 		return -EINVAL;
-	/* the device can reach only the reactor's pool */
+	/* the device can reach only qp's pool */
 	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
 	if (off > qp->pool_len || len > qp->pool_len - off)
 		return -EINVAL;
@@ -818,7 +818,7 @@ void nvme_qpair_rec_stop(struct nvme_qpair *qp)
 
 /* A held command's addresses, built against the pool's old mapping, moved
  * to its new one: every address an I/O command carries lies in the reactor's
- * pool (data, its PRP list page, a DSM range list). */
+ * pool, qp->pool (data, its PRP list page, a DSM range list). */
 static uint64_t rebase(uint64_t a, uint64_t old, uint64_t new, uint64_t len)
 {
 	return a - old < len ? a - old + new : a;
@@ -989,8 +989,8 @@ static void fail_all(struct nvme_qpair *qp, int err, uint16_t status)
 
 static void free_qpair(struct nvme_qpair *qp)
 {
-	struct nvme_buf_pool *pool = nvme_reactor_pool(qp->reactor);
-	for (unsigned i = 0; i < qp->ntrk; i++)
+	struct nvme_buf_pool *pool = qp->pool;
+	for (unsigned i = 0; pool && i < qp->ntrk; i++)
 		if (qp->trk[i].prp_list)
 			nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
 	nvme_mem_free(qp->parents, qp->ntrk * sizeof(struct nvme_parent));
@@ -1009,6 +1009,16 @@ static void free_qpair(struct nvme_qpair *qp)
 		close(qp->efd);
 	}
 	nvme_mem_free(qp, qp->alloc_len);
+}
+
+void *nvme_qpair_buf_alloc(struct nvme_qpair *qp, size_t len)
+{
+	return nvme_pool_alloc(qp->pool, len);
+}
+
+void nvme_qpair_buf_free(struct nvme_qpair *qp, void *buf, size_t len)
+{
+	nvme_pool_free(qp->pool, buf, len);
 }
 
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
@@ -1072,8 +1082,15 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	qp->sq = qp->ring_mem.vaddr;
 	qp->cq = (volatile struct nvme_cqe *)((uint8_t *)qp->ring_mem.vaddr + sq_off);
 
-	/* the reactor's pool, mapped into this controller: its own IOVA base */
-	struct nvme_buf_pool *pool = nvme_reactor_pool(r);
+	/* the reactor's pool for this controller (the shared one, or under
+	 * isolation the controller's own), mapped into its bus: its own IOVA
+	 * base.  PRP list pages come from it too: a device reaches no other
+	 * controller's lists. */
+	struct nvme_buf_pool *pool;
+	rc = nvme_reactor_ctrl_pool(r, c, &pool);
+	if (rc < 0)
+		goto err;
+	qp->pool = pool;
 	rc = nvme_dma_map(c->bus, &pool->region, &qp->pool_iova);
 	qp->pool_map_iova = qp->pool_iova;
 	if (rc < 0)

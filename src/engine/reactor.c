@@ -1,5 +1,6 @@
 /* reactor.c - one pinned thread per core running a libev loop that owns its
- * qpairs and its DMA buffer pool.
+ * qpairs and its DMA buffer pools (one shared by its controllers, or one per
+ * controller under dma_isolation).
  *
  * One loop iteration is one pass:
  *   ev_check   (first after the loop wakes) cache the time, run the pass hook,
@@ -271,12 +272,15 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 		rc = -ENOMEM;
 		goto err;
 	}
-	rc = nvme_pool_create(o->buf_pool_bytes ? o->buf_pool_bytes : DEFAULT_POOL_BYTES, node,
-	                      &r->pool);
-	if (rc < 0) {
-		log_err("reactor %u: cannot allocate its DMA buffer pool: %s", o->id,
-		        strerror(-rc));
-		goto err_loop;
+	/* under isolation each controller's pool is made by its first qpair */
+	if (!o->dma_isolation) {
+		rc = nvme_pool_create(o->buf_pool_bytes ? o->buf_pool_bytes : DEFAULT_POOL_BYTES,
+		                      node, &r->pool);
+		if (rc < 0) {
+			log_err("reactor %u: cannot allocate its DMA buffer pool: %s", o->id,
+			        strerror(-rc));
+			goto err_loop;
+		}
 	}
 	atomic_store(&r->q_stub.next, NULL);
 	atomic_store(&r->q_head, &r->q_stub);
@@ -349,9 +353,42 @@ void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp)
 	}
 }
 
-struct nvme_buf_pool *nvme_reactor_pool(struct nvme_reactor *r)
+int nvme_reactor_ctrl_pool(struct nvme_reactor *r, struct nvme_ctrl *c,
+                           struct nvme_buf_pool **out)
 {
-	return r->pool;
+	if (!r->opts.dma_isolation) {
+		*out = r->pool;
+		return 0;
+	}
+	for (unsigned i = 0; i < r->ncpools; i++)
+		if (r->cpools[i].ctrl == c) {
+			*out = r->cpools[i].pool;
+			return 0;
+		}
+	if (r->ncpools == NVME_REACTOR_MAX_QPAIRS)
+		return -ENOSPC;
+	size_t bytes = r->opts.buf_pool_bytes ? r->opts.buf_pool_bytes : DEFAULT_POOL_BYTES;
+	int rc = nvme_pool_create(bytes, r->node, out);
+	if (rc < 0) {
+		log_err("reactor %u: cannot allocate the DMA buffer pool of %s (%zu bytes): %s",
+		        r->opts.id, nvme_ctrl_name(c), bytes, strerror(-rc));
+		return rc;
+	}
+	r->cpools[r->ncpools].ctrl = c;
+	r->cpools[r->ncpools].pool = *out;
+	r->ncpools++;
+	return 0;
+}
+
+/* The pool holding buf (NULL: none of r's). */
+static struct nvme_buf_pool *pool_of(struct nvme_reactor *r, const void *buf, size_t len)
+{
+	if (r->pool)
+		return nvme_pool_contains(r->pool, buf, len) ? r->pool : NULL;
+	for (unsigned i = 0; i < r->ncpools; i++)
+		if (nvme_pool_contains(r->cpools[i].pool, buf, len))
+			return r->cpools[i].pool;
+	return NULL;
 }
 
 struct ev_loop *nvme_reactor_loop(struct nvme_reactor *r)
@@ -532,17 +569,33 @@ void nvme_reactor_destroy(struct nvme_reactor *r)
 		free(c);
 	ev_loop_destroy(r->loop);
 	nvme_pool_destroy(r->pool);
+	for (unsigned i = 0; i < r->ncpools; i++)
+		nvme_pool_destroy(r->cpools[i].pool);
 	nvme_mem_free(r, sizeof(*r));
+}
+
+bool nvme_reactor_buf_common(const struct nvme_reactor *r)
+{
+	return r->pool || r->ncpools == 1;
 }
 
 void *nvme_reactor_buf_alloc(struct nvme_reactor *r, size_t len)
 {
-	return nvme_pool_alloc(r->pool, len);
+	if (r->pool)
+		return nvme_pool_alloc(r->pool, len);
+	return r->ncpools == 1 ? nvme_pool_alloc(r->cpools[0].pool, len) : NULL;
 }
 
 void nvme_reactor_buf_free(struct nvme_reactor *r, void *buf, size_t len)
 {
-	nvme_pool_free(r->pool, buf, len);
+	if (!buf)
+		return;
+	struct nvme_buf_pool *p = pool_of(r, buf, nvme_pool_block_size(len));
+	if (!p) {
+		log_err("reactor %u: freeing %p, which is in none of its pools", r->opts.id, buf);
+		return;
+	}
+	nvme_pool_free(p, buf, len);
 }
 
 size_t nvme_reactor_buf_size(size_t len)

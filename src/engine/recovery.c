@@ -283,8 +283,7 @@ static int isolate(struct nvme_ctrl *c)
 			rc = -EIO;
 		else
 			qp->ring_mapped = false;
-		if (qp->pool_mapped &&
-		    nvme_dma_unmap(bus, &nvme_reactor_pool(qp->reactor)->region, qp->pool_map_iova) < 0)
+		if (qp->pool_mapped && nvme_dma_unmap(bus, &qp->pool->region, qp->pool_map_iova) < 0)
 			rc = -EIO;
 		else
 			qp->pool_mapped = false;
@@ -328,9 +327,10 @@ static int remap(struct nvme_ctrl *c)
 		}
 		if (rc == 0 && !qp->pool_mapped) {
 			/* the reactor takes the new IOVA (and rebases what it
-			 * holds) in nvme_qpair_rec_restart, on its own thread */
-			rc = nvme_dma_map(bus, &nvme_reactor_pool(qp->reactor)->region,
-			                  &qp->pool_map_iova);
+			 * holds) in nvme_qpair_rec_restart, on its own thread.
+			 * qp->pool: under isolation this controller's own pool,
+			 * never another controller's */
+			rc = nvme_dma_map(bus, &qp->pool->region, &qp->pool_map_iova);
 			qp->pool_mapped = rc == 0;
 		}
 	}

@@ -17,19 +17,28 @@
 
 /* ---- the engine, as the scheduler sees it ---- */
 
-static void *env_alloc(void *ctx, size_t len)
+/* A request's buffer comes from the pool its controller's device reaches
+ * (the reactor's shared pool, or under dma_isolation the controller's own):
+ * dom is the controller's index. */
+static void *env_alloc(void *ctx, unsigned dom, size_t len)
 {
-	return nvme_reactor_buf_alloc(ctx, len);
+	struct fusefs_rx *rx = ctx;
+
+	return nvme_qpair_buf_alloc(rx->qp[dom], len);
 }
 
-static void env_free(void *ctx, void *buf, size_t len)
+static void env_free(void *ctx, unsigned dom, void *buf, size_t len)
 {
-	nvme_reactor_buf_free(ctx, buf, len);
+	struct fusefs_rx *rx = ctx;
+
+	nvme_qpair_buf_free(rx->qp[dom], buf, len);
 }
 
 static int env_call(void *ctx, void (*fn)(void *arg), void *arg)
 {
-	return nvme_reactor_call(ctx, fn, arg);
+	struct fusefs_rx *rx = ctx;
+
+	return nvme_reactor_call(rx->r, fn, arg);
 }
 
 /* What a buffer of len takes from the reactor's buddy pool. */
@@ -125,39 +134,43 @@ static size_t largest_request(const struct fusefs *fs)
 }
 
 /* Pool bytes one controller's requests may hold on a reactor (0: no
- * bound).  Half of the pool: a controller that stops completing (hung, in
+ * bound).  Only where the controllers share the reactor's pool (under
+ * dma_isolation each has its own: no bound).  Half of the pool: a controller that stops completing (hung, in
  * a reset) keeps what its requests hold until its commands complete or
  * time out, and the other half stays for the other controllers; a fixed
  * half rather than a 1/n share, so that a busy controller among idle ones
  * still has most of the pool.  At least the largest request, which must
  * always fit. */
-static size_t ctrl_mem_max(const struct fusefs *fs)
+static size_t ctrl_mem_max(const struct fusefs *fs, unsigned i)
 {
 	size_t need = env_cost(NULL, largest_request(fs));
 
-	if (fs->o.nr_ctrls < 2 || !fs->o.pool_bytes)
+	if (fs->o.nr_ctrls < 2 || !fs->o.pool_bytes || !nvme_reactor_buf_common(fs->o.reactors[i]))
 		return 0;
 	return fs->o.pool_bytes / 2 > need ? fs->o.pool_bytes / 2 : need;
 }
 
 /* The scheduler's progress needs every pool to hold the largest request
  * once everything else has come back: check it while the pools are as they
- * will be whenever no request holds a buffer. */
+ * will be whenever no request holds a buffer (each controller's, under
+ * dma_isolation). */
 static int check_pools(struct fusefs *fs)
 {
 	size_t need = largest_request(fs);
 
-	for (unsigned i = 0; i < fs->nr_rx; i++) {
-		void *p = nvme_reactor_buf_alloc(fs->rx[i].r, need);
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		for (unsigned c = 0; c < fs->o.nr_ctrls; c++) {
+			void *p = nvme_qpair_buf_alloc(fs->rx[i].qp[c], need);
 
-		if (!p) {
-			log_err("fuse: reactor %u's DMA pool cannot hold the largest request (%zu "
-				"bytes, a buddy block of the next power of two): make it larger",
-				i, need);
-			return -ENOMEM;
+			if (!p) {
+				log_err("fuse: reactor %u's DMA pool for %s cannot hold the largest "
+					"request (%zu bytes, a buddy block of the next power of "
+					"two): make it larger",
+					i, fs->o.ctrl_names[c], need);
+				return -ENOMEM;
+			}
+			nvme_qpair_buf_free(fs->rx[i].qp[c], p, need);
 		}
-		nvme_reactor_buf_free(fs->rx[i].r, p, need);
-	}
 	return 0;
 }
 
@@ -208,7 +221,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 			.buf_alloc = env_alloc,
 			.buf_free = env_free,
 			.call = env_call,
-			.ctx = o->reactors[i],
+			.ctx = rx,
 			.buf_cost = env_cost,
 		};
 		struct sched_opts so = {
@@ -219,7 +232,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 			.max_payload = FUSEFS_MAX_IO,
 			/* one slot domain per controller: its qpair's trackers */
 			.nr_dom = o->nr_ctrls,
-			.dom_mem_max = ctrl_mem_max(fs),
+			.dom_mem_max = ctrl_mem_max(fs, i),
 			.on_room = chan_room,
 			.room_arg = rx,
 		};

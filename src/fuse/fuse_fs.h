@@ -83,7 +83,8 @@ struct fusefs_opts {
 	 * entries' payloads not counted (0: not known).  With several
 	 * controllers, one controller's requests hold at most half of it (at
 	 * least the largest request): a controller that stops completing
-	 * leaves the others the other half.  0: no such bound. */
+	 * leaves the others the other half.  0: no such bound.  Not applied
+	 * where each controller has a pool of its own (dma_isolation). */
 	size_t pool_bytes;
 
 	/* A write that must be durable when answered (O_DSYNC, O_SYNC, RWF_DSYNC)

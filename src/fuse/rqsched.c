@@ -286,7 +286,7 @@ static bool mem_get(struct sched_rq *q)
 		return true;
 	if (s->o.dom_mem_max && !dom_mem_ok(q, &cost))
 		return false;
-	q->dma = s->env.buf_alloc(s->env.ctx, q->mem);
+	q->dma = s->env.buf_alloc(s->env.ctx, q->dom, q->mem);
 	if (!q->dma)
 		return false;
 	if (cost) {
@@ -366,7 +366,7 @@ static void rq_release(struct sched_rq *q)
 		}
 	}
 	if (q->dma) {
-		s->env.buf_free(s->env.ctx, q->dma, q->mem);
+		s->env.buf_free(s->env.ctx, q->dom, q->dma, q->mem);
 		q->dma = NULL;
 		if (q->cost)
 			dom_of(q)->held -= q->cost;

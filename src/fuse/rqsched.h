@@ -3,7 +3,8 @@
  *
  * A request needs up to three things before and while it runs, taken in
  * this order and never given back until it finishes:
- *   1. memory: one DMA buffer of q->mem bytes from the reactor's pool (0: none);
+ *   1. memory: one DMA buffer of q->mem bytes from the pool its domain's
+ *      device reaches (env.buf_alloc is told the domain; 0: none);
  *   2. a range lock grant on q->lock for blocks [lb0, lb1) (NULL: none);
  *   3. queue slots: each command it submits needs a free tracker; run()
  *      returns SCHED_STALL when the engine said -EAGAIN.
@@ -57,8 +58,10 @@
  *       another domain's queues.
  * Isolation: what a request of d waits for is trackers of d, requests of d
  * ahead of it in d's FIFOs, range-lock entries of its namespace, and free
- * pool memory.  Of these only the pool is shared between domains, and a
- * domain that stopped completing holds at most dom_mem_max of it.  Nothing
+ * pool memory.  Of these only the pool may be shared between domains (when
+ * env.buf_alloc serves every domain from one pool), and a domain that
+ * stopped completing holds at most dom_mem_max of it; with a pool per
+ * domain nothing is shared.  Nothing
  * on this reactor waits for another reactor's memory.
  *
  * Write data that arrives while its request cannot have memory is kept in a
@@ -91,9 +94,10 @@
 enum sched_res { SCHED_ASYNC, SCHED_STALL };
 
 struct sched_env {
-	/* the reactor's DMA pool: NULL when nothing fits now */
-	void *(*buf_alloc)(void *ctx, size_t len);
-	void (*buf_free)(void *ctx, void *buf, size_t len);
+	/* DMA memory for a request of domain dom (the pool dom's device
+	 * reaches): NULL when nothing fits now */
+	void *(*buf_alloc)(void *ctx, unsigned dom, size_t len);
+	void (*buf_free)(void *ctx, unsigned dom, void *buf, size_t len);
 	/* run fn(arg) on the scheduler's own thread soon, from any thread;
 	 * 0 or -ENOMEM */
 	int (*call)(void *ctx, void (*fn)(void *arg), void *arg);

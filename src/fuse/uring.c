@@ -48,6 +48,12 @@ struct fur_ring {
 	bool stopped;
 	bool flush_armed;
 	unsigned failed;      /* entries the kernel refused */
+	/* the payloads are DMA memory every controller of the reactor reaches
+	 * (its one pool): reads land in them and writes go out of them in
+	 * place.  Not under dma_isolation with several controllers: a payload
+	 * cannot belong to every controller's pool, so it is ordinary memory
+	 * and the data is copied to and from the request's own DMA buffer */
+	bool payload_dma;
 };
 
 static const struct fw_transport ring_transport;
@@ -139,9 +145,9 @@ static void take_request(struct fur_ring *g, struct fur_ent *e)
 	struct fw_req r = {
 		.t = &ring_transport,
 		.tctx = e,
-		.rbuf = e->payload,
-		.rbuf_len = FUSEFS_MAX_IO,
-		.data_dma = true,
+		.rbuf = e->ring->payload_dma ? e->payload : NULL,
+		.rbuf_len = e->ring->payload_dma ? FUSEFS_MAX_IO : 0,
+		.data_dma = e->ring->payload_dma,
 	};
 	int rc;
 
@@ -332,9 +338,14 @@ static void ring_free(struct fusefs_rx *rx)
 		io_uring_queue_exit(&g->ring);
 	if (g->efd >= 0)
 		close(g->efd);
-	for (unsigned i = 0; g->ents && i < g->nent; i++)
-		if (g->ents[i].payload)
+	for (unsigned i = 0; g->ents && i < g->nent; i++) {
+		if (!g->ents[i].payload)
+			continue;
+		if (g->payload_dma)
 			nvme_reactor_buf_free(rx->r, g->ents[i].payload, FUSEFS_MAX_IO);
+		else
+			free(g->ents[i].payload);
+	}
 	free(g->ents);
 	free(g);
 	rx->ring = NULL;
@@ -375,12 +386,19 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 	if (!g->ents)
 		return -ENOMEM;
 	memset(g->ents, 0, sizeof(*g->ents) * g->nent);
+	g->payload_dma = nvme_reactor_buf_common(rx->r);
 	for (unsigned i = 0; i < g->nent; i++) {
 		struct fur_ent *e = &g->ents[i];
 
 		e->ring = g;
 		e->qid = qids[i / depth];
-		e->payload = nvme_reactor_buf_alloc(rx->r, FUSEFS_MAX_IO);
+		if (!g->payload_dma) {
+			e->payload = aligned_alloc(4096, FUSEFS_MAX_IO);
+			if (!e->payload)
+				return -ENOMEM;
+		} else {
+			e->payload = nvme_reactor_buf_alloc(rx->r, FUSEFS_MAX_IO);
+		}
 		if (!e->payload) {
 			log_err("fuse: reactor %u's DMA pool cannot hold its %u FUSE queue entries "
 				"(%u MiB): make it larger or lower fuse_queue_depth",

@@ -8,6 +8,10 @@
  * FUSEFS_MAX_IO bytes from the reactor's DMA pool, so that a write's data
  * arrives in memory the device reads, and an aligned read's data is DMAed
  * into the buffer the kernel copies to the caller: no copy in user space.
+ * Under dma_isolation with several controllers on the reactor no buffer is
+ * reachable by every controller: the payloads are then ordinary memory and
+ * the data is copied between a payload and its request's DMA buffer (from
+ * its controller's pool), one copy per read or write.
  *
  * An entry is registered (REGISTER), comes back with a request (CQE, res 0),
  * and is answered and re-armed in one command (COMMIT_AND_FETCH); the

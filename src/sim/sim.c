@@ -268,6 +268,22 @@ static void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
 	return NULL;
 }
 
+bool sim_dma_reaches(struct sim *s, const void *vaddr, size_t len)
+{
+	const uint8_t *p = vaddr;
+	unsigned n = atomic_load_explicit(&s->nr_maps, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct sim_map *m = &s->maps[i];
+		uint64_t mlen = atomic_load_explicit(&m->len, memory_order_acquire);
+		const uint8_t *mv = __atomic_load_n(&m->vaddr, __ATOMIC_RELAXED);
+
+		if (mlen && p < mv + mlen && mv < p + len)
+			return true;
+	}
+	return false;
+}
+
 static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *iova)
 {
 	struct sim *s = (struct sim *)bus;

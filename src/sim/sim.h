@@ -281,4 +281,8 @@ struct sim_stats {
 };
 void sim_get_stats(struct sim *s, struct sim_stats *st);
 
+/* Whether any byte of host memory [vaddr, vaddr+len) lies in one of the
+ * device's DMA mappings now: what its IOMMU domain lets it reach (tests). */
+bool sim_dma_reaches(struct sim *s, const void *vaddr, size_t len);
+
 #endif

@@ -16,7 +16,8 @@
 # IO_TIMEOUT (5000), FUSE_TRANSPORT (auto; run.sh's integration suite sets
 # classic, integration-uring sets uring, and daemon_start then also waits
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
-# FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines).
+# FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines),
+# DMA_ISOLATION (controller).
 # NVMEFS_STRACE_DIR=dir (opt-in): every nvmefsd run goes through
 # scripts/strace-exec, which leaves a summary of its system calls in dir
 # (scripts/syscalls-union lists them; systemd/syscalls.txt is that list).
@@ -96,6 +97,7 @@ cpus = ${CPUS:-0}
 mode = ${MODE:-hybrid}
 queue_depth = ${QD:-64}
 io_timeout_ms = ${IO_TIMEOUT:-5000}
+dma_isolation = ${DMA_ISOLATION:-controller}
 EOF
 		cat
 	} > "$CONF"

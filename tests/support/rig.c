@@ -68,7 +68,8 @@ int rig_open(struct rig *g, const struct rig_opts *o)
 		                               .cpu = -1,
 		                               .mode = o->mode,
 		                               .buf_pool_bytes =
-		                                   o->pool_bytes ? o->pool_bytes : 8u << 20};
+		                                   o->pool_bytes ? o->pool_bytes : 8u << 20,
+		                               .dma_isolation = o->dma_isolation};
 		if ((rc = nvme_reactor_create(&ro, &g->r[r]))) {
 			fprintf(stderr, "rig: reactor %u: %s\n", r, strerror(-rc));
 			goto fail;
@@ -81,7 +82,7 @@ int rig_open(struct rig *g, const struct rig_opts *o)
 				goto fail;
 			}
 		for (unsigned b = 0; b < RIG_NBUF; b++)
-			if (!(g->buf[r][b] = nvme_reactor_buf_alloc(g->r[r], RIG_BUFSZ))) {
+			if (!(g->buf[r][b] = nvme_qpair_buf_alloc(g->qp[r][0], RIG_BUFSZ))) {
 				rc = -ENOMEM;
 				goto fail;
 			}

@@ -36,7 +36,8 @@ struct rig_opts {
 	/* each controller's engine options (name and io_queues are filled in) */
 	struct nvme_ctrl_opts ctrl[RIG_MAX_CTRLS];
 	enum nvme_poll_mode mode;
-	size_t pool_bytes; /* per reactor, 0: 8 MiB */
+	size_t pool_bytes; /* per reactor (per controller with dma_isolation), 0: 8 MiB */
+	bool dma_isolation; /* a pool per controller (nvme_reactor_opts) */
 	bool start;        /* start the reactor threads (else the test drives them) */
 };
 
@@ -48,6 +49,8 @@ struct rig {
 	struct nvme_bus *kept[RIG_MAX_CTRLS]; /* a removed sim's bus, for rig_attach */
 	struct nvme_reactor *r[RIG_MAX_REACTORS];
 	struct nvme_qpair *qp[RIG_MAX_REACTORS][RIG_MAX_CTRLS];
+	/* from the reactor's pool; with dma_isolation and several controllers
+	 * from controller 0's (others need nvme_qpair_buf_alloc) */
 	uint8_t *buf[RIG_MAX_REACTORS][RIG_NBUF];
 	bool started;
 	/* state changes reported by each controller's event callback */
@@ -74,8 +77,8 @@ int rig_call(struct rig *g, unsigned r, void (*fn)(void *), void *arg);
 enum rig_op { RIG_READ, RIG_WRITE, RIG_WRITE_FUA, RIG_FLUSH, RIG_ZEROES };
 
 /* One I/O on reactor r's qpair of controller c, submitted on the reactor and
- * waited for (timeout_ms, 0: RIG_HANG_MS).  buf from the reactor's pool
- * (g->buf).  Returns the submission's error, else the completion's; 
+ * waited for (timeout_ms, 0: RIG_HANG_MS).  buf from the pool of that qpair
+ * (g->buf, or nvme_qpair_buf_alloc).  Returns the submission's error, else the completion's; 
  * -ETIMEDOUT if it did not complete (its state is then leaked on purpose:
  * the engine may still complete it). */
 int rig_io(struct rig *g, unsigned r, unsigned c, enum rig_op op, uint32_t nsid, uint64_t lba,

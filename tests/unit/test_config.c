@@ -165,6 +165,8 @@ static const struct bad bad_cases[] = {
     {"bad mode", "[engine]\nmode = busy\n" CTRL,
      "t.conf:2: mode = busy: must be poll, interrupt or hybrid\n"},
     {"bad bool", "[engine]\nnuma = 2\n" CTRL, "t.conf:2: numa = 2: must be yes or no\n"},
+    {"bad dma_isolation", "[engine]\ndma_isolation = device\n" CTRL,
+     "t.conf:2: dma_isolation = device: must be controller or shared\n"},
     {"bad log level", "[daemon]\nlog_level = trace\n" CTRL,
      "t.conf:2: log_level = trace: must be error, warn, info or debug\n"},
     {"bad fuse transport", "[daemon]\nfuse_transport = io_uring\n" CTRL,
@@ -185,7 +187,7 @@ static const struct bad bad_cases[] = {
      "t.conf:2: fuse_queue_depth = 16k: must be 1..256\n"},
     {"fuse key in [engine]", "[engine]\nfuse_queue_depth = 16\n" CTRL,
      "t.conf:2: fuse_queue_depth = 16: unknown key in [engine]; allowed: queues, "
-     "queue_depth, cq_budget, cpus, mode, io_timeout_ms, io_retries, numa\n"},
+     "queue_depth, cq_budget, cpus, mode, io_timeout_ms, io_retries, numa, dma_isolation\n"},
     {"duplicate fuse key", "[daemon]\nfuse_transport = auto\nfuse_transport = uring\n" CTRL,
      "t.conf:3: fuse_transport = uring: fuse_transport given twice in this section (first "
      "at line 2)\n"},
@@ -296,7 +298,7 @@ START_TEST(test_all_errors_reported)
 	    "t.conf:3: size = 3: must be at least one block (4096 bytes)\n"
 	    "t.conf:5: queues = 0: must be 1..64\n"
 	    "t.conf:6: foo = 1: unknown key in [engine]; allowed: queues, queue_depth, "
-	    "cq_budget, cpus, mode, io_timeout_ms, io_retries, numa\n"
+	    "cq_budget, cpus, mode, io_timeout_ms, io_retries, numa, dma_isolation\n"
 	    "t.conf:8: file_mode = 9: must be an octal mode 0000..0777\n"
 	    "t.conf:9: [bogus]: unknown section; allowed: [daemon], [engine], [controller "
 	    "NAME]\n"
@@ -424,6 +426,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(cfg->engine.io_timeout_ms, 5000);
 	ck_assert_uint_eq(cfg->engine.io_retries, 3);
 	ck_assert(cfg->engine.numa);
+	ck_assert_int_eq(cfg->engine.dma_isolation, CFG_DMA_ISO_CONTROLLER);
 
 	ck_assert_uint_eq(cfg->nr_ctrls, 1);
 	ck_assert_str_eq(c->name, "nvme0");
@@ -450,6 +453,7 @@ START_TEST(test_values)
 	            "fuse_transport = classic\nfuse_queue_depth = 100\n"
 	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
 	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
+	            "dma_isolation = shared\n"
 	            "[controller Disk_1-b]\ndevice = sim\nsize = 3M\nblock_size = 512\n"
 	            "namespaces = 4\nbacking = /srv/%c/ns%n-100%%\nexec = thread\n"
 	            "mdts = 0\nmax_queues = 1\nwrite_cache = none\n"
@@ -480,6 +484,8 @@ START_TEST(test_values)
 	ck_assert(!cfg->engine.numa);
 	ck_assert_uint_eq(cfg->engine.io_timeout_ms, 100);
 	ck_assert_uint_eq(cfg->engine.io_retries, 0);
+	ck_assert_int_eq(cfg->engine.dma_isolation, CFG_DMA_ISO_SHARED);
+	ck_assert_str_eq(cfg_dma_isolation_name(cfg->engine.dma_isolation), "shared");
 
 	ck_assert_uint_eq(cfg->nr_ctrls, 2);
 	ck_assert_str_eq(c->name, "Disk_1-b");
@@ -499,7 +505,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 28);
+	ck_assert_int_eq(c->line, 29);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }

@@ -90,8 +90,9 @@ static bool tracking;
 static struct rlock *lock_base; /* owner's first index: sq.lock - lock_base */
 static unsigned nr_finished, nr_aborted;
 
-static void *pool_alloc(void *ctx, size_t len)
+static void *pool_alloc(void *ctx, unsigned dom, size_t len)
 {
+	(void)dom;
 	struct fake_rx *rx = ctx;
 
 	if (rx->pool.used + len > rx->pool.cap)
@@ -103,8 +104,9 @@ static void *pool_alloc(void *ctx, size_t len)
 	return malloc(len);
 }
 
-static void pool_free(void *ctx, void *buf, size_t len)
+static void pool_free(void *ctx, unsigned dom, void *buf, size_t len)
 {
+	(void)dom;
 	struct fake_rx *rx = ctx;
 
 	REQUIRE(rx->pool.used >= len, "pool underflow");
