@@ -328,14 +328,19 @@ static void op_lseek(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m
 static void op_statfs(struct fusefs *fs, struct fw_req *r)
 {
 	struct statvfs sv;
-	uint64_t total = 0;
+	uint64_t blocks = 0;
 
-	for (unsigned i = 0; i < fs->nr_ns; i++)
-		total += fs->ns[i].d.size;
+	/* in blocks and saturated: each size is below 2^63, but a thousand
+	 * namespaces of a few controllers are not */
+	for (unsigned i = 0; i < fs->nr_ns; i++) {
+		uint64_t b = fs->ns[i].d.size / 4096;
+
+		blocks = blocks > UINT64_MAX - b ? UINT64_MAX : blocks + b;
+	}
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = total / 4096;
+	sv.f_blocks = blocks;
 	sv.f_files = fs->nr_ns + 1;
 	sv.f_namemax = FUSEFS_NAME_MAX - 1;
 	fw_reply_statfs(r, &sv);

@@ -4,7 +4,9 @@
 # crosses the end is short, one past it returns 0; a write at or past the end
 # fails with ENOSPC and changes nothing; one crossing the end writes what fits
 # and returns that count (a block device does the same); a write ending
-# exactly at the end succeeds.  On a 4 KiB and a 512 B namespace.
+# exactly at the end succeeds.  On a 4 KiB and a 512 B namespace.  Then
+# statfs over namespaces whose sizes add up past 2^64 bytes: 16 null
+# namespaces of 4 EiB give 2^54 blocks of 4 KiB, not a wrapped sum.
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v python3 >/dev/null || skip "no python3"
@@ -71,6 +73,20 @@ sys.exit(1 if bad else 0)
 PY
 done
 
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC"
+
+conf_write <<EOF
+[controller big]
+device = sim
+namespaces = 16
+size = 4194304T
+backing = null
+EOF
+daemon_start bign1 bign16 || { fail "start with 16 x 4 EiB"; finish; }
+[ "$(stat -c %s "$MNT/bign16")" = 4611686018427387904 ] || fail "4 EiB file size"
+set -- $(stat -f -c '%b %S' "$MNT")
+[ "$1 $2" = "18014398509481984 4096" ] || fail "statfs over 16 x 4 EiB: $1 blocks of $2"
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC"
 finish
