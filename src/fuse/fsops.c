@@ -372,7 +372,7 @@ static void op_init(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg 
 		return;
 	}
 	fw_reply_init(r, &out);
-	chan_init_done(rx, fw_init_flags_in(&m->in.init), fw_init_flags_out(&out));
+	chan_init_done(rx, fw_init_flags_in(&m->in.init), &out);
 }
 
 /* ---- dispatch ---- */
