@@ -173,14 +173,15 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 		log_msg(lvl,
 			"stats: fuse reads=%llu writes=%llu rmw_writes=%llu fsyncs=%llu flushes_sent=%llu "
 			"dsync_writes=%llu fua_writes=%llu dsync_flushes=%llu "
-			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu",
+			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu resent=%llu",
 			(unsigned long long)fst.reads, (unsigned long long)fst.writes,
 			(unsigned long long)fst.rmw_writes, (unsigned long long)fst.fsyncs,
 			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.dsync_writes,
 			(unsigned long long)fst.fua_writes, (unsigned long long)fst.dsync_flushes,
 			(unsigned long long)fst.fallocs,
 			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
-			(unsigned long long)fst.resource_waits);
+			(unsigned long long)fst.resource_waits,
+			(unsigned long long)fst.resent_requests);
 		log_msg(lvl,
 			"stats: sched inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
 			"waits_mem=%llu waits_slot=%llu waits_lock=%llu lock_wait_us=%llu "

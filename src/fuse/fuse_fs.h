@@ -265,6 +265,9 @@ struct fusefs_stats {
 	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
 	uint64_t ring_requests;              /* requests that came over io_uring */
 	uint64_t bad_requests;               /* malformed requests, answered EINVAL */
+	/* requests the kernel resent (FUSE_UNIQUE_RESEND in unique) after an
+	 * adoption: those the previous run had taken and not answered */
+	uint64_t resent_requests;
 	/* payload bytes copied in user space (write data into DMA memory,
 	 * read data out of it): 0 on the ring's aligned path */
 	uint64_t copy_bytes;
