@@ -1246,8 +1246,8 @@ static int run(struct daemon *d)
 	ev_async_init(&d->init_done, init_done_cb);
 	d->init_done.data = d;
 	ev_async_start(d->loop, &d->init_done);
-	if (adopt_check(d))
-		d->transport = FUSEFS_TRANSPORT_CLASSIC;
+	if (adopt_check(d)) /* served over /dev/fuse whatever the config says */
+		d->transport = d->fo.transport = FUSEFS_TRANSPORT_CLASSIC;
 	rc = fusefs_create(&d->fo, &d->fs);
 	if (rc)
 		return rc;

@@ -255,11 +255,13 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	}
 	fs->o = *o;
 	if (o->adopt) {
-		/* the connection is over /dev/fuse: no ring is set up */
+		/* the connection is over /dev/fuse: no ring is set up, and
+		 * everything below reads the options from fs->o */
 		fs->o.transport = FUSEFS_TRANSPORT_CLASSIC;
 		fs->adopted = true;
 		fs->fd = o->adopt_fd;
 	}
+	o = &fs->o;
 	if (!fs->o.dsync_fua_max)
 		fs->o.dsync_fua_max = FUSEFS_DSYNC_FUA_MAX;
 	if (!o->adopt)
