@@ -124,7 +124,8 @@ store_start -a -n $((KILLS + 5)) || finish
 WRATE=$((48 * 1024 * 10 / (KILLS * 13 + 15)))
 DELAYS=$(awk -v s="$SEED" -v n="$KILLS" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-fio --name=adopt --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
+# bounded: a request nobody resends would hold fio for good
+timeout -k 5 $((60 + KILLS * 5)) fio --name=adopt --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
 	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
 	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
 	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
