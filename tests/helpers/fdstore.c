@@ -8,8 +8,9 @@
  *   - a message counts only when the kernel says it came from the main
  *     process (SCM_CREDENTIALS pid); fds in any other are closed;
  *   - FDSTORE=1 keeps the message's fds (SCM_RIGHTS) under FDNAME= (default
- *     "stored"); one that is the same open file as a kept one is closed
- *     (kcmp KCMP_FILE, as systemd's same_fd); past 4 fds the rest are closed;
+ *     "stored"); with 4 fds kept any more is closed, and then one that is
+ *     the same open file as a kept one (kcmp KCMP_FILE, as systemd's
+ *     same_fd);
  *   - FDSTOREREMOVE=1 closes every kept fd named FDNAME=;
  *   - a kept fd that polls POLLHUP or POLLERR is closed (unless FDPOLL=0);
  *   - when CMD ends by a signal or with a status other than 0 (or any way
@@ -83,19 +84,20 @@ static void drop(unsigned i, const char *why)
 	nr_kept--;
 }
 
+/* systemd's order: the limit first, then duplicates */
 static void keep(int fd, const char *name, bool poll)
 {
+	if (nr_kept == STORE_MAX) {
+		say("store full: %s not kept", name);
+		close(fd);
+		return;
+	}
 	for (unsigned i = 0; i < nr_kept; i++)
 		if (same_fd(store[i].fd, fd)) {
 			say("duplicate of %s not kept", store[i].name);
 			close(fd);
 			return;
 		}
-	if (nr_kept == STORE_MAX) {
-		say("store full: %s not kept", name);
-		close(fd);
-		return;
-	}
 	store[nr_kept].fd = fd;
 	store[nr_kept].poll = poll;
 	snprintf(store[nr_kept].name, sizeof(store[0].name), "%s", name);
