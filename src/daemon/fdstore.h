@@ -7,7 +7,7 @@
  * systemd keeps stored fds across restarts of the service (a new run gets
  * copies, the store keeps its own), drops a stored fd that is the same open
  * file as one it holds already, drops one that reports POLLHUP/POLLERR, and
- * empties the store when the unit stops (FileDescriptorStorePreserve=no).
+ * empties the store when the unit stops (its default).
  * Without NOTIFY_SOCKET every call does nothing (said once in the log).
  * Prefix fdstore_.
  */
