@@ -114,6 +114,8 @@ if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
 	store_stop
 	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
 	fuse_mounted && fail "still mounted after the stop"
+	grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
+	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
 	finish
 fi
 
@@ -239,4 +241,8 @@ files_within 2 "$MNT/nvme0n1" || fail "stale LISTEN_PID: no namespace file"
 store_stop
 [ "$SRC" = 0 ] || fail "last stop: exit $SRC"
 fuse_mounted && fail "still mounted after the last stop"
+# every run ended by kill -9 or with 0 (fdstore would have restarted one that
+# failed, a sanitizer's report among them)
+grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
+grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
 finish
