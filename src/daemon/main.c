@@ -29,12 +29,21 @@
  * controller's bus is kept, with its data, for a later attach).
  * nvmefsctl attach brings it back (daemon_attach).
  *
+ * The mount outlives the daemon (fdstore.h): once INIT is answered, the
+ * /dev/fuse fd and a sealed state record go to the service manager's fd
+ * store; a run started after a crash gets them back, checks them
+ * (adopt_check) and, instead of mounting, serves the same connection and
+ * has the kernel resend what the dead run had taken but not answered.  A
+ * normal stop takes them out of the store before it unmounts.
+ *
  * The daemon always stays in the foreground and logs to stderr (systemd's
  * Type=notify runs it that way); -f is accepted for compatibility.
  */
 #include <errno.h>
 #include <ev.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +55,9 @@
 #include "admin.h"
 #include "config.h"
 #include "cpumap.h"
+#include "fdstore.h"
+#include "fstate.h"
+#include "fuse_proto.h"
 #include "fuse_fs.h"
 #include "log.h"
 #include "notify.h"
@@ -110,6 +122,18 @@ struct daemon {
 	unsigned *cpu_map;
 	struct cpumap_cpu *cpu_topo;
 
+	/* the fd store: the fds handed by the service manager (-1: none),
+	 * our state record's memfd, and the connection's number (0: not
+	 * known); INIT's outcome comes from a reactor through init_done */
+	struct fusefs_opts fo;
+	int fuse_fd_in, state_fd_in;
+	int state_fd;
+	bool adopted, stored;
+	unsigned conn;
+	pthread_mutex_t init_mu;
+	struct fusefs_init_params init;
+	ev_async init_done;
+
 	struct ev_loop *loop;
 	ev_signal sig_term, sig_int, sig_usr1, sig_hup;
 	ev_async session_end;
@@ -149,14 +173,15 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 		log_msg(lvl,
 			"stats: fuse reads=%llu writes=%llu rmw_writes=%llu fsyncs=%llu flushes_sent=%llu "
 			"dsync_writes=%llu fua_writes=%llu dsync_flushes=%llu "
-			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu",
+			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu resent=%llu",
 			(unsigned long long)fst.reads, (unsigned long long)fst.writes,
 			(unsigned long long)fst.rmw_writes, (unsigned long long)fst.fsyncs,
 			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.dsync_writes,
 			(unsigned long long)fst.fua_writes, (unsigned long long)fst.dsync_flushes,
 			(unsigned long long)fst.fallocs,
 			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
-			(unsigned long long)fst.resource_waits);
+			(unsigned long long)fst.resource_waits,
+			(unsigned long long)fst.resent_requests);
 		log_msg(lvl,
 			"stats: sched inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
 			"waits_mem=%llu waits_slot=%llu waits_lock=%llu lock_wait_us=%llu "
@@ -779,8 +804,19 @@ static void teardown(struct daemon *d)
 {
 	admin_stop(d->admin);
 	d->admin = NULL;
+	/* the next start mounts afresh: nothing of ours stays in the store */
+	if (d->stored)
+		fdstore_forget();
 	if (d->fs)
 		fusefs_unmount(d->fs);
+	/* the store's copy may still hold the connection open for a moment:
+	 * what is still open on the detached mount fails now, as without a
+	 * store, rather than wait on no one */
+	if (d->stored && d->conn && fusefs_conn_alive(d->conn))
+		fusefs_conn_abort(d->conn);
+	if (d->state_fd >= 0)
+		close(d->state_fd);
+	d->state_fd = -1;
 	if (d->started) {
 		for (unsigned r = 0; r < d->nr_reactors; r++)
 			nvme_reactor_stop(d->reactors[r]);
@@ -894,6 +930,259 @@ static size_t dsync_fua_max(void)
 	return s ? (size_t)strtoull(s, NULL, 10) : 0;
 }
 
+/* ---- the fd store: storing and adopting the connection ---- */
+
+/* Store the connection's fd and a state record of init (fresh: clear
+ * whatever the store held under our names first). */
+static void store_connection(struct daemon *d, const struct fusefs_init_params *init)
+{
+	struct fstate st;
+	unsigned conn;
+	bool nvmefs;
+	char *buf = NULL;
+	int rc, fd = fusefs_fd(d->fs);
+
+	if (!fdstore_available() || fd < 0)
+		return;
+	memset(&st, 0, sizeof(st));
+	st.init = *init;
+	st.transport = init->flags & FUSE_OVER_IO_URING ? FUSEFS_TRANSPORT_URING
+							 : FUSEFS_TRANSPORT_CLASSIC;
+	if (fusefs_conn_of_fd(fd, &conn) == 0 ||
+	    fusefs_conn_at(d->cfg->daemon.mountpoint, &conn, &nvmefs) == 0)
+		st.conn = d->conn = conn;
+	snprintf(st.mountpoint, sizeof(st.mountpoint), "%s", d->cfg->daemon.mountpoint);
+	rc = fusefs_digest(&d->fo, &st.digest);
+	buf = malloc(fstate_size());
+	if (!rc && !buf)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = fstate_encode(&st, buf, fstate_size());
+	if (!rc)
+		rc = fdstore_memfd(buf, fstate_size(), &d->state_fd);
+	free(buf);
+	if (rc) {
+		log_warn("fdstore: cannot make the state record: %s: the mount will not outlive a "
+			 "crash",
+			 strerror(-rc));
+		return;
+	}
+	fdstore_forget();
+	if (fdstore_save(fd, d->state_fd) == 0) {
+		d->stored = true;
+		log_info("fdstore: FUSE connection %u (%s) stored with the service manager", d->conn,
+			 fusefs_transport_name(st.transport));
+	}
+}
+
+/* INIT answered (a reactor thread): the main loop stores the connection. */
+static void on_fuse_init(void *arg, const struct fusefs_init_params *p)
+{
+	struct daemon *d = arg;
+
+	pthread_mutex_lock(&d->init_mu);
+	d->init = *p;
+	pthread_mutex_unlock(&d->init_mu);
+	ev_async_send(d->loop, &d->init_done);
+}
+
+static void init_done_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct daemon *d = w->data;
+	struct fusefs_init_params p;
+
+	(void)loop;
+	(void)revents;
+	pthread_mutex_lock(&d->init_mu);
+	p = d->init;
+	pthread_mutex_unlock(&d->init_mu);
+	if (!d->stored && !d->stopping)
+		store_connection(d, &p);
+}
+
+/* Not adopting what the store handed over: say why, end the connection if
+ * it is ours (conn, 0: not known) so that nothing waits on it, unmount it
+ * lazily, close the fds and empty the store.  The start goes on with a
+ * fresh mount (fusefs_create; a mountpoint still busy then fails it). */
+static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_warn("fuse: not adopting the connection the service manager handed over: %s; "
+		 "mounting afresh",
+		 why);
+	if (conn && fusefs_conn_alive(conn)) {
+		int rc = fusefs_conn_abort(conn), n;
+
+		if (rc)
+			log_warn("fuse: cannot abort FUSE connection %u: %s", conn, strerror(-rc));
+		n = fusefs_conn_detach(conn);
+		log_info("fuse: FUSE connection %u aborted, %d mount%s of it detached", conn,
+			 n > 0 ? n : 0, n == 1 ? "" : "s");
+	}
+	if (d->fuse_fd_in >= 0)
+		close(d->fuse_fd_in);
+	if (d->state_fd_in >= 0)
+		close(d->state_fd_in);
+	d->fuse_fd_in = d->state_fd_in = -1;
+	fdstore_forget();
+}
+
+/* Whether to serve the connection the service manager handed over (true:
+ * fo says adopt) or to mount afresh.  Nothing here stats the mountpoint:
+ * a connection in the store that no one serves would hang it.
+ *
+ * Why serving it again is safe.  The kernel resends (FUSE_NOTIFY_RESEND)
+ * every request the dead run had read and not answered, so a request it
+ * had already sent to the device may run twice.  That is harmless for each
+ * kind we serve: a read reads again; a write writes the same bytes to the
+ * same blocks, and no later write to an overlapping range can have been
+ * answered in between, since the kernel answers the application only with
+ * our reply and an application that orders its writes waits for that
+ * reply; flush, Write Zeroes and deallocate are idempotent.  The range lock
+ * died with the process and starts empty, which is right: every resent
+ * request is unanswered, so none of them was ordered after another by us,
+ * and new ones queue behind them as usual.  No stale DMA can land in the new
+ * run's memory: the controllers are reset and brought up by this start (a
+ * VFIO device's container closed with the dead process, which reset and
+ * unmapped it; the software controller's memory died with it). */
+static bool adopt_check(struct daemon *d)
+{
+	const char *mnt = d->cfg->daemon.mountpoint;
+	struct fstate st;
+	unsigned conn_fd = 0, conn_mnt = 0, conn;
+	bool nvmefs;
+	uint64_t digest;
+	char *buf;
+	size_t len = 0;
+	int rc;
+
+	if (d->fuse_fd_in < 0 && d->state_fd_in < 0)
+		return false;
+	if (d->fuse_fd_in >= 0) {
+		rc = fusefs_conn_of_fd(d->fuse_fd_in, &conn_fd);
+		if (rc == -ENOTTY) {
+			adopt_refuse(d, 0, "the fd named \"" FDSTORE_FUSE "\" is not /dev/fuse");
+			return false;
+		}
+		if (rc && rc != -ENODATA) {
+			adopt_refuse(d, 0, "the fd named \"" FDSTORE_FUSE "\": %s", strerror(-rc));
+			return false;
+		}
+	}
+	if (d->fuse_fd_in < 0 || d->state_fd_in < 0) {
+		adopt_refuse(d, conn_fd, "only \"%s\" was handed over",
+			     d->fuse_fd_in >= 0 ? FDSTORE_FUSE : FDSTORE_STATE);
+		return false;
+	}
+	buf = malloc(fstate_size() + 1);
+	if (!buf) {
+		adopt_refuse(d, conn_fd, "out of memory");
+		return false;
+	}
+	rc = fdstore_memfd_read(d->state_fd_in, buf, fstate_size() + 1, &len);
+	if (!rc)
+		rc = fstate_decode(buf, len, &st);
+	free(buf);
+	if (rc) {
+		adopt_refuse(d, conn_fd, "the state record: %s",
+			     rc == -EPERM ? "not sealed" : fstate_strerror(rc));
+		return false;
+	}
+	/* without fdinfo's line (kernels before 6.16) the record's number
+	 * stands for the fd's; it is ended only if it is what is mounted at
+	 * the record's mountpoint (a number can be reused) */
+	conn = conn_fd;
+	if (!conn && fusefs_conn_at(st.mountpoint, &conn_mnt, &nvmefs) == 0 && nvmefs &&
+	    conn_mnt == st.conn)
+		conn = st.conn;
+	if (st.transport == FUSEFS_TRANSPORT_URING) {
+		adopt_refuse(d, conn,
+			     "it was served over io_uring, whose queues died with the previous run "
+			     "(only /dev/fuse connections are adopted)");
+		return false;
+	}
+	if (strcmp(st.mountpoint, mnt) != 0) {
+		adopt_refuse(d, conn, "it is mounted at %s, the config says %s", st.mountpoint, mnt);
+		return false;
+	}
+	rc = fusefs_digest(&d->fo, &digest);
+	if (rc) {
+		adopt_refuse(d, conn, "the config's digest: %s", strerror(-rc));
+		return false;
+	}
+	if (digest != st.digest) {
+		adopt_refuse(d, conn,
+			     "the namespaces or the files' mode, owner or group are not those it was "
+			     "mounted with (config digest %016llx, stored %016llx)",
+			     (unsigned long long)digest, (unsigned long long)st.digest);
+		return false;
+	}
+	if (st.init.major != FW_PROTO_MAJOR || st.init.minor < FW_PROTO_MINOR_MIN ||
+	    st.init.max_write > FUSEFS_MAX_IO || st.init.max_write == 0) {
+		adopt_refuse(d, conn, "its INIT (protocol %u.%u, max_write %u) is not one this "
+				      "daemon serves",
+			     st.init.major, st.init.minor, st.init.max_write);
+		return false;
+	}
+	rc = fusefs_conn_at(mnt, &conn_mnt, &nvmefs);
+	if (rc || !nvmefs) {
+		adopt_refuse(d, conn, "no nvmefs FUSE mount is on %s", mnt);
+		return false;
+	}
+	if (conn_fd && conn_fd != conn_mnt) {
+		adopt_refuse(d, conn, "the fd is FUSE connection %u, %s is connection %u", conn_fd,
+			     mnt, conn_mnt);
+		return false;
+	}
+	if (!conn_fd) {
+		log_info("fuse: /proc's fdinfo names no FUSE connection (a kernel before 6.16): "
+			 "matching the stored connection number and the mount's instead");
+		if (st.conn != conn_mnt || !fusefs_conn_alive(conn_mnt)) {
+			adopt_refuse(d, 0, "the stored connection %u is not %s's live connection %u",
+				     st.conn, mnt, conn_mnt);
+			return false;
+		}
+	}
+	d->conn = conn_mnt;
+	d->fo.adopt = true;
+	d->fo.adopt_fd = d->fuse_fd_in;
+	d->fo.adopt_init = st.init;
+	d->fuse_fd_in = -1; /* the front end's now */
+	d->state_fd = d->state_fd_in;
+	d->state_fd_in = -1;
+	d->adopted = true;
+	log_info("fuse: adopting FUSE connection %u at %s from the previous run (protocol %u.%u, "
+		 "max_write %u)",
+		 conn_mnt, mnt, st.init.major, st.init.minor, st.init.max_write);
+	return true;
+}
+
+/* The reactors serve the adopted connection: have the kernel resend what
+ * the dead run had taken, and keep the fds in the store. */
+static void adopt_finish(struct daemon *d)
+{
+	int rc = fusefs_resend(d->fs);
+
+	if (rc == 0)
+		log_info("fuse: the kernel resends the requests the previous run left unanswered");
+	else if (rc == -EINVAL || rc == -ENOSYS)
+		log_warn("fuse: this kernel cannot resend requests (FUSE_NOTIFY_RESEND needs Linux "
+			 "6.9): those the previous run had taken are never answered and their "
+			 "callers wait until the mount goes");
+	else
+		log_err("fuse: asking the kernel to resend requests: %s", strerror(-rc));
+	/* the same open files as in the store: systemd keeps one of each */
+	if (fdstore_available() && fdstore_save(fusefs_fd(d->fs), d->state_fd) == 0)
+		d->stored = true;
+}
+
 static int run(struct daemon *d)
 {
 	const struct cfg_daemon *cd = &d->cfg->daemon;
@@ -926,7 +1215,7 @@ static int run(struct daemon *d)
 			return rc;
 	}
 
-	struct fusefs_opts fo = {
+	d->fo = (struct fusefs_opts){
 		.mountpoint = cd->mountpoint,
 		.file_mode = cd->file_mode,
 		.uid = cd->uid,
@@ -946,13 +1235,20 @@ static int run(struct daemon *d)
 		.queue_depth = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,
 		.cpu_map = d->cpu_map,
+		.on_init = on_fuse_init,
+		.on_init_arg = d,
 		.on_exit = on_session_exit,
 		.on_exit_arg = d,
 	};
 	ev_async_init(&d->session_end, session_end_cb);
 	d->session_end.data = d;
 	ev_async_start(d->loop, &d->session_end);
-	rc = fusefs_create(&fo, &d->fs);
+	ev_async_init(&d->init_done, init_done_cb);
+	d->init_done.data = d;
+	ev_async_start(d->loop, &d->init_done);
+	if (adopt_check(d)) /* served over /dev/fuse whatever the config says */
+		d->transport = d->fo.transport = FUSEFS_TRANSPORT_CLASSIC;
+	rc = fusefs_create(&d->fo, &d->fs);
 	if (rc)
 		return rc;
 	rc = start_admin(d);
@@ -972,6 +1268,8 @@ static int run(struct daemon *d)
 		}
 	}
 	d->started = true;
+	if (d->adopted)
+		adopt_finish(d);
 
 	watch_signal(d, &d->sig_term, SIGTERM);
 	watch_signal(d, &d->sig_int, SIGINT);
@@ -1007,6 +1305,10 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof(d));
 	for (unsigned i = 0; i < CFG_MAX_CTRLS; i++)
 		d.dc[i].req_efd = d.dc[i].err_efd = -1;
+	d.state_fd = -1;
+	pthread_mutex_init(&d.init_mu, NULL);
+	/* first: the handed fds become close-on-exec and LISTEN_* is unset */
+	fdstore_take(&d.fuse_fd_in, &d.state_fd_in);
 	d.config_path = o.config;
 	rc = cfg_load(o.config, &d.cfg, stderr);
 	if (rc)

@@ -143,10 +143,23 @@ void chan_pass_hook(void *arg)
 	sched_kick(rx->sched);
 }
 
-void chan_init_done(struct fusefs_rx *rx, uint64_t offered, uint64_t agreed)
+void chan_init_done(struct fusefs_rx *rx, uint64_t offered, const struct fuse_init_out *out)
 {
 	struct fusefs *fs = rx->fs;
+	uint64_t agreed = fw_init_flags_out(out);
+	struct fusefs_init_params p = {
+		.major = out->major,
+		.minor = out->minor,
+		.flags = agreed,
+		.max_write = out->max_write,
+		.max_pages = out->max_pages,
+		.max_background = out->max_background,
+		.congestion_threshold = out->congestion_threshold,
+		.time_gran = out->time_gran,
+	};
 
+	if (fs->o.on_init)
+		fs->o.on_init(fs->o.on_init_arg, &p);
 	if (agreed & FUSE_OVER_IO_URING) {
 		fur_start(fs);
 		return;

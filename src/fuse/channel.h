@@ -17,6 +17,7 @@
 #ifndef NVMEFS_FUSE_CHANNEL_H
 #define NVMEFS_FUSE_CHANNEL_H
 
+#include "fuse_proto.h"
 #include "fusefs_priv.h"
 
 /* The read buffer each reader needs: the largest write and its headers. */
@@ -30,9 +31,9 @@ void chan_room(void *arg);
 void chan_stop(struct fusefs_rx *rx);
 /* The reactor pass hook: retry what waits, take the ring's requests. */
 void chan_pass_hook(void *arg);
-/* INIT has been answered with these flags (64-bit): start the io_uring
- * transport if it was agreed, else say why not (rx's thread). */
-void chan_init_done(struct fusefs_rx *rx, uint64_t offered, uint64_t agreed);
+/* INIT has been answered with out: tell the owner (on_init), start the
+ * io_uring transport if it was agreed, else say why not (rx's thread). */
+void chan_init_done(struct fusefs_rx *rx, uint64_t offered, const struct fuse_init_out *out);
 /* The session is gone (unmounted or aborted from outside): stop reading
  * and tell the owner once (rx's thread). */
 void chan_session_ended(struct fusefs_rx *rx);

@@ -377,7 +377,7 @@ static void op_init(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg 
 		return;
 	}
 	fw_reply_init(r, &out);
-	chan_init_done(rx, fw_init_flags_in(&m->in.init), fw_init_flags_out(&out));
+	chan_init_done(rx, fw_init_flags_in(&m->in.init), &out);
 }
 
 /* ---- dispatch ---- */
@@ -394,8 +394,11 @@ void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct
 	struct fusefs *fs = rx->fs;
 	uint32_t op = m->h.opcode;
 
+	/* a resent request's unique has FUSE_UNIQUE_RESEND set: it is
+	 * answered with the unique exactly as received */
 	r->unique = m->h.unique;
 	r->opcode = op;
+	SCHED_STAT_ADD(rx->sched, resent_requests, (m->h.unique & FUSE_UNIQUE_RESEND) != 0);
 	if (rc != FW_OK || !counted_by_ops(op))
 		sched_count(rx->sched, FUSEFS_OP_OTHER, 0, rc == FW_OK ? 0 : -rc);
 	if (rc != FW_OK) {

@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "channel.h"
 #include "fsio.h"
 #include "log.h"
 #include "nvme.h"
+#include "fwire.h"
 #include "uring.h"
 
 /* ---- the engine, as the scheduler sees it ---- */
@@ -98,6 +101,51 @@ const char *fusefs_transport_name(enum fusefs_transport t)
 	default:
 		return "classic";
 	}
+}
+
+int fusefs_resend(struct fusefs *fs)
+{
+	return fw_dev_notify(fs->fd, FUSE_NOTIFY_RESEND);
+}
+
+int fusefs_fd(const struct fusefs *fs)
+{
+	return fs->fd;
+}
+
+static void fnv(uint64_t *h, const char *s)
+{
+	for (; *s; s++) {
+		*h ^= (unsigned char)*s;
+		*h *= 0x100000001b3ULL;
+	}
+}
+
+int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
+{
+	struct fusefs_ns *ns;
+	unsigned nr;
+	char line[512];
+	uint64_t h = 0xcbf29ce484222325ULL;
+	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, &ns, &nr);
+
+	if (err)
+		return err;
+	snprintf(line, sizeof(line), "v1 allow_other=%d mode=%o uid=%u gid=%u max_read=%u\n",
+		 o->allow_other, (unsigned)(o->file_mode & 07777), (unsigned)o->uid,
+		 (unsigned)o->gid, FUSEFS_MAX_IO);
+	fnv(&h, "mountpoint=");
+	fnv(&h, o->mountpoint);
+	fnv(&h, "\n");
+	fnv(&h, line);
+	for (unsigned i = 0; i < nr; i++) {
+		snprintf(line, sizeof(line), "ns ino=%u name=%s size=%llu lba=%u\n", i + 2,
+			 ns[i].name, (unsigned long long)ns[i].d.size, ns[i].d.lba_size);
+		fnv(&h, line);
+	}
+	fsns_free(ns, nr);
+	*out = h;
+	return 0;
 }
 
 const struct fusefs_ns_desc *fusefs_namespaces(const struct fusefs *fs, unsigned *nr)
@@ -194,15 +242,30 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	char *argv[5];
 	int argc = 0, err, fd, fl;
 
-	if (!o->mountpoint || !o->nr_reactors || !o->nr_ctrls)
+	if (!o->mountpoint || !o->nr_reactors || !o->nr_ctrls) {
+		if (o->adopt)
+			close(o->adopt_fd);
 		return -EINVAL;
+	}
 	fs = calloc(1, sizeof(*fs));
-	if (!fs)
+	if (!fs) {
+		if (o->adopt)
+			close(o->adopt_fd);
 		return -ENOMEM;
+	}
 	fs->o = *o;
+	if (o->adopt) {
+		/* the connection is over /dev/fuse: no ring is set up, and
+		 * everything below reads the options from fs->o */
+		fs->o.transport = FUSEFS_TRANSPORT_CLASSIC;
+		fs->adopted = true;
+		fs->fd = o->adopt_fd;
+	}
+	o = &fs->o;
 	if (!fs->o.dsync_fua_max)
 		fs->o.dsync_fua_max = FUSEFS_DSYNC_FUA_MAX;
-	fs->fd = -1;
+	if (!o->adopt)
+		fs->fd = -1;
 	atomic_init(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
 	clock_gettime(CLOCK_REALTIME, &fs->t0);
 	err = build_namespaces(fs);
@@ -261,6 +324,11 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	if (err)
 		goto fail;
 
+	if (fs->adopted) {
+		fs->mounted = true;
+		fd = fs->fd;
+		goto channel;
+	}
 	err = fusefs_prepare_mountpoint(o->mountpoint);
 	if (err)
 		goto fail;
@@ -291,6 +359,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	}
 	fs->mounted = true;
 	fd = fs->fd = fuse_session_fd(fs->se);
+channel:
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		err = -errno;
@@ -311,6 +380,10 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		if (rx->reader)
 			chan_start(rx, fd);
 	}
+	if (fs->adopted)
+		log_info("fuse: serving over /dev/fuse (connection adopted from the previous run, "
+			 "protocol %u.%u, max_write %u)",
+			 o->adopt_init.major, o->adopt_init.minor, o->adopt_init.max_write);
 	log_info("fuse: %u namespace file%s at %s, %u reactor%s reading the channel", fs->nr_ns,
 		 fs->nr_ns == 1 ? "" : "s", o->mountpoint, readers, readers == 1 ? "" : "s");
 	*out = fs;
@@ -327,7 +400,16 @@ void fusefs_unmount(struct fusefs *fs)
 		for (unsigned i = 0; i < fs->nr_rx; i++)
 			if (fs->rx[i].sched)
 				sched_close(fs->rx[i].sched);
-		fuse_session_unmount(fs->se);
+		if (fs->adopted) {
+			/* as fuse_session_unmount does: close the channel first,
+			 * so the unmount cannot wait on a request to ourselves */
+			close(fs->fd);
+			fs->fd = -1;
+			if (umount2(fs->o.mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+				log_warn("%s: unmount: %s", fs->o.mountpoint, strerror(errno));
+		} else {
+			fuse_session_unmount(fs->se);
+		}
 		fs->mounted = false;
 	}
 }
@@ -352,6 +434,8 @@ void fusefs_destroy(struct fusefs *fs)
 	 * to the pools */
 	if (fs->se)
 		fuse_session_destroy(fs->se);
+	if (fs->adopted && fs->fd >= 0)
+		close(fs->fd);
 	fur_destroy(fs);
 	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++)
 		free(fs->rx[i].dbuf);

@@ -50,6 +50,16 @@ enum fusefs_transport {
 #define FUSEFS_QUEUE_DEPTH 16     /* ring entries per FUSE queue, default */
 #define FUSEFS_QUEUE_DEPTH_MAX 256
 
+/* What INIT agreed: what the daemon needs to serve the connection again
+ * after a restart without a new INIT (fstate.h keeps it). */
+struct fusefs_init_params {
+	uint32_t major, minor;    /* protocol version agreed */
+	uint64_t flags;           /* the 64-bit flags granted */
+	uint32_t max_write;
+	uint16_t max_pages, max_background, congestion_threshold;
+	uint32_t time_gran;
+};
+
 struct fusefs_opts {
 	const char *mountpoint;
 	mode_t file_mode;  /* permission bits of the namespace files */
@@ -103,6 +113,21 @@ struct fusefs_opts {
 	unsigned nr_cpu_map;
 	const unsigned *cpu_map;
 
+	/* Adopt a connection instead of mounting: adopt_fd is /dev/fuse of a
+	 * connection already mounted at mountpoint, past INIT (whose outcome
+	 * is adopt_init), served by an earlier run of the daemon.  Nothing is
+	 * mounted and no INIT is awaited; it is served over /dev/fuse, and the
+	 * front end owns adopt_fd from fusefs_create on (closed on failure
+	 * too). */
+	bool adopt;
+	int adopt_fd;
+	struct fusefs_init_params adopt_init;
+
+	/* Called once, on a reactor thread, right after INIT was answered
+	 * (not when adopting). */
+	void (*on_init)(void *arg, const struct fusefs_init_params *p);
+	void *on_init_arg;
+
 	/* Called once, on a reactor thread, when the session ends by itself
 	 * (unmounted from outside, connection aborted). */
 	void (*on_exit)(void *arg);
@@ -128,6 +153,36 @@ struct fusefs_ns_desc {
  * mountpoint itself is refused with -ELOOP.  fusefs_create calls it. */
 int fusefs_prepare_mountpoint(const char *path);
 
+/* Lock-free views of the mount's connection, from /proc and /sys only:
+ * nothing here stats the mountpoint, which hangs while a connection that
+ * no one serves is still open somewhere (a service manager's fd store).
+ * A connection is named by the device number of its super block, as in
+ * /sys/fs/fuse/connections/N. */
+
+/* The connection of fd: -ENOTTY when fd is not /dev/fuse (char 10:229),
+ * -ENODATA when /proc/self/fdinfo has no "fuse_connection:" line (kernels
+ * before 6.16, or a fd never mounted). */
+int fusefs_conn_of_fd(int fd, unsigned *conn);
+/* The connection of the FUSE mount on top at path (fstype fuse or fuse.*,
+ * from /proc/self/mountinfo); *nvmefs says whether it is of subtype nvmefs.
+ * -ENOENT when no FUSE mount is on top there. */
+int fusefs_conn_at(const char *path, unsigned *conn, bool *nvmefs);
+/* True while /sys/fs/fuse/connections/conn exists (the connection lives). */
+bool fusefs_conn_alive(unsigned conn);
+/* Abort connection conn (its abort file): every request waiting on it
+ * fails, and so does every later one. */
+int fusefs_conn_abort(unsigned conn);
+/* Lazily unmount every mount of connection conn (UMOUNT_NOFOLLOW):
+ * the number unmounted, or -errno. */
+int fusefs_conn_detach(unsigned conn);
+
+/* A digest of what must be the same for a restarted daemon to serve the
+ * mount the previous run made: the mountpoint, allow_other, file mode,
+ * uid and gid, and each namespace file (inode, name, size, LBA size) in
+ * order, as the kernel has cached them.  Builds the namespace table from
+ * o's controllers; FNV-1a 64 of a canonical text. */
+int fusefs_digest(const struct fusefs_opts *o, uint64_t *out);
+
 /* Build the namespace table, create the session, mount, and add the channel
  * watcher to the reading reactors' loops and the pass hook to every reactor.
  * Call before the reactors start. */
@@ -143,6 +198,13 @@ void fusefs_stop(struct fusefs *fs);
 bool fusefs_drained(const struct fusefs *fs);
 /* Requests taken and not yet replied to (any thread). */
 unsigned fusefs_inflight(const struct fusefs *fs);
+
+/* After adopting, with the reactors serving: have the kernel resend every
+ * request the earlier run had read and not answered (FUSE_NOTIFY_RESEND).
+ * -EINVAL or -ENOSYS from a kernel before 6.9, which cannot.  The fd of
+ * the connection, for the fd store: fusefs_fd. */
+int fusefs_resend(struct fusefs *fs);
+int fusefs_fd(const struct fusefs *fs);
 
 /* Unmount (lazily: open files do not keep it) and close the channel; the
  * kernel fails what it had not handed over yet.  Call after fusefs_drained
@@ -203,6 +265,9 @@ struct fusefs_stats {
 	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
 	uint64_t ring_requests;              /* requests that came over io_uring */
 	uint64_t bad_requests;               /* malformed requests, answered EINVAL */
+	/* requests the kernel resent (FUSE_UNIQUE_RESEND in unique) after an
+	 * adoption: those the previous run had taken and not answered */
+	uint64_t resent_requests;
 	/* payload bytes copied in user space (write data into DMA memory,
 	 * read data out of it): 0 on the ring's aligned path */
 	uint64_t copy_bytes;

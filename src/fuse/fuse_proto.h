@@ -20,6 +20,19 @@
  * 16 bytes and are served, zero-extended). */
 #define FW_PROTO_MINOR_MIN 31
 
+/* ---- 7.40: resending what the server had taken (Linux 6.9) ---- */
+
+/* Notify code: the kernel puts every request it had handed to the server
+ * and not seen answered back on its pending list, each with
+ * FUSE_UNIQUE_RESEND set in its unique; a kernel without it answers the
+ * notify EINVAL. */
+#ifndef FUSE_NOTIFY_RESEND
+#define FUSE_NOTIFY_RESEND 7
+#endif
+#ifndef FUSE_UNIQUE_RESEND
+#define FUSE_UNIQUE_RESEND (1ULL << 63)
+#endif
+
 /* ---- 7.42: FUSE over io_uring ---- */
 
 /* INIT flag (64-bit form, i.e. bit 9 of flags2): the server takes requests

@@ -55,6 +55,7 @@ struct fusefs {
 	struct fuse_session *se; /* libfuse: the mount only */
 	int fd;                  /* /dev/fuse of the session */
 	bool mounted;
+	bool adopted;            /* fd came from an earlier run: no libfuse session */
 	atomic_int transport;    /* enum fusefs_transport serving now */
 	atomic_uint rings_pending; /* reactors still registering their entries */
 	atomic_bool ring_failed;

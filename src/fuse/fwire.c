@@ -374,6 +374,16 @@ int fw_dev_answer(int fd, uint64_t unique, int error, const struct iovec *iov, i
 	return writev(fd, v, 1 + iovcnt) < 0 ? -errno : 0;
 }
 
+int fw_dev_notify(int fd, int code)
+{
+	struct fuse_out_header oh = {.len = sizeof(oh), .error = code, .unique = 0};
+	ssize_t n = write(fd, &oh, sizeof(oh));
+
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)sizeof(oh) ? 0 : -EIO;
+}
+
 void fw_ring_answer(struct fuse_uring_req_header *hdr, void *payload, size_t cap,
 		    uint64_t commit_id, uint64_t unique, int error, const struct iovec *iov,
 		    int iovcnt, size_t *moved)

@@ -165,6 +165,11 @@ void fw_attr_from_stat(struct fuse_attr *a, const struct stat *st);
  * 3 iovecs: -EIO answered instead).  0 or -errno of writev. */
 int fw_dev_answer(int fd, uint64_t unique, int error, const struct iovec *iov, int iovcnt);
 
+/* /dev/fuse: a notification without payload (an out header of unique 0
+ * whose error is the code, e.g. FUSE_NOTIFY_RESEND).  0 or -errno of write
+ * (-EINVAL from a kernel that does not know the code). */
+int fw_dev_notify(int fd, int code);
+
 struct io_uring_sqe;
 
 /* io_uring: an entry's answer.  The iovecs are gathered at the start of

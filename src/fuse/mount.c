@@ -8,6 +8,9 @@
 #include <stdbool.h>
 #include <libmount.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,197 @@ static bool mounted_at(const char *path, char *fstype, size_t tlen, char *src, s
 	return found;
 }
 
+#define FUSE_CONN_DIR "/sys/fs/fuse/connections"
+/* How long a FUSE mount of ours on the mountpoint may take to answer a
+ * statfs before it is taken for one that no process serves */
+#define ORPHAN_PROBE_MS 2000
+
+int fusefs_conn_of_fd(int fd, unsigned *conn)
+{
+	char path[64], line[128];
+	struct stat st;
+	FILE *f;
+	int err = -ENODATA;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != 10 || minor(st.st_rdev) != 229)
+		return -ENOTTY;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "fuse_connection: %u", conn) == 1) {
+			err = 0;
+			break;
+		}
+	fclose(f);
+	return err;
+}
+
+int fusefs_conn_at(const char *path, unsigned *conn, bool *nvmefs)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_fs *fs;
+	int err = -ENOENT;
+
+	if (!tb)
+		return -EIO;
+	/* the path as configured (absolute, no links: safepath), no
+	 * canonicalisation, which would stat it */
+	fs = mnt_table_find_target(tb, path, MNT_ITER_BACKWARD);
+	if (fs) {
+		const char *t = mnt_fs_get_fstype(fs);
+		dev_t dev = mnt_fs_get_devno(fs);
+
+		if (t && (strcmp(t, "fuse") == 0 || strncmp(t, "fuse.", 5) == 0)) {
+			/* the kernel names the connection by its dev_t, major 0 */
+			*conn = major(dev) ? (unsigned)dev : minor(dev);
+			*nvmefs = strcmp(t, "fuse.nvmefs") == 0;
+			err = 0;
+		}
+	}
+	mnt_unref_table(tb);
+	return err;
+}
+
+bool fusefs_conn_alive(unsigned conn)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), FUSE_CONN_DIR "/%u", conn);
+	return access(path, F_OK) == 0;
+}
+
+int fusefs_conn_abort(unsigned conn)
+{
+	char path[64];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), FUSE_CONN_DIR "/%u/abort", conn);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "1", 1) != 1)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int fusefs_conn_detach(unsigned conn)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
+	struct libmnt_fs *fs;
+	int n = 0, err = 0;
+
+	if (!tb || !it) {
+		err = -EIO;
+		goto out;
+	}
+	while (mnt_table_next_fs(tb, it, &fs) == 0) {
+		const char *t = mnt_fs_get_fstype(fs), *target = mnt_fs_get_target(fs);
+		dev_t dev = mnt_fs_get_devno(fs);
+		unsigned c = major(dev) ? (unsigned)dev : minor(dev);
+
+		if (!t || strncmp(t, "fuse", 4) != 0 || c != conn || !target)
+			continue;
+		if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+			err = -errno;
+			log_warn("%s: cannot unmount the mount of FUSE connection %u: %s", target,
+				 conn, strerror(-err));
+			continue;
+		}
+		n++;
+	}
+out:
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return n ? n : err;
+}
+
+/* ---- a mount of ours that nobody serves ---- */
+
+struct probe {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const char *path;
+	bool done;
+	int err;
+};
+
+static void *probe_thread(void *arg)
+{
+	struct probe *p = arg;
+	struct statfs sfs;
+	int err = statfs(p->path, &sfs) < 0 ? -errno : 0;
+
+	pthread_mutex_lock(&p->mu);
+	p->done = true;
+	p->err = err;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* A FUSE mount of subtype nvmefs at path whose connection still lives is
+ * either another daemon's (it answers statfs at once: left alone, the
+ * mountpoint is then busy) or one whose server died while something else
+ * keeps the connection open (a service manager's fd store that did not
+ * hand it over): then every stat of the mountpoint would wait forever.
+ * Such a mount is probed with a statfs on a thread of its own, and when no
+ * answer comes within ORPHAN_PROBE_MS its connection is aborted, which
+ * also ends the probe.  Other FUSE file systems are not touched. */
+static int clear_orphan(const char *path)
+{
+	struct probe p = {.path = path};
+	struct timespec dl;
+	unsigned conn;
+	bool nvmefs;
+	pthread_t t;
+	int err;
+
+	if (fusefs_conn_at(path, &conn, &nvmefs) || !nvmefs || !fusefs_conn_alive(conn))
+		return 0;
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	err = -pthread_create(&t, NULL, probe_thread, &p);
+	if (err)
+		goto out;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ORPHAN_PROBE_MS / 1000;
+	dl.tv_nsec += (long)(ORPHAN_PROBE_MS % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p.mu);
+	while (!p.done && pthread_cond_timedwait(&p.cv, &p.mu, &dl) == 0)
+		;
+	bool answered = p.done;
+	pthread_mutex_unlock(&p.mu);
+	if (!answered) {
+		log_warn("%s: FUSE connection %u of an earlier run is open but nobody serves it (no "
+			 "answer within %u ms): aborting it",
+			 path, conn, ORPHAN_PROBE_MS);
+		err = fusefs_conn_abort(conn);
+		if (err) {
+			/* the probe waits until the holder lets go: leave it */
+			log_err("%s: cannot abort FUSE connection %u: %s", path, conn,
+				strerror(-err));
+			pthread_detach(t);
+			return err;
+		}
+	}
+	pthread_join(t, NULL);
+	err = 0;
+out:
+	pthread_cond_destroy(&p.cv);
+	pthread_mutex_destroy(&p.mu);
+	return err;
+}
+
 /* A dead server's mount answers ENOTCONN; a request that was in flight when
  * the kernel aborted the connection (over io_uring, when the rings went
  * away with the process) gets ECONNABORTED. */
@@ -68,6 +262,10 @@ int fusefs_prepare_mountpoint(const char *path)
 		log_err("%s: mountpoint refused: %s", path, msg);
 		return dfd;
 	}
+	/* before anything stats the mountpoint */
+	err = clear_orphan(path);
+	if (err)
+		goto out;
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		err = -errno;
 		if (dead_server(-err)) {

@@ -1,0 +1,105 @@
+/* fstate.c - the fd store's state record, as bytes. */
+#include "fstate.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The record as it lies in the memfd: fixed-size fields, no pointer. */
+struct rec {
+	char magic[8];
+	uint32_t version;
+	uint32_t size;
+	uint32_t major, minor;
+	uint64_t flags;
+	uint32_t max_write;
+	uint16_t max_pages, max_background, congestion_threshold, pad0;
+	uint32_t time_gran;
+	uint32_t transport;
+	uint32_t conn;
+	uint64_t digest;
+	char mountpoint[FSTATE_PATH_MAX];
+};
+_Static_assert(sizeof(struct rec) == 64 + FSTATE_PATH_MAX, "fstate record layout");
+
+size_t fstate_size(void)
+{
+	return sizeof(struct rec);
+}
+
+int fstate_encode(const struct fstate *s, void *buf, size_t cap)
+{
+	struct rec r;
+	size_t n = strnlen(s->mountpoint, sizeof(s->mountpoint));
+
+	if (cap < sizeof(r))
+		return -ENOSPC;
+	if (n >= sizeof(r.mountpoint))
+		return -ENAMETOOLONG;
+	memset(&r, 0, sizeof(r));
+	memcpy(r.magic, FSTATE_MAGIC, sizeof(r.magic));
+	r.version = FSTATE_VERSION;
+	r.size = sizeof(r);
+	r.major = s->init.major;
+	r.minor = s->init.minor;
+	r.flags = s->init.flags;
+	r.max_write = s->init.max_write;
+	r.max_pages = s->init.max_pages;
+	r.max_background = s->init.max_background;
+	r.congestion_threshold = s->init.congestion_threshold;
+	r.time_gran = s->init.time_gran;
+	r.transport = (uint32_t)s->transport;
+	r.conn = s->conn;
+	r.digest = s->digest;
+	memcpy(r.mountpoint, s->mountpoint, n);
+	memcpy(buf, &r, sizeof(r));
+	return 0;
+}
+
+int fstate_decode(const void *buf, size_t len, struct fstate *out)
+{
+	struct rec r;
+
+	if (len < 16)
+		return -EMSGSIZE;
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, buf, len < sizeof(r) ? len : sizeof(r));
+	if (memcmp(r.magic, FSTATE_MAGIC, sizeof(r.magic)) != 0)
+		return -EBADMSG;
+	if (r.version != FSTATE_VERSION)
+		return -EPROTO;
+	if (r.size != sizeof(r) || len != sizeof(r))
+		return -EMSGSIZE;
+	if (!memchr(r.mountpoint, '\0', sizeof(r.mountpoint)) ||
+	    (r.transport != FUSEFS_TRANSPORT_CLASSIC && r.transport != FUSEFS_TRANSPORT_URING))
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->init.major = r.major;
+	out->init.minor = r.minor;
+	out->init.flags = r.flags;
+	out->init.max_write = r.max_write;
+	out->init.max_pages = r.max_pages;
+	out->init.max_background = r.max_background;
+	out->init.congestion_threshold = r.congestion_threshold;
+	out->init.time_gran = r.time_gran;
+	out->transport = (enum fusefs_transport)r.transport;
+	out->conn = r.conn;
+	out->digest = r.digest;
+	memcpy(out->mountpoint, r.mountpoint, sizeof(out->mountpoint));
+	return 0;
+}
+
+const char *fstate_strerror(int err)
+{
+	switch (err) {
+	case -EBADMSG:
+		return "not a state record (bad magic)";
+	case -EPROTO:
+		return "a state record of another version";
+	case -EMSGSIZE:
+		return "a state record of the wrong size";
+	case -EINVAL:
+		return "a malformed state record";
+	default:
+		return strerror(-err);
+	}
+}

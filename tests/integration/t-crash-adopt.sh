@@ -1,0 +1,248 @@
+#!/bin/sh
+# t-crash-adopt.sh - the mount outlives the daemon: under a stand-in of
+# systemd's fd store and restart (tests/helpers/fdstore.c), kill -9 of
+# nvmefsd while fio writes with verification leaves the mount and its open
+# files working: the next run adopts the connection and the kernel resends
+# what the dead run had taken (FUSE_NOTIFY_RESEND).
+#
+# /dev/fuse (FUSE_TRANSPORT=classic or auto):
+# 1. fio (libaio, direct, iodepth 32, 4k/16k/64k/128k, randwrite then a
+#    crc32c verify of all of it, fixed seed) on a file-backed namespace;
+#    ADOPT_KILLS (3; SOAK=1: 20) kill -9 at delays from ADOPT_SEED (1),
+#    each while the device holds every command 50 ms (inject delay);
+#    fio ends with error 0 and no verify failure, each restart adopted the
+#    connection, requests were resent, the store never held a duplicate;
+#    the longest completion (the pause) goes to the log.
+# 2. SIGTERM: the fds leave the store before the unmount; the next start
+#    (restart after exit 0: fdstore -a) gets none and mounts afresh.
+# 3. Refusals, each followed by a fresh mount within a bound (no hang):
+#    the config's mountpoint changed between runs; the fd handed as "fuse"
+#    is /dev/null (the store keeps the real one open: a mount no one
+#    serves); LISTEN_PID of another process (the daemon gets no fds while
+#    the store holds the connection: the mount is probed and aborted).
+# FUSE over io_uring (FUSE_TRANSPORT=uring): a connection served over
+# io_uring is stored, and after kill -9 refused with its reason, aborted,
+# detached and mounted afresh over io_uring; fsync'd data is there.  The
+# /dev/fuse cases are the classic suite's.
+. "$(dirname "$0")/lib.sh"
+lib_init
+F=$BUILD/tools/fdstore
+[ -x "$F" ] || { echo "FAIL: no $F (make)"; exit 1; }
+command -v fio >/dev/null || skip "fio missing"
+SEED=${ADOPT_SEED:-1}
+KILLS=${ADOPT_KILLS:-3}
+[ "${SOAK:-0}" = 1 ] && KILLS=20
+SPID=
+trap 'if [ -n "$SPID" ]; then kill -9 "$SPID" 2>/dev/null; fi; lib_cleanup' EXIT
+conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 48M
+block_size = 4096
+backing = $TMP/%c-%n.img
+exec = thread
+EOF
+cp "$CONF" "$TMP/base.conf"
+
+# wait_for PATTERN COUNT SECONDS: until PATTERN is in LOG COUNT times
+wait_for() {
+	i=0
+	while [ "$(grep -c -- "$1" "$LOG")" -lt "$2" ]; do
+		i=$((i + 1))
+		[ $i -gt $(($3 * 10)) ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# store_start [fdstore options]: nvmefsd under fdstore; DPID is its pid
+store_start() {
+	echo "--- fdstore $* $(date +%T)" >> "$LOG"
+	rm -f "$TMP/pid"
+	n0=$(grep -c "fdstore: stored fuse-state" "$LOG")
+	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "$D" -f -c "$CONF" >> "$LOG" 2>&1 &
+	SPID=$!
+	wait_for "fdstore: stored fuse-state" $((n0 + 1)) 10 ||
+		{ fail "nothing stored within 10 s"; tail -n 20 "$LOG"; return 1; }
+	DPID=$(cat "$TMP/pid")
+}
+
+# store_stop: SIGTERM to fdstore (passed on, no restart)
+store_stop() {
+	[ -n "$SPID" ] || return 0
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SRC=$?
+	SPID= DPID=
+}
+
+# files_within SECONDS PATH: PATH appears (the daemon did not hang)
+files_within() {
+	i=0
+	while [ ! -f "$2" ]; do
+		i=$((i + 1))
+		[ $i -gt $(($1 * 10)) ] && return 1
+		sleep 0.1
+	done
+}
+
+# new_pid: the pid fdstore started after the one in DPID
+new_pid() {
+	i=0
+	while [ "$(cat "$TMP/pid" 2>/dev/null)" = "$DPID" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	DPID=$(cat "$TMP/pid")
+}
+
+if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
+	store_start -n 2 || finish
+	grep -q "FUSE connection [0-9]* (uring) stored" "$LOG" || fail "no io_uring connection stored"
+	head -c $((8 << 20)) /dev/urandom > "$TMP/a"
+	dd if="$TMP/a" of="$MNT/nvme0n1" bs=1M oflag=direct conv=notrunc,fsync status=none ||
+		fail "write"
+	kill -9 "$DPID"
+	new_pid
+	wait_for "fuse: serving over io_uring" 2 15 || fail "no fresh mount over io_uring within 15 s"
+	grep -q "not adopting.*served over io_uring" "$LOG" || fail "no refusal of the io_uring connection"
+	grep -q "aborted, 1 mount of it detached" "$LOG" || fail "the refused connection was not aborted and detached"
+	grep -q "adopting FUSE connection" "$LOG" && fail "an io_uring connection was adopted"
+	files_within 5 "$MNT/nvme0n1" || fail "no namespace file after the restart"
+	cmp -n $((8 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "fsync'd data lost"
+	grep "not adopting" "$LOG"
+	store_stop
+	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
+	fuse_mounted && fail "still mounted after the stop"
+	grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
+	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+	finish
+fi
+
+# ---- 1. kill -9 under fio
+store_start -a -n $((KILLS + 5)) || finish
+# the write phase lasts about as long as the kills take (each restart
+# adopts within a second here)
+WRATE=$((48 * 1024 * 10 / (KILLS * 13 + 15)))
+DELAYS=$(awk -v s="$SEED" -v n="$KILLS" \
+	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
+# bounded: a request nobody resends would hold fio for good
+timeout -k 5 $((60 + KILLS * 5)) fio --name=adopt --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
+	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
+	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
+	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
+FP=$!
+k=0
+resent=0
+for t in $DELAYS; do
+	sleep "$t"
+	kill -0 "$FP" 2>/dev/null || { fail "fio ended before kill $((k + 1)) (make it longer)"; break; }
+	# what this run was resent, before it dies (fdstore's first run has
+	# nothing to resend)
+	if [ $k -gt 0 ]; then
+		before=$(grep -c "stats: fuse " "$LOG")
+		kill -USR1 "$DPID"
+		wait_for "stats: fuse " $((before + 1)) 5
+		r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
+		resent=$((resent + ${r:-0}))
+	fi
+	# commands wait 50 ms in the device: the kill finds requests taken
+	# and sent, not answered
+	"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject nvme0 delay 50 > /dev/null ||
+		fail "inject delay"
+	sleep 0.2
+	kill -9 "$DPID"
+	k=$((k + 1))
+	new_pid
+	wait_for "the kernel resends the requests" $k 15 || { fail "kill $k: not adopted within 15 s"; break; }
+done
+wait "$FP"
+frc=$?
+before=$(grep -c "stats: fuse " "$LOG")
+kill -USR1 "$DPID"
+wait_for "stats: fuse " $((before + 1)) 5
+r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
+resent=$((resent + ${r:-0}))
+python3 - "$TMP/fio.json" <<'PY' || fail "fio"
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])
+j = d["jobs"][0]
+w, r = j["write"], j["read"]
+print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
+      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
+         r["clat_ns"]["max"] / 1e6))
+sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
+PY
+[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
+grep -Eiq "verify|not connected|error" "$TMP/fio.err" && fail "fio: $(cat "$TMP/fio.err")"
+n=$(grep -c "adopting FUSE connection" "$LOG")
+echo "$k kills, $n adoptions, $resent requests resent"
+[ "$n" = "$KILLS" ] || fail "$n adoptions for $KILLS kills"
+[ "$resent" -gt 0 ] || fail "no request was resent"
+grep -q "not adopting" "$LOG" && fail "an adoption was refused: $(grep "not adopting" "$LOG")"
+grep -q "store full" "$LOG" && fail "the store overflowed"
+[ "$(grep -c "duplicate of fuse not kept" "$LOG")" = "$KILLS" ] ||
+	fail "the adopted fd was not re-stored as the same file"
+
+# ---- 2. SIGTERM: out of the store, unmounted; the next start mounts afresh
+conn=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
+kill -TERM "$DPID"
+new_pid
+wait_for "fdstore: pid .* exited 0" 1 60 || fail "SIGTERM: no exit 0"
+wait_for "FUSE connection [0-9]* (classic) stored" 2 10 || fail "SIGTERM: no fresh mount after"
+sed -n '/exited 0/,$p' "$LOG" | grep -q "starting with 0 fds" || fail "SIGTERM: fds left in the store"
+grep -B 30 "exited 0" "$LOG" | grep -q "dropped fuse (fd [0-9]*): FDSTOREREMOVE" ||
+	fail "SIGTERM: fuse not removed from the store"
+conn2=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
+[ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] &&
+	fail "SIGTERM: connection $conn still lives"
+echo "SIGTERM: connection $conn ended, the next start mounted connection $conn2"
+
+# ---- 3a. the mountpoint changed between runs: refused, fresh mount there
+sed "s|^mountpoint = .*|mountpoint = $TMP/mnt2|" "$TMP/base.conf" > "$CONF"
+kill -9 "$DPID"
+new_pid
+files_within 15 "$TMP/mnt2/nvme0n1" || fail "mountpoint changed: no fresh mount within 15 s"
+grep -q "not adopting.*it is mounted at $MNT, the config says $TMP/mnt2" "$LOG" ||
+	fail "mountpoint changed: no refusal"
+fuse_mounted && fail "mountpoint changed: the old mount is still there"
+umount_mnt2() { umount -l "$TMP/mnt2" 2>/dev/null; }
+cp "$TMP/base.conf" "$CONF"
+store_stop
+umount_mnt2
+
+# ---- 3b. the store hands /dev/null as "fuse" (and keeps the real one)
+store_start -x devnull -n 1 || finish
+t0=$(date +%s)
+stores=$(grep -c "(classic) stored" "$LOG")
+kill -9 "$DPID"
+new_pid
+wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
+	fail "/dev/null: no fresh mount within 15 s"
+echo "/dev/null as fuse: mounted again in $(($(date +%s) - t0)) s"
+grep -q 'not adopting.*"fuse" is not /dev/fuse' "$LOG" || fail "/dev/null: no refusal"
+files_within 2 "$MNT/nvme0n1" || fail "/dev/null: no namespace file"
+store_stop
+
+# ---- 3c. LISTEN_PID of another process: no fds; the held connection is
+# probed and aborted, not stat'ed forever
+store_start -x stale -n 1 || finish
+t0=$(date +%s)
+stores=$(grep -c "(classic) stored" "$LOG")
+kill -9 "$DPID"
+new_pid
+wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
+	fail "stale LISTEN_PID: no fresh mount within 15 s (hung on the orphaned mount?)"
+echo "stale LISTEN_PID: mounted again in $(($(date +%s) - t0)) s"
+sed -n '/-x stale/,$p' "$LOG" | grep -q "adopting FUSE connection" && fail "stale LISTEN_PID: adopted"
+grep -q "is open but nobody serves it" "$LOG" || fail "stale LISTEN_PID: the orphaned mount was not probed"
+files_within 2 "$MNT/nvme0n1" || fail "stale LISTEN_PID: no namespace file"
+store_stop
+[ "$SRC" = 0 ] || fail "last stop: exit $SRC"
+fuse_mounted && fail "still mounted after the last stop"
+# every run ended by kill -9 or with 0 (fdstore would have restarted one that
+# failed, a sanitizer's report among them)
+grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
+grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+finish
