@@ -1059,7 +1059,7 @@ static bool adopt_check(struct daemon *d)
 	unsigned conn_fd = 0, conn_mnt = 0, conn;
 	bool nvmefs;
 	uint64_t digest;
-	char *buf;
+	char *buf, why[256];
 	size_t len = 0;
 	int rc;
 
@@ -1102,10 +1102,8 @@ static bool adopt_check(struct daemon *d)
 	if (!conn && fusefs_conn_at(st.mountpoint, &conn_mnt, &nvmefs) == 0 && nvmefs &&
 	    conn_mnt == st.conn)
 		conn = st.conn;
-	if (st.transport == FUSEFS_TRANSPORT_URING) {
-		adopt_refuse(d, conn,
-			     "it was served over io_uring, whose queues died with the previous run "
-			     "(only /dev/fuse connections are adopted)");
+	if (fstate_servable(&st, why, sizeof(why))) {
+		adopt_refuse(d, conn, "%s", why);
 		return false;
 	}
 	if (strcmp(st.mountpoint, mnt) != 0) {
@@ -1122,13 +1120,6 @@ static bool adopt_check(struct daemon *d)
 			     "the namespaces or the files' mode, owner or group are not those it was "
 			     "mounted with (config digest %016llx, stored %016llx)",
 			     (unsigned long long)digest, (unsigned long long)st.digest);
-		return false;
-	}
-	if (st.init.major != FW_PROTO_MAJOR || st.init.minor < FW_PROTO_MINOR_MIN ||
-	    st.init.max_write > FUSEFS_MAX_IO || st.init.max_write == 0) {
-		adopt_refuse(d, conn, "its INIT (protocol %u.%u, max_write %u) is not one this "
-				      "daemon serves",
-			     st.init.major, st.init.minor, st.init.max_write);
 		return false;
 	}
 	rc = fusefs_conn_at(mnt, &conn_mnt, &nvmefs);
@@ -1172,10 +1163,6 @@ static void adopt_finish(struct daemon *d)
 
 	if (rc == 0)
 		log_info("fuse: the kernel resends the requests the previous run left unanswered");
-	else if (rc == -EINVAL || rc == -ENOSYS)
-		log_warn("fuse: this kernel cannot resend requests (FUSE_NOTIFY_RESEND needs Linux "
-			 "6.9): those the previous run had taken are never answered and their "
-			 "callers wait until the mount goes");
 	else
 		log_err("fuse: asking the kernel to resend requests: %s", strerror(-rc));
 	/* the same open files as in the store: systemd keeps one of each */

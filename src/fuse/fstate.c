@@ -2,7 +2,10 @@
 #include "fstate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "fuse_proto.h"
 
 /* The record as it lies in the memfd: fixed-size fields, no pointer. */
 struct rec {
@@ -102,4 +105,26 @@ const char *fstate_strerror(int err)
 	default:
 		return strerror(-err);
 	}
+}
+
+int fstate_servable(const struct fstate *s, char *why, size_t len)
+{
+	const struct fusefs_init_params *in = &s->init;
+
+	if (s->transport == FUSEFS_TRANSPORT_URING)
+		snprintf(why, len, "it was served over io_uring, whose queues died with the "
+				   "previous run (only /dev/fuse connections are adopted)");
+	else if (in->major != FW_PROTO_MAJOR || in->minor < FW_PROTO_MINOR_MIN ||
+		 in->max_write > FUSEFS_MAX_IO || in->max_write == 0)
+		snprintf(why, len, "its INIT (protocol %u.%u, max_write %u) is not one this "
+				   "daemon serves",
+			 in->major, in->minor, in->max_write);
+	else if (in->minor < FW_PROTO_MINOR_RESEND)
+		snprintf(why, len, "the kernel speaks FUSE 7.%u and cannot resend what the "
+				   "previous run had taken (7.%u, Linux 6.9): those requests would "
+				   "wait for ever, a fresh mount fails them now",
+			 in->minor, FW_PROTO_MINOR_RESEND);
+	else
+		return 0;
+	return -EPROTO;
 }

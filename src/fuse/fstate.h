@@ -37,6 +37,14 @@ int fstate_encode(const struct fstate *s, void *buf, size_t cap);
 /* Read a record: -EBADMSG (magic), -EPROTO (version), -EMSGSIZE (size),
  * -EINVAL (a mountpoint without its NUL, an unknown transport). */
 int fstate_decode(const void *buf, size_t len, struct fstate *out);
+/* Whether this daemon can serve the connection the record describes: 0, or
+ * -EPROTO with why (a sentence for the log) in why[len]: served over
+ * io_uring (its queues died with the run that set them up), a protocol this
+ * daemon does not speak or a max_write above FUSEFS_MAX_IO, or a kernel
+ * that cannot resend what the dead run had taken (before 7.40: those
+ * requests would never be answered; refused, a fresh mount fails them
+ * at once instead). */
+int fstate_servable(const struct fstate *s, char *why, size_t len);
 /* What fstate_decode's error means, for a log line. */
 const char *fstate_strerror(int err);
 

@@ -22,6 +22,8 @@
 
 /* ---- 7.40: resending what the server had taken (Linux 6.9) ---- */
 
+#define FW_PROTO_MINOR_RESEND 40
+
 /* Notify code: the kernel puts every request it had handed to the server
  * and not seen answered back on its pending list, each with
  * FUSE_UNIQUE_RESEND set in its unique; a kernel without it answers the

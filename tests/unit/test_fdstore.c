@@ -56,6 +56,43 @@ START_TEST(t_record_roundtrip)
 }
 END_TEST
 
+/* What this daemon serves of a record: /dev/fuse at 7.40 or later (the
+ * kernel resends), max_write within FUSEFS_MAX_IO; io_uring, 7.39 (Linux
+ * 6.8: no resend), another major and a zero or larger max_write refused,
+ * each with its reason. */
+START_TEST(t_servable)
+{
+	struct fstate s = sample();
+	char why[256];
+
+	why[0] = '\0';
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), 0);
+	s.init.minor = FW_PROTO_MINOR_RESEND;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), 0);
+
+	s.init.minor = FW_PROTO_MINOR_RESEND - 1;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "7.39"));
+	ck_assert_ptr_nonnull(strstr(why, "cannot resend"));
+
+	s = sample();
+	s.transport = FUSEFS_TRANSPORT_URING;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "io_uring"));
+
+	s = sample();
+	s.init.major = 8;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "protocol 8.42"));
+	s = sample();
+	s.init.max_write = FUSEFS_MAX_IO + 4096;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), -EPROTO);
+	s.init.max_write = 0;
+	ck_assert_int_eq(fstate_servable(&s, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "max_write 0"));
+}
+END_TEST
+
 START_TEST(t_record_refused)
 {
 	struct fstate s = sample(), o;
@@ -246,6 +283,7 @@ int main(void)
 
 	tcase_add_test(tc, t_record_roundtrip);
 	tcase_add_test(tc, t_record_refused);
+	tcase_add_test(tc, t_servable);
 	tcase_add_test(tc, t_memfd_sealed);
 	tcase_add_test(tc, t_store_messages);
 	tcase_add_test(tc, t_resend_bytes);
