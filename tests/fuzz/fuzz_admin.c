@@ -25,7 +25,7 @@
 #include "sim.h"
 
 /* The daemon's objects are not a library: compiled in, as test_admin does. */
-#include "daemon/admin.c"
+#include "daemon/admin_cmd.c"
 
 #define DIE(...)                                            \
 	do {                                                \

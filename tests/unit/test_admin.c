@@ -32,7 +32,7 @@
 
 /* The daemon's objects are not a library the test rule links, so the server
  * is compiled into the test itself. */
-#include "daemon/admin.c"
+#include "daemon/admin_cmd.c"
 
 static char dir[64], sock_path[128];
 static struct ev_loop *loop;
