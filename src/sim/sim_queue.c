@@ -1,253 +1,23 @@
-/* sim.c - the built-in software NVMe controller (see sim.h).
- *
- * Layout: registers and the controller state machine, the DMA map, queue
- * processing (fetch, execute, post), admin commands, I/O commands, the device
- * thread, fault injection, the bus ops.
- *
- * Concurrency: each submission queue is processed by one thread at a time
- * (inline: the thread that rang its doorbell, which for I/O queues is the
- * owning reactor; threaded: the device thread), so per-queue state and
- * per-queue statistics need no lock.  Register writes, fault settings and
- * deferred completions take s->lock; the inline I/O path never does.
- * The volatile write cache model (sim_wc.c) has no lock either: it is used by
- * the thread executing commands, and by others only under sim_qlock.
+/* sim_queue.c - the software controller's queues and command execution
+ * (see sim_priv.h): the DMA map, PRP walking, completions (with the faults
+ * that act on them), I/O commands, doorbells and queue processing, inline or
+ * on the device thread, and the counters of sim_get_stats.
  */
-#include "sim.h"
+#include "sim_priv.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
-#include "nvme_spec.h"
-#include "safepath.h"
-#include "sim_wc.h"
-
-#define SIM_PAGE 4096u
-#define SIM_MAX_QID 64           /* I/O queues 1..64 besides the admin queue */
-#define SIM_NQ (SIM_MAX_QID + 1)
-#define SIM_MAX_MAPS 256
-#define SIM_IOVA_BASE 0x100000000ull
-#define SIM_MAX_AER 4
-#define SIM_ERRLOG 16
-#define SIM_MAX_DEFERRED 4096
-#define SIM_BOGUS_CID 0xfffe     /* never a tracker index: entries <= 4096 */
-#define SIM_MAX_STALLED 64
-
-struct sim_map {
-	uint8_t *vaddr;
-	uint64_t iova;
-	_Atomic uint64_t len; /* 0: free slot */
-};
-
-/* Counters are bumped by whichever thread executes the queue (the device
- * thread, or a reactor in inline mode) and read by sim_get_stats from any
- * thread: relaxed atomic adds and loads (a lock-free add; the inline path
- * stays free of locks and system calls). */
-#define SIM_INC(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
-#define SIM_LOAD(x)   __atomic_load_n(&(x), __ATOMIC_RELAXED)
-/* Register state (enabled, csts) and the MSI-X table are written under
- * s->lock and read without it on the inline path: release stores, acquire
- * loads (plain moves on x86).  What sim_enable set up is seen with them. */
-#define SIM_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define SIM_GET(x)    __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
-
-struct sim_qstats {
-	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
-	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds, fua_writes;
-	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
-};
-
-struct sim_cq {
-	bool valid;
-	bool ien;
-	uint16_t size;
-	uint16_t vector;
-	uint16_t head;  /* from the host's head doorbell */
-	uint16_t tail;  /* next slot we post into */
-	uint8_t phase;
-	unsigned nr_sqs;
-	struct nvme_cqe *ring;
-	struct sim_qstats st; /* irqs, cq_doorbells */
-};
-
-struct sim_sq {
-	bool valid;
-	uint16_t size;
-	uint16_t head;
-	uint16_t tail;  /* from the host's tail doorbell */
-	uint16_t cqid;
-	struct nvme_sqe *ring;
-	struct sim_qstats st;
-};
-
-struct sim_ns {
-	uint64_t nlba;
-	unsigned lba_size;
-	unsigned lba_shift;
-	enum sim_backing backing;
-	uint8_t *mem;  /* RAM */
-	size_t mem_len;
-	int fd;        /* FILE */
-	char path[4096];
-	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
-};
-
-struct sim_deferred {
-	uint64_t due_ns;
-	uint16_t cqid;
-	struct nvme_cqe cqe;
-};
-
-/* A command held by sim_fault_stall_next: fetched, not executed. */
-struct sim_stalled {
-	uint16_t sqid;
-	struct nvme_sqe sqe;
-};
-
-struct sim {
-	struct nvme_bus bus; /* first: sim_from_bus checks bus.ops */
-	struct sim_opts o;
-	char name[48];
-	pthread_mutex_t lock;
-
-	/* registers */
-	uint64_t cap;
-	uint32_t vs, intms, cc, csts, aqa;
-	uint64_t asq, acq;
-	uint64_t ready_due_ns; /* CC.EN 0->1 pending RDY, 0: none */
-	bool enabled;          /* CC.EN seen as 1 and accepted */
-	uint32_t dstrd_bytes;
-	size_t bar_span;       /* BAR0's reservation: bus.bar0_len accessible, the rest not */
-
-	/* features */
-	uint16_t nr_queues_granted; /* 1-based, 0 until Set Features */
-	bool wc_enabled;       /* Volatile Write Cache feature WCE: opts.vwc at reset */
-	uint32_t irq_coalesce;
-
-	/* MSI-X */
-	int efds[128];
-	unsigned nr_efds;
-
-	/* DMA */
-	struct sim_map maps[SIM_MAX_MAPS];
-	_Atomic unsigned nr_maps;
-	uint64_t next_iova;
-
-	struct sim_sq sq[SIM_NQ];
-	struct sim_cq cq[SIM_NQ];
-	struct sim_ns ns[SIM_MAX_NS];
-
-	/* async events and the error log */
-	uint16_t aer_cid[SIM_MAX_AER];
-	unsigned nr_aer;
-	uint32_t pending_event; /* dw0 of an event not yet reported, 0: none */
-	struct nvme_error_log errlog[SIM_ERRLOG];
-	uint64_t error_count;
-	uint64_t host_reads, host_writes, units_read, units_written, media_errors;
-
-	/* faults: counters taken with atomics from the processing thread */
-	_Atomic unsigned f_fail_n;
-	_Atomic uint16_t f_fail_status;
-	_Atomic unsigned f_delay_us;
-	_Atomic unsigned f_lose_n;
-	_Atomic unsigned f_bogus_n;
-	_Atomic unsigned f_dup_n;
-	_Atomic bool f_hang;
-	_Atomic bool f_never_ready;
-	_Atomic bool cfs;
-	_Atomic unsigned gone;     /* SIM_GONE_*: registers read all ones, nothing runs */
-	_Atomic unsigned f_stall_n;
-	_Atomic bool f_abort_ignore;
-	_Atomic unsigned f_admin_delay_us; /* sim_fault_admin_delay */
-	_Atomic bool f_stuck;      /* sim_fault_stuck: CC writes and FLR ignored */
-	_Atomic bool bme;          /* bus mastering (the bus_master op): off, no DMA at all */
-	_Atomic unsigned f_irq_fail_n;
-	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
-	unsigned nr_stalled;
-	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
-	uint64_t powerfails, pf_lost, pf_kept; /* s->lock */
-
-	/* completions held back by sim_fault_delay (s->lock) */
-	struct sim_deferred *deferred;
-	unsigned nr_deferred;
-	_Atomic unsigned any_deferred;
-
-	/* device thread (threaded mode) */
-	pthread_t thread;
-	bool thread_started;
-	_Atomic bool stop;
-	_Atomic int kick;
-	_Atomic int sleeping;
-	pthread_cond_t cond;
-
-	struct sim_qstats admin_st; /* register-level counters under s->lock */
-	struct sim_qstats retired;  /* counters of queues deleted or reset */
-	/* threaded mode: held by the device thread while it processes, and by
-	 * register writes that reset queues, so a reset never races a fetch */
-	pthread_mutex_t qlock;
-	/* inline mode: one thread at a time executes device work (queue state
-	 * has no lock).  exec counts the threads that asked; the one that
-	 * raised it from 0 executes the doorbells marked in db_pend (bit:
-	 * doorbell index) for all of them until it drops back to 0. */
-	_Atomic unsigned exec;
-	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
-};
-
-/* Why the device does not answer (s->gone bits); either makes it dead to
- * the host. */
-#define SIM_GONE_REMOVED 1u /* sim_fault_remove: the link is gone; the device keeps power */
-#define SIM_GONE_OFF     2u /* sim_fault_powerfail: no power until sim_power_on or clear */
-
-static const struct nvme_bus_ops sim_ops;
-static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid);
-static void sim_flush_all(struct sim *s);
-static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
-
-static uint64_t sim_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* A doorbell outside BAR0 (opts.bar_len smaller than the queues need)
- * does not exist: it reads 0 and a store to it is dropped. */
-static inline bool sim_db_in_bar(const struct sim *s, uint64_t off)
-{
-	return off + 4 <= s->bus.bar0_len;
-}
-
-static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
-{
-	if (!sim_db_in_bar(s, off))
-		return 0;
-	return atomic_load_explicit((_Atomic uint32_t *)(s->bus.bar0 + off), memory_order_acquire);
-}
-
-static inline void sim_db_zero(struct sim *s, uint32_t off)
-{
-	if (sim_db_in_bar(s, off))
-		*(volatile uint32_t *)(s->bus.bar0 + off) = 0;
-}
 
 /* ------------------------------------------------------------------ DMA map */
 
 /* Host vaddr for [iova, iova+len) if it lies inside one mapping, else NULL:
  * a device behind an IOMMU can reach nothing else. */
-static void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
+void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len)
 {
 	unsigned n = atomic_load_explicit(&s->nr_maps, memory_order_acquire);
 
@@ -284,7 +54,7 @@ bool sim_dma_reaches(struct sim *s, const void *vaddr, size_t len)
 	return false;
 }
 
-static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *iova)
+int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *iova)
 {
 	struct sim *s = (struct sim *)bus;
 	int rc = -ENOSPC;
@@ -313,7 +83,7 @@ static int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *
 	return rc;
 }
 
-static int sim_dma_unmap(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t iova)
+int sim_dma_unmap(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t iova)
 {
 	struct sim *s = (struct sim *)bus;
 	int rc = -ENOENT;
@@ -346,8 +116,6 @@ struct sim_seg {
 /* Calls fn for each run of host memory covering len bytes described by
  * prp1/prp2, coalescing runs that are contiguous in host memory.  Returns 0
  * or an NVMe status (data transfer error, invalid PRP offset). */
-typedef int (*sim_seg_fn)(void *ctx, uint8_t *p, size_t len, size_t off);
-
 static uint16_t sim_prp_walk(struct sim *s, uint64_t prp1, uint64_t prp2, size_t len, sim_seg_fn fn,
 			     void *ctx)
 {
@@ -430,12 +198,7 @@ static int sim_seg_count(void *ctx, uint8_t *p, size_t len, size_t off)
 	return 0;
 }
 
-struct sim_copy {
-	uint8_t *buf;
-	bool to_host;
-};
-
-static int sim_seg_copy(void *ctx, uint8_t *p, size_t len, size_t off)
+int sim_seg_copy(void *ctx, uint8_t *p, size_t len, size_t off)
 {
 	struct sim_copy *c = ctx;
 
@@ -483,7 +246,7 @@ static int sim_seg_file(void *ctx, uint8_t *p, size_t len, size_t off)
 
 /* Validate every PRP first so a bad entry fails the command before any data
  * moves (no half-written blocks from a malformed list). */
-static uint16_t sim_xfer(struct sim *s, const struct nvme_sqe *c, size_t len, sim_seg_fn fn, void *ctx)
+uint16_t sim_xfer(struct sim *s, const struct nvme_sqe *c, size_t len, sim_seg_fn fn, void *ctx)
 {
 	unsigned segs = 0;
 	uint16_t st;
@@ -514,12 +277,6 @@ static void sim_errlog_add(struct sim *s, uint16_t sqid, uint16_t cid, uint16_t 
 	pthread_mutex_unlock(&s->lock);
 }
 
-static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
-{
-	unsigned used = (unsigned)(cq->tail - cq->head + cq->size) % cq->size;
-	return used + need > (unsigned)cq->size - 1u;
-}
-
 /* Post one CQE; the status word (with the phase tag) is stored last with
  * release order so the host never sees a torn entry. */
 static void sim_cq_post(struct sim_cq *cq, const struct nvme_cqe *e)
@@ -539,7 +296,7 @@ static void sim_cq_post(struct sim_cq *cq, const struct nvme_cqe *e)
 	}
 }
 
-static void sim_irq(struct sim *s, struct sim_cq *cq)
+void sim_irq(struct sim *s, struct sim_cq *cq)
 {
 	int fd;
 
@@ -597,7 +354,7 @@ static int sim_post_deferred(struct sim *s)
 	return posted;
 }
 
-static bool sim_take(_Atomic unsigned *n)
+bool sim_take(_Atomic unsigned *n)
 {
 	unsigned v = atomic_load_explicit(n, memory_order_relaxed);
 
@@ -609,7 +366,7 @@ static bool sim_take(_Atomic unsigned *n)
 }
 
 /* Complete a command of sq: faults first, then the normal post. */
-static void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid, uint16_t status,
+void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid, uint16_t status,
 			 uint32_t dw0, bool io)
 {
 	struct sim_cq *cq = &s->cq[sq->cqid];
@@ -636,371 +393,7 @@ static void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16
 		sim_cq_post(cq, &e);
 }
 
-/* ------------------------------------------------------------ admin commands */
-
-static void sim_pad(char *dst, size_t n, const char *src)
-{
-	size_t l = strlen(src);
-
-	memset(dst, ' ', n);
-	memcpy(dst, src, l < n ? l : n);
-}
-
-static uint16_t sim_to_host(struct sim *s, const struct nvme_sqe *c, const void *data, size_t len)
-{
-	struct sim_copy cp = {.buf = (uint8_t *)data, .to_host = true};
-
-	return sim_xfer(s, c, len, sim_seg_copy, &cp);
-}
-
-static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
-{
-	uint8_t cns = c->cdw10 & 0xff;
-	union {
-		struct nvme_id_ctrl ctrl;
-		struct nvme_id_ns ns;
-		uint32_t list[1024];
-	} *buf = calloc(1, sizeof(*buf));
-	uint16_t st = 0;
-
-	if (!buf)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
-	switch (cns) {
-	case NVME_ID_CNS_CTRL: {
-		struct nvme_id_ctrl *id = &buf->ctrl;
-		char sn[32];
-		id->vid = 0x1de5; /* any: the engine does not depend on it */
-		id->ssvid = id->vid;
-		snprintf(sn, sizeof(sn), "SIM-%s", s->o.name ? s->o.name : "0");
-		sim_pad(id->sn, sizeof(id->sn), sn);
-		sim_pad(id->mn, sizeof(id->mn), "nvmefs software controller");
-		sim_pad(id->fr, sizeof(id->fr), NVMEFS_VERSION);
-		id->rab = 0;
-		id->mdts = (uint8_t)s->o.mdts;
-		id->cntlid = 1;
-		id->ver = s->vs;
-		id->oacs = 0;
-		id->acl = 3;
-		id->aerl = SIM_MAX_AER - 1;
-		id->lpa = 0;
-		id->elpe = SIM_ERRLOG - 1;
-		id->wctemp = 343;
-		id->cctemp = 373;
-		id->sqes = 0x66;
-		id->cqes = 0x44;
-		id->maxcmd = 0;
-		id->nn = s->o.nr_ns;
-		id->oncs = NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES;
-		/* bits 2:1 = 11b: Flush with NSID FFFFFFFFh applies to all */
-		id->vwc = s->o.vwc ? (NVME_VWC_PRESENT | 0x6) : 0;
-		id->sgls = 0; /* SGL data transfer not implemented: opts.sgl is accepted but not advertised */
-		snprintf(id->subnqn, sizeof(id->subnqn), "nqn.2026-12.io.nvmefs:sim:%s",
-			 s->o.name ? s->o.name : "0");
-		break;
-	}
-	case NVME_ID_CNS_NS: {
-		if (c->nsid == 0 || c->nsid > s->o.nr_ns) {
-			st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
-			break;
-		}
-		struct sim_ns *ns = &s->ns[c->nsid - 1];
-		struct nvme_id_ns *id = &buf->ns;
-		id->nsze = id->ncap = id->nuse = ns->nlba;
-		id->nlbaf = 0;
-		id->flbas = 0;
-		id->lbaf[0].lbads = (uint8_t)ns->lba_shift;
-		id->dlfeat = 0x1; /* deallocated blocks read as zeroes */
-		id->eui64[0] = 0x02;
-		id->eui64[7] = (uint8_t)c->nsid;
-		break;
-	}
-	case NVME_ID_CNS_CTRL_NVM: {
-		struct nvme_id_ctrl_nvm *id = (struct nvme_id_ctrl_nvm *)buf;
-		id->wzsl = (uint8_t)s->o.wzsl;
-		id->dmrl = (uint8_t)s->o.dmrl;
-		id->dmrsl = s->o.dmrsl;
-		break;
-	}
-	case NVME_ID_CNS_NS_ACTIVE_LIST: {
-		unsigned k = 0;
-		for (unsigned i = 1; i <= s->o.nr_ns; i++)
-			if (i > c->nsid)
-				buf->list[k++] = i;
-		break;
-	}
-	default:
-		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	}
-	if (s->o.identify_hook)
-		st = s->o.identify_hook(s->o.hook_arg, c, buf, st);
-	if (!st)
-		st = sim_to_host(s, c, buf, 4096);
-	free(buf);
-	return st;
-}
-
-static uint16_t sim_features(struct sim *s, const struct nvme_sqe *c, bool set, uint32_t *dw0)
-{
-	uint8_t fid = c->cdw10 & 0xff;
-
-	switch (fid) {
-	case NVME_FEAT_NUM_QUEUES:
-		if (set) {
-			unsigned nsq = (c->cdw11 & 0xffff) + 1u, ncq = (c->cdw11 >> 16) + 1u;
-			if ((c->cdw11 & 0xffff) == 0xffff || (c->cdw11 >> 16) == 0xffff)
-				return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-			unsigned want = nsq > ncq ? nsq : ncq;
-			s->nr_queues_granted = (uint16_t)(want < s->o.max_queues ? want : s->o.max_queues);
-		}
-		{
-			unsigned g = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
-			*dw0 = (g - 1) | ((g - 1) << 16);
-		}
-		return 0;
-	case NVME_FEAT_VOLATILE_WC:
-		if (!s->o.vwc)
-			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-		if (set) {
-			/* disabled, a completed write is durable: so is what the cache held */
-			if (s->wc_enabled && !(c->cdw11 & 1))
-				sim_flush_all(s);
-			s->wc_enabled = c->cdw11 & 1;
-		}
-		*dw0 = s->wc_enabled;
-		return 0;
-	case NVME_FEAT_IRQ_COALESCE:
-		if (set)
-			s->irq_coalesce = c->cdw11 & 0xffff;
-		*dw0 = s->irq_coalesce;
-		return 0;
-	case NVME_FEAT_ARBITRATION:
-	case NVME_FEAT_POWER_MGMT:
-	case NVME_FEAT_ASYNC_EVENT:
-		*dw0 = 0;
-		return 0;
-	default:
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	}
-}
-
-static void sim_u128(uint8_t *dst, uint64_t v)
-{
-	memset(dst, 0, 16);
-	memcpy(dst, &v, sizeof(v));
-}
-
-static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
-{
-	uint8_t lid = c->cdw10 & 0xff;
-	size_t len = ((((size_t)(c->cdw11 & 0xffff)) << 16 | (c->cdw10 >> 16)) + 1) * 4;
-	uint8_t *buf;
-	size_t have;
-	uint16_t st;
-
-	if (len > 1u << 20)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	buf = calloc(1, len < 4096 ? 4096 : len);
-	if (!buf)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
-	pthread_mutex_lock(&s->lock);
-	switch (lid) {
-	case NVME_LOG_ERROR: {
-		/* newest first, as the spec orders them */
-		unsigned n = s->error_count < SIM_ERRLOG ? (unsigned)s->error_count : SIM_ERRLOG;
-		for (unsigned i = 0; i < n && (i + 1) * 64 <= len; i++)
-			memcpy(buf + i * 64, &s->errlog[(s->error_count - 1 - i) % SIM_ERRLOG], 64);
-		have = len;
-		break;
-	}
-	case NVME_LOG_SMART: {
-		struct nvme_smart_log sl = {0};
-		sl.temperature[0] = (uint8_t)(313 & 0xff);
-		sl.temperature[1] = (uint8_t)(313 >> 8);
-		sl.avail_spare = 100;
-		sl.spare_thresh = 10;
-		sim_u128(sl.data_units_read, s->units_read / 1000);
-		sim_u128(sl.data_units_written, s->units_written / 1000);
-		sim_u128(sl.host_reads, s->host_reads);
-		sim_u128(sl.host_writes, s->host_writes);
-		sim_u128(sl.power_cycles, 1);
-		sim_u128(sl.media_errors, s->media_errors);
-		sim_u128(sl.num_err_log_entries, s->error_count);
-		memcpy(buf, &sl, sizeof(sl) < len ? sizeof(sl) : len);
-		have = len;
-		break;
-	}
-	case NVME_LOG_FW_SLOT:
-		buf[0] = 1;
-		memcpy(buf + 8, NVMEFS_VERSION "        ", 8);
-		have = len;
-		break;
-	default:
-		pthread_mutex_unlock(&s->lock);
-		free(buf);
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
-	}
-	pthread_mutex_unlock(&s->lock);
-	st = sim_to_host(s, c, buf, have);
-	free(buf);
-	return st;
-}
-
-static uint16_t sim_create_cq(struct sim *s, const struct nvme_sqe *c)
-{
-	uint16_t qid = c->cdw10 & 0xffff, qsize = (uint16_t)((c->cdw10 >> 16) + 1);
-	uint16_t iv = c->cdw11 >> 16;
-	unsigned granted = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
-
-	if (qid == 0 || qid > granted || s->cq[qid].valid)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
-	if ((c->cdw10 >> 16) == 0 || (c->cdw10 >> 16) > NVME_CAP_MQES(s->cap))
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
-	if (!(c->cdw11 & NVME_QUEUE_PC)) /* CAP.CQR: contiguous queues required */
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	if ((c->cdw11 & NVME_CQ_IEN) && iv >= s->o.nr_vectors)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_VECTOR);
-	if (c->prp1 & (SIM_PAGE - 1))
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-	void *ring = sim_xlate(s, c->prp1, (uint64_t)qsize * sizeof(struct nvme_cqe));
-	if (!ring)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-	struct sim_cq *cq = &s->cq[qid];
-	memset(cq, 0, sizeof(*cq));
-	cq->ring = ring;
-	cq->size = qsize;
-	cq->vector = iv;
-	cq->ien = c->cdw11 & NVME_CQ_IEN;
-	cq->phase = 1;
-	sim_db_zero(s, nvme_cq_hdbl_off(qid, NVME_CAP_DSTRD(s->cap)));
-	atomic_thread_fence(memory_order_release);
-	cq->valid = true;
-	return 0;
-}
-
-static uint16_t sim_create_sq(struct sim *s, const struct nvme_sqe *c)
-{
-	uint16_t qid = c->cdw10 & 0xffff, qsize = (uint16_t)((c->cdw10 >> 16) + 1);
-	uint16_t cqid = c->cdw11 >> 16;
-	unsigned granted = s->nr_queues_granted ? s->nr_queues_granted : s->o.max_queues;
-
-	if (qid == 0 || qid > granted || s->sq[qid].valid)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
-	if ((c->cdw10 >> 16) == 0 || (c->cdw10 >> 16) > NVME_CAP_MQES(s->cap))
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QUEUE_SIZE);
-	if (cqid == 0 || cqid >= SIM_NQ || !s->cq[cqid].valid)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_CQ_INVALID);
-	if (!(c->cdw11 & NVME_QUEUE_PC))
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	if (c->prp1 & (SIM_PAGE - 1))
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_PRP_OFFSET);
-	void *ring = sim_xlate(s, c->prp1, (uint64_t)qsize * sizeof(struct nvme_sqe));
-	if (!ring)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
-	struct sim_sq *sq = &s->sq[qid];
-	memset(sq, 0, sizeof(*sq));
-	sq->ring = ring;
-	sq->size = qsize;
-	sq->cqid = cqid;
-	s->cq[cqid].nr_sqs++;
-	sim_db_zero(s, nvme_sq_tdbl_off(qid, NVME_CAP_DSTRD(s->cap)));
-	atomic_thread_fence(memory_order_release);
-	sq->valid = true;
-	return 0;
-}
-
-static uint16_t sim_delete_sq(struct sim *s, uint16_t qid)
-{
-	if (qid == 0 || qid >= SIM_NQ || !s->sq[qid].valid)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
-	s->sq[qid].valid = false;
-	s->cq[s->sq[qid].cqid].nr_sqs--;
-	sim_add_q(&s->retired, &s->sq[qid].st);
-	memset(&s->sq[qid].st, 0, sizeof(s->sq[qid].st));
-	return 0;
-}
-
-static uint16_t sim_delete_cq(struct sim *s, uint16_t qid)
-{
-	if (qid == 0 || qid >= SIM_NQ || !s->cq[qid].valid)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
-	if (s->cq[qid].nr_sqs)
-		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_QUEUE_DELETION);
-	s->cq[qid].valid = false;
-	sim_add_q(&s->retired, &s->cq[qid].st);
-	memset(&s->cq[qid].st, 0, sizeof(s->cq[qid].st));
-	return 0;
-}
-
-/* Report a pending event on a held Async Event Request, if any. */
-static void sim_aer_flush(struct sim *s)
-{
-	struct sim_sq *sq = &s->sq[0];
-
-	if (!s->pending_event || !s->nr_aer || !s->cq[0].valid || sim_cq_full(&s->cq[0], 1))
-		return;
-	sim_complete(s, 0, sq, s->aer_cid[--s->nr_aer], 0, s->pending_event, false);
-	s->pending_event = 0;
-	sim_irq(s, &s->cq[0]);
-}
-
-/* Returns true when the command completes now (false: held, as AER). */
-static bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t *status,
-		      uint32_t *dw0)
-{
-	SIM_INC(sq->st.admin_cmds, 1);
-	*dw0 = 0;
-	switch (c->opc) {
-	case NVME_ADM_IDENTIFY:
-		*status = sim_identify(s, c);
-		break;
-	case NVME_ADM_SET_FEATURES:
-		*status = sim_features(s, c, true, dw0);
-		break;
-	case NVME_ADM_GET_FEATURES:
-		*status = sim_features(s, c, false, dw0);
-		break;
-	case NVME_ADM_CREATE_CQ:
-		*status = sim_create_cq(s, c);
-		break;
-	case NVME_ADM_CREATE_SQ:
-		*status = sim_create_sq(s, c);
-		break;
-	case NVME_ADM_DELETE_SQ:
-		*status = sim_delete_sq(s, c->cdw10 & 0xffff);
-		break;
-	case NVME_ADM_DELETE_CQ:
-		*status = sim_delete_cq(s, c->cdw10 & 0xffff);
-		break;
-	case NVME_ADM_GET_LOG_PAGE:
-		*status = sim_get_log(s, c);
-		break;
-	case NVME_ADM_ABORT:
-		*status = 0;
-		*dw0 = sim_abort(s, (uint16_t)(c->cdw10 & 0xffff), (uint16_t)(c->cdw10 >> 16));
-		break;
-	case NVME_ADM_ASYNC_EVENT:
-		if (s->nr_aer >= SIM_MAX_AER) {
-			*status = NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_ASYNC_LIMIT);
-			break;
-		}
-		s->aer_cid[s->nr_aer++] = c->cid;
-		return false;
-	default:
-		*status = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
-	}
-	if (s->o.admin_hook)
-		*status = s->o.admin_hook(s->o.hook_arg, c, *status, dw0);
-	return true;
-}
-
 /* --------------------------------------------------------------- I/O commands */
-
-/* Writes to ns go through the volatile write cache model: the namespace has
- * one (RAM or FILE, opts.vwc) and the host left it enabled (WCE). */
-static inline bool sim_cached(const struct sim *s, const struct sim_ns *ns)
-{
-	return ns->wc.cap && s->wc_enabled;
-}
 
 static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, struct sim_ns *ns,
 		       bool write)
@@ -1060,56 +453,6 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	return st;
 }
 
-/* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT).  It
- * goes through the volatile write cache as a write does; fua: durable when
- * done (Write Zeroes with FUA). */
-static uint16_t sim_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua)
-{
-	bool cached = sim_cached(s, ns);
-
-	if (slba >= ns->nlba || nlb > ns->nlba - slba)
-		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
-	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
-		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-	off_t off = (off_t)(slba << ns->lba_shift);
-	size_t len = (size_t)nlb << ns->lba_shift;
-	switch (ns->backing) {
-	case SIM_BACKING_NULL:
-		break;
-	case SIM_BACKING_RAM: {
-		/* whole pages go back to the kernel (and read as zero); edges memset */
-		uint8_t *p = ns->mem + off, *e = p + len;
-		uint8_t *a = (uint8_t *)(((uintptr_t)p + SIM_PAGE - 1) & ~(uintptr_t)(SIM_PAGE - 1));
-		uint8_t *b = (uint8_t *)((uintptr_t)e & ~(uintptr_t)(SIM_PAGE - 1));
-		if (b > a + SIM_PAGE * 16) {
-			memset(p, 0, (size_t)(a - p));
-			if (madvise(a, (size_t)(b - a), MADV_DONTNEED))
-				memset(a, 0, (size_t)(b - a));
-			memset(b, 0, (size_t)(e - b));
-		} else {
-			memset(p, 0, len);
-		}
-		break;
-	}
-	case SIM_BACKING_FILE:
-		if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, (off_t)len)) {
-			static const uint8_t zero[SIM_PAGE];
-			for (size_t done = 0; done < len;) {
-				size_t n = len - done < SIM_PAGE ? len - done : SIM_PAGE;
-				if (pwrite(ns->fd, zero, n, off + (off_t)done) != (ssize_t)n)
-					return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-				done += n;
-			}
-		}
-		if (fua && fdatasync(ns->fd))
-			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-		break;
-	}
-	if (fua && cached)
-		sim_wc_durable(&ns->wc, slba, nlb);
-	return 0;
-}
-
 static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns)
 {
 	unsigned nr = (c->cdw10 & 0xff) + 1u;
@@ -1125,27 +468,17 @@ static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *
 		if (r[i].slba >= ns->nlba || r[i].nlb > ns->nlba - r[i].slba)
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
 	for (unsigned i = 0; i < nr; i++)
-		if ((st = sim_zero(s, ns, r[i].slba, r[i].nlb, false)))
+		if ((st = sim_ns_zero(s, ns, r[i].slba, r[i].nlb, false)))
 			return st;
 	return 0;
 }
 
-/* Flush: the host's page cache of a file goes first (on failure nothing is
- * durable), then the model's cache. */
-static uint16_t sim_flush_ns(struct sim_ns *ns)
-{
-	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
-		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-	sim_wc_flush(&ns->wc);
-	return 0;
-}
-
-static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
+uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 {
 	if (c->opc == NVME_CMD_FLUSH && c->nsid == 0xffffffffu) {
 		SIM_INC(sq->st.flushes, 1);
 		for (unsigned i = 0; i < s->o.nr_ns; i++) {
-			uint16_t st = sim_flush_ns(&s->ns[i]);
+			uint16_t st = sim_ns_flush(&s->ns[i]);
 			if (st)
 				return st;
 		}
@@ -1161,7 +494,7 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return sim_rw(s, sq, c, ns, true);
 	case NVME_CMD_FLUSH:
 		SIM_INC(sq->st.flushes, 1);
-		return sim_flush_ns(ns);
+		return sim_ns_flush(ns);
 	case NVME_CMD_WRITE_ZEROES: {
 		uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
 		SIM_INC(sq->st.write_zeroes, 1);
@@ -1172,7 +505,7 @@ static uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 		bool fua = c->cdw12 & NVME_RW_FUA;
-		uint16_t st = sim_zero(s, ns, slba, (c->cdw12 & 0xffff) + 1u, fua);
+		uint16_t st = sim_ns_zero(s, ns, slba, (c->cdw12 & 0xffff) + 1u, fua);
 		if (!st && fua)
 			SIM_INC(sq->st.fua_writes, 1);
 		return st;
@@ -1204,7 +537,7 @@ static bool sim_stall(struct sim *s, uint16_t sqid, const struct nvme_sqe *c)
 /* Abort: a stalled command named by (sqid, cid) completes with Command
  * Abort Requested; dw0 bit 0 = 0 says it was aborted.  Commands that are
  * not stalled executed as soon as they were fetched: nothing to abort. */
-static uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid)
+uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid)
 {
 	if (atomic_load(&s->f_abort_ignore) || sqid == 0 || sqid >= SIM_NQ)
 		return 1;
@@ -1238,7 +571,7 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 	s->pending_event = 0x00u | ((uint32_t)info << 8) | ((uint32_t)NVME_LOG_ERROR << 16);
 }
 
-static bool sim_running(struct sim *s)
+bool sim_running(struct sim *s)
 {
 	/* without bus mastering the function can neither fetch a command nor
 	 * post a completion: both are DMA */
@@ -1384,7 +717,7 @@ static void sim_exec_unlock(struct sim *s)
 	sim_exec_run(s, 1);
 }
 
-static void sim_qlock(struct sim *s)
+void sim_qlock(struct sim *s)
 {
 	if (s->o.threaded)
 		pthread_mutex_lock(&s->qlock);
@@ -1392,7 +725,7 @@ static void sim_qlock(struct sim *s)
 		sim_exec_lock(s);
 }
 
-static void sim_qunlock(struct sim *s)
+void sim_qunlock(struct sim *s)
 {
 	if (s->o.threaded)
 		pthread_mutex_unlock(&s->qlock);
@@ -1400,7 +733,7 @@ static void sim_qunlock(struct sim *s)
 		sim_exec_unlock(s);
 }
 
-static void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
+void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 {
 	struct sim *s = (struct sim *)bus;
 
@@ -1455,7 +788,7 @@ static unsigned sim_scan(struct sim *s)
 	return work;
 }
 
-static void *sim_thread(void *arg)
+void *sim_thread(void *arg)
 {
 	struct sim *s = arg;
 	unsigned idle = 0;
@@ -1492,704 +825,7 @@ static void *sim_thread(void *arg)
 	return NULL;
 }
 
-/* ----------------------------------------------------------------- registers */
-
-static void sim_reset_queues(struct sim *s)
-{
-	for (unsigned q = 0; q < SIM_NQ; q++) {
-		sim_add_q(&s->retired, &s->sq[q].st);
-		sim_add_q(&s->retired, &s->cq[q].st);
-	}
-	memset(s->sq, 0, sizeof(s->sq));
-	memset(s->cq, 0, sizeof(s->cq));
-	s->nr_aer = 0;
-	s->pending_event = 0;
-	s->nr_queues_granted = 0;
-	/* a feature without a saved value is back at its default; a cache
-	 * enabled again is empty (disabling it made everything durable) */
-	s->wc_enabled = s->o.vwc;
-	s->nr_deferred = 0; /* callers hold s->lock */
-	atomic_store(&s->any_deferred, 0);
-	/* a reset ends transient misbehaviour: completions that were to be
-	 * lost, doubled or preceded by a bogus one are not carried over */
-	atomic_store(&s->f_lose_n, 0);
-	atomic_store(&s->f_bogus_n, 0);
-	atomic_store(&s->f_dup_n, 0);
-	atomic_store(&s->f_hang, false); /* a hung controller comes back from a reset */
-	s->nr_stalled = 0; /* stalled commands are dropped, never executed */
-	/* doorbell registers back to 0; the host may store into them at the
-	 * same time (its reactors' last doorbells): atomics on both sides */
-	for (size_t off = NVME_REG_DBS; off + 4 <= s->bus.bar0_len; off += 4)
-		__atomic_store_n((uint32_t *)(s->bus.bar0 + off), 0, __ATOMIC_RELAXED);
-}
-
-/* CC.EN 0 -> 1: check the admin queue set-up and CC fields. */
-static bool sim_enable(struct sim *s)
-{
-	uint32_t asqs = (s->aqa & 0xfff) + 1, acqs = ((s->aqa >> 16) & 0xfff) + 1;
-	uint32_t mps = (s->cc >> NVME_CC_MPS_SHIFT) & 0xf, css = (s->cc >> NVME_CC_CSS_SHIFT) & 0x7;
-
-	if (asqs < 2 || acqs < 2 || (s->asq | s->acq) & (SIM_PAGE - 1) || mps != 0 || css != 0)
-		return false;
-	void *sq = sim_xlate(s, s->asq, asqs * 64ull), *cq = sim_xlate(s, s->acq, acqs * 16ull);
-	if (!sq || !cq)
-		return false;
-	sim_reset_queues(s);
-	s->sq[0] = (struct sim_sq){.valid = true, .size = (uint16_t)asqs, .cqid = 0, .ring = sq};
-	s->cq[0] = (struct sim_cq){.valid = true, .size = (uint16_t)acqs, .phase = 1, .ring = cq,
-				   .ien = true, .vector = 0, .nr_sqs = 1};
-	return true;
-}
-
-static void sim_flush_all(struct sim *s)
-{
-	for (unsigned i = 0; i < s->o.nr_ns; i++)
-		sim_flush_ns(&s->ns[i]);
-}
-
-static void sim_write_cc(struct sim *s, uint32_t val)
-{
-	uint32_t old = s->cc;
-
-	if (atomic_load(&s->f_stuck))
-		return; /* wedged: neither a disable nor a shutdown is obeyed */
-
-	s->cc = val;
-	if ((val & NVME_CC_SHN_MASK) && !(old & NVME_CC_SHN_MASK)) {
-		/* orderly shutdown: make everything durable, then report complete */
-		sim_flush_all(s);
-		SIM_SET(s->csts, (s->csts & ~NVME_CSTS_SHST_MASK) | NVME_CSTS_SHST_CMPLT);
-	}
-	if ((val & NVME_CC_EN) && !(old & NVME_CC_EN)) {
-		if (atomic_load(&s->cfs))
-			return;
-		if (!sim_enable(s)) {
-			SIM_SET(s->csts,
-			        s->csts | (NVME_CSTS_CFS)); /* a bad admin queue set-up is fatal */
-			return;
-		}
-		SIM_SET(s->enabled, true);
-		s->ready_due_ns = sim_now_ns() + s->o.ready_delay_ms * 1000000ull;
-		if (!s->ready_due_ns)
-			s->ready_due_ns = 1;
-	} else if (!(val & NVME_CC_EN) && (old & NVME_CC_EN)) {
-		s->resets++;
-		SIM_SET(s->enabled, false);
-		s->ready_due_ns = 0;
-		sim_reset_queues(s);
-		atomic_store(&s->cfs, false);
-		SIM_SET(s->csts,
-		        s->csts & (~(NVME_CSTS_RDY | NVME_CSTS_CFS | NVME_CSTS_SHST_MASK)));
-	}
-}
-
-static uint32_t sim_csts(struct sim *s)
-{
-	if (s->ready_due_ns && sim_now_ns() >= s->ready_due_ns && !atomic_load(&s->f_never_ready)) {
-		SIM_SET(s->csts, s->csts | (NVME_CSTS_RDY));
-		s->ready_due_ns = 0;
-	}
-	return s->csts | (atomic_load(&s->cfs) ? NVME_CSTS_CFS : 0);
-}
-
-static uint32_t sim_read32(struct nvme_bus *bus, uint32_t off)
-{
-	struct sim *s = (struct sim *)bus;
-	uint32_t v;
-
-	if (atomic_load(&s->gone))
-		return 0xffffffffu; /* a PCIe read to a function that is gone */
-	pthread_mutex_lock(&s->lock);
-	switch (off) {
-	case NVME_REG_CAP: v = (uint32_t)s->cap; break;
-	case NVME_REG_CAP + 4: v = (uint32_t)(s->cap >> 32); break;
-	case NVME_REG_VS: v = s->vs; break;
-	case NVME_REG_INTMS:
-	case NVME_REG_INTMC: v = s->intms; break;
-	case NVME_REG_CC: v = s->cc; break;
-	case NVME_REG_CSTS: v = sim_csts(s); break;
-	case NVME_REG_AQA: v = s->aqa; break;
-	case NVME_REG_ASQ: v = (uint32_t)s->asq; break;
-	case NVME_REG_ASQ + 4: v = (uint32_t)(s->asq >> 32); break;
-	case NVME_REG_ACQ: v = (uint32_t)s->acq; break;
-	case NVME_REG_ACQ + 4: v = (uint32_t)(s->acq >> 32); break;
-	default:
-		/* doorbells are write-only: reads return 0 */
-		v = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return v;
-}
-
-static uint64_t sim_read64(struct nvme_bus *bus, uint32_t off)
-{
-	return sim_read32(bus, off) | (uint64_t)sim_read32(bus, off + 4) << 32;
-}
-
-static void sim_write32(struct nvme_bus *bus, uint32_t off, uint32_t val)
-{
-	struct sim *s = (struct sim *)bus;
-
-	if (atomic_load(&s->gone))
-		return;
-	if (off >= NVME_REG_DBS && (uint64_t)off + 4 <= bus->bar0_len) {
-		nvme_bus_doorbell(bus, (volatile uint32_t *)(bus->bar0 + off), val);
-		return;
-	}
-	sim_qlock(s);
-	pthread_mutex_lock(&s->lock);
-	switch (off) {
-	case NVME_REG_INTMS: s->intms |= val; break;
-	case NVME_REG_INTMC: s->intms &= ~val; break;
-	case NVME_REG_CC: sim_write_cc(s, val); break;
-	case NVME_REG_AQA: s->aqa = val & 0x0fff0fff; break;
-	case NVME_REG_ASQ: s->asq = (s->asq & ~0xffffffffull) | val; break;
-	case NVME_REG_ASQ + 4: s->asq = (s->asq & 0xffffffffull) | (uint64_t)val << 32; break;
-	case NVME_REG_ACQ: s->acq = (s->acq & ~0xffffffffull) | val; break;
-	case NVME_REG_ACQ + 4: s->acq = (s->acq & 0xffffffffull) | (uint64_t)val << 32; break;
-	case NVME_REG_NSSR:
-		if (val == 0x4e564d65) { /* "NVMe": subsystem reset */
-			SIM_SET(s->enabled, false);
-			sim_reset_queues(s);
-			s->cc = 0;
-			SIM_SET(s->csts, NVME_CSTS_NSSRO);
-		}
-		break;
-	default:
-		break; /* read-only or reserved: ignored, as hardware does */
-	}
-	pthread_mutex_unlock(&s->lock);
-	sim_qunlock(s);
-}
-
-static void sim_write64(struct nvme_bus *bus, uint32_t off, uint64_t val)
-{
-	sim_write32(bus, off, (uint32_t)val);
-	sim_write32(bus, off + 4, (uint32_t)(val >> 32));
-}
-
-static int sim_irq_set(struct nvme_bus *bus, unsigned n, const int *efds)
-{
-	struct sim *s = (struct sim *)bus;
-
-	if (n > s->o.nr_vectors || n > sizeof(s->efds) / sizeof(s->efds[0]))
-		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	if (sim_take(&s->f_irq_fail_n)) {
-		for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-			SIM_SET(s->efds[i], -1);
-		SIM_SET(s->nr_efds, 0);
-		pthread_mutex_unlock(&s->lock);
-		return -EIO;
-	}
-	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-		SIM_SET(s->efds[i], i < n ? efds[i] : -1);
-	SIM_SET(s->nr_efds, n);
-	pthread_mutex_unlock(&s->lock);
-	return 0;
-}
-
-/* Registers and queues at their reset values: disabled, no queues, no CFS.
- * Callers hold the queues and s->lock. */
-static void sim_regs_reset(struct sim *s)
-{
-	SIM_SET(s->enabled, false);
-	s->ready_due_ns = 0;
-	sim_reset_queues(s);
-	s->cc = 0;
-	SIM_SET(s->csts, 0);
-	s->aqa = 0;
-	s->asq = s->acq = 0;
-	atomic_store(&s->cfs, false);
-}
-
-/* A function level reset: what CC.EN 1 -> 0 resets, and CC, AQA, ASQ, ACQ. */
-static int sim_reset(struct nvme_bus *bus)
-{
-	struct sim *s = (struct sim *)bus;
-
-	if (atomic_load(&s->gone))
-		return -ENODEV;
-	if (atomic_load(&s->f_stuck))
-		return -EIO; /* the reset does not take: the function stays as it is */
-	sim_qlock(s);
-	pthread_mutex_lock(&s->lock);
-	sim_regs_reset(s);
-	s->resets++;
-	pthread_mutex_unlock(&s->lock);
-	sim_qunlock(s);
-	return 0;
-}
-
-static void sim_close(struct nvme_bus *bus)
-{
-	sim_destroy((struct sim *)bus);
-}
-
-static int sim_bus_master(struct nvme_bus *bus, bool on)
-{
-	struct sim *s = (struct sim *)bus;
-
-	if (atomic_load(&s->gone))
-		return -ENODEV;
-	/* the commands being executed finish first: off, nothing more moves */
-	if (!on)
-		sim_qlock(s);
-	atomic_store(&s->bme, on);
-	if (!on)
-		sim_qunlock(s);
-	else if (s->o.threaded)
-		atomic_store(&s->kick, 1);
-	return 0;
-}
-
-static const struct nvme_bus_ops sim_ops = {
-	.read32 = sim_read32,
-	.read64 = sim_read64,
-	.write32 = sim_write32,
-	.write64 = sim_write64,
-	.dma_map = sim_dma_map,
-	.dma_unmap = sim_dma_unmap,
-	.irq_set = sim_irq_set,
-	.reset = sim_reset,
-	.bus_master = sim_bus_master,
-	.close = sim_close,
-};
-
-/* -------------------------------------------------------------- life cycle */
-
-/* The daemon runs as root: a link or a file planted at the backing path
- * must not make it grow and expose someone else's file, so the path is
- * opened by safepath_open_file's rules (safepath.h). */
-static int sim_open_backing(const char *path)
-{
-	char msg[PATH_MAX + 160];
-	bool created;
-	int fd = safepath_open_file(path, 0600, &created, msg, sizeof(msg));
-
-	if (fd < 0)
-		log_err("sim: backing file %s: %s", path, msg);
-	else if (created)
-		log_info("sim: created backing file %s", path);
-	return fd;
-}
-
-static int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
-{
-	ns->nlba = o->nlba;
-	ns->lba_size = o->lba_size;
-	ns->lba_shift = o->lba_size == 512 ? 9 : 12;
-	ns->backing = o->backing;
-	ns->fd = -1;
-	size_t len = (size_t)(o->nlba << ns->lba_shift);
-	switch (o->backing) {
-	case SIM_BACKING_NULL:
-		return 0;
-	case SIM_BACKING_RAM:
-		/* lazily zero: untouched pages cost nothing */
-		ns->mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			       -1, 0);
-		if (ns->mem == MAP_FAILED) {
-			ns->mem = NULL;
-			return -errno;
-		}
-		ns->mem_len = len;
-		return 0;
-	case SIM_BACKING_FILE: {
-		struct stat st;
-		if (!o->path || !*o->path)
-			return -EINVAL;
-		snprintf(ns->path, sizeof(ns->path), "%s", o->path);
-		ns->fd = sim_open_backing(o->path);
-		if (ns->fd < 0)
-			return ns->fd;
-		if (fstat(ns->fd, &st) || ((uint64_t)st.st_size < len && ftruncate(ns->fd, (off_t)len))) {
-			int e = -errno;
-			log_err("sim: cannot size backing file %s to %zu bytes: %s", o->path, len, strerror(-e));
-			return e;
-		}
-		return 0;
-	}
-	}
-	return -EINVAL;
-}
-
-static void sim_ns_close(struct sim_ns *ns)
-{
-	sim_wc_fini(&ns->wc); /* the media holds the newest data: as after a shutdown */
-	if (ns->mem)
-		munmap(ns->mem, ns->mem_len);
-	if (ns->fd >= 0) {
-		fdatasync(ns->fd);
-		close(ns->fd);
-	}
-	ns->mem = NULL;
-	ns->fd = -1;
-}
-
-int sim_create(const struct sim_opts *o, struct sim **out)
-{
-	struct sim *s;
-	int rc = -EINVAL;
-
-	if (!o || o->nr_ns < 1 || o->nr_ns > SIM_MAX_NS || o->dstrd > 15 || o->mdts > 15)
-		return -EINVAL;
-	for (unsigned i = 0; i < o->nr_ns; i++)
-		if (!o->ns[i].nlba || (o->ns[i].lba_size != 512 && o->ns[i].lba_size != 4096))
-			return -EINVAL;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	s->o = *o;
-	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : "sim");
-	s->o.name = s->name;
-	if (!s->o.max_queues || s->o.max_queues > SIM_MAX_QID)
-		s->o.max_queues = s->o.max_queues ? SIM_MAX_QID : 64;
-	if (!s->o.mqes || s->o.mqes > 4095)
-		s->o.mqes = 4095;
-	if (!s->o.nr_vectors)
-		s->o.nr_vectors = 65;
-	if (s->o.nr_vectors > 128)
-		s->o.nr_vectors = 128;
-	for (unsigned i = 0; i < 128; i++)
-		SIM_SET(s->efds[i], -1);
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->qlock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	atomic_store(&s->bme, true); /* as after the host's PCI set-up */
-	for (unsigned i = 0; i < SIM_MAX_NS; i++) {
-		s->ns[i].fd = -1;
-		s->ns[i].wc.fd = -1;
-	}
-	s->wc_enabled = s->o.vwc;
-
-	/* CAP: MQES, CQR=1, TO=15 (7.5 s; the engine waits up to that), DSTRD,
-	 * CSS = NVM, MPSMIN = MPSMAX = 0 (4 KiB) */
-	s->cap = (uint64_t)s->o.mqes | 1ull << 16 | 15ull << 24 | (uint64_t)s->o.dstrd << 32 |
-		 (uint64_t)NVME_CAP_CSS_NVM << 37;
-	if (o->cap)
-		s->cap = o->cap;
-	s->vs = o->vs ? o->vs : NVME_VS(1, 4, 0);
-	s->dstrd_bytes = 4u << NVME_CAP_DSTRD(s->cap);
-	s->next_iova = SIM_IOVA_BASE;
-	s->bus.ops = &sim_ops;
-	s->bus.db_notify = sim_db_notify;
-	s->bus.nr_vectors = s->o.nr_vectors;
-	s->bus.numa_node = -1;
-	snprintf(s->bus.name, sizeof(s->bus.name), "sim:%s", s->name);
-	/* BAR0: the doorbells of every queue, or opts.bar_len of it accessible
-	 * and the rest of that span reserved, inaccessible */
-	s->bar_span = NVME_REG_DBS + (size_t)2 * SIM_NQ * s->dstrd_bytes;
-	s->bar_span = (s->bar_span + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
-	s->bus.bar0_len = s->bar_span;
-	if (o->bar_len)
-		s->bus.bar0_len = (o->bar_len + SIM_PAGE - 1) & ~(size_t)(SIM_PAGE - 1);
-	if (s->bus.bar0_len > s->bar_span)
-		s->bar_span = s->bus.bar0_len;
-	void *bar = mmap(NULL, s->bar_span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			 -1, 0);
-	if (bar == MAP_FAILED || mprotect(bar, s->bus.bar0_len, PROT_READ | PROT_WRITE)) {
-		rc = -errno;
-		if (bar != MAP_FAILED)
-			munmap(bar, s->bar_span);
-		goto fail;
-	}
-	s->bus.bar0 = bar; /* zero, as mmap gives it */
-	for (unsigned i = 0; i < o->nr_ns; i++) {
-		struct sim_ns *ns = &s->ns[i];
-
-		if ((rc = sim_ns_open(ns, &o->ns[i])))
-			goto fail;
-		/* allocated now: the command path never allocates */
-		if (s->o.vwc && ns->backing != SIM_BACKING_NULL &&
-		    (rc = sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd)))
-			goto fail;
-	}
-	if (s->o.threaded) {
-		if ((rc = -pthread_create(&s->thread, NULL, sim_thread, s)))
-			goto fail;
-		s->thread_started = true;
-		pthread_setname_np(s->thread, "nvmefs-sim");
-	}
-	*out = s;
-	return 0;
-fail:
-	sim_destroy(s);
-	return rc;
-}
-
-void sim_destroy(struct sim *s)
-{
-	if (!s)
-		return;
-	if (s->thread_started) {
-		atomic_store(&s->stop, true);
-		pthread_mutex_lock(&s->lock);
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-		pthread_join(s->thread, NULL);
-	}
-	for (unsigned i = 0; i < SIM_MAX_NS; i++)
-		sim_ns_close(&s->ns[i]);
-	free(s->deferred);
-	if (s->bus.bar0)
-		munmap((void *)s->bus.bar0, s->bar_span);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
-	pthread_mutex_destroy(&s->qlock);
-	free(s);
-}
-
-struct nvme_bus *sim_bus(struct sim *s)
-{
-	return &s->bus;
-}
-
-struct sim *sim_from_bus(struct nvme_bus *bus)
-{
-	return bus && bus->ops == &sim_ops ? (struct sim *)bus : NULL;
-}
-
-/* ---------------------------------------------------------- fault injection */
-
-void sim_fault_fail_next(struct sim *s, unsigned n, uint16_t status)
-{
-	atomic_store(&s->f_fail_status, status);
-	atomic_store(&s->f_fail_n, n);
-}
-
-void sim_fault_delay(struct sim *s, unsigned usec)
-{
-	atomic_store(&s->f_delay_us, usec);
-}
-
-void sim_fault_lose_next(struct sim *s, unsigned n)
-{
-	atomic_store(&s->f_lose_n, n);
-}
-
-void sim_fault_bogus_cid(struct sim *s, unsigned n)
-{
-	atomic_store(&s->f_bogus_n, n);
-}
-
-void sim_fault_duplicate(struct sim *s, unsigned n)
-{
-	atomic_store(&s->f_dup_n, n);
-}
-
-void sim_fault_cfs(struct sim *s)
-{
-	atomic_store(&s->cfs, true);
-}
-
-void sim_fault_hang(struct sim *s, bool hang)
-{
-	atomic_store(&s->f_hang, hang);
-	if (!hang && s->o.threaded) {
-		atomic_store(&s->kick, 1);
-		pthread_mutex_lock(&s->lock);
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-	}
-}
-
-void sim_fault_stall_next(struct sim *s, unsigned n)
-{
-	atomic_store(&s->f_stall_n, n);
-}
-
-void sim_fault_abort_ignore(struct sim *s, bool on)
-{
-	atomic_store(&s->f_abort_ignore, on);
-}
-
-int sim_fault_release_stalled(struct sim *s)
-{
-	int n = 0;
-
-	sim_qlock(s);
-	pthread_mutex_lock(&s->lock);
-	struct sim_stalled st[SIM_MAX_STALLED];
-	unsigned nr = s->nr_stalled;
-	memcpy(st, s->stalled, nr * sizeof(st[0]));
-	s->nr_stalled = 0;
-	pthread_mutex_unlock(&s->lock);
-	for (unsigned i = 0; i < nr; i++) {
-		struct sim_sq *sq = &s->sq[st[i].sqid];
-		if (!sq->valid || !sim_running(s))
-			continue;
-		uint16_t status = sim_io(s, sq, &st[i].sqe);
-		sim_complete(s, st[i].sqid, sq, st[i].sqe.cid, status, 0, true);
-		sim_irq(s, &s->cq[sq->cqid]);
-		n++;
-	}
-	sim_qunlock(s);
-	return n;
-}
-
-void sim_fault_irq_set(struct sim *s, unsigned n)
-{
-	atomic_store(&s->f_irq_fail_n, n);
-}
-
-int sim_vector_efd(struct sim *s, unsigned v)
-{
-	pthread_mutex_lock(&s->lock);
-	int fd = v < SIM_GET(s->nr_efds) ? SIM_GET(s->efds[v]) : -1;
-	pthread_mutex_unlock(&s->lock);
-	return fd;
-}
-
-/* What a device that stopped answering held back, for the log. */
-struct sim_dropped {
-	unsigned deferred, stalled, unfetched, aers;
-};
-
-/* The device went dark: completions waiting out a delay and stalled commands
- * will never complete, so they are dropped now (nothing is posted after
- * this).  Commands not fetched yet and held Async Event Requests stay until
- * a reset, but are counted.  Callers hold the queues and s->lock. */
-static void sim_drop_held(struct sim *s, struct sim_dropped *d)
-{
-	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
-
-	*d = (struct sim_dropped){.deferred = s->nr_deferred, .stalled = s->nr_stalled,
-				  .aers = s->nr_aer};
-	for (uint16_t q = 0; q < SIM_NQ; q++) {
-		struct sim_sq *sq = &s->sq[q];
-		uint32_t tail;
-
-		if (!sq->valid)
-			continue;
-		tail = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
-		if (tail < sq->size)
-			d->unfetched += (tail + sq->size - sq->head) % sq->size;
-	}
-	s->nr_deferred = 0;
-	atomic_store(&s->any_deferred, 0);
-	s->nr_stalled = 0;
-}
-
-/* Registers, queues, features and MSI-X wiring as at power-on.  Callers hold
- * the queues and s->lock. */
-static void sim_cold_reset(struct sim *s)
-{
-	sim_regs_reset(s);
-	s->intms = 0;
-	s->irq_coalesce = 0;
-	for (unsigned i = 0; i < sizeof(s->efds) / sizeof(s->efds[0]); i++)
-		SIM_SET(s->efds[i], -1);
-	SIM_SET(s->nr_efds, 0);
-}
-
-void sim_fault_remove(struct sim *s)
-{
-	struct sim_dropped d;
-
-	/* first, so that nothing new starts; then wait for what runs */
-	atomic_fetch_or(&s->gone, SIM_GONE_REMOVED);
-	sim_qlock(s);
-	pthread_mutex_lock(&s->lock);
-	sim_drop_held(s, &d);
-	pthread_mutex_unlock(&s->lock);
-	sim_qunlock(s);
-}
-
-int sim_fault_powerfail(struct sim *s, uint64_t seed)
-{
-	uint64_t lost = 0, kept = 0;
-	struct sim_dropped d;
-	int rc = 0, e;
-
-	if (atomic_fetch_or(&s->gone, SIM_GONE_OFF) & SIM_GONE_OFF)
-		return 0; /* off already: its cache was lost then */
-	/* the commands being executed finish first: they ran before the cut */
-	sim_qlock(s);
-	for (unsigned i = 0; i < s->o.nr_ns; i++)
-		if (s->ns[i].wc.cap &&
-		    (e = sim_wc_powerfail(&s->ns[i].wc, seed, i + 1, &lost, &kept)) && !rc)
-			rc = e;
-	pthread_mutex_lock(&s->lock);
-	sim_drop_held(s, &d);
-	s->powerfails++;
-	s->pf_lost += lost;
-	s->pf_kept += kept;
-	pthread_mutex_unlock(&s->lock);
-	sim_qunlock(s);
-	log_warn("sim %s: power cut (seed %llu): %llu cached block%s lost, %llu kept; dropped "
-		 "%u delayed completion%s, %u stalled command%s, %u command%s not fetched, "
-		 "%u async event request%s",
-		 s->name, (unsigned long long)seed, (unsigned long long)lost, lost == 1 ? "" : "s",
-		 (unsigned long long)kept, d.deferred, d.deferred == 1 ? "" : "s", d.stalled,
-		 d.stalled == 1 ? "" : "s", d.unfetched, d.unfetched == 1 ? "" : "s", d.aers,
-		 d.aers == 1 ? "" : "s");
-	if (rc)
-		log_err("sim %s: power cut: restoring a backing file's durable data failed: %s",
-			s->name, strerror(-rc));
-	return rc;
-}
-
-int sim_power_on(struct sim *s)
-{
-	if (atomic_load(&s->gone) & SIM_GONE_OFF) {
-		sim_qlock(s);
-		pthread_mutex_lock(&s->lock);
-		sim_cold_reset(s);
-		atomic_fetch_and(&s->gone, ~SIM_GONE_OFF);
-		pthread_mutex_unlock(&s->lock);
-		sim_qunlock(s);
-		log_info("sim %s: power on: registers at their reset values, only durable data",
-			 s->name);
-	}
-	return atomic_load(&s->gone) & SIM_GONE_REMOVED ? -ENODEV : 0;
-}
-
-void sim_fault_clear(struct sim *s)
-{
-	atomic_store(&s->f_fail_n, 0);
-	atomic_store(&s->f_delay_us, 0);
-	atomic_store(&s->f_lose_n, 0);
-	atomic_store(&s->f_bogus_n, 0);
-	atomic_store(&s->f_dup_n, 0);
-	atomic_store(&s->f_stall_n, 0);
-	atomic_store(&s->f_abort_ignore, false);
-	atomic_store(&s->f_never_ready, false);
-	atomic_store(&s->f_irq_fail_n, 0);
-	atomic_store(&s->f_admin_delay_us, 0);
-	atomic_store(&s->f_stuck, false);
-	sim_fault_hang(s, false);
-	/* re-inserted, or power back: a live controller is left alone (its
-	 * CFS, if any, is device state that only a reset clears) */
-	if (atomic_load(&s->gone)) {
-		sim_qlock(s);
-		pthread_mutex_lock(&s->lock);
-		sim_cold_reset(s);
-		atomic_store(&s->gone, 0);
-		pthread_mutex_unlock(&s->lock);
-		sim_qunlock(s);
-	}
-}
-
-void sim_fault_admin_delay(struct sim *s, unsigned usec)
-{
-	atomic_store(&s->f_admin_delay_us, usec);
-}
-
-void sim_fault_stuck(struct sim *s, bool on)
-{
-	atomic_store(&s->f_stuck, on);
-}
-
-bool sim_bus_master_on(struct sim *s)
-{
-	return atomic_load(&s->bme);
-}
-
-void sim_fault_never_ready(struct sim *s, bool on)
-{
-	atomic_store(&s->f_never_ready, on);
-}
+/* ---------------------------------------------------------- polling, stats */
 
 int sim_poll(struct sim *s)
 {
@@ -2206,7 +842,7 @@ int sim_poll(struct sim *s)
 	return n;
 }
 
-static void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q)
+void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q)
 {
 	const uint64_t *a = (const uint64_t *)q;
 	uint64_t *b = (uint64_t *)t;
@@ -2261,3 +897,4 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 	st->pf_blocks_kept = s->pf_kept;
 	pthread_mutex_unlock(&s->lock);
 }
+
