@@ -340,9 +340,9 @@ static void prom_write_ctrls(struct admin *a, FILE *f)
 		enum nvme_ctrl_state st = nvme_ctrl_state(a->ctx.ctrls[c]);
 
 		for (unsigned k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
-			fputs("nvmefs_ctrl_state{controller=\"", f);
-			prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
-			fprintf(f, "\",state=\"%s\"} %d\n", states[k], st == svals[k]);
+			fputs("nvmefs_ctrl_state{", f);
+			prom_ctrl_labels(f, a, c);
+			fprintf(f, ",state=\"%s\"} %d\n", states[k], st == svals[k]);
 		}
 	}
 	prom_table(f, prom_ctrl, PROM_NT(prom_ctrl), &objs);
@@ -350,9 +350,9 @@ static void prom_write_ctrls(struct admin *a, FILE *f)
 	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
 	      f);
 	for (unsigned c = 0; c < nc; c++) {
-		fputs("nvmefs_ctrl_reset_max_seconds{controller=\"", f);
-		prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
-		fprintf(f, "\"} %.6f\n", rs[c].reset_max_ns / 1e9);
+		fputs("nvmefs_ctrl_reset_max_seconds{", f);
+		prom_ctrl_labels(f, a, c);
+		fprintf(f, "} %.6f\n", rs[c].reset_max_ns / 1e9);
 	}
 	free(rs);
 }
