@@ -62,6 +62,12 @@ LIBS := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(B)/lib/libnvmefs_$(m
 LINK_LIBS := $(filter %fuse.a,$(LIBS)) $(filter %engine.a,$(LIBS)) $(filter %sim.a,$(LIBS)) \
 	$(filter %engine.a,$(LIBS)) $(filter %config.a,$(LIBS)) $(filter %common.a,$(LIBS))
 
+# the admin server (src/daemon/admin*.c), linked into nvmefsd with the other
+# daemon objects and, as an archive, into the unit tests and fuzzers that
+# drive it
+ADMIN_LIB := $(B)/lib/libnvmefs_admin.a
+ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/admin*.c))
+
 # what the tests share (tests/support: the engine rig), linked into the unit
 # tests and the helpers
 TESTSUP_OBJS := $(patsubst tests/support/%.c,$(B)/obj/testsupport/%.o,$(wildcard tests/support/*.c))
@@ -99,10 +105,13 @@ $(B)/obj/testsupport/%.o: tests/support/%.c
 $(TESTSUP): $(TESTSUP_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-
-$(B)/tests/%: tests/unit/%.c $(LIBS) $(TESTSUP)
+$(ADMIN_LIB): $(ADMIN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TESTSUP) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/tests/%: tests/unit/%.c $(LIBS) $(TESTSUP) $(ADMIN_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(ADMIN_LIB) $(TESTSUP) $(LINK_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # small programs the tests and benchmarks use (tests/helpers/*.c, bench/*.c)
 $(B)/tools/%: tests/helpers/%.c $(LIBS) $(TESTSUP)
@@ -152,9 +161,9 @@ CI_FUZZ_SECONDS ?= 15
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRCS))
 fuzzers: $(FUZZ_BINS)
-$(B)/fuzz/%: tests/fuzz/%.c $(LIBS)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIBS) $(ADMIN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(ADMIN_LIB) $(LINK_LIBS) $(LDLIBS)
 # ---- soak (not in CI): 10 minutes of fio verify under injected faults,
 # 20 kill -9 cycles, 20 kill -9 of a daemon whose mount fio keeps using
 # (t-crash-adopt: adopted each time) and 50 power cuts while writers use every durability

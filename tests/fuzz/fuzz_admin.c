@@ -9,6 +9,7 @@
  * line, plus one for an over-long line.  inject and attach are refused here
  * (no software controller handle, no attach hook), so inputs cannot change
  * the state later inputs see.  A broken rule aborts. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,13 +20,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <ev.h>
+#include <json-c/json.h>
+
 #include "config.h"
 #include "log.h"
 #include "nvme.h"
 #include "sim.h"
 
-/* The daemon's objects are not a library: compiled in, as test_admin does. */
-#include "daemon/admin.c"
+#include "daemon/admin.h"
 
 #define DIE(...)                                            \
 	do {                                                \

@@ -30,9 +30,8 @@
 #include "nvme.h"
 #include "sim.h"
 
-/* The daemon's objects are not a library the test rule links, so the server
- * is compiled into the test itself. */
-#include "daemon/admin.c"
+#include "daemon/admin.h"
+#include "fuse_fs.h"
 
 static char dir[64], sock_path[128];
 static struct ev_loop *loop;

@@ -1,0 +1,886 @@
+/* admin_cmd.c - the admin server's command handlers (see admin.h for the
+ * commands and their replies): status, stats, queues, namespaces, identify,
+ * config, metrics, inject and attach.  Each builds its reply with json-c
+ * from the engine's snapshot functions and the software controller's fault
+ * injection; admin_server.c decides who may call which.
+ */
+#include "admin_priv.h"
+#include "cpumap.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "sim.h"
+
+/* ---- small helpers ---- */
+
+static double ratio(uint64_t num, uint64_t den)
+{
+	return den ? (double)num / (double)den : NAN;
+}
+
+static const char *mode_name(const struct admin *a)
+{
+	return a->ctx.cfg ? cfg_mode_name(a->ctx.cfg->engine.mode) : "unknown";
+}
+
+static bool interrupts_on(const struct admin *a)
+{
+	return a->ctx.cfg && a->ctx.cfg->engine.mode != CFG_MODE_POLL;
+}
+
+/* The config section of controller i (matched by name: the daemon keeps
+ * them in config order, but a name is what an operator sees). */
+static const struct cfg_controller *ctrl_cfg(const struct admin *a, unsigned i)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	const char *name = nvme_ctrl_name(a->ctx.ctrls[i]);
+
+	if (!cfg)
+		return NULL;
+	if (i < cfg->nr_ctrls && name && !strcmp(cfg->ctrls[i].name, name))
+		return &cfg->ctrls[i];
+	for (unsigned j = 0; j < cfg->nr_ctrls && name; j++)
+		if (!strcmp(cfg->ctrls[j].name, name))
+			return &cfg->ctrls[j];
+	return NULL;
+}
+
+/* recovery views, defined with inject and attach below */
+static const char *recov_state(const struct admin *a, unsigned i);
+static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c);
+static json_object *recov_stats_ctrls(const struct admin *a);
+static void recov_qstats_json(json_object *o, const struct nvme_qpair_stats *s);
+static void recov_qstats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s);
+
+/* ---- statistics ---- */
+
+static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s)
+{
+	d->submitted += s->submitted;
+	d->completed += s->completed;
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		d->errors[i] += s->errors[i];
+	d->bogus_cqes += s->bogus_cqes;
+	d->reap_passes += s->reap_passes;
+	d->budget_exhausted += s->budget_exhausted;
+	for (unsigned i = 0; i < NVME_CPP_BUCKETS; i++)
+		d->cpl_per_pass[i] += s->cpl_per_pass[i];
+	d->sq_doorbells += s->sq_doorbells;
+	d->cq_doorbells += s->cq_doorbells;
+	d->interrupts += s->interrupts;
+	d->idle_polls += s->idle_polls;
+	d->bytes_read += s->bytes_read;
+	d->bytes_written += s->bytes_written;
+	for (unsigned i = 0; i < NVME_LAT_BUCKETS; i++)
+		d->lat_ns[i] += s->lat_ns[i];
+	recov_qstats_add(d, s);
+}
+
+const char *const admin_errc_names[NVME_ERRC_NR] = {
+    [NVME_ERRC_GENERIC] = "generic", [NVME_ERRC_CMD] = "command", [NVME_ERRC_MEDIA] = "media",
+    [NVME_ERRC_PATH] = "path",       [NVME_ERRC_OTHER] = "other", [NVME_ERRC_TIMEOUT] = "timeout",
+};
+
+static uint64_t errors_total(const struct nvme_qpair_stats *s)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		t += s->errors[i];
+	return t;
+}
+
+/* Mean CQEs per reaping pass that reaped any: the last bucket (>= 16)
+ * counts as 16, so the mean is a lower bound when it is used. */
+static double cpl_per_pass_mean(const struct nvme_qpair_stats *s)
+{
+	uint64_t passes = 0, cpl = 0;
+
+	for (unsigned i = 1; i < NVME_CPP_BUCKETS; i++) {
+		passes += s->cpl_per_pass[i];
+		cpl += (uint64_t)i * s->cpl_per_pass[i];
+	}
+	return ratio(cpl, passes);
+}
+
+static json_object *stats_json(const struct nvme_qpair_stats *s)
+{
+	json_object *o = json_object_new_object(), *e = json_object_new_object();
+	json_object *cpp = json_object_new_array(), *lat = json_object_new_object();
+
+	jset_u64(o, "submitted", s->submitted);
+	jset_u64(o, "completed", s->completed);
+	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
+		jset_u64(e, admin_errc_names[i], s->errors[i]);
+	jset_u64(e, "total", errors_total(s));
+	jset(o, "errors", e);
+	jset_u64(o, "bogus_cqes", s->bogus_cqes);
+	jset_u64(o, "reap_passes", s->reap_passes);
+	jset_u64(o, "budget_exhausted", s->budget_exhausted);
+	for (unsigned i = 0; i < NVME_CPP_BUCKETS; i++)
+		json_object_array_add(cpp, json_object_new_uint64(s->cpl_per_pass[i]));
+	jset(o, "cpl_per_pass", cpp);
+	jset_dbl(o, "cpl_per_pass_mean", cpl_per_pass_mean(s), 3);
+	jset_u64(o, "sq_doorbells", s->sq_doorbells);
+	jset_u64(o, "cq_doorbells", s->cq_doorbells);
+	jset_dbl(o, "doorbells_per_io", ratio(s->sq_doorbells + s->cq_doorbells, s->completed), 3);
+	jset_u64(o, "interrupts", s->interrupts);
+	jset_u64(o, "idle_polls", s->idle_polls);
+	jset_u64(o, "bytes_read", s->bytes_read);
+	jset_u64(o, "bytes_written", s->bytes_written);
+	jset_dbl(lat, "p50", nvme_lat_percentile(s->lat_ns, 50.0) / 1e3, 3);
+	jset_dbl(lat, "p99", nvme_lat_percentile(s->lat_ns, 99.0) / 1e3, 3);
+	jset_dbl(lat, "p99_9", nvme_lat_percentile(s->lat_ns, 99.9) / 1e3, 3);
+	jset_dbl(lat, "max", nvme_lat_percentile(s->lat_ns, 100.0) / 1e3, 3);
+	jset(o, "latency_us", lat);
+	recov_qstats_json(o, s);
+	return o;
+}
+
+/* ---- commands ---- */
+
+/* "transport": the FUSE transport serving requests now (no front end: none) */
+static void jset_transport(struct admin *a, json_object *rep)
+{
+	struct fusefs_stats *st;
+
+	if (!a->ctx.fuse_stats)
+		return;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	jset_str(rep, "transport", fusefs_transport_name(st->transport));
+	free(st);
+}
+
+static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	const struct cfg *cfg = a->ctx.cfg;
+	json_object *ctrls = json_object_new_array(), *rs = json_object_new_array();
+	char when[32] = "";
+	struct tm tm;
+
+	(void)req, (void)err, (void)errlen;
+	if (a->ctx.start_time && gmtime_r(&a->ctx.start_time, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	jset_str(rep, "version", NVMEFS_VERSION);
+	jset_int(rep, "pid", getpid());
+	jset_dbl(rep, "uptime_s", uptime(a), 1);
+	jset_str(rep, "started", when[0] ? when : NULL);
+	jset_str(rep, "config_file", a->ctx.config_path);
+	jset_str(rep, "mountpoint", cfg ? cfg->daemon.mountpoint : NULL);
+	jset_str(rep, "admin_socket", a->path);
+	jset_str(rep, "mode", mode_name(a));
+	jset_transport(a, rep);
+	if (cfg) {
+		jset_int(rep, "queue_depth", cfg->engine.queue_depth);
+		jset_int(rep, "cq_budget", cfg->engine.cq_budget);
+	}
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
+		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+		const struct cfg_controller *cc = ctrl_cfg(a, i);
+		json_object *c = json_object_new_object();
+		unsigned nq = 0;
+
+		for (unsigned r = 0; r < a->ctx.nr_reactors; r++)
+			nq += qpair_at(a, r, i) != NULL;
+		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(c, "device", cc ? (cc->sim ? "sim" : cc->device) : NULL);
+		jset_str(c, "backend", cc ? (cc->sim ? "sim" : "vfio") : NULL);
+		jset_str(c, "mode", mode_name(a));
+		jset_bool(c, "interrupts", interrupts_on(a));
+		jset_str(c, "model", in->model);
+		jset_int(c, "io_queues_granted", in->nr_io_queues);
+		jset_int(c, "io_queues", nq);
+		jset_int(c, "namespaces", in->nr_ns);
+		recov_status_ctrl(a, i, c);
+		json_object_array_add(ctrls, c);
+	}
+	jset(rep, "controllers", ctrls);
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		json_object *o = json_object_new_object();
+
+		jset_int(o, "id", nvme_reactor_id(a->ctx.reactors[r]));
+		jset_int(o, "cpu", nvme_reactor_cpu(a->ctx.reactors[r]));
+		jset_int(o, "node", nvme_reactor_node(a->ctx.reactors[r]));
+		json_object_array_add(rs, o);
+	}
+	jset(rep, "reactors", rs);
+	jset_int(rep, "namespaces", a->ctx.nr_ns);
+	return 0;
+}
+
+/* ---- the FUSE front end's figures (stats and metrics) ---- */
+
+const char *const admin_fuse_op_names[FUSEFS_OP_NR] = {
+    [FUSEFS_OP_READ] = "read",   [FUSEFS_OP_WRITE] = "write", [FUSEFS_OP_FLUSH] = "flush",
+    [FUSEFS_OP_PUNCH] = "punch", [FUSEFS_OP_ZERO] = "zero",   [FUSEFS_OP_OTHER] = "other",
+};
+const char *const admin_fuse_wait_names[FUSEFS_WAIT_NR] = {
+    [FUSEFS_WAIT_MEM] = "memory",
+    [FUSEFS_WAIT_SLOT] = "queue_slot",
+    [FUSEFS_WAIT_LOCK] = "range_lock",
+};
+
+static json_object *lat_json(const uint64_t *h)
+{
+	json_object *lat = json_object_new_object();
+
+	jset_dbl(lat, "p50", nvme_lat_percentile(h, 50.0) / 1e3, 3);
+	jset_dbl(lat, "p99", nvme_lat_percentile(h, 99.0) / 1e3, 3);
+	jset_dbl(lat, "p99_9", nvme_lat_percentile(h, 99.9) / 1e3, 3);
+	jset_dbl(lat, "max", nvme_lat_percentile(h, 100.0) / 1e3, 3);
+	return lat;
+}
+
+/* The "fuse" object of the stats reply, or NULL without a front end. */
+static json_object *fuse_stats_json(struct admin *a)
+{
+	struct fusefs_stats *st;
+	json_object *o, *parked, *waits, *ops;
+
+	if (!a->ctx.fuse_stats)
+		return NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+	o = json_object_new_object();
+	parked = json_object_new_object();
+	waits = json_object_new_object();
+	ops = json_object_new_object();
+	jset_str(o, "transport", fusefs_transport_name(st->transport));
+	jset_u64(o, "inflight", st->inflight);
+	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
+		jset_u64(parked, admin_fuse_wait_names[i], st->parked[i]);
+		jset_u64(waits, admin_fuse_wait_names[i], st->waits[i]);
+	}
+	jset(o, "parked", parked);
+	jset(o, "waits", waits);
+	jset_u64(o, "lock_waits", st->lock_waits);
+	jset_dbl(o, "lock_wait_s", st->lock_wait_ns / 1e9, 6);
+	jset_u64(o, "bounce_bytes", st->bounce_bytes);
+	jset_u64(o, "bounce_peak_bytes", st->bounce_peak);
+	jset_u64(o, "channel_pauses", st->channel_pauses);
+	jset_u64(o, "rmw_writes", st->rmw_writes);
+	jset_u64(o, "flushes_sent", st->flushes_sent);
+	jset_u64(o, "dsync_writes", st->dsync_writes);
+	jset_u64(o, "fua_writes", st->fua_writes);
+	jset_u64(o, "dsync_flushes", st->dsync_flushes);
+	jset_u64(o, "ring_requests", st->ring_requests);
+	jset_u64(o, "copy_bytes", st->copy_bytes);
+	jset_u64(o, "bad_requests", st->bad_requests);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		const struct fusefs_op_stats *op = &st->op[i];
+		json_object *oo = json_object_new_object();
+
+		jset_u64(oo, "count", op->count);
+		jset_u64(oo, "bytes", op->bytes);
+		jset_u64(oo, "errors", op->errors);
+		jset(oo, "latency_us", lat_json(op->lat_ns));
+		jset(ops, admin_fuse_op_names[i], oo);
+	}
+	jset(o, "ops", ops);
+	free(st);
+	return o;
+}
+
+static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	json_object *rs = json_object_new_array();
+	struct nvme_qpair_stats *tot = calloc(1, sizeof(*tot)), *s = malloc(sizeof(*s));
+	struct nvme_reactor_stats rtot = {0};
+
+	(void)req;
+	if (!tot || !s) {
+		free(tot);
+		free(s);
+		json_object_put(rs);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	jset_dbl(rep, "time", mono_now(), 6);
+	jset_dbl(rep, "uptime_s", uptime(a), 1);
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		struct nvme_reactor *re = a->ctx.reactors[r];
+		json_object *ro = json_object_new_object(), *qs = json_object_new_array();
+		struct nvme_reactor_stats rst;
+
+		nvme_reactor_stats_get(re, &rst);
+		rtot.passes += rst.passes;
+		rtot.sleeps += rst.sleeps;
+		rtot.wakeups += rst.wakeups;
+		rtot.calls += rst.calls;
+		jset_int(ro, "id", nvme_reactor_id(re));
+		jset_int(ro, "cpu", nvme_reactor_cpu(re));
+		jset_int(ro, "node", nvme_reactor_node(re));
+		jset_u64(ro, "passes", rst.passes);
+		jset_u64(ro, "sleeps", rst.sleeps);
+		jset_u64(ro, "wakeups", rst.wakeups);
+		jset_u64(ro, "calls", rst.calls);
+		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+			struct nvme_qpair *qp = qpair_at(a, r, c);
+			json_object *q;
+
+			if (!qp)
+				continue;
+			nvme_qpair_stats_get(qp, s);
+			stats_add(tot, s);
+			q = stats_json(s);
+			/* identity first in the printed object would be nicer,
+			 * but json-c keeps insertion order only */
+			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
+			jset_int(q, "qid", nvme_qpair_id(qp));
+			jset_int(q, "reactor", nvme_reactor_id(re));
+			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			json_object_array_add(qs, q);
+		}
+		jset(ro, "qpairs", qs);
+		json_object_array_add(rs, ro);
+	}
+	jset(rep, "reactors", rs);
+	jset(rep, "controllers", recov_stats_ctrls(a));
+	{
+		json_object *t = stats_json(tot);
+
+		jset_u64(t, "passes", rtot.passes);
+		jset_u64(t, "sleeps", rtot.sleeps);
+		jset_u64(t, "wakeups", rtot.wakeups);
+		jset_u64(t, "calls", rtot.calls);
+		jset(rep, "totals", t);
+	}
+	{
+		json_object *fo = fuse_stats_json(a);
+
+		if (fo)
+			jset(rep, "fuse", fo);
+	}
+	free(tot);
+	free(s);
+	return 0;
+}
+
+static int queue_depth(const struct admin *a, const struct nvme_ctrl_info *in)
+{
+	unsigned d = a->ctx.cfg ? a->ctx.cfg->engine.queue_depth : 0;
+
+	/* the engine caps the configured depth at CAP.MQES + 1 */
+	if (in->max_entries && (!d || d > in->max_entries))
+		d = in->max_entries;
+	return (int)d;
+}
+
+static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	json_object *qs = json_object_new_array();
+
+	(void)req, (void)err, (void)errlen;
+	jset_str(rep, "mode", mode_name(a));
+	jset_bool(rep, "interrupts", interrupts_on(a));
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		struct nvme_reactor *re = a->ctx.reactors[r];
+
+		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+			struct nvme_qpair *qp = qpair_at(a, r, c);
+			const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[c]);
+			json_object *q;
+			uint16_t qid;
+
+			if (!qp)
+				continue;
+			qid = nvme_qpair_id(qp);
+			q = json_object_new_object();
+			jset_int(q, "reactor", nvme_reactor_id(re));
+			jset_int(q, "cpu", nvme_reactor_cpu(re));
+			jset_int(q, "node", nvme_reactor_node(re));
+			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
+			jset_int(q, "qid", qid);
+			/* null: the CQ is polled (poll mode, or no vector for it) */
+			int vec = nvme_qpair_vector(qp);
+			jset(q, "vector", vec >= 0 ? json_object_new_int(vec) : NULL);
+			jset_int(q, "depth", queue_depth(a, in));
+			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			json_object_array_add(qs, q);
+		}
+	}
+	jset(rep, "queues", qs);
+	jset_transport(a, rep);
+	/* one FUSE queue per possible CPU, and the reactor that serves it */
+	json_object *fq = json_object_new_array();
+
+	for (unsigned c = 0; c < a->ctx.nr_fuse_cpus; c++) {
+		json_object *q = json_object_new_object();
+		unsigned r = a->ctx.fuse_cpu_map[c];
+
+		jset_int(q, "cpu", c);
+		jset_int(q, "fuse_queue", c);
+		jset_int(q, "node", a->ctx.fuse_cpus[c].node);
+		jset_int(q, "reactor", r);
+		jset_int(q, "reactor_cpu",
+		         r < a->ctx.nr_reactors ? nvme_reactor_cpu(a->ctx.reactors[r]) : -1);
+		json_object_array_add(fq, q);
+	}
+	jset(rep, "fuse_queues", fq);
+	return 0;
+}
+
+static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, char *err,
+                          size_t errlen)
+{
+	json_object *ns = json_object_new_array();
+
+	(void)req, (void)err, (void)errlen;
+	jset_str(rep, "mountpoint", a->ctx.cfg ? a->ctx.cfg->daemon.mountpoint : NULL);
+	for (unsigned i = 0; i < a->ctx.nr_ns; i++) {
+		const struct admin_ns *n = &a->ctx.ns[i];
+		json_object *o = json_object_new_object();
+
+		jset_str(o, "name", n->name);
+		jset_str(o, "controller",
+		         n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
+		jset_str(o, "state", n->ctrl < a->ctx.nr_ctrls ? recov_state(a, n->ctrl) : NULL);
+		jset_int(o, "nsid", n->nsid);
+		jset_u64(o, "size", n->size);
+		jset_int(o, "lba_size", n->lba_size);
+		jset_u64(o, "blocks", n->lba_size ? n->size / n->lba_size : 0);
+		jset_str(o, "path", n->path);
+		json_object_array_add(ns, o);
+	}
+	jset(rep, "namespaces", ns);
+	return 0;
+}
+
+struct bitname {
+	unsigned bit;
+	const char *name;
+};
+
+/* NVMe base specification 2.0, Identify Controller ONCS and OACS */
+static const struct bitname oncs_bits[] = {
+    {0, "compare"},     {1, "write_uncorrectable"}, {2, "dataset_management"}, {3, "write_zeroes"},
+    {4, "save_select"}, {5, "reservations"},        {6, "timestamp"},          {7, "verify"},
+    {8, "copy"},
+};
+static const struct bitname oacs_bits[] = {
+    {0, "security"},       {1, "format_nvm"},     {2, "firmware"},
+    {3, "ns_management"},  {4, "self_test"},      {5, "directives"},
+    {6, "nvme_mi"},        {7, "virtualization"}, {8, "doorbell_buffer_config"},
+    {9, "get_lba_status"}, {10, "lockdown"},
+};
+
+static json_object *bits_json(unsigned v, const struct bitname *b, size_t n)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n; i++)
+		if (v & (1u << b[i].bit))
+			json_object_array_add(a, json_object_new_string(b[i].name));
+	return a;
+}
+
+static const char *sgls_support(uint32_t sgls)
+{
+	switch (sgls & 3) {
+	case 0:
+		return "none";
+	case 1:
+		return "any alignment";
+	case 2:
+		return "dword alignment";
+	default:
+		return "reserved";
+	}
+}
+
+static int cmd_identify(struct admin *a, json_object *req, json_object *rep, char *err,
+                        size_t errlen)
+{
+	json_object *jn, *ns;
+	const char *name;
+	const struct nvme_ctrl_info *in;
+	char s[32];
+	unsigned i;
+
+	if (!json_object_object_get_ex(req, "controller", &jn) ||
+	    !json_object_is_type(jn, json_type_string)) {
+		snprintf(err, errlen, "identify needs \"controller\": a controller name");
+		return -EINVAL;
+	}
+	name = json_object_get_string(jn);
+	for (i = 0; i < a->ctx.nr_ctrls; i++)
+		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name))
+			break;
+	if (i == a->ctx.nr_ctrls) {
+		size_t off =
+		    (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
+
+		for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
+			off += (size_t)snprintf(err + off, errlen - off, " %s",
+			                        nvme_ctrl_name(a->ctx.ctrls[j]));
+		if (off < errlen)
+			snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
+		return -ENOENT;
+	}
+	in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+	jset_str(rep, "controller", name);
+	jset_str(rep, "model", in->model);
+	jset_str(rep, "serial", in->serial);
+	jset_str(rep, "firmware", in->firmware);
+	snprintf(s, sizeof(s), "0x%04x", in->vid);
+	jset_str(rep, "vid", s);
+	snprintf(s, sizeof(s), "%u.%u.%u", in->version >> 16, (in->version >> 8) & 0xff,
+	         in->version & 0xff);
+	jset_str(rep, "version", s);
+	snprintf(s, sizeof(s), "0x%016llx", (unsigned long long)in->cap);
+	jset_str(rep, "cap", s);
+	jset_int(rep, "mdts", in->mdts);
+	jset_u64(rep, "max_transfer", in->max_xfer);
+	jset_u64(rep, "max_queue_entries", in->max_entries);
+	jset_int(rep, "io_queues_granted", in->nr_io_queues);
+	jset_int(rep, "vectors", in->nr_vectors);
+	jset_bool(rep, "vwc", in->vwc);
+	jset_int(rep, "oncs", in->oncs);
+	jset(rep, "oncs_decoded",
+	     bits_json(in->oncs, oncs_bits, sizeof(oncs_bits) / sizeof(oncs_bits[0])));
+	jset_int(rep, "oacs", in->oacs);
+	jset(rep, "oacs_decoded",
+	     bits_json(in->oacs, oacs_bits, sizeof(oacs_bits) / sizeof(oacs_bits[0])));
+	jset_u64(rep, "sgls", in->sgls);
+	jset_str(rep, "sgls_decoded", sgls_support(in->sgls));
+	jset_u64(rep, "nn", in->nn);
+	ns = json_object_new_array();
+	for (unsigned k = 0; k < in->nr_ns; k++) {
+		json_object *o = json_object_new_object();
+
+		jset_int(o, "nsid", in->ns[k].nsid);
+		jset_u64(o, "blocks", in->ns[k].nlba);
+		jset_int(o, "lba_size", in->ns[k].lba_size);
+		jset_u64(o, "size", in->ns[k].nlba * in->ns[k].lba_size);
+		jset_bool(o, "dealloc_zeroes", in->ns[k].dealloc_zeroes);
+		json_object_array_add(ns, o);
+	}
+	jset(rep, "namespaces", ns);
+	return 0;
+}
+
+static int cmd_config(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)req;
+	if (!a->ctx.cfg) {
+		snprintf(err, errlen, "no configuration loaded");
+		return -ENOENT;
+	}
+	f = open_memstream(&text, &len);
+	if (!f) {
+		snprintf(err, errlen, "open_memstream: %s", strerror(errno));
+		return -errno;
+	}
+	cfg_print(a->ctx.cfg, f);
+	if (fclose(f) != 0 || !text) {
+		free(text);
+		snprintf(err, errlen, "printing the config failed");
+		return -EIO;
+	}
+	jset_str(rep, "path", a->ctx.config_path);
+	jset(rep, "text", json_object_new_string_len(text, (int)len));
+	free(text);
+	return 0;
+}
+
+static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,
+                       size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int ret;
+
+	(void)req;
+	f = open_memstream(&text, &len);
+	if (!f) {
+		snprintf(err, errlen, "open_memstream: %s", strerror(errno));
+		return -errno;
+	}
+	ret = admin_prom_write(a, f);
+	if (fclose(f) != 0 && !ret)
+		ret = -EIO;
+	if (ret || !text) {
+		free(text);
+		snprintf(err, errlen, "building the metrics failed: %s",
+		         strerror(ret ? -ret : EIO));
+		return ret ? ret : -EIO;
+	}
+	jset_str(rep, "content_type", "text/plain; version=0.0.4");
+	jset(rep, "text", json_object_new_string_len(text, (int)len));
+	free(text);
+	return 0;
+}
+
+/* ---- recovery: controller state, fault injection, attach ---- */
+
+/* The controller named by the request's "controller", or -ENOENT/-EINVAL
+ * with a message naming those there are. */
+static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, unsigned *out,
+                           char *err, size_t errlen)
+{
+	json_object *jn;
+	const char *name;
+	size_t off;
+
+	if (!json_object_object_get_ex(req, "controller", &jn) ||
+	    !json_object_is_type(jn, json_type_string)) {
+		snprintf(err, errlen, "%s needs \"controller\": a controller name", cmd);
+		return -EINVAL;
+	}
+	name = json_object_get_string(jn);
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++)
+		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name)) {
+			*out = i;
+			return 0;
+		}
+	off = (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
+	for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
+		off += (size_t)snprintf(err + off, errlen - off, " %s",
+		                        nvme_ctrl_name(a->ctx.ctrls[j]));
+	if (off < errlen)
+		snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
+	return -ENOENT;
+}
+
+static const char *recov_state(const struct admin *a, unsigned i)
+{
+	return nvme_ctrl_state_name(nvme_ctrl_state(a->ctx.ctrls[i]));
+}
+
+static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
+{
+	json_object *o = json_object_new_object();
+
+	jset_u64(o, "timeouts", r->timeouts);
+	jset_u64(o, "aborts_sent", r->aborts_sent);
+	jset_u64(o, "aborts_ok", r->aborts_ok);
+	jset_u64(o, "resets_started", r->resets_started);
+	jset_u64(o, "resets_ok", r->resets_ok);
+	jset_u64(o, "resets_failed", r->resets_failed);
+	jset_dbl(o, "reset_last_ms", r->reset_last_ns / 1e6, 3);
+	jset_dbl(o, "reset_max_ms", r->reset_max_ns / 1e6, 3);
+	jset_u64(o, "resubmitted", r->resubmitted);
+	jset_u64(o, "failed_after_retries", r->failed_after_retries);
+	jset_u64(o, "cfs_events", r->cfs_events);
+	jset_u64(o, "removals", r->removals);
+	jset_u64(o, "isolations", r->isolations);
+	jset_u64(o, "cancelled", r->cancelled);
+	return o;
+}
+
+/* status: each controller's state */
+static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
+{
+	jset_str(c, "state", recov_state(a, i));
+}
+
+/* stats: one object per controller with its state and recovery counters */
+static json_object *recov_stats_ctrls(const struct admin *a)
+{
+	json_object *cs = json_object_new_array();
+
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
+		struct nvme_ctrl_rstats r;
+		json_object *c = json_object_new_object();
+
+		nvme_ctrl_rstats_get(a->ctx.ctrls[i], &r);
+		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(c, "state", recov_state(a, i));
+		jset(c, "recovery", recov_rstats_json(&r));
+		json_object_array_add(cs, c);
+	}
+	return cs;
+}
+
+/* the per-queue recovery counters of nvme_qpair_stats */
+static void recov_qstats_json(json_object *o, const struct nvme_qpair_stats *s)
+{
+	jset_u64(o, "timeouts", s->timeouts);
+	jset_u64(o, "aborts_sent", s->aborts_sent);
+	jset_u64(o, "aborts_ok", s->aborts_ok);
+	jset_u64(o, "resubmitted", s->resubmitted);
+	jset_u64(o, "failed_after_retries", s->failed_after_retries);
+}
+
+static void recov_qstats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s)
+{
+	d->timeouts += s->timeouts;
+	d->aborts_sent += s->aborts_sent;
+	d->aborts_ok += s->aborts_ok;
+	d->resubmitted += s->resubmitted;
+	d->failed_after_retries += s->failed_after_retries;
+}
+
+/* A non-negative integer member of the request, at most max. */
+static int recov_uint(json_object *req, const char *k, uint64_t max, uint64_t *out, char *err,
+                      size_t errlen, const char *fault)
+{
+	json_object *v;
+	int64_t n;
+
+	if (!json_object_object_get_ex(req, k, &v) || !json_object_is_type(v, json_type_int)) {
+		snprintf(err, errlen, "inject %s needs \"%s\": an integer", fault, k);
+		return -EINVAL;
+	}
+	n = json_object_get_int64(v);
+	if (n < 0 || (uint64_t)n > max) {
+		snprintf(err, errlen, "inject %s: \"%s\" %lld is outside 0..%llu", fault, k,
+		         (long long)n, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = (uint64_t)n;
+	return 0;
+}
+
+static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	const struct cfg_controller *cc;
+	struct sim *s;
+	json_object *jf;
+	const char *fault;
+	uint64_t n = 0, st = 0;
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "inject", &i, err, errlen);
+	if (ret)
+		return ret;
+	s = a->ctx.sims ? a->ctx.sims[i] : NULL;
+	if (!s) {
+		cc = ctrl_cfg(a, i);
+		snprintf(err, errlen,
+		         "inject: %s is a PCI controller (%s): faults can be injected only into "
+		         "the software controller (device = sim)",
+		         nvme_ctrl_name(a->ctx.ctrls[i]), cc ? cc->device : "?");
+		return -EOPNOTSUPP;
+	}
+	if (!json_object_object_get_ex(req, "fault", &jf) ||
+	    !json_object_is_type(jf, json_type_string)) {
+		snprintf(err, errlen,
+		         "inject needs \"fault\": delay, hang, unhang, cfs, stuck, remove, "
+		         "powerfail, fail, lose or clear");
+		return -EINVAL;
+	}
+	fault = json_object_get_string(jf);
+	if (!strcmp(fault, "delay")) {
+		/* one hour: more is a hang, and there is "hang" for that */
+		ret = recov_uint(req, "ms", 3600000, &n, err, errlen, fault);
+		if (ret)
+			return ret;
+		sim_fault_delay(s, (unsigned)(n * 1000));
+		jset_u64(rep, "ms", n);
+	} else if (!strcmp(fault, "hang") || !strcmp(fault, "unhang")) {
+		sim_fault_hang(s, fault[0] == 'h');
+	} else if (!strcmp(fault, "cfs")) {
+		sim_fault_cfs(s);
+	} else if (!strcmp(fault, "stuck")) {
+		sim_fault_stuck(s, true);
+	} else if (!strcmp(fault, "remove")) {
+		sim_fault_remove(s);
+	} else if (!strcmp(fault, "powerfail")) {
+		json_object *js;
+
+		/* absent: 0, every write not durable is lost */
+		if (json_object_object_get_ex(req, "seed", &js) &&
+		    (ret = recov_uint(req, "seed", INT64_MAX, &n, err, errlen, fault)))
+			return ret;
+		ret = sim_fault_powerfail(s, n);
+		if (ret) {
+			snprintf(err, errlen,
+			         "inject powerfail: %s is off, but writing its durable data back "
+			         "to a backing file failed: %s",
+			         nvme_ctrl_name(a->ctx.ctrls[i]), strerror(-ret));
+			return ret;
+		}
+		jset_u64(rep, "seed", n);
+	} else if (!strcmp(fault, "fail")) {
+		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
+		if (!ret)
+			ret = recov_uint(req, "status", 0x7fff, &st, err, errlen, fault);
+		if (ret)
+			return ret;
+		if (!st) {
+			snprintf(err, errlen, "inject fail: status 0 is success, not a failure");
+			return -EINVAL;
+		}
+		sim_fault_fail_next(s, (unsigned)n, (uint16_t)st);
+		jset_u64(rep, "count", n);
+		jset_u64(rep, "status", st);
+	} else if (!strcmp(fault, "lose")) {
+		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
+		if (ret)
+			return ret;
+		sim_fault_lose_next(s, (unsigned)n);
+		jset_u64(rep, "count", n);
+	} else if (!strcmp(fault, "clear")) {
+		sim_fault_clear(s);
+	} else {
+		snprintf(err, errlen,
+		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
+		         "stuck, remove, powerfail, fail, lose, clear)",
+		         fault);
+		return -EINVAL;
+	}
+	log_warn("admin: fault injected into %s: %s", nvme_ctrl_name(a->ctx.ctrls[i]), fault);
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_str(rep, "fault", fault);
+	jset_str(rep, "state", recov_state(a, i));
+	return 0;
+}
+
+static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "attach", &i, err, errlen);
+	if (ret)
+		return ret;
+	if (!a->ctx.attach) {
+		snprintf(err, errlen, "attach: not available in this daemon");
+		return -EOPNOTSUPP;
+	}
+	err[0] = '\0';
+	ret = a->ctx.attach(a->ctx.attach_arg, i, err, errlen);
+	if (ret) {
+		if (!err[0])
+			snprintf(err, errlen, "attach %s: %s", nvme_ctrl_name(a->ctx.ctrls[i]),
+			         strerror(-ret));
+		return ret;
+	}
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_str(rep, "state", recov_state(a, i));
+	return 0;
+}
+
+static const struct admin_cmd admin_cmds[] = {
+    {"status", cmd_status, false},     {"stats", cmd_stats, false},
+    {"queues", cmd_queues, false},     {"namespaces", cmd_namespaces, false},
+    {"identify", cmd_identify, false}, {"config", cmd_config, false},
+    {"metrics", cmd_metrics, false},   {"inject", cmd_inject, true},
+    {"attach", cmd_attach, true},
+};
+
+const struct admin_cmd *admin_cmd_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++)
+		if (!strcmp(name, admin_cmds[i].name))
+			return &admin_cmds[i];
+	return NULL;
+}

@@ -1,0 +1,490 @@
+/* admin_prom.c - the admin server's "metrics" command: the figures of
+ * "stats" as Prometheus text exposition (format 0.0.4).
+ *
+ * Every integer counter and integer gauge is a row of a table (struct
+ * prom_metric) written by prom_table, for the objects it has a series for:
+ * the queue pairs, the controllers, the reactors, the FUSE wait reasons and
+ * operations, or the daemon alone.  Histograms, floating-point values and
+ * one-hot gauges (controller state, FUSE transport) are written by hand.
+ */
+#include "admin_priv.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* label values: backslash, double quote and newline are escaped */
+static void prom_label(FILE *f, const char *v)
+{
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fprintf(f, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+}
+
+static void prom_qlabels(FILE *f, const struct admin *a, unsigned r, unsigned c)
+{
+	fputs("controller=\"", f);
+	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
+	fprintf(f, "\",qid=\"%u\",reactor=\"%u\"", nvme_qpair_id(qpair_at(a, r, c)),
+	        nvme_reactor_id(a->ctx.reactors[r]));
+}
+
+/* One metric of a table: a uint64_t at offset off in each object. */
+struct prom_metric {
+	const char *name, *help;
+	size_t off;
+	const char *type; /* "counter" or "gauge" */
+};
+
+/* The objects a table has series for: n of them, object i at
+ * base + i * stride.  labels writes object i's labels without the braces
+ * (NULL: no labels); skip says object i has no series (NULL: none skipped). */
+struct prom_objs {
+	const void *base;
+	size_t stride;
+	unsigned n;
+	const void *arg; /* for labels and skip */
+	void (*labels)(FILE *f, const void *arg, unsigned i);
+	bool (*skip)(const void *arg, unsigned i);
+};
+
+#define PROM_NT(t) (sizeof(t) / sizeof((t)[0]))
+
+/* Each metric of t: its HELP and TYPE lines, then one series per object. */
+static void prom_table(FILE *f, const struct prom_metric *t, size_t nt, const struct prom_objs *o)
+{
+	for (size_t k = 0; k < nt; k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", t[k].name, t[k].help, t[k].name,
+		        t[k].type);
+		for (unsigned i = 0; i < o->n; i++) {
+			const char *obj = (const char *)o->base + (size_t)i * o->stride;
+
+			if (o->skip && o->skip(o->arg, i))
+				continue;
+			fputs(t[k].name, f);
+			if (o->labels) {
+				fputc('{', f);
+				o->labels(f, o->arg, i);
+				fputc('}', f);
+			}
+			fprintf(f, " %llu\n",
+			        (unsigned long long)*(const uint64_t *)(obj + t[k].off));
+		}
+	}
+}
+
+/* ---- the series' labels ---- */
+
+/* queue pair i of the snapshot: reactor i / nr_ctrls, controller i % nr_ctrls */
+static void prom_qpair_labels(FILE *f, const void *arg, unsigned i)
+{
+	const struct admin *a = arg;
+
+	prom_qlabels(f, a, i / a->ctx.nr_ctrls, i % a->ctx.nr_ctrls);
+}
+
+/* a controller that granted fewer queues than there are reactors */
+static bool prom_qpair_skip(const void *arg, unsigned i)
+{
+	const struct admin *a = arg;
+
+	return !qpair_at(a, i / a->ctx.nr_ctrls, i % a->ctx.nr_ctrls);
+}
+
+static void prom_ctrl_labels(FILE *f, const void *arg, unsigned i)
+{
+	const struct admin *a = arg;
+
+	fputs("controller=\"", f);
+	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[i]));
+	fputc('"', f);
+}
+
+static void prom_reactor_labels(FILE *f, const void *arg, unsigned i)
+{
+	const struct admin *a = arg;
+
+	fprintf(f, "reactor=\"%u\",cpu=\"%d\"", nvme_reactor_id(a->ctx.reactors[i]),
+	        nvme_reactor_cpu(a->ctx.reactors[i]));
+}
+
+static void prom_wait_labels(FILE *f, const void *arg, unsigned i)
+{
+	(void)arg;
+	fprintf(f, "reason=\"%s\"", admin_fuse_wait_names[i]);
+}
+
+static void prom_op_labels(FILE *f, const void *arg, unsigned i)
+{
+	(void)arg;
+	fprintf(f, "op=\"%s\"", admin_fuse_op_names[i]);
+}
+
+/* ---- the tables ---- */
+
+#define QS_FIELD(f) offsetof(struct nvme_qpair_stats, f)
+static const struct prom_metric prom_qpair[] = {
+    {"nvmefs_qpair_submitted_total", "Commands submitted to the I/O submission queue.",
+     QS_FIELD(submitted), "counter"},
+    {"nvmefs_qpair_completed_total", "Commands completed (successfully or not).",
+     QS_FIELD(completed), "counter"},
+    {"nvmefs_qpair_bogus_cqes_total",
+     "Completion entries dropped: command identifier out of range or not in flight.",
+     QS_FIELD(bogus_cqes), "counter"},
+    {"nvmefs_qpair_reap_passes_total", "Completion reaping passes over the queue.",
+     QS_FIELD(reap_passes), "counter"},
+    {"nvmefs_qpair_budget_exhausted_total",
+     "Reaping passes that reaped a full cq_budget (more may have been waiting).",
+     QS_FIELD(budget_exhausted), "counter"},
+    {"nvmefs_qpair_sq_doorbells_total", "Submission queue tail doorbell writes.",
+     QS_FIELD(sq_doorbells), "counter"},
+    {"nvmefs_qpair_cq_doorbells_total", "Completion queue head doorbell writes.",
+     QS_FIELD(cq_doorbells), "counter"},
+    {"nvmefs_qpair_interrupts_total", "MSI-X interrupts taken for the queue.", QS_FIELD(interrupts),
+     "counter"},
+    {"nvmefs_qpair_idle_polls_total", "Polls of the queue that found no completion.",
+     QS_FIELD(idle_polls), "counter"},
+    {"nvmefs_qpair_read_bytes_total", "Bytes read by completed commands.", QS_FIELD(bytes_read),
+     "counter"},
+    {"nvmefs_qpair_written_bytes_total", "Bytes written by completed commands.",
+     QS_FIELD(bytes_written), "counter"},
+    {"nvmefs_qpair_timeouts_total", "Commands on the queue that exceeded io_timeout_ms.",
+     QS_FIELD(timeouts), "counter"},
+    {"nvmefs_qpair_aborts_sent_total", "Aborts sent for the queue's timed-out commands.",
+     QS_FIELD(aborts_sent), "counter"},
+    {"nvmefs_qpair_aborts_ok_total", "Aborts of the queue's commands carried out.",
+     QS_FIELD(aborts_ok), "counter"},
+    {"nvmefs_qpair_resubmitted_total", "Commands of the queue sent again after a reset.",
+     QS_FIELD(resubmitted), "counter"},
+    {"nvmefs_qpair_failed_after_retries_total",
+     "Commands of the queue failed with EIO after io_retries attempts.",
+     QS_FIELD(failed_after_retries), "counter"},
+};
+
+#define RC_FIELD(x) offsetof(struct nvme_reactor_stats, x)
+static const struct prom_metric prom_reactor[] = {
+    {"nvmefs_reactor_passes_total", "Reactor loop passes.", RC_FIELD(passes), "counter"},
+    {"nvmefs_reactor_sleeps_total", "Times the reactor slept waiting for an event.",
+     RC_FIELD(sleeps), "counter"},
+    {"nvmefs_reactor_wakeups_total", "Times the reactor woke from sleep.", RC_FIELD(wakeups),
+     "counter"},
+    {"nvmefs_reactor_calls_total", "Functions run on the reactor for other threads.",
+     RC_FIELD(calls), "counter"},
+};
+
+static const struct prom_metric prom_ctrl[] = {
+#define RS_FIELD(x) offsetof(struct nvme_ctrl_rstats, x)
+    {"nvmefs_ctrl_timeouts_total", "Commands that exceeded io_timeout_ms.", RS_FIELD(timeouts),
+     "counter"},
+    {"nvmefs_ctrl_aborts_sent_total", "Abort commands sent for timed-out commands.",
+     RS_FIELD(aborts_sent), "counter"},
+    {"nvmefs_ctrl_aborts_ok_total", "Aborts that the controller carried out.", RS_FIELD(aborts_ok),
+     "counter"},
+    {"nvmefs_ctrl_resets_started_total", "Controller resets started for recovery.",
+     RS_FIELD(resets_started), "counter"},
+    {"nvmefs_ctrl_resets_ok_total", "Controller resets that brought it back.", RS_FIELD(resets_ok),
+     "counter"},
+    {"nvmefs_ctrl_resets_failed_total", "Controller resets that failed.", RS_FIELD(resets_failed),
+     "counter"},
+    {"nvmefs_ctrl_resubmitted_total", "Commands sent again after a reset.", RS_FIELD(resubmitted),
+     "counter"},
+    {"nvmefs_ctrl_failed_after_retries_total",
+     "Commands failed with EIO after io_retries attempts.", RS_FIELD(failed_after_retries),
+     "counter"},
+    {"nvmefs_ctrl_cfs_events_total", "Controller fatal status (CSTS.CFS) seen.",
+     RS_FIELD(cfs_events), "counter"},
+    {"nvmefs_ctrl_removals_total", "Removal requests or a vanished device seen.",
+     RS_FIELD(removals), "counter"},
+    {"nvmefs_ctrl_isolations_total",
+     "Devices cut off from memory (bus mastering off, mappings removed) because they "
+     "would not disable.",
+     RS_FIELD(isolations), "counter"},
+    {"nvmefs_ctrl_cancelled_total", "Commands ended by a stop whose drain ran out.",
+     RS_FIELD(cancelled), "counter"},
+#undef RS_FIELD
+};
+
+#define FS_FIELD(x) offsetof(struct fusefs_stats, x)
+static const struct prom_metric prom_fuse_inflight[] = {
+    {"nvmefs_fuse_inflight", "FUSE requests taken and not yet answered.", FS_FIELD(inflight),
+     "gauge"},
+};
+
+/* per wait reason: parked[i] and waits[i] */
+static const struct prom_metric prom_fuse_wait[] = {
+    {"nvmefs_fuse_parked", "FUSE requests waiting now, by what they wait for.", FS_FIELD(parked),
+     "gauge"},
+    {"nvmefs_fuse_waits_total", "FUSE requests that had to wait, by reason.", FS_FIELD(waits),
+     "counter"},
+};
+
+static const struct prom_metric prom_fuse[] = {
+    {"nvmefs_fuse_bounce_bytes", "Write data held outside DMA memory now.", FS_FIELD(bounce_bytes),
+     "gauge"},
+    {"nvmefs_fuse_bounce_peak_bytes", "Most write data one reactor held outside DMA memory.",
+     FS_FIELD(bounce_peak), "gauge"},
+    {"nvmefs_fuse_channel_pauses_total",
+     "Times a reactor stopped reading the FUSE channel at a bound.", FS_FIELD(channel_pauses),
+     "counter"},
+    {"nvmefs_fuse_ring_requests_total", "FUSE requests that came over io_uring.",
+     FS_FIELD(ring_requests), "counter"},
+    {"nvmefs_fuse_copy_bytes_total",
+     "Payload bytes copied in user space between request buffers and DMA memory.",
+     FS_FIELD(copy_bytes), "counter"},
+    {"nvmefs_fuse_bad_requests_total", "Malformed FUSE requests, answered EINVAL.",
+     FS_FIELD(bad_requests), "counter"},
+    {"nvmefs_fuse_flushes_total",
+     "NVMe Flush commands sent (fsync, and O_DSYNC writes above dsync_fua_max).",
+     FS_FIELD(flushes_sent), "counter"},
+    {"nvmefs_fuse_dsync_writes_total",
+     "Writes answered only once durable (O_DSYNC, O_SYNC, RWF_DSYNC).", FS_FIELD(dsync_writes),
+     "counter"},
+    {"nvmefs_fuse_fua_writes_total", "O_DSYNC writes sent with Force Unit Access.",
+     FS_FIELD(fua_writes), "counter"},
+};
+#undef FS_FIELD
+
+#define OP_FIELD(x) offsetof(struct fusefs_op_stats, x)
+static const struct prom_metric prom_fuse_op[] = {
+    {"nvmefs_fuse_requests_total", "FUSE requests answered, by operation.", OP_FIELD(count),
+     "counter"},
+    {"nvmefs_fuse_request_bytes_total", "Bytes requested by answered FUSE requests.",
+     OP_FIELD(bytes), "counter"},
+    {"nvmefs_fuse_request_errors_total", "FUSE requests answered with an error.", OP_FIELD(errors),
+     "counter"},
+};
+
+/* Histogram boundaries in ns (1-2-5 from 1 us to 10 s).  The engine's
+ * buckets are finer; a bucket counts under le when its upper bound is <= le,
+ * so counts are exact at the engine's resolution (1/8 of a power of two). */
+static const uint64_t prom_le_ns[] = {
+    1000,       2000,       5000,          10000,          20000,     50000,
+    100000,     200000,     500000,        1000000,        2000000,   5000000,
+    10000000,   20000000,   50000000,      100000000,      200000000, 500000000,
+    1000000000, 2000000000, 5000000000ull, 10000000000ull,
+};
+#define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
+
+/* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
+static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
+{
+	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
+	double sum = 0;
+
+	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
+		uint64_t upper = nvme_lat_bucket_ns(b);
+
+		if (h[b]) {
+			count += h[b];
+			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
+			for (unsigned k = 0; k < PROM_NLE; k++)
+				if (upper <= prom_le_ns[k])
+					cum[k] += h[b];
+		}
+		if (upper > lower)
+			lower = upper;
+	}
+	for (unsigned k = 0; k < PROM_NLE; k++)
+		fprintf(f, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, prom_le_ns[k] / 1e9,
+		        (unsigned long long)cum[k]);
+	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)count);
+	fprintf(f, "%s_sum{%s} %.9f\n", name, labels, sum);
+	fprintf(f, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+}
+
+/* One queue pair's latency histogram, labelled like its counters. */
+static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c, const uint64_t *h)
+{
+	char *labels = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&labels, &len);
+
+	if (!m)
+		return;
+	prom_qlabels(m, a, r, c);
+	if (fclose(m) == 0)
+		prom_hist(f, "nvmefs_qpair_latency_seconds", labels, h);
+	free(labels);
+}
+
+/* ---- the writers ---- */
+
+/* per-controller state, recovery counters and longest reset; left out
+ * when there is no memory for the snapshot */
+static void prom_write_ctrls(struct admin *a, FILE *f)
+{
+	static const char *const states[] = {"live", "resetting", "removed", "failed"};
+	static const enum nvme_ctrl_state svals[] = {NVME_CTRL_LIVE, NVME_CTRL_RESETTING,
+	                                             NVME_CTRL_REMOVED, NVME_CTRL_FAILED};
+	unsigned nc = a->ctx.nr_ctrls;
+	struct nvme_ctrl_rstats *rs = calloc(nc ? nc : 1, sizeof(*rs));
+	const struct prom_objs objs = {
+	    .base = rs, .stride = sizeof(*rs), .n = nc, .arg = a, .labels = prom_ctrl_labels};
+
+	if (!rs)
+		return;
+	for (unsigned c = 0; c < nc; c++)
+		nvme_ctrl_rstats_get(a->ctx.ctrls[c], &rs[c]);
+	fputs("# HELP nvmefs_ctrl_state Controller state (1 for the current one).\n"
+	      "# TYPE nvmefs_ctrl_state gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		enum nvme_ctrl_state st = nvme_ctrl_state(a->ctx.ctrls[c]);
+
+		for (unsigned k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+			fputs("nvmefs_ctrl_state{", f);
+			prom_ctrl_labels(f, a, c);
+			fprintf(f, ",state=\"%s\"} %d\n", states[k], st == svals[k]);
+		}
+	}
+	prom_table(f, prom_ctrl, PROM_NT(prom_ctrl), &objs);
+	fputs("# HELP nvmefs_ctrl_reset_max_seconds Duration of the longest reset.\n"
+	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		fputs("nvmefs_ctrl_reset_max_seconds{", f);
+		prom_ctrl_labels(f, a, c);
+		fprintf(f, "} %.6f\n", rs[c].reset_max_ns / 1e9);
+	}
+	free(rs);
+}
+
+static int prom_write_reactors(struct admin *a, FILE *f)
+{
+	unsigned nr = a->ctx.nr_reactors;
+	struct nvme_reactor_stats *rs = calloc(nr ? nr : 1, sizeof(*rs));
+	const struct prom_objs objs = {
+	    .base = rs, .stride = sizeof(*rs), .n = nr, .arg = a, .labels = prom_reactor_labels};
+
+	if (!rs)
+		return -ENOMEM;
+	for (unsigned r = 0; r < nr; r++)
+		nvme_reactor_stats_get(a->ctx.reactors[r], &rs[r]);
+	prom_table(f, prom_reactor, PROM_NT(prom_reactor), &objs);
+	free(rs);
+	return 0;
+}
+
+static int prom_write_fuse(struct admin *a, FILE *f)
+{
+	struct fusefs_stats *st;
+	char lab[64];
+
+	if (!a->ctx.fuse_stats)
+		return 0;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
+
+	const struct prom_objs one = {.base = st, .n = 1};
+	const struct prom_objs waits = {.base = st,
+	                                .stride = sizeof(uint64_t),
+	                                .n = FUSEFS_WAIT_NR,
+	                                .labels = prom_wait_labels};
+	const struct prom_objs ops = {.base = st->op,
+	                              .stride = sizeof(st->op[0]),
+	                              .n = FUSEFS_OP_NR,
+	                              .labels = prom_op_labels};
+
+	prom_table(f, prom_fuse_inflight, PROM_NT(prom_fuse_inflight), &one);
+	prom_table(f, prom_fuse_wait, PROM_NT(prom_fuse_wait), &waits);
+	fputs(
+	    "# HELP nvmefs_fuse_lock_wait_seconds_total Time spent waiting for block range locks.\n"
+	    "# TYPE nvmefs_fuse_lock_wait_seconds_total counter\n",
+	    f);
+	fprintf(f, "nvmefs_fuse_lock_wait_seconds_total %.9f\n", st->lock_wait_ns / 1e9);
+	prom_table(f, prom_fuse, PROM_NT(prom_fuse), &one);
+	fprintf(f,
+	        "# HELP nvmefs_fuse_transport The FUSE transport serving requests (1 on its "
+	        "label).\n# TYPE nvmefs_fuse_transport "
+	        "gauge\nnvmefs_fuse_transport{transport=\"%s\"} 1\n",
+	        fusefs_transport_name(st->transport));
+	prom_table(f, prom_fuse_op, PROM_NT(prom_fuse_op), &ops);
+	fputs(
+	    "# HELP nvmefs_fuse_request_latency_seconds FUSE request latency, taken to answered.\n"
+	    "# TYPE nvmefs_fuse_request_latency_seconds histogram\n",
+	    f);
+	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
+		snprintf(lab, sizeof(lab), "op=\"%s\"", admin_fuse_op_names[i]);
+		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns);
+	}
+	free(st);
+	return 0;
+}
+
+int admin_prom_write(struct admin *a, FILE *f)
+{
+	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
+	struct nvme_qpair_stats *st = calloc((size_t)nr * nc + 1, sizeof(*st));
+	const struct prom_objs qpairs = {.base = st,
+	                                 .stride = sizeof(*st),
+	                                 .n = nr * nc,
+	                                 .arg = a,
+	                                 .labels = prom_qpair_labels,
+	                                 .skip = prom_qpair_skip};
+	int ret;
+
+	if (!st)
+		return -ENOMEM;
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++)
+			if (qpair_at(a, r, c))
+				nvme_qpair_stats_get(qpair_at(a, r, c), &st[r * nc + c]);
+
+	fputs("# HELP nvmefs_build_info nvmefs version.\n# TYPE nvmefs_build_info gauge\n", f);
+	fprintf(f, "nvmefs_build_info{version=\"%s\"} 1\n", NVMEFS_VERSION);
+	fputs("# HELP nvmefs_uptime_seconds Seconds since the daemon started.\n"
+	      "# TYPE nvmefs_uptime_seconds gauge\n",
+	      f);
+	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
+
+	prom_table(f, prom_qpair, PROM_NT(prom_qpair), &qpairs);
+	fputs(
+	    "# HELP nvmefs_qpair_errors_total Commands completed with an error status, by class.\n"
+	    "# TYPE nvmefs_qpair_errors_total counter\n",
+	    f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++) {
+			if (!qpair_at(a, r, c))
+				continue;
+			for (unsigned e = 0; e < NVME_ERRC_NR; e++) {
+				fputs("nvmefs_qpair_errors_total{", f);
+				prom_qlabels(f, a, r, c);
+				fprintf(f, ",class=\"%s\"} %llu\n", admin_errc_names[e],
+				        (unsigned long long)st[r * nc + c].errors[e]);
+			}
+		}
+	fputs("# HELP nvmefs_qpair_inflight Commands in flight on the queue now.\n"
+	      "# TYPE nvmefs_qpair_inflight gauge\n",
+	      f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++) {
+			if (!qpair_at(a, r, c))
+				continue;
+			fputs("nvmefs_qpair_inflight{", f);
+			prom_qlabels(f, a, r, c);
+			fprintf(f, "} %u\n", nvme_qpair_inflight(qpair_at(a, r, c)));
+		}
+	fputs("# HELP nvmefs_qpair_latency_seconds Command latency, submission to completion.\n"
+	      "# TYPE nvmefs_qpair_latency_seconds histogram\n",
+	      f);
+	for (unsigned r = 0; r < nr; r++)
+		for (unsigned c = 0; c < nc; c++)
+			if (qpair_at(a, r, c))
+				prom_latency(f, a, r, c, st[r * nc + c].lat_ns);
+	free(st);
+	prom_write_ctrls(a, f);
+	ret = prom_write_reactors(a, f);
+	if (!ret)
+		ret = prom_write_fuse(a, f);
+	return ret;
+}

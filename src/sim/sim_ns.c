@@ -1,0 +1,147 @@
+/* sim_ns.c - the software controller's namespace store (see sim_priv.h):
+ * opening and closing a namespace's backing (RAM, null or a file), zeroing
+ * blocks and flushing; the volatile write cache model is sim_wc.c.
+ */
+#include "sim_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "safepath.h"
+
+/* The daemon runs as root: a link or a file planted at the backing path
+ * must not make it grow and expose someone else's file, so the path is
+ * opened by safepath_open_file's rules (safepath.h). */
+static int sim_open_backing(const char *path)
+{
+	char msg[PATH_MAX + 160];
+	bool created;
+	int fd = safepath_open_file(path, 0600, &created, msg, sizeof(msg));
+
+	if (fd < 0)
+		log_err("sim: backing file %s: %s", path, msg);
+	else if (created)
+		log_info("sim: created backing file %s", path);
+	return fd;
+}
+
+int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
+{
+	ns->nlba = o->nlba;
+	ns->lba_size = o->lba_size;
+	ns->lba_shift = o->lba_size == 512 ? 9 : 12;
+	ns->backing = o->backing;
+	ns->fd = -1;
+	size_t len = (size_t)(o->nlba << ns->lba_shift);
+	switch (o->backing) {
+	case SIM_BACKING_NULL:
+		return 0;
+	case SIM_BACKING_RAM:
+		/* lazily zero: untouched pages cost nothing */
+		ns->mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			       -1, 0);
+		if (ns->mem == MAP_FAILED) {
+			ns->mem = NULL;
+			return -errno;
+		}
+		ns->mem_len = len;
+		return 0;
+	case SIM_BACKING_FILE: {
+		struct stat st;
+		if (!o->path || !*o->path)
+			return -EINVAL;
+		snprintf(ns->path, sizeof(ns->path), "%s", o->path);
+		ns->fd = sim_open_backing(o->path);
+		if (ns->fd < 0)
+			return ns->fd;
+		if (fstat(ns->fd, &st) || ((uint64_t)st.st_size < len && ftruncate(ns->fd, (off_t)len))) {
+			int e = -errno;
+			log_err("sim: cannot size backing file %s to %zu bytes: %s", o->path, len, strerror(-e));
+			return e;
+		}
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+void sim_ns_close(struct sim_ns *ns)
+{
+	sim_wc_fini(&ns->wc); /* the media holds the newest data: as after a shutdown */
+	if (ns->mem)
+		munmap(ns->mem, ns->mem_len);
+	if (ns->fd >= 0) {
+		fdatasync(ns->fd);
+		close(ns->fd);
+	}
+	ns->mem = NULL;
+	ns->fd = -1;
+}
+
+/* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT).  It
+ * goes through the volatile write cache as a write does; fua: durable when
+ * done (Write Zeroes with FUA). */
+uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua)
+{
+	bool cached = sim_cached(s, ns);
+
+	if (slba >= ns->nlba || nlb > ns->nlba - slba)
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
+	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
+		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	off_t off = (off_t)(slba << ns->lba_shift);
+	size_t len = (size_t)nlb << ns->lba_shift;
+	switch (ns->backing) {
+	case SIM_BACKING_NULL:
+		break;
+	case SIM_BACKING_RAM: {
+		/* whole pages go back to the kernel (and read as zero); edges memset */
+		uint8_t *p = ns->mem + off, *e = p + len;
+		uint8_t *a = (uint8_t *)(((uintptr_t)p + SIM_PAGE - 1) & ~(uintptr_t)(SIM_PAGE - 1));
+		uint8_t *b = (uint8_t *)((uintptr_t)e & ~(uintptr_t)(SIM_PAGE - 1));
+		if (b > a + SIM_PAGE * 16) {
+			memset(p, 0, (size_t)(a - p));
+			if (madvise(a, (size_t)(b - a), MADV_DONTNEED))
+				memset(a, 0, (size_t)(b - a));
+			memset(b, 0, (size_t)(e - b));
+		} else {
+			memset(p, 0, len);
+		}
+		break;
+	}
+	case SIM_BACKING_FILE:
+		if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, (off_t)len)) {
+			static const uint8_t zero[SIM_PAGE];
+			for (size_t done = 0; done < len;) {
+				size_t n = len - done < SIM_PAGE ? len - done : SIM_PAGE;
+				if (pwrite(ns->fd, zero, n, off + (off_t)done) != (ssize_t)n)
+					return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+				done += n;
+			}
+		}
+		if (fua && fdatasync(ns->fd))
+			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		break;
+	}
+	if (fua && cached)
+		sim_wc_durable(&ns->wc, slba, nlb);
+	return 0;
+}
+
+/* Flush: the host's page cache of a file goes first (on failure nothing is
+ * durable), then the model's cache. */
+uint16_t sim_ns_flush(struct sim_ns *ns)
+{
+	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
+		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	sim_wc_flush(&ns->wc);
+	return 0;
+}
+

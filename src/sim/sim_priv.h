@@ -1,0 +1,322 @@
+/* sim_priv.h - what the software controller's files share (internal to
+ * src/sim; sim.h is the contract for its users).
+ *
+ * The controller is one struct sim.  sim_regs.c owns its registers, the
+ * controller state machine and the admin commands, and creates and
+ * destroys it; sim_queue.c fetches, executes and completes commands (the
+ * DMA map, PRP walking, I/O commands, the device thread); sim_ns.c is the
+ * namespace store; sim_fault.c the fault injection of sim.h.
+ *
+ * Concurrency: each submission queue is processed by one thread at a time
+ * (inline: the thread that rang its doorbell, which for I/O queues is the
+ * owning reactor; threaded: the device thread), so per-queue state and
+ * per-queue statistics need no lock.  Register writes, fault settings and
+ * deferred completions take s->lock; the inline I/O path never does.
+ * The volatile write cache model (sim_wc.c) has no lock either: it is used by
+ * the thread executing commands, and by others only under sim_qlock.
+ *
+ * Functions declared here return what their sim_ counterparts in the file
+ * do: an NVMe status (uint16_t, 0: success) for command execution, 0 or a
+ * negative errno elsewhere.
+ */
+#ifndef NVMEFS_SIM_PRIV_H
+#define NVMEFS_SIM_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "nvme_spec.h"
+#include "sim.h"
+#include "sim_wc.h"
+
+#define SIM_PAGE 4096u
+#define SIM_MAX_QID 64           /* I/O queues 1..64 besides the admin queue */
+#define SIM_NQ (SIM_MAX_QID + 1)
+#define SIM_MAX_MAPS 256
+#define SIM_IOVA_BASE 0x100000000ull
+#define SIM_MAX_AER 4
+#define SIM_ERRLOG 16
+#define SIM_MAX_DEFERRED 4096
+#define SIM_BOGUS_CID 0xfffe     /* never a tracker index: entries <= 4096 */
+#define SIM_MAX_STALLED 64
+
+struct sim_map {
+	uint8_t *vaddr;
+	uint64_t iova;
+	_Atomic uint64_t len; /* 0: free slot */
+};
+
+/* Counters are bumped by whichever thread executes the queue (the device
+ * thread, or a reactor in inline mode) and read by sim_get_stats from any
+ * thread: relaxed atomic adds and loads (a lock-free add; the inline path
+ * stays free of locks and system calls). */
+#define SIM_INC(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+#define SIM_LOAD(x)   __atomic_load_n(&(x), __ATOMIC_RELAXED)
+/* Register state (enabled, csts) and the MSI-X table are written under
+ * s->lock and read without it on the inline path: release stores, acquire
+ * loads (plain moves on x86).  What sim_enable set up is seen with them. */
+#define SIM_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#define SIM_GET(x)    __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+
+struct sim_qstats {
+	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
+	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds, fua_writes;
+	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
+};
+
+struct sim_cq {
+	bool valid;
+	bool ien;
+	uint16_t size;
+	uint16_t vector;
+	uint16_t head;  /* from the host's head doorbell */
+	uint16_t tail;  /* next slot we post into */
+	uint8_t phase;
+	unsigned nr_sqs;
+	struct nvme_cqe *ring;
+	struct sim_qstats st; /* irqs, cq_doorbells */
+};
+
+struct sim_sq {
+	bool valid;
+	uint16_t size;
+	uint16_t head;
+	uint16_t tail;  /* from the host's tail doorbell */
+	uint16_t cqid;
+	struct nvme_sqe *ring;
+	struct sim_qstats st;
+};
+
+struct sim_ns {
+	uint64_t nlba;
+	unsigned lba_size;
+	unsigned lba_shift;
+	enum sim_backing backing;
+	uint8_t *mem;  /* RAM */
+	size_t mem_len;
+	int fd;        /* FILE */
+	char path[4096];
+	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
+};
+
+struct sim_deferred {
+	uint64_t due_ns;
+	uint16_t cqid;
+	struct nvme_cqe cqe;
+};
+
+/* A command held by sim_fault_stall_next: fetched, not executed. */
+struct sim_stalled {
+	uint16_t sqid;
+	struct nvme_sqe sqe;
+};
+
+struct sim {
+	struct nvme_bus bus; /* first: sim_from_bus checks bus.ops */
+	struct sim_opts o;
+	char name[48];
+	pthread_mutex_t lock;
+
+	/* registers */
+	uint64_t cap;
+	uint32_t vs, intms, cc, csts, aqa;
+	uint64_t asq, acq;
+	uint64_t ready_due_ns; /* CC.EN 0->1 pending RDY, 0: none */
+	bool enabled;          /* CC.EN seen as 1 and accepted */
+	uint32_t dstrd_bytes;
+	size_t bar_span;       /* BAR0's reservation: bus.bar0_len accessible, the rest not */
+
+	/* features */
+	uint16_t nr_queues_granted; /* 1-based, 0 until Set Features */
+	bool wc_enabled;       /* Volatile Write Cache feature WCE: opts.vwc at reset */
+	uint32_t irq_coalesce;
+
+	/* MSI-X */
+	int efds[128];
+	unsigned nr_efds;
+
+	/* DMA */
+	struct sim_map maps[SIM_MAX_MAPS];
+	_Atomic unsigned nr_maps;
+	uint64_t next_iova;
+
+	struct sim_sq sq[SIM_NQ];
+	struct sim_cq cq[SIM_NQ];
+	struct sim_ns ns[SIM_MAX_NS];
+
+	/* async events and the error log */
+	uint16_t aer_cid[SIM_MAX_AER];
+	unsigned nr_aer;
+	uint32_t pending_event; /* dw0 of an event not yet reported, 0: none */
+	struct nvme_error_log errlog[SIM_ERRLOG];
+	uint64_t error_count;
+	uint64_t host_reads, host_writes, units_read, units_written, media_errors;
+
+	/* faults: counters taken with atomics from the processing thread */
+	_Atomic unsigned f_fail_n;
+	_Atomic uint16_t f_fail_status;
+	_Atomic unsigned f_delay_us;
+	_Atomic unsigned f_lose_n;
+	_Atomic unsigned f_bogus_n;
+	_Atomic unsigned f_dup_n;
+	_Atomic bool f_hang;
+	_Atomic bool f_never_ready;
+	_Atomic bool cfs;
+	_Atomic unsigned gone;     /* SIM_GONE_*: registers read all ones, nothing runs */
+	_Atomic unsigned f_stall_n;
+	_Atomic bool f_abort_ignore;
+	_Atomic unsigned f_admin_delay_us; /* sim_fault_admin_delay */
+	_Atomic bool f_stuck;      /* sim_fault_stuck: CC writes and FLR ignored */
+	_Atomic bool bme;          /* bus mastering (the bus_master op): off, no DMA at all */
+	_Atomic unsigned f_irq_fail_n;
+	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
+	unsigned nr_stalled;
+	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
+	uint64_t powerfails, pf_lost, pf_kept; /* s->lock */
+
+	/* completions held back by sim_fault_delay (s->lock) */
+	struct sim_deferred *deferred;
+	unsigned nr_deferred;
+	_Atomic unsigned any_deferred;
+
+	/* device thread (threaded mode) */
+	pthread_t thread;
+	bool thread_started;
+	_Atomic bool stop;
+	_Atomic int kick;
+	_Atomic int sleeping;
+	pthread_cond_t cond;
+
+	struct sim_qstats admin_st; /* register-level counters under s->lock */
+	struct sim_qstats retired;  /* counters of queues deleted or reset */
+	/* threaded mode: held by the device thread while it processes, and by
+	 * register writes that reset queues, so a reset never races a fetch */
+	pthread_mutex_t qlock;
+	/* inline mode: one thread at a time executes device work (queue state
+	 * has no lock).  exec counts the threads that asked; the one that
+	 * raised it from 0 executes the doorbells marked in db_pend (bit:
+	 * doorbell index) for all of them until it drops back to 0. */
+	_Atomic unsigned exec;
+	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
+};
+
+/* Why the device does not answer (s->gone bits); either makes it dead to
+ * the host. */
+#define SIM_GONE_REMOVED 1u /* sim_fault_remove: the link is gone; the device keeps power */
+#define SIM_GONE_OFF     2u /* sim_fault_powerfail: no power until sim_power_on or clear */
+
+
+/* sim_xfer's callback: one run of host memory, off bytes into the transfer;
+ * 0, or nonzero to stop the transfer with an internal error. */
+typedef int (*sim_seg_fn)(void *ctx, uint8_t *p, size_t len, size_t off);
+
+struct sim_copy {
+	uint8_t *buf;
+	bool to_host;
+};
+
+static inline uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A doorbell outside BAR0 (opts.bar_len smaller than the queues need)
+ * does not exist: it reads 0 and a store to it is dropped. */
+static inline bool sim_db_in_bar(const struct sim *s, uint64_t off)
+{
+	return off + 4 <= s->bus.bar0_len;
+}
+
+static inline uint32_t sim_db_read(struct sim *s, uint32_t off)
+{
+	if (!sim_db_in_bar(s, off))
+		return 0;
+	return atomic_load_explicit((_Atomic uint32_t *)(s->bus.bar0 + off), memory_order_acquire);
+}
+
+static inline void sim_db_zero(struct sim *s, uint32_t off)
+{
+	if (sim_db_in_bar(s, off))
+		*(volatile uint32_t *)(s->bus.bar0 + off) = 0;
+}
+
+static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
+{
+	unsigned used = (unsigned)(cq->tail - cq->head + cq->size) % cq->size;
+	return used + need > (unsigned)cq->size - 1u;
+}
+
+/* Writes to ns go through the volatile write cache model: the namespace has
+ * one (RAM or FILE, opts.vwc) and the host left it enabled (WCE). */
+static inline bool sim_cached(const struct sim *s, const struct sim_ns *ns)
+{
+	return ns->wc.cap && s->wc_enabled;
+}
+
+/* ---- sim_queue.c: the DMA map, PRP walking, completions, I/O commands,
+ * queue processing, the device thread and the counters ---- */
+
+/* host address of [iova, iova + len) inside one mapping, else NULL */
+void *sim_xlate(struct sim *s, uint64_t iova, uint64_t len);
+/* the bus's dma_map and dma_unmap ops */
+int sim_dma_map(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t *iova);
+int sim_dma_unmap(struct nvme_bus *bus, void *vaddr, size_t len, uint64_t iova);
+/* sim_seg_fn copying between host memory and a struct sim_copy buffer */
+int sim_seg_copy(void *ctx, uint8_t *p, size_t len, size_t off);
+/* the data of command c (len bytes, PRPs) run through fn; an NVMe status */
+uint16_t sim_xfer(struct sim *s, const struct nvme_sqe *c, size_t len, sim_seg_fn fn, void *ctx);
+/* signal cq's vector, if it has interrupts on */
+void sim_irq(struct sim *s, struct sim_cq *cq);
+/* take one from a fault countdown: true when it was not 0 */
+bool sim_take(_Atomic unsigned *n);
+/* complete command cid of sq: the completion faults first, then the post */
+void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid, uint16_t status,
+		  uint32_t dw0, bool io);
+/* execute an I/O command; an NVMe status */
+uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c);
+/* the Abort command's dw0 for command cid of queue sqid (0: aborted) */
+uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid);
+/* answering, bus mastering on, enabled and ready, no CFS, not hung:
+ * commands are fetched */
+bool sim_running(struct sim *s);
+/* hold every queue still (nothing fetched or executed) until sim_qunlock */
+void sim_qlock(struct sim *s);
+void sim_qunlock(struct sim *s);
+/* the bus's doorbell notification; the device thread (threaded mode) */
+void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val);
+void *sim_thread(void *arg);
+/* add q's counters to t (relaxed atomics) */
+void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
+
+/* ---- sim_regs.c: admin commands, registers and the controller state
+ * machine ---- */
+
+/* complete held Async Event Requests with the pending event, if any */
+void sim_aer_flush(struct sim *s);
+/* execute an admin command: false when it completes later (AER) */
+bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t *status,
+	       uint32_t *dw0);
+/* registers and queues as after a controller reset; callers hold the
+ * queues and s->lock */
+void sim_regs_reset(struct sim *s);
+
+/* ---- sim_ns.c: the namespace store (RAM, null or a file, and the
+ * volatile write cache model of sim_wc.h) ---- */
+
+/* open the backing o describes; 0 or a negative errno */
+int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o);
+/* release the backing (a file is synced first); ns may be half open */
+void sim_ns_close(struct sim_ns *ns);
+/* zero (deallocate) nlb blocks at slba, through the write cache; fua:
+ * durable when done; an NVMe status */
+uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua);
+/* make everything written to ns durable; an NVMe status */
+uint16_t sim_ns_flush(struct sim_ns *ns);
+
+#endif
