@@ -166,7 +166,8 @@ $(B)/fuzz/%: tests/fuzz/%.c $(LIBS) $(ADMIN_LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(ADMIN_LIB) $(LINK_LIBS) $(LDLIBS)
 # ---- soak (not in CI): 10 minutes of fio verify under injected faults,
 # 20 kill -9 cycles, 20 kill -9 of a daemon whose mount fio keeps using
-# (t-crash-adopt: adopted each time) and 50 power cuts while writers use every durability
+# (t-crash-adopt: adopted each time), 10 of one under ext4 in a minute of
+# file system churn (t-crash-adopt-fs) and 50 power cuts while writers use every durability
 # mode, and SOAK_FAULTSEQ (300) random fault sequences per case of
 # test_faultseq (1800 in all); bench/soak/ gets the verdict and the plot ----
 SOAK_FAULTSEQ ?= 300
@@ -175,6 +176,7 @@ soak: deps
 	sh bench/soak.sh
 	CRASH_CYCLES=20 BUILD=$(CURDIR)/build sh tests/integration/t-crash-cycles.sh
 	SOAK=1 FUSE_TRANSPORT=classic BUILD=$(CURDIR)/build sh tests/integration/t-crash-adopt.sh
+	SOAK=1 FUSE_TRANSPORT=classic BUILD=$(CURDIR)/build sh tests/integration/t-crash-adopt-fs.sh
 	POWERFAIL_CYCLES=50 BUILD=$(CURDIR)/build sh tests/integration/t-powerfail-cycles.sh
 	NVMEFS_FAULTSEQ_N=$(SOAK_FAULTSEQ) CK_DEFAULT_TIMEOUT=36000 build/tests/test_faultseq
 

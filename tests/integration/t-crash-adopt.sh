@@ -26,14 +26,11 @@
 # /dev/fuse cases are the classic suite's.
 . "$(dirname "$0")/lib.sh"
 lib_init
-F=$BUILD/tools/fdstore
-[ -x "$F" ] || { echo "FAIL: no $F (make)"; exit 1; }
+. "$(dirname "$0")/fdstore-lib.sh"
 command -v fio >/dev/null || skip "fio missing"
 SEED=${ADOPT_SEED:-1}
 KILLS=${ADOPT_KILLS:-3}
 [ "${SOAK:-0}" = 1 ] && KILLS=20
-SPID=
-trap 'if [ -n "$SPID" ]; then kill -9 "$SPID" 2>/dev/null; fi; lib_cleanup' EXIT
 conf_write <<EOF
 [controller nvme0]
 device = sim
@@ -43,58 +40,6 @@ backing = $TMP/%c-%n.img
 exec = thread
 EOF
 cp "$CONF" "$TMP/base.conf"
-
-# wait_for PATTERN COUNT SECONDS: until PATTERN is in LOG COUNT times
-wait_for() {
-	i=0
-	while [ "$(grep -c -- "$1" "$LOG")" -lt "$2" ]; do
-		i=$((i + 1))
-		[ $i -gt $(($3 * 10)) ] && return 1
-		sleep 0.1
-	done
-	return 0
-}
-
-# store_start [fdstore options]: nvmefsd under fdstore; DPID is its pid
-store_start() {
-	echo "--- fdstore $* $(date +%T)" >> "$LOG"
-	rm -f "$TMP/pid"
-	n0=$(grep -c "fdstore: stored fuse-state" "$LOG")
-	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "$D" -f -c "$CONF" >> "$LOG" 2>&1 &
-	SPID=$!
-	wait_for "fdstore: stored fuse-state" $((n0 + 1)) 10 ||
-		{ fail "nothing stored within 10 s"; tail -n 20 "$LOG"; return 1; }
-	DPID=$(cat "$TMP/pid")
-}
-
-# store_stop: SIGTERM to fdstore (passed on, no restart)
-store_stop() {
-	[ -n "$SPID" ] || return 0
-	kill -TERM "$SPID"
-	wait "$SPID"
-	SRC=$?
-	SPID= DPID=
-}
-
-# files_within SECONDS PATH: PATH appears (the daemon did not hang)
-files_within() {
-	i=0
-	while [ ! -f "$2" ]; do
-		i=$((i + 1))
-		[ $i -gt $(($1 * 10)) ] && return 1
-		sleep 0.1
-	done
-}
-
-# new_pid: the pid fdstore started after the one in DPID
-new_pid() {
-	i=0
-	while [ "$(cat "$TMP/pid" 2>/dev/null)" = "$DPID" ] && [ $i -lt 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	DPID=$(cat "$TMP/pid")
-}
 
 if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
 	store_start -n 2 || finish
