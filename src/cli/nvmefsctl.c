@@ -1,5 +1,6 @@
 /* nvmefsctl - the admin CLI of nvmefsd: status, statistics, queues,
- * namespaces, identify and config of a running daemon, attach of a removed
+ * namespaces, identify, config, log pages (smart-log, error-log, fw-log) and
+ * the controller list of a running daemon, attach of a removed
  * controller and fault injection into a software controller, over its admin
  * socket (newline-delimited JSON, see src/daemon/admin.h).
  *
@@ -48,6 +49,11 @@ static void usage(FILE *f)
 	    "  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
 	    "  namespaces           the namespace files\n"
 	    "  identify CONTROLLER  the controller's identify data\n"
+	    "  list                 one line per controller: serial, model, namespaces,\n"
+	    "                       size, format, firmware, state, transport\n"
+	    "  smart-log CONTROLLER the SMART / Health log (temperature, wear, counters)\n"
+	    "  error-log CONTROLLER the Error Information log\n"
+	    "  fw-log CONTROLLER    the Firmware Slot log\n"
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
@@ -644,6 +650,148 @@ static void show_identify(json_object *r)
 	}
 }
 
+/* ---- log pages and list, laid out as nvme-cli prints them ---- */
+
+static void show_kv(const char *k, const char *v)
+{
+	printf("%-40s: %s\n", k, v);
+}
+
+static void show_ku(const char *k, json_object *r, const char *f)
+{
+	char b[32];
+
+	snprintf(b, sizeof(b), "%llu", (unsigned long long)ju64(r, f));
+	show_kv(k, b);
+}
+
+static void show_kelvin(const char *k, json_object *o)
+{
+	char b[64];
+
+	snprintf(b, sizeof(b), "%lld \u00b0C (%llu K)",
+	         (long long)json_object_get_int64(jget(o, "temperature_c")),
+	         (unsigned long long)ju64(o, "temperature"));
+	show_kv(k, b);
+}
+
+static void show_pct(const char *k, json_object *r, const char *f)
+{
+	char b[32];
+
+	snprintf(b, sizeof(b), "%llu%%", (unsigned long long)ju64(r, f));
+	show_kv(k, b);
+}
+
+static void show_units(const char *k, json_object *r, const char *f, const char *fb)
+{
+	char b[96], sz[32];
+
+	snprintf(b, sizeof(b), "%llu (%s)", (unsigned long long)ju64(r, f),
+	         human_size(ju64(r, fb), sz, sizeof(sz)));
+	show_kv(k, b);
+}
+
+static void show_smart_log(json_object *r)
+{
+	json_object *ts = jget(r, "temperature_sensors");
+
+	printf("Smart Log for NVME device:%s namespace-id:ffffffff\n", jstr(r, "controller"));
+	show_ku("critical_warning", r, "critical_warning");
+	show_kelvin("temperature", r);
+	show_pct("available_spare", r, "avail_spare");
+	show_pct("available_spare_threshold", r, "spare_thresh");
+	show_pct("percentage_used", r, "percent_used");
+	show_ku("endurance group critical warning summary", r,
+	        "endurance_grp_critical_warning_summary");
+	show_units("Data Units Read", r, "data_units_read", "data_units_read_bytes");
+	show_units("Data Units Written", r, "data_units_written", "data_units_written_bytes");
+	show_ku("host_read_commands", r, "host_read_commands");
+	show_ku("host_write_commands", r, "host_write_commands");
+	show_ku("controller_busy_time", r, "controller_busy_time");
+	show_ku("power_cycles", r, "power_cycles");
+	show_ku("power_on_hours", r, "power_on_hours");
+	show_ku("unsafe_shutdowns", r, "unsafe_shutdowns");
+	show_ku("media_errors", r, "media_errors");
+	show_ku("num_err_log_entries", r, "num_err_log_entries");
+	show_ku("Warning Temperature Time", r, "warning_temp_time");
+	show_ku("Critical Composite Temperature Time", r, "critical_comp_time");
+	for (size_t i = 0; i < jlen(ts); i++) {
+		json_object *t = jidx(ts, i);
+		char k[32];
+
+		snprintf(k, sizeof(k), "Temperature Sensor %llu",
+		         (unsigned long long)ju64(t, "sensor"));
+		show_kelvin(k, t);
+	}
+	if (json_object_get_boolean(jget(r, "saturated")))
+		printf("(a 128-bit counter exceeds 2^64-1: shown as 18446744073709551615)\n");
+}
+
+static void show_error_log(json_object *r)
+{
+	json_object *es = jget(r, "errors");
+
+	printf("Error Log Entries for device:%s entries:%llu\n", jstr(r, "controller"),
+	       (unsigned long long)jlen(es));
+	printf(".................\n");
+	for (size_t i = 0; i < jlen(es); i++) {
+		json_object *e = jidx(es, i);
+		char b[96];
+
+		printf(" Entry[%2zu]\n", i);
+		printf(".................\n");
+		show_ku("error_count", e, "error_count");
+		show_ku("sqid", e, "sqid");
+		snprintf(b, sizeof(b), "%#llx", (unsigned long long)ju64(e, "cmdid"));
+		show_kv("cmdid", b);
+		snprintf(b, sizeof(b), "%#llx, %s", (unsigned long long)ju64(e, "status_field"),
+		         jstr(e, "status"));
+		show_kv("status_field", b);
+		snprintf(b, sizeof(b), "%#llx", (unsigned long long)ju64(e, "parm_error_location"));
+		show_kv("phase_tag parm_err_loc", b);
+		show_ku("lba", e, "lba");
+		show_ku("nsid", e, "nsid");
+		show_ku("vs", e, "vs");
+		show_ku("trtype", e, "trtype");
+		show_ku("cs", e, "cs");
+		show_ku("trtype_spec_info", e, "trtype_spec_info");
+		printf(".................\n");
+	}
+}
+
+static void show_fw_log(json_object *r)
+{
+	json_object *sl = jget(r, "slots");
+
+	printf("Firmware Log for device:%s\n", jstr(r, "controller"));
+	printf("afi  : active slot %llu, next reset slot %llu\n",
+	       (unsigned long long)ju64(r, "active_slot"), (unsigned long long)ju64(r, "next_slot"));
+	for (size_t i = 0; i < jlen(sl); i++)
+		printf("frs%llu : %s\n", (unsigned long long)ju64(jidx(sl, i), "slot"),
+		       jstr(jidx(sl, i), "revision"));
+}
+
+static void show_ctrl_list(json_object *r)
+{
+	json_object *cs = jget(r, "controllers");
+	char sz[32];
+
+	printf("%-12s %-20s %-40s %3s %12s %-12s %-8s %-9s %s\n", "Node", "SN", "Model", "NS",
+	       "Usage", "Format", "FW Rev", "State", "Transport");
+	for (size_t i = 0; i < jlen(cs); i++) {
+		json_object *c = jidx(cs, i);
+
+		printf("%-12s %-20s %-40s %3s %12s %-12s %-8s %-9s %s%s%s\n", jstr(c, "name"),
+		       jstr(c, "serial"), jstr(c, "model"), jstr(c, "namespaces"),
+		       human_size(ju64(c, "size"), sz, sizeof(sz)), jstr(c, "lba_format"),
+		       jstr(c, "firmware"), jstr(c, "state"), jstr(c, "transport"),
+		       jget(c, "device") && strcmp(jstr(c, "transport"), "sim") ? " " : "",
+		       jget(c, "device") && strcmp(jstr(c, "transport"), "sim") ? jstr(c, "device")
+		                                                                  : "");
+	}
+}
+
 static void show_text(json_object *r)
 {
 	const char *t = jstr(r, "text");
@@ -975,7 +1123,8 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	if (sock && conf)
 		return usage_error("%s", "-s and -c both name the socket: give one");
-	if (!strcmp(cmd, "identify") || !strcmp(cmd, "attach") || !strcmp(cmd, "inject")) {
+	if (!strcmp(cmd, "identify") || !strcmp(cmd, "attach") || !strcmp(cmd, "inject") ||
+	    !strcmp(cmd, "smart-log") || !strcmp(cmd, "error-log") || !strcmp(cmd, "fw-log")) {
 		if (optind >= argc)
 			return usage_error("%s needs a CONTROLLER name", cmd);
 		ctrl = argv[optind++];
@@ -994,7 +1143,9 @@ int main(int argc, char **argv)
 		return usage_error("%s", "-w and --prometheus do not go together");
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "queues") &&
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
-	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject"))
+	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
+	    strcmp(cmd, "smart-log") && strcmp(cmd, "error-log") && strcmp(cmd, "fw-log") &&
+	    strcmp(cmd, "list"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1029,6 +1180,14 @@ int main(int argc, char **argv)
 		show_namespaces(rep);
 	else if (!strcmp(wire, "identify"))
 		show_identify(rep);
+	else if (!strcmp(wire, "smart-log"))
+		show_smart_log(rep);
+	else if (!strcmp(wire, "error-log"))
+		show_error_log(rep);
+	else if (!strcmp(wire, "fw-log"))
+		show_fw_log(rep);
+	else if (!strcmp(wire, "list"))
+		show_ctrl_list(rep);
 	else if (!strcmp(wire, "inject"))
 		show_inject(rep);
 	else if (!strcmp(wire, "attach"))

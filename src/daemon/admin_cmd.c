@@ -1,6 +1,6 @@
 /* admin_cmd.c - the admin server's command handlers (see admin.h for the
  * commands and their replies): status, stats, queues, namespaces, identify,
- * config, metrics, inject and attach.  Each builds its reply with json-c
+ * config, metrics, inject, attach, smart-log, error-log, fw-log and list.  Each builds its reply with json-c
  * from the engine's snapshot functions and the software controller's fault
  * injection; admin_server.c decides who may call which.
  */
@@ -8,6 +8,7 @@
 #include "cpumap.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -869,12 +870,320 @@ static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
+/* ---- log pages: smart-log, error-log, fw-log; list ---- */
+
+/* How long a log page command waits for the device, on the loop's thread.
+ * The admin server answers each request before the next (its handlers are
+ * synchronous, like attach), so a log page is read with the engine's
+ * asynchronous admin command and this bounded wait: a device that does not
+ * answer costs the daemon's loop at most this, and the engine's admin
+ * timeout and reset deal with the device. */
+#define ADMIN_LOG_WAIT_MS 2000
+
+struct admin_logreq {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool done;   /* the engine's callback ran */
+	bool orphan; /* the waiter gave up: the callback frees */
+	int err;
+	size_t len;
+	uint8_t buf[];
+};
+
+static void logreq_free(struct admin_logreq *lr)
+{
+	pthread_cond_destroy(&lr->cv);
+	pthread_mutex_destroy(&lr->m);
+	free(lr);
+}
+
+/* On an engine thread. */
+static void logreq_done(void *arg, int err, const struct nvme_cqe *cqe)
+{
+	struct admin_logreq *lr = arg;
+	bool orphan;
+
+	(void)cqe;
+	pthread_mutex_lock(&lr->m);
+	lr->err = err;
+	lr->done = true;
+	orphan = lr->orphan;
+	pthread_cond_signal(&lr->cv);
+	pthread_mutex_unlock(&lr->m);
+	if (orphan)
+		logreq_free(lr);
+}
+
+/* Read log lid (len bytes) of controller i: *out on success (logreq_free
+ * it), else a negative errno with a message in err. */
+static int admin_get_log(struct admin *a, unsigned i, uint8_t lid, size_t len, const char *cmd,
+                         struct admin_logreq **out, char *err, size_t errlen)
+{
+	struct nvme_ctrl *c = a->ctx.ctrls[i];
+	struct admin_logreq *lr;
+	pthread_condattr_t ca;
+	struct timespec dl;
+	int ret = 0;
+
+	lr = calloc(1, sizeof(*lr) + len);
+	if (!lr) {
+		snprintf(err, errlen, "%s: out of memory", cmd);
+		return -ENOMEM;
+	}
+	lr->len = len;
+	pthread_mutex_init(&lr->m, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&lr->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = nvme_ctrl_get_log_async(c, lid, NVME_NSID_ALL, lr->buf, len, logreq_done, lr);
+	if (ret) {
+		logreq_free(lr);
+		goto fail;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += ADMIN_LOG_WAIT_MS / 1000;
+	dl.tv_nsec += (ADMIN_LOG_WAIT_MS % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&lr->m);
+	while (!lr->done && pthread_cond_timedwait(&lr->cv, &lr->m, &dl) != ETIMEDOUT)
+		;
+	if (!lr->done) {
+		/* the engine still owns buf: the callback frees it all */
+		lr->orphan = true;
+		pthread_mutex_unlock(&lr->m);
+		ret = -ETIMEDOUT;
+		goto fail;
+	}
+	pthread_mutex_unlock(&lr->m);
+	ret = lr->err;
+	if (ret) {
+		logreq_free(lr);
+		goto fail;
+	}
+	*out = lr;
+	return 0;
+fail:
+	snprintf(err, errlen, "%s %s: Get Log Page %02xh failed: %s (controller %s)", cmd,
+	         nvme_ctrl_name(c), lid, strerror(-ret), recov_state(a, i));
+	return ret;
+}
+
+/* units of 1000 x 512 bytes in bytes, saturated */
+static uint64_t data_units_bytes(uint64_t u)
+{
+	return u > UINT64_MAX / 512000 ? UINT64_MAX : u * 512000;
+}
+
+static void jset_kelvin(json_object *o, const char *k, const char *kc, uint16_t kelvin)
+{
+	jset_int(o, k, kelvin);
+	jset_int(o, kc, (int)kelvin - 273);
+}
+
+static int cmd_smart_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                         size_t errlen)
+{
+	struct admin_logreq *lr = NULL;
+	struct nvme_health h;
+	json_object *ts;
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "smart-log", &i, err, errlen);
+	if (ret)
+		return ret;
+	ret = admin_get_log(a, i, NVME_LOG_SMART, sizeof(struct nvme_smart_log), "smart-log", &lr,
+	                    err, errlen);
+	if (ret)
+		return ret;
+	ret = nvme_health_decode(lr->buf, lr->len, &h);
+	logreq_free(lr);
+	if (ret) {
+		snprintf(err, errlen, "smart-log: the page could not be decoded");
+		return ret;
+	}
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_int(rep, "critical_warning", h.critical_warning);
+	jset_kelvin(rep, "temperature", "temperature_c", h.temperature);
+	jset_int(rep, "avail_spare", h.avail_spare);
+	jset_int(rep, "spare_thresh", h.spare_thresh);
+	jset_int(rep, "percent_used", h.percent_used);
+	jset_int(rep, "endurance_grp_critical_warning_summary", h.endu_grp_crit_warn);
+	jset_u64(rep, "data_units_read", h.data_units_read);
+	jset_u64(rep, "data_units_read_bytes", data_units_bytes(h.data_units_read));
+	jset_u64(rep, "data_units_written", h.data_units_written);
+	jset_u64(rep, "data_units_written_bytes", data_units_bytes(h.data_units_written));
+	jset_u64(rep, "host_read_commands", h.host_reads);
+	jset_u64(rep, "host_write_commands", h.host_writes);
+	jset_u64(rep, "controller_busy_time", h.ctrl_busy_time);
+	jset_u64(rep, "power_cycles", h.power_cycles);
+	jset_u64(rep, "power_on_hours", h.power_on_hours);
+	jset_u64(rep, "unsafe_shutdowns", h.unsafe_shutdowns);
+	jset_u64(rep, "media_errors", h.media_errors);
+	jset_u64(rep, "num_err_log_entries", h.num_err_log_entries);
+	jset_u64(rep, "warning_temp_time", h.warning_temp_time);
+	jset_u64(rep, "critical_comp_time", h.critical_comp_time);
+	ts = json_object_new_array();
+	for (unsigned k = 0; k < 8; k++) {
+		json_object *t;
+
+		if (!h.temp_sensor[k])
+			continue; /* not implemented by the device */
+		t = json_object_new_object();
+		jset_int(t, "sensor", k + 1);
+		jset_kelvin(t, "temperature", "temperature_c", h.temp_sensor[k]);
+		json_object_array_add(ts, t);
+	}
+	jset(rep, "temperature_sensors", ts);
+	jset_bool(rep, "saturated", h.saturated);
+	return 0;
+}
+
+static int cmd_error_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                         size_t errlen)
+{
+	struct admin_logreq *lr = NULL;
+	struct nvme_errlog_entry *e;
+	json_object *arr;
+	unsigned i, nr = 0;
+	size_t len;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "error-log", &i, err, errlen);
+	if (ret)
+		return ret;
+	len = nvme_errlog_bytes(nvme_ctrl_get_info(a->ctx.ctrls[i]));
+	ret = admin_get_log(a, i, NVME_LOG_ERROR, len, "error-log", &lr, err, errlen);
+	if (ret)
+		return ret;
+	e = calloc(NVME_ERRLOG_MAX, sizeof(*e));
+	if (!e) {
+		logreq_free(lr);
+		snprintf(err, errlen, "error-log: out of memory");
+		return -ENOMEM;
+	}
+	nvme_errlog_decode(lr->buf, lr->len, e, NVME_ERRLOG_MAX, &nr);
+	logreq_free(lr);
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_u64(rep, "entries_read", len / sizeof(struct nvme_error_log));
+	arr = json_object_new_array();
+	for (unsigned k = 0; k < nr; k++) {
+		json_object *o = json_object_new_object();
+
+		jset_u64(o, "error_count", e[k].error_count);
+		jset_int(o, "sqid", e[k].sqid);
+		jset_int(o, "cmdid", e[k].cmdid);
+		jset_int(o, "status_field", e[k].status);
+		jset_str(o, "status", nvme_status_str(e[k].status));
+		jset_int(o, "parm_error_location", e[k].parm_error_location);
+		jset_u64(o, "lba", e[k].lba);
+		jset_u64(o, "nsid", e[k].nsid);
+		jset_int(o, "vs", e[k].vs);
+		jset_int(o, "trtype", e[k].trtype);
+		jset_u64(o, "cs", e[k].cs);
+		jset_int(o, "trtype_spec_info", e[k].trtype_spec_info);
+		json_object_array_add(arr, o);
+	}
+	free(e);
+	jset(rep, "errors", arr);
+	return 0;
+}
+
+static int cmd_fw_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                      size_t errlen)
+{
+	struct admin_logreq *lr = NULL;
+	struct nvme_fw_slots fw;
+	json_object *arr;
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "fw-log", &i, err, errlen);
+	if (ret)
+		return ret;
+	ret = admin_get_log(a, i, NVME_LOG_FW_SLOT, sizeof(struct nvme_fw_slot_log), "fw-log", &lr,
+	                    err, errlen);
+	if (ret)
+		return ret;
+	ret = nvme_fw_slots_decode(lr->buf, lr->len, &fw);
+	logreq_free(lr);
+	if (ret) {
+		snprintf(err, errlen, "fw-log: the page could not be decoded");
+		return ret;
+	}
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_int(rep, "active_slot", fw.active);
+	jset_int(rep, "next_slot", fw.next);
+	arr = json_object_new_array();
+	for (unsigned k = 0; k < 7; k++) {
+		json_object *o;
+
+		if (!fw.frs[k][0])
+			continue;
+		o = json_object_new_object();
+		jset_int(o, "slot", k + 1);
+		jset_str(o, "revision", fw.frs[k]);
+		json_object_array_add(arr, o);
+	}
+	jset(rep, "slots", arr);
+	return 0;
+}
+
+/* list: one object per controller, from what bring-up identified */
+static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	json_object *arr = json_object_new_array();
+
+	(void)req, (void)err, (void)errlen;
+	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
+		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+		const struct cfg_controller *cc = ctrl_cfg(a, i);
+		json_object *o = json_object_new_object();
+		uint64_t total = 0;
+		uint32_t lba = 0;
+		bool mixed = false;
+		char s[32];
+
+		for (unsigned k = 0; k < in->nr_ns; k++) {
+			total += in->ns[k].nlba * in->ns[k].lba_size;
+			if (lba && lba != in->ns[k].lba_size)
+				mixed = true;
+			lba = in->ns[k].lba_size;
+		}
+		jset_str(o, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(o, "model", in->model);
+		jset_str(o, "serial", in->serial);
+		jset_str(o, "firmware", in->firmware);
+		jset_int(o, "namespaces", in->nr_ns);
+		jset_u64(o, "size", total);
+		if (mixed)
+			snprintf(s, sizeof(s), "mixed");
+		else if (lba)
+			snprintf(s, sizeof(s), "%u B + 0 B", lba);
+		else
+			snprintf(s, sizeof(s), "-");
+		jset_str(o, "lba_format", s);
+		jset_str(o, "state", recov_state(a, i));
+		jset_str(o, "transport", a->ctx.sims && a->ctx.sims[i] ? "sim" : "pcie");
+		jset_str(o, "device", cc ? cc->device : NULL);
+		json_object_array_add(arr, o);
+	}
+	jset(rep, "controllers", arr);
+	return 0;
+}
+
 static const struct admin_cmd admin_cmds[] = {
     {"status", cmd_status, false},     {"stats", cmd_stats, false},
     {"queues", cmd_queues, false},     {"namespaces", cmd_namespaces, false},
     {"identify", cmd_identify, false}, {"config", cmd_config, false},
     {"metrics", cmd_metrics, false},   {"inject", cmd_inject, true},
-    {"attach", cmd_attach, true},
+    {"attach", cmd_attach, true},      {"smart-log", cmd_smart_log, false},
+    {"error-log", cmd_error_log, false}, {"fw-log", cmd_fw_log, false},
+    {"list", cmd_list, false},
 };
 
 const struct admin_cmd *admin_cmd_find(const char *name)

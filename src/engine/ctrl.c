@@ -916,6 +916,8 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->sgls = id->sgls;
 	in->nn = id->nn;
 	in->acl = id->acl;
+	in->elpe = id->elpe;
+	in->frmw = id->frmw;
 	read_nvm_limits(c, in);
 	in->nr_vectors = o->interrupts ? bus->nr_vectors : 0;
 	c->shutdown_timeout_ms = 5000;

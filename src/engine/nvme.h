@@ -70,6 +70,8 @@ struct nvme_ctrl_info {
 	uint32_t sgls;
 	uint32_t nn;
 	uint8_t acl;           /* Abort Command Limit, 0-based */
+	uint8_t elpe;          /* Error Log Page Entries, 0-based (as reported) */
+	uint8_t frmw;          /* Firmware Updates: 3:1 number of slots */
 	/* From Identify Controller NVM (CNS 06h), when the controller has it:
 	 * max_wz_bytes bytes per Write Zeroes command (WZSL; 0: only the 65536-block
 	 * field limits it), dsm_max_ranges ranges per Dataset Management command
@@ -260,6 +262,74 @@ int nvme_ctrl_reset(struct nvme_ctrl *c);
 /* Shut down (as nvme_ctrl_shutdown_async + wait, unless done already),
  * stop the recovery thread, free all. */
 void nvme_ctrl_close(struct nvme_ctrl *c);
+
+/* ---- log pages (logpage.c) ----
+ * Read with nvme_ctrl_get_log_async, decoded from the bytes the device
+ * wrote with the nvme_*_decode functions: every length and count there is
+ * the caller's or bounded, never the device's; every string is made
+ * printable.  The 128-bit counters of the SMART log are saturated to
+ * UINT64_MAX (2^64 units of 512000 bytes is beyond any device), and a
+ * saturated one says so in nvme_health.saturated. */
+
+/* Error log entries read at most: ELPE can say 256. */
+#define NVME_ERRLOG_MAX 256u
+/* Longest log page read (the error log at NVME_ERRLOG_MAX entries). */
+#define NVME_LOG_MAX_BYTES (NVME_ERRLOG_MAX * 64u)
+
+/* Get Log Page lid for nsid (NVME_NSID_ALL: the controller's) into buf:
+ * len bytes, a multiple of 4 from 4 to NVME_LOG_MAX_BYTES (else -EINVAL),
+ * as NUMDL/NUMDU; through nvme_ctrl_admin_async (same callback rules, buf
+ * valid until cb). */
+int nvme_ctrl_get_log_async(struct nvme_ctrl *c, uint8_t lid, uint32_t nsid, void *buf,
+			    size_t len, nvme_admin_cb cb, void *arg);
+
+/* Bytes to read of the error log of a controller with info in: ELPE + 1
+ * entries, at most NVME_ERRLOG_MAX. */
+size_t nvme_errlog_bytes(const struct nvme_ctrl_info *in);
+
+/* SMART / Health Information (log 02h) in host order. */
+struct nvme_health {
+	uint8_t critical_warning;
+	uint16_t temperature;     /* Kelvin (composite); 0: not reported */
+	uint8_t avail_spare, spare_thresh, percent_used; /* percent as reported (may exceed 100) */
+	uint8_t endu_grp_crit_warn;
+	uint64_t data_units_read, data_units_written; /* units of 1000 x 512 bytes */
+	uint64_t host_reads, host_writes;
+	uint64_t ctrl_busy_time;  /* minutes */
+	uint64_t power_cycles, power_on_hours, unsafe_shutdowns;
+	uint64_t media_errors, num_err_log_entries;
+	uint32_t warning_temp_time, critical_comp_time; /* minutes */
+	uint16_t temp_sensor[8];  /* Kelvin; 0: no such sensor */
+	bool saturated;           /* a 128-bit counter exceeded UINT64_MAX */
+};
+/* len: bytes the device wrote; -EPROTO when shorter than 512. */
+int nvme_health_decode(const void *buf, size_t len, struct nvme_health *out);
+
+/* One Error Information entry in host order. */
+struct nvme_errlog_entry {
+	uint64_t error_count;     /* unique, 0 in an unused entry */
+	uint16_t sqid, cmdid;
+	uint16_t status;          /* the 15-bit status (phase bit removed) */
+	uint16_t parm_error_location;
+	uint64_t lba;
+	uint32_t nsid;
+	uint8_t vs, trtype;
+	uint64_t cs;
+	uint16_t trtype_spec_info;
+};
+/* The used entries (error_count != 0) of the len bytes in buf, at most max
+ * (and at most len / 64) into out, in the device's order; *nr their number. */
+int nvme_errlog_decode(const void *buf, size_t len, struct nvme_errlog_entry *out, unsigned max,
+		       unsigned *nr);
+
+/* Firmware Slot Information (log 03h). */
+struct nvme_fw_slots {
+	uint8_t active;    /* slot running now, 1..7 (0: the device said 0) */
+	uint8_t next;      /* slot activated at the next reset, 0: none */
+	char frs[7][9];    /* revision of slots 1..7: printable, trimmed, "" empty */
+};
+/* -EPROTO when len < 64. */
+int nvme_fw_slots_decode(const void *buf, size_t len, struct nvme_fw_slots *out);
 
 /* ---- reactor ---- */
 

@@ -426,6 +426,34 @@ struct nvme_smart_log {
 	uint8_t rsvd216[296];
 };
 static_assert(sizeof(struct nvme_smart_log) == 512, "SMART log is 512 bytes");
+/* offsets as in the base specification's Figure "SMART / Health Information
+ * Log Page" (and Linux include/linux/nvme.h, struct nvme_smart_log) */
+static_assert(__builtin_offsetof(struct nvme_smart_log, avail_spare) == 3, "avail_spare at 3");
+static_assert(__builtin_offsetof(struct nvme_smart_log, data_units_read) == 32, "data_units_read at 32");
+static_assert(__builtin_offsetof(struct nvme_smart_log, host_reads) == 64, "host_reads at 64");
+static_assert(__builtin_offsetof(struct nvme_smart_log, power_on_hours) == 128, "power_on_hours at 128");
 static_assert(__builtin_offsetof(struct nvme_smart_log, media_errors) == 160, "media_errors at 160");
+static_assert(__builtin_offsetof(struct nvme_smart_log, num_err_log_entries) == 176, "err entries at 176");
+static_assert(__builtin_offsetof(struct nvme_smart_log, warning_temp_time) == 192, "wctemp time at 192");
+static_assert(__builtin_offsetof(struct nvme_smart_log, temp_sensor) == 200, "temp_sensor at 200");
+static_assert(__builtin_offsetof(struct nvme_error_log, lba) == 16, "error log lba at 16");
+static_assert(__builtin_offsetof(struct nvme_error_log, nsid) == 24, "error log nsid at 24");
+static_assert(__builtin_offsetof(struct nvme_error_log, cs) == 32, "error log cs at 32");
+
+/* Firmware Slot Information (log 03h) */
+struct nvme_fw_slot_log {
+	uint8_t afi;         /* 2:0 active slot, 6:4 slot activated at the next reset */
+	uint8_t rsvd1[7];
+	char frs[7][8];      /* firmware revision per slot 1..7, ASCII, 0: empty */
+	uint8_t rsvd64[448];
+};
+static_assert(sizeof(struct nvme_fw_slot_log) == 512, "firmware slot log is 512 bytes");
+static_assert(__builtin_offsetof(struct nvme_fw_slot_log, frs) == 8, "frs at 8");
+
+/* Get Log Page: cdw10 LID 7:0, NUMDL 31:16; cdw11 NUMDU 15:0 (NUMD 0-based
+ * dwords); the broadcast NSID for controller-wide pages */
+#define NVME_NSID_ALL 0xffffffffu
+#define NVME_LOG_CDW10(lid, numd) ((uint32_t)(lid) | (((uint32_t)(numd) & 0xffff) << 16))
+#define NVME_LOG_CDW11(numd) ((uint32_t)(numd) >> 16)
 
 #endif

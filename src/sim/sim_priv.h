@@ -153,7 +153,8 @@ struct sim {
 	uint32_t pending_event; /* dw0 of an event not yet reported, 0: none */
 	struct nvme_error_log errlog[SIM_ERRLOG];
 	uint64_t error_count;
-	uint64_t host_reads, host_writes, units_read, units_written, media_errors;
+	uint64_t media_errors; /* SIM_INC: media status completions, for the SMART log */
+	uint64_t born_ns;      /* sim_now_ns at sim_create: power-on hours */
 
 	/* faults: counters taken with atomics from the processing thread */
 	_Atomic unsigned f_fail_n;

@@ -625,7 +625,7 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 			if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
 				SIM_INC(sq->st.dma_errors, 1);
 			if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
-				s->media_errors++;
+				SIM_INC(s->media_errors, 1);
 			sim_errlog_add(s, qid, c.cid, status, (uint64_t)c.cdw11 << 32 | c.cdw10, c.nsid);
 		}
 		sim_complete(s, qid, sq, c.cid, status, dw0, io);

@@ -66,6 +66,7 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->aerl = SIM_MAX_AER - 1;
 		id->lpa = 0;
 		id->elpe = SIM_ERRLOG - 1;
+		id->frmw = 1u << 1 | 1u; /* one slot, slot 1 read-only */
 		id->wctemp = 343;
 		id->cctemp = 373;
 		id->sqes = 0x66;
@@ -171,19 +172,49 @@ static void sim_u128(uint8_t *dst, uint64_t v)
 	memcpy(dst, &v, sizeof(v));
 }
 
+/* SMART / Health from the controller's own counters: data units are
+ * thousands of 512-byte units rounded up, as the specification counts them;
+ * the temperature is 310 K plus 1 K per GiB moved, at most 20 K more, so
+ * that it changes with the I/O and stays plausible. */
+static void sim_smart(struct sim *s, const struct sim_stats *st, struct nvme_smart_log *sl)
+{
+	uint64_t moved = (st->bytes_read + st->bytes_written) >> 30;
+	uint16_t k = (uint16_t)(310 + (moved < 20 ? moved : 20));
+
+	memset(sl, 0, sizeof(*sl));
+	sl->temperature[0] = (uint8_t)(k & 0xff);
+	sl->temperature[1] = (uint8_t)(k >> 8);
+	sl->temp_sensor[0] = k;
+	sl->avail_spare = 100;
+	sl->spare_thresh = 10;
+	sl->percent_used = 0;
+	sim_u128(sl->data_units_read, (st->bytes_read / 512 + 999) / 1000);
+	sim_u128(sl->data_units_written, (st->bytes_written / 512 + 999) / 1000);
+	sim_u128(sl->host_reads, st->reads);
+	sim_u128(sl->host_writes, st->writes);
+	/* every power cut is a power cycle the host did not shut down for */
+	sim_u128(sl->power_cycles, 1 + st->powerfails);
+	sim_u128(sl->unsafe_shutdowns, st->powerfails);
+	sim_u128(sl->power_on_hours, (sim_now_ns() - s->born_ns) / 3600000000000ull);
+	sim_u128(sl->media_errors, SIM_GET(s->media_errors));
+	sim_u128(sl->num_err_log_entries, s->error_count);
+}
+
 static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 {
 	uint8_t lid = c->cdw10 & 0xff;
 	size_t len = ((((size_t)(c->cdw11 & 0xffff)) << 16 | (c->cdw10 >> 16)) + 1) * 4;
+	struct sim_stats st;
 	uint8_t *buf;
-	size_t have;
-	uint16_t st;
+	uint16_t ret;
 
 	if (len > 1u << 20)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	buf = calloc(1, len < 4096 ? 4096 : len);
 	if (!buf)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
+	if (lid == NVME_LOG_SMART)
+		sim_get_stats(s, &st); /* takes s->lock itself */
 	pthread_mutex_lock(&s->lock);
 	switch (lid) {
 	case NVME_LOG_ERROR: {
@@ -191,40 +222,31 @@ static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 		unsigned n = s->error_count < SIM_ERRLOG ? (unsigned)s->error_count : SIM_ERRLOG;
 		for (unsigned i = 0; i < n && (i + 1) * 64 <= len; i++)
 			memcpy(buf + i * 64, &s->errlog[(s->error_count - 1 - i) % SIM_ERRLOG], 64);
-		have = len;
 		break;
 	}
 	case NVME_LOG_SMART: {
-		struct nvme_smart_log sl = {0};
-		sl.temperature[0] = (uint8_t)(313 & 0xff);
-		sl.temperature[1] = (uint8_t)(313 >> 8);
-		sl.avail_spare = 100;
-		sl.spare_thresh = 10;
-		sim_u128(sl.data_units_read, s->units_read / 1000);
-		sim_u128(sl.data_units_written, s->units_written / 1000);
-		sim_u128(sl.host_reads, s->host_reads);
-		sim_u128(sl.host_writes, s->host_writes);
-		sim_u128(sl.power_cycles, 1);
-		sim_u128(sl.media_errors, s->media_errors);
-		sim_u128(sl.num_err_log_entries, s->error_count);
+		struct nvme_smart_log sl;
+
+		sim_smart(s, &st, &sl);
 		memcpy(buf, &sl, sizeof(sl) < len ? sizeof(sl) : len);
-		have = len;
 		break;
 	}
-	case NVME_LOG_FW_SLOT:
-		buf[0] = 1;
-		memcpy(buf + 8, NVMEFS_VERSION "        ", 8);
-		have = len;
+	case NVME_LOG_FW_SLOT: {
+		struct nvme_fw_slot_log fw = {.afi = 1}; /* slot 1 active, nothing pending */
+
+		sim_pad(fw.frs[0], sizeof(fw.frs[0]), NVMEFS_VERSION);
+		memcpy(buf, &fw, sizeof(fw) < len ? sizeof(fw) : len);
 		break;
+	}
 	default:
 		pthread_mutex_unlock(&s->lock);
 		free(buf);
 		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
 	}
 	pthread_mutex_unlock(&s->lock);
-	st = sim_to_host(s, c, buf, have);
+	ret = sim_to_host(s, c, buf, len);
 	free(buf);
-	return st;
+	return ret;
 }
 
 static uint16_t sim_create_cq(struct sim *s, const struct nvme_sqe *c)
@@ -668,6 +690,7 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	if (!s)
 		return -ENOMEM;
 	s->o = *o;
+	s->born_ns = sim_now_ns();
 	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : "sim");
 	s->o.name = s->name;
 	if (!s->o.max_queues || s->o.max_queues > SIM_MAX_QID)
