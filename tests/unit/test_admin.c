@@ -795,7 +795,8 @@ END_TEST
 START_TEST(t_peer_policy)
 {
 	static const char *const reads[] = {"status", "stats", "queues", "namespaces", "config",
-	                                    "metrics"};
+	                                    "metrics", "list"};
+	static const char *const logs[] = {"smart-log", "error-log", "fw-log"};
 	const gid_t viewer[] = {ADM_GID}, oper[] = {ADM_GID, OP_GID}, filegrp[] = {FILE_GID};
 	json_object *o;
 	int fd;
@@ -819,6 +820,15 @@ START_TEST(t_peer_policy)
 	o = ask_fd(fd, "{\"cmd\":\"identify\",\"controller\":\"nvme0\"}");
 	expect_ok(o);
 	json_object_put(o);
+	/* the log pages only read: a viewer may */
+	for (size_t i = 0; i < sizeof(logs) / sizeof(logs[0]); i++) {
+		char req[96];
+
+		snprintf(req, sizeof(req), "{\"cmd\":\"%s\",\"controller\":\"nvme0\"}", logs[i]);
+		o = ask_fd(fd, req);
+		expect_ok(o);
+		json_object_put(o);
+	}
 	o = ask_fd(fd, "{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"hang\"}");
 	expect_error(o, "permission denied");
 	expect_error(o, "operator_group");
@@ -1454,6 +1464,149 @@ START_TEST(t_fuse_stats)
 }
 END_TEST
 
+static uint64_t jnum(json_object *o, const char *k)
+{
+	return json_object_get_uint64(get(o, k));
+}
+
+/* smart-log reads the software controller's SMART page: counters that move
+ * by exactly the I/O done, temperature and spare as it reports them */
+START_TEST(t_smart_log)
+{
+	json_object *o, *ts;
+	uint64_t w0, u0;
+
+	start();
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
+	ck_assert_uint_eq(jnum(o, "temperature"), 310);
+	ck_assert_int_eq(json_object_get_int(get(o, "temperature_c")), 37);
+	ck_assert_uint_eq(jnum(o, "avail_spare"), 100);
+	ck_assert_uint_eq(jnum(o, "spare_thresh"), 10);
+	ck_assert_uint_eq(jnum(o, "percent_used"), 0);
+	ck_assert_uint_eq(jnum(o, "power_cycles"), 1);
+	ck_assert_uint_eq(jnum(o, "media_errors"), 0);
+	ck_assert_int_eq(json_object_get_boolean(get(o, "saturated")), 0);
+	ts = get(o, "temperature_sensors");
+	ck_assert_int_eq(json_object_array_length(ts), 1);
+	w0 = jnum(o, "host_write_commands");
+	u0 = jnum(o, "data_units_written");
+	json_object_put(o);
+
+	write_blocks(250); /* 250 x 4 KiB = 2000 x 512 B: exactly 2 data units */
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_uint_eq(jnum(o, "host_write_commands"), w0 + 250);
+	ck_assert_uint_eq(jnum(o, "data_units_written"), u0 + 2);
+	ck_assert_uint_eq(jnum(o, "data_units_written_bytes"), (u0 + 2) * 512000);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nope\"}");
+	expect_error(o, "no controller named \"nope\"");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"smart-log\"}");
+	expect_error(o, "smart-log needs \"controller\"");
+	json_object_put(o);
+}
+END_TEST
+
+/* error-log holds an injected media error; fw-log the version in slot 1;
+ * list the controller */
+START_TEST(t_error_fw_list)
+{
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(ctrl);
+	json_object *o, *e, *c;
+	void *buf;
+	double t0;
+
+	start();
+	o = ask("{\"cmd\":\"error-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "errors")), 0);
+	ck_assert_uint_eq(jnum(o, "entries_read"), (uint64_t)in->elpe + 1);
+	json_object_put(o);
+
+	/* a media error (Unrecovered Read Error) on the next I/O */
+	sim_fault_fail_next(sim, 1, NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_READ_ERROR));
+	buf = nvme_reactor_buf_alloc(reactor, 4096);
+	ck_assert_ptr_nonnull(buf);
+	io_done = 0;
+	t0 = now();
+	ck_assert_int_eq(nvme_qpair_read(qpair, 1, 7, buf, 4096, io_cb, NULL), 0);
+	nvme_qpair_flush_sq(qpair);
+	while (!io_done) {
+		nvme_qpair_reap(qpair, 0);
+		ck_assert_msg(now() - t0 < 5, "read did not complete");
+	}
+	ck_assert_int_eq(io_err, -EIO);
+	nvme_reactor_buf_free(reactor, buf, 4096);
+
+	o = ask("{\"cmd\":\"error-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "errors")), 1);
+	e = json_object_array_get_idx(get(o, "errors"), 0);
+	ck_assert_uint_eq(jnum(e, "error_count"), 1);
+	ck_assert_uint_eq(jnum(e, "sqid"), 1);
+	ck_assert_uint_eq(jnum(e, "nsid"), 1);
+	ck_assert_uint_eq(jnum(e, "lba"), 7);
+	ck_assert_uint_eq(jnum(e, "status_field") & 0x7ff, 0x281);
+	ck_assert_str_eq(json_object_get_string(get(e, "status")), "unrecovered read error");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_uint_eq(jnum(o, "media_errors"), 1);
+	ck_assert_uint_eq(jnum(o, "num_err_log_entries"), 1);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"fw-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_uint_eq(jnum(o, "active_slot"), 1);
+	ck_assert_int_eq(json_object_array_length(get(o, "slots")), 1);
+	e = json_object_array_get_idx(get(o, "slots"), 0);
+	ck_assert_uint_eq(jnum(e, "slot"), 1);
+	ck_assert_str_eq(json_object_get_string(get(e, "revision")), NVMEFS_VERSION);
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"list\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_array_length(get(o, "controllers")), 1);
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	ck_assert_str_eq(json_object_get_string(get(c, "name")), "nvme0");
+	ck_assert_str_eq(json_object_get_string(get(c, "model")), in->model);
+	ck_assert_str_eq(json_object_get_string(get(c, "serial")), in->serial);
+	ck_assert_str_eq(json_object_get_string(get(c, "firmware")), in->firmware);
+	ck_assert_uint_eq(jnum(c, "namespaces"), 1);
+	ck_assert_uint_eq(jnum(c, "size"), 1024 * 4096ull);
+	ck_assert_str_eq(json_object_get_string(get(c, "lba_format")), "4096 B + 0 B");
+	ck_assert_str_eq(json_object_get_string(get(c, "state")), "live");
+	ck_assert_str_eq(json_object_get_string(get(c, "transport")), "sim");
+	json_object_put(o);
+}
+END_TEST
+
+/* A controller that does not answer costs the loop at most the bounded
+ * wait: the request fails with a timeout, the daemon goes on serving. */
+START_TEST(t_log_hung)
+{
+	json_object *o;
+	double t0;
+
+	start();
+	sim_fault_hang(sim, true);
+	t0 = now();
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_error(o, "Get Log Page 02h failed");
+	expect_error(o, "timed out");
+	ck_assert_msg(now() - t0 < 3.5, "smart-log waited %.1f s", now() - t0);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	sim_fault_hang(sim, false);
+}
+END_TEST
+
 static Suite *admin_suite(void)
 {
 	Suite *s = suite_create("admin");
@@ -1488,6 +1641,9 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_request_deadline);
 	tcase_add_test(tc, t_request_deadline_per_request);
 	tcase_add_test(tc, t_fuse_stats);
+	tcase_add_test(tc, t_smart_log);
+	tcase_add_test(tc, t_error_fw_list);
+	tcase_add_test(tc, t_log_hung);
 	suite_add_tcase(s, tc);
 	return s;
 }
