@@ -8,8 +8,8 @@
  *
  * Protocol: newline-delimited JSON.  Each request is one object on one line,
  *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics"|
- *           "inject"|"attach",
- *    "controller": NAME,   (identify, inject, attach)
+ *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log",
+ *    "controller": NAME,   (identify, inject, attach, smart-log, error-log, fw-log)
  *    "fault": F, ...       (inject only: see below)
  *    "id": ANY}            (optional: echoed in the reply)
  * and each reply is one object on one line, {"ok": true, ...} or
@@ -61,6 +61,12 @@
  * admin_ctx.attach; its reply carries the controller's state.  A software
  * controller cut off by "powerfail" is powered on first and comes back with
  * only its durable data; one removed by "remove" is refused until "clear".
+ *
+ * smart-log, error-log and fw-log read log pages 02h, 01h (ELPE + 1 entries,
+ * at most 256) and 03h from the device with the engine's asynchronous admin
+ * command; the handler waits for it at most 2 s on the loop's thread (the
+ * server answers one request at a time) and replies with an error after
+ * that.  list is built from the identify data of bring-up.
  *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
