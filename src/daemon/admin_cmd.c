@@ -1149,7 +1149,10 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 		char s[32];
 
 		for (unsigned k = 0; k < in->nr_ns; k++) {
-			total += in->ns[k].nlba * in->ns[k].lba_size;
+			uint64_t b = in->ns[k].nlba * in->ns[k].lba_size; /* <= INT64_MAX */
+
+			/* 1024 namespaces could add up past 64 bits */
+			total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
 			if (lba && lba != in->ns[k].lba_size)
 				mixed = true;
 			lba = in->ns[k].lba_size;

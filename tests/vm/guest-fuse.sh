@@ -6,7 +6,8 @@
 # "-", must be the text at block 400000 (512 B units) when the daemon comes
 # up (written by an earlier run: data survives a daemon restart over VFIO);
 # MARKER_OUT is written there with fsync before the daemon is stopped.
-# Checks: dd+cmp buffered and O_DIRECT, fio crc32c verify, unaligned writes
+# Checks: dd+cmp buffered and O_DIRECT, nvmefsctl smart-log, fw-log,
+# error-log and list, fio crc32c verify, unaligned writes
 # against a model, I/O at and past the end, fsync, punch hole / zero range,
 # SIGTERM with dd in flight.  Prints "checks: N ok, M not ok"; exit 1 on a
 # failed check.  Environment: NS_SIZE (bytes, required: the expected
@@ -71,6 +72,19 @@ head -c $((16 << 20)) /dev/urandom > $W/data2
 t "dd 16 MiB O_DIRECT at 32 MiB" ok "" $DD if=$W/data2 of="$F" bs=1M seek=32 oflag=direct conv=notrunc status=none
 cmp_direct() { $DD if="$F" bs=1M skip=32 count=16 iflag=direct status=none | $CMP - $W/data2; }
 t "cmp O_DIRECT read back" ok "" cmp_direct
+
+# --- log pages from QEMU's controller through nvmefsctl: the 16 MiB just
+# written O_DIRECT are in its data units (thousands of 512-byte units)
+CTL="nvmefsctl -s $W/admin.sock"
+t "smart-log shows the temperature" ok "^temperature +: -?[0-9]+ .+C \([0-9]+ K\)$" $CTL smart-log nvme0
+$CTL --json smart-log nvme0 > $W/smart.json 2>&1
+c "smart-log --json: data units written >= 33 after 16 MiB O_DIRECT" /usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["ok"] and d["data_units_written"] >= 33 and d["temperature"] > 0 else 1)' $W/smart.json
+t "fw-log: the active slot has a revision" ok "^frs[1-7] : [^ ]" $CTL fw-log nvme0
+t "error-log answers" ok "^Error Log Entries for device:nvme0 " $CTL error-log nvme0
+t "list: the controller over pcie" ok "^nvme0 .* live +pcie $BDF$" $CTL list
 t "the buffered data is still there" ok "" $CMP -n $((16 << 20)) $W/data "$F"
 
 # --- fio randrw 4K-128K, 2 jobs x QD16, crc32c verify, JSON: zero errors

@@ -52,7 +52,7 @@ expect "$LOG" 'daemon: .*QEMU NVMe Ctrl' "the daemon did not identify QEMU's con
 [ "$(grep -c '^== mode .* done$' "$LOG")" = 2 ] || fail "not both daemon runs finished"
 [ "$(grep -cE '^checks: [0-9]+ ok, 0 not ok' "$LOG")" = 3 ] || fail "a summary is missing or has failures"
 # 16 checks in the first run, 17 in the second (the marker), 3 after unbinding
-[ "$(grep -c '^ok: ' "$LOG")" = 36 ] || fail "expected 36 checks, got $(grep -c '^ok: ' "$LOG")"
+[ "$(grep -c '^ok: ' "$LOG")" = 46 ] || fail "expected 46 checks, got $(grep -c '^ok: ' "$LOG")"
 [ "$(grep -c '^ok: fio randrw' "$LOG")" = 2 ] || fail "fio did not verify in both modes"
 expect "$LOG" "^ok: the kernel driver reads the marker" "the kernel driver did not see nvmefs's data"
 grep -q '^NOT OK' "$LOG" && fail "a check failed"
