@@ -49,6 +49,8 @@ static void usage(FILE *f)
 	    "  namespaces           the namespace files\n"
 	    "  identify CONTROLLER  the controller's identify data\n"
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
+	    "  restart              re-execute the installed nvmefsd in place: the mount and\n"
+	    "                       open files stay (refused, with the reason, if it cannot)\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
 	    "                       cfs, stuck, remove, powerfail [SEED], fail N STATUS,\n"
@@ -994,7 +996,8 @@ int main(int argc, char **argv)
 		return usage_error("%s", "-w and --prometheus do not go together");
 	if (strcmp(cmd, "status") && strcmp(cmd, "stats") && strcmp(cmd, "queues") &&
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
-	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject"))
+	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
+	    strcmp(cmd, "restart"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1033,6 +1036,8 @@ int main(int argc, char **argv)
 		show_inject(rep);
 	else if (!strcmp(wire, "attach"))
 		show_attach(rep);
+	else if (!strcmp(wire, "restart"))
+		printf("%s\n", jstr(rep, "restart"));
 	else
 		show_text(rep); /* config, metrics */
 	json_object_put(rep);

@@ -247,7 +247,7 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	if (!ac) {
 		snprintf(err, sizeof(err),
 		         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
-		         "identify, config, metrics, inject, attach)",
+		         "identify, config, metrics, inject, attach, restart)",
 		         cmd);
 		ret = client_error(c, id, err);
 		goto out;
