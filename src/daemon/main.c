@@ -307,7 +307,7 @@ static void begin_stop(struct daemon *d, const char *why)
 		wait = DRAIN_MAX_S;
 	d->drain_deadline = ev_now(d->loop) + wait;
 	notify_extend((uint64_t)((wait + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
-		      "stopping (%s): draining", why);
+		      "%s (%s): draining", d->restarting ? "restarting" : "stopping", why);
 	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
 	d->drain.data = d;
 	ev_timer_start(d->loop, &d->drain);
@@ -320,14 +320,19 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 {
 	const struct fusefs_ns_desc *ns;
 	unsigned nr;
+	bool uring;
 
 	if (d->stopping) {
 		snprintf(err, errlen, "the daemon is %s already",
 			 d->restarting ? "restarting" : "stopping");
 		return -EBUSY;
 	}
-	if (d->transport != FUSEFS_TRANSPORT_CLASSIC ||
-	    fusefs_transport_active(d->fs) != FUSEFS_TRANSPORT_CLASSIC) {
+	/* auto may have been granted either: what INIT agreed decides (an
+	 * adopted connection is always /dev/fuse, its init flags unset here) */
+	pthread_mutex_lock(&d->init_mu);
+	uring = d->init.flags & FUSE_OVER_IO_URING;
+	pthread_mutex_unlock(&d->init_mu);
+	if (uring || fusefs_transport_active(d->fs) == FUSEFS_TRANSPORT_URING) {
 		snprintf(err, errlen,
 			 "the connection is served over io_uring, whose queues die with this "
 			 "process: a new one cannot adopt it (fuse_transport = classic can; a "
