@@ -1258,9 +1258,13 @@ static bool adopt_check(struct daemon *d)
 	return true;
 }
 
-/* The reactors serve the adopted connection: have the kernel resend what
- * the dead run had taken, and keep the fds in the store. */
-static void adopt_finish(struct daemon *d)
+/* Before the reactors read the adopted connection: have the kernel put
+ * back in its queue what the previous run had taken and not answered.
+ * Before, not after: a request this run had read already when the resend
+ * came would be resent too and served twice (harmless, see adopt_check,
+ * but a restart in place, which leaves nothing unanswered, would then
+ * resend something). */
+static void adopt_resend(struct daemon *d)
 {
 	int rc = fusefs_resend(d->fs);
 
@@ -1268,6 +1272,11 @@ static void adopt_finish(struct daemon *d)
 		log_info("fuse: the kernel resends the requests the previous run left unanswered");
 	else
 		log_err("fuse: asking the kernel to resend requests: %s", strerror(-rc));
+}
+
+/* The reactors serve the adopted connection: keep the fds in the store. */
+static void adopt_finish(struct daemon *d)
+{
 	/* the same open files as in the store: systemd keeps one of each */
 	if (fdstore_available() && fdstore_save(fusefs_fd(d->fs), d->state_fd) == 0)
 		d->stored = true;
@@ -1347,6 +1356,8 @@ static int run(struct daemon *d)
 		log_err("%s: admin socket: %s", cd->admin_socket, strerror(-rc));
 		return rc;
 	}
+	if (d->adopted)
+		adopt_resend(d);
 	for (unsigned r = 0; r < d->nr_reactors; r++) {
 		rc = nvme_reactor_start(d->reactors[r]);
 		if (rc) {

@@ -204,8 +204,9 @@ bool fusefs_drained(const struct fusefs *fs);
 /* Requests taken and not yet replied to (any thread). */
 unsigned fusefs_inflight(const struct fusefs *fs);
 
-/* After adopting, with the reactors serving: have the kernel resend every
- * request the earlier run had read and not answered (FUSE_NOTIFY_RESEND).
+/* After adopting, before the reactors read the channel: have the kernel
+ * queue again every request the earlier run had read and not answered
+ * (FUSE_NOTIFY_RESEND; one this run had read would be resent too).
  * -EINVAL or -ENOSYS from a kernel before 6.9, which cannot.  The fd of
  * the connection, for the fd store: fusefs_fd. */
 int fusefs_resend(struct fusefs *fs);
