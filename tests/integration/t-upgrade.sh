@@ -112,7 +112,7 @@ fi
 store_start -n 2 || finish
 PID0=$DPID
 # the write phase lasts about as long as the restarts take
-WRATE=$((48 * 1024 * 10 / (UPGRADES * 12 + 25)))
+WRATE=$((48 * 1024 * 10 / (UPGRADES * 25 + 40)))
 DELAYS=$(awk -v s="$SEED" -v n="$UPGRADES" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
 timeout -k 5 $((60 + UPGRADES * 5)) fio --name=upgrade --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
@@ -180,7 +180,8 @@ grep -q "not adopting" "$LOG" && fail "an adoption was refused: $(grep "not adop
 grep -q "fdstore: pid [0-9]* exited" "$LOG" && fail "the daemon exited: $(grep "exited" "$LOG")"
 # the unit's reload state: RELOADING=1, then the new image's READY=1
 [ "$(grep -c "fdstore: RELOADING=1" "$LOG")" = "$UPGRADES" ] || fail "RELOADING=1 not sent at each restart"
-[ "$(grep -c "fdstore: READY=1" "$LOG")" = $((UPGRADES + 1)) ] || fail "READY=1 not sent by each image"
+wait_for "fdstore: READY=1" $((UPGRADES + 1)) 10 ||
+	fail "READY=1 not sent by each image: $(grep -c "fdstore: READY=1" "$LOG") for $((UPGRADES + 1)) images"
 
 store_stop
 [ "$SRC" = 0 ] || fail "stop: exit $SRC"
