@@ -13,7 +13,8 @@
 # (/proc/PID/exe is no longer "(deleted)") and adopts the connection; the
 # longest completion (the pause) goes to the log.  Before the last restart
 # the config's mountpoint is changed: restart is refused with the reason
-# and the daemon goes on serving.
+# and the daemon goes on serving.  Without a service manager (no fd store)
+# restart is refused and the daemon serves on.
 # FUSE over io_uring (FUSE_TRANSPORT=uring): restart is refused, saying
 # why, and the mount keeps working.
 . "$(dirname "$0")/lib.sh"
@@ -186,5 +187,15 @@ wait_for "fdstore: READY=1" $((UPGRADES + 1)) 10 ||
 store_stop
 [ "$SRC" = 0 ] || fail "stop: exit $SRC"
 fuse_mounted && fail "still mounted after the stop"
+
+# not under a service manager: nothing could adopt the mount should the exec
+# fail, so the restart is refused and the daemon serves on
+D=$BIN
+daemon_start nvme0n1 || finish
+$CTL restart > "$TMP/out" 2>&1 && fail "restart without an fd store succeeded"
+grep -q "not in the service manager's fd store" "$TMP/out" || fail "no fd store: $(cat "$TMP/out")"
+dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=4 iflag=direct status=none || fail "I/O after the refusal"
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
 grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
 finish
