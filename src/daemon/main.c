@@ -288,6 +288,14 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void begin_stop(struct daemon *d, const char *why)
 {
 	if (d->stopping) {
+		if (d->restarting && strcmp(why, "restart") != 0) {
+			/* a stop asked during a restart wins: the same drain goes
+			 * on, then the stop's unmount instead of the exec */
+			d->restarting = false;
+			log_info("%s: stopping instead of restarting", why);
+			notify_stopping("stopping (%s)", why);
+			return;
+		}
 		log_info("%s: already %s", why, d->restarting ? "restarting" : "stopping");
 		return;
 	}

@@ -14,7 +14,8 @@
 # longest completion (the pause) goes to the log.  Before the last restart
 # the config's mountpoint is changed: restart is refused with the reason
 # and the daemon goes on serving.  Without a service manager (no fd store)
-# restart is refused and the daemon serves on.
+# restart is refused and the daemon serves on.  SIGTERM during a restart's
+# drain stops the daemon instead (no exec, unmounted).
 # FUSE over io_uring (FUSE_TRANSPORT=uring): restart is refused, saying
 # why, and the mount keeps working.
 . "$(dirname "$0")/lib.sh"
@@ -184,8 +185,17 @@ grep -q "fdstore: pid [0-9]* exited" "$LOG" && fail "the daemon exited: $(grep "
 wait_for "fdstore: READY=1" $((UPGRADES + 1)) 10 ||
 	fail "READY=1 not sent by each image: $(grep -c "fdstore: READY=1" "$LOG") for $((UPGRADES + 1)) images"
 
+# a stop during a restart's drain wins: no exec, the stop's unmount
+$CTL inject nvme0 delay 500 > /dev/null || fail "inject delay"
+dd if=/dev/zero of="$MNT/nvme0n1" bs=64k count=8 oflag=direct conv=notrunc status=none 2>/dev/null &
+DD=$!
+sleep 0.2
+$CTL restart > "$TMP/out" 2>&1 || fail "restart before the stop: $(cat "$TMP/out")"
 store_stop
-[ "$SRC" = 0 ] || fail "stop: exit $SRC"
+wait $DD
+[ "$SRC" = 0 ] || fail "stop during a restart: exit $SRC"
+grep -q "stopping instead of restarting" "$LOG" || fail "the stop did not take over the restart"
+[ "$(grep -c "restart: controllers shut down, exec" "$LOG")" = "$UPGRADES" ] || fail "an exec after the stop"
 fuse_mounted && fail "still mounted after the stop"
 
 # not under a service manager: nothing could adopt the mount should the exec
