@@ -167,7 +167,8 @@ $(B)/fuzz/%: tests/fuzz/%.c $(LIBS) $(ADMIN_LIB)
 # ---- soak (not in CI): 10 minutes of fio verify under injected faults,
 # 20 kill -9 cycles, 20 kill -9 of a daemon whose mount fio keeps using
 # (t-crash-adopt: adopted each time), 10 of one under ext4 in a minute of
-# file system churn (t-crash-adopt-fs) and 50 power cuts while writers use every durability
+# file system churn (t-crash-adopt-fs), 10 nvmefsctl restart of a replaced
+# binary under fio (t-upgrade) and 50 power cuts while writers use every durability
 # mode, and SOAK_FAULTSEQ (300) random fault sequences per case of
 # test_faultseq (1800 in all); bench/soak/ gets the verdict and the plot ----
 SOAK_FAULTSEQ ?= 300
@@ -177,6 +178,7 @@ soak: deps
 	CRASH_CYCLES=20 BUILD=$(CURDIR)/build sh tests/integration/t-crash-cycles.sh
 	SOAK=1 FUSE_TRANSPORT=classic BUILD=$(CURDIR)/build sh tests/integration/t-crash-adopt.sh
 	SOAK=1 FUSE_TRANSPORT=classic BUILD=$(CURDIR)/build sh tests/integration/t-crash-adopt-fs.sh
+	SOAK=1 FUSE_TRANSPORT=classic BUILD=$(CURDIR)/build sh tests/integration/t-upgrade.sh
 	POWERFAIL_CYCLES=50 BUILD=$(CURDIR)/build sh tests/integration/t-powerfail-cycles.sh
 	NVMEFS_FAULTSEQ_N=$(SOAK_FAULTSEQ) CK_DEFAULT_TIMEOUT=36000 build/tests/test_faultseq
 
@@ -203,7 +205,7 @@ install: all
 	if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
 		install -d $(DESTDIR)$(UNITDIR) && \
 		for u in systemd/*.service; do \
-			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		done; fi
 	for s in 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done; done

@@ -55,6 +55,8 @@ static void usage(FILE *f)
 	    "  error-log CONTROLLER the Error Information log\n"
 	    "  fw-log CONTROLLER    the Firmware Slot log\n"
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
+	    "  restart              re-execute the installed nvmefsd in place: the mount and\n"
+	    "                       open files stay (refused, with the reason, if it cannot)\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
 	    "                       cfs, stuck, remove, powerfail [SEED], fail N STATUS,\n"
@@ -1145,7 +1147,7 @@ int main(int argc, char **argv)
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
 	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
 	    strcmp(cmd, "smart-log") && strcmp(cmd, "error-log") && strcmp(cmd, "fw-log") &&
-	    strcmp(cmd, "list"))
+	    strcmp(cmd, "list") && strcmp(cmd, "restart"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1192,6 +1194,8 @@ int main(int argc, char **argv)
 		show_inject(rep);
 	else if (!strcmp(wire, "attach"))
 		show_attach(rep);
+	else if (!strcmp(wire, "restart"))
+		printf("%s\n", jstr(rep, "restart"));
 	else
 		show_text(rep); /* config, metrics */
 	json_object_put(rep);

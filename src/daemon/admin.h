@@ -8,7 +8,7 @@
  *
  * Protocol: newline-delimited JSON.  Each request is one object on one line,
  *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics"|
- *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log",
+ *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log"|"restart",
  *    "controller": NAME,   (identify, inject, attach, smart-log, error-log, fw-log)
  *    "fault": F, ...       (inject only: see below)
  *    "id": ANY}            (optional: echoed in the reply)
@@ -26,8 +26,8 @@
  * reply longer than reply_max is replaced by an error.
  *
  * Who may do what is decided per request from the peer's credentials as the
- * kernel recorded them at connect (SO_PEERCRED, SO_PEERGROUPS): inject and
- * attach need root or operator_gid (primary or supplementary); the other
+ * kernel recorded them at connect (SO_PEERCRED, SO_PEERGROUPS): inject,
+ * attach and restart need root or operator_gid (primary or supplementary); the other
  * commands root, admin_gid or operator_gid.  A refused request is answered
  * {"ok": false, "error": "permission denied: ..."} and logged; a peer with
  * no right at all is refused at accept.
@@ -148,6 +148,12 @@ struct admin_ctx {
 	 * with a message for the operator in err.  NULL: attach refused. */
 	int (*attach)(void *arg, unsigned ctrl, char *err, size_t errlen);
 	void *attach_arg;
+	/* nvmefsctl restart: check the installed binary and, if it may take
+	 * over, begin re-executing it (main.c); 0 with what happens in msg,
+	 * or a negative errno with the reason in err (nothing stopped).
+	 * NULL: restart refused. */
+	int (*restart)(void *arg, char *msg, size_t msglen, char *err, size_t errlen);
+	void *restart_arg;
 };
 
 /* Create the socket at ctx->cfg->daemon.admin_socket (mode and group as

@@ -1179,6 +1179,30 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 	return 0;
 }
 
+/* restart: the daemon checks the installed binary can take over, then
+ * replies and re-executes it (main.c); the reply goes out before the exec. */
+static int cmd_restart(struct admin *a, json_object *req, json_object *rep, char *err,
+                       size_t errlen)
+{
+	char msg[256] = "";
+	int ret;
+
+	(void)req;
+	if (!a->ctx.restart) {
+		snprintf(err, errlen, "restart: not available in this daemon");
+		return -EOPNOTSUPP;
+	}
+	err[0] = '\0';
+	ret = a->ctx.restart(a->ctx.restart_arg, msg, sizeof(msg), err, errlen);
+	if (ret) {
+		if (!err[0])
+			snprintf(err, errlen, "restart: %s", strerror(-ret));
+		return ret;
+	}
+	jset_str(rep, "restart", msg);
+	return 0;
+}
+
 static const struct admin_cmd admin_cmds[] = {
     {"status", cmd_status, false},     {"stats", cmd_stats, false},
     {"queues", cmd_queues, false},     {"namespaces", cmd_namespaces, false},
@@ -1186,7 +1210,7 @@ static const struct admin_cmd admin_cmds[] = {
     {"metrics", cmd_metrics, false},   {"inject", cmd_inject, true},
     {"attach", cmd_attach, true},      {"smart-log", cmd_smart_log, false},
     {"error-log", cmd_error_log, false}, {"fw-log", cmd_fw_log, false},
-    {"list", cmd_list, false},
+    {"list", cmd_list, false},         {"restart", cmd_restart, true},
 };
 
 const struct admin_cmd *admin_cmd_find(const char *name)

@@ -36,11 +36,26 @@
  * has the kernel resend what the dead run had taken but not answered.  A
  * normal stop takes them out of the store before it unmounts.
  *
+ * A planned upgrade replaces the process image in place (upgrade.h):
+ * nvmefsctl restart or SIGUSR2 first has the installed binary check that it
+ * would adopt the connection (refused, with its reason, and nothing stops
+ * if not); then the daemon stops reading requests, drains what it has
+ * taken (the drain bound of a stop), shuts the controllers down as a stop
+ * does, but neither unmounts nor empties the fd store, and execs the binary
+ * with the connection and the state record handed over LISTEN_FDS-style.
+ * The new image adopts it as after a crash; the kernel queued what came
+ * meanwhile.  A drain that runs out, a shutdown that fails or an exec that
+ * fails exits 1 instead: the service manager restarts the daemon, which
+ * adopts the connection from the store and has the kernel resend what was
+ * left unanswered.
+ *
  * The daemon always stays in the foreground and logs to stderr (systemd's
  * Type=notify runs it that way); -f is accepted for compatibility.
  */
 #include <errno.h>
 #include <ev.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -64,6 +79,7 @@
 #include "nvme.h"
 #include "options.h"
 #include "sim.h"
+#include "upgrade.h"
 
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define POOL_MIB_MAX 4096u
@@ -134,8 +150,15 @@ struct daemon {
 	struct fusefs_init_params init;
 	ev_async init_done;
 
+	/* planned upgrade: the binary to re-execute (resolved at start), the
+	 * original argv, and the connection's fd kept past teardown */
+	char binary[PATH_MAX];
+	char **argv;
+	bool restarting;
+	int keep_fuse_fd;
+
 	struct ev_loop *loop;
-	ev_signal sig_term, sig_int, sig_usr1, sig_hup;
+	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
 	ev_async session_end;
 	ev_timer drain;
 	bool stopping;
@@ -232,6 +255,16 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		log_info("drained: no request in flight");
 	} else if (ev_now(loop) < d->drain_deadline) {
 		return;
+	} else if (d->restarting) {
+		/* cancelling would fail them with EIO; freeing under commands still
+		 * outstanding is worse: leave as a crash does, and the store's
+		 * connection is adopted by the restarted daemon, which has the
+		 * kernel resend what is unanswered */
+		log_err("restart: %u request(s) still in flight at the drain deadline: exiting "
+			"for the service manager to restart the daemon (the connection stays in "
+			"its fd store; they are resent)",
+			fusefs_inflight(d->fs));
+		_exit(1);
 	} else if (!d->cancelling) {
 		log_warn("%u request(s) still in flight at the drain deadline: ending the commands "
 			 "outstanding on the controllers",
@@ -255,13 +288,24 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void begin_stop(struct daemon *d, const char *why)
 {
 	if (d->stopping) {
-		log_info("%s: already stopping", why);
+		if (d->restarting && strcmp(why, "restart") != 0) {
+			/* a stop asked during a restart wins: the same drain goes
+			 * on, then the stop's unmount instead of the exec */
+			d->restarting = false;
+			log_info("%s: stopping instead of restarting", why);
+			notify_stopping("stopping (%s)", why);
+			return;
+		}
+		log_info("%s: already %s", why, d->restarting ? "restarting" : "stopping");
 		return;
 	}
 	d->stopping = true;
-	log_info("%s: stopping: no new requests, draining %u in flight", why,
-		 fusefs_inflight(d->fs));
-	notify_stopping("stopping (%s)", why);
+	log_info("%s: %s: no new requests, draining %u in flight", why,
+		 d->restarting ? "restarting" : "stopping", fusefs_inflight(d->fs));
+	if (d->restarting)
+		notify_reloading("restarting (%s): re-executing %s", why, d->binary);
+	else
+		notify_stopping("stopping (%s)", why);
 	fusefs_stop(d->fs);
 	/* the engine fails a stuck command after its timeout (and a reset):
 	 * allow for that, then end what is left (capped: a stop must end
@@ -271,10 +315,70 @@ static void begin_stop(struct daemon *d, const char *why)
 		wait = DRAIN_MAX_S;
 	d->drain_deadline = ev_now(d->loop) + wait;
 	notify_extend((uint64_t)((wait + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
-		      "stopping (%s): draining", why);
+		      "%s (%s): draining", d->restarting ? "restarting" : "stopping", why);
 	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
 	d->drain.data = d;
 	ev_timer_start(d->loop, &d->drain);
+}
+
+/* Whether the running daemon can be replaced in place, and whether the
+ * installed binary would take the connection over: 0, or an errno with the
+ * reason in err.  Nothing stops here. */
+static int restart_check(struct daemon *d, char *err, size_t errlen)
+{
+	const struct fusefs_ns_desc *ns;
+	unsigned nr;
+	bool uring;
+
+	if (d->stopping) {
+		snprintf(err, errlen, "the daemon is %s already",
+			 d->restarting ? "restarting" : "stopping");
+		return -EBUSY;
+	}
+	/* auto may have been granted either: what INIT agreed decides (an
+	 * adopted connection is always /dev/fuse, its init flags unset here) */
+	pthread_mutex_lock(&d->init_mu);
+	uring = d->init.flags & FUSE_OVER_IO_URING;
+	pthread_mutex_unlock(&d->init_mu);
+	if (uring || fusefs_transport_active(d->fs) == FUSEFS_TRANSPORT_URING) {
+		snprintf(err, errlen,
+			 "the connection is served over io_uring, whose queues die with this "
+			 "process: a new one cannot adopt it (fuse_transport = classic can; a "
+			 "restart of the unit remounts)");
+		return -EOPNOTSUPP;
+	}
+	if (!d->stored || d->state_fd < 0) {
+		snprintf(err, errlen,
+			 "the connection is not in the service manager's fd store (no "
+			 "NOTIFY_SOCKET, INIT not answered yet, or storing failed): should the "
+			 "re-exec fail, nothing could adopt the mount");
+		return -EOPNOTSUPP;
+	}
+	if (!d->binary[0]) {
+		snprintf(err, errlen, "the path of the installed binary is not known");
+		return -ENOENT;
+	}
+	ns = fusefs_namespaces(d->fs, &nr);
+	return upg_precheck(d->binary, d->config_path, d->state_fd, ns, nr, err, errlen);
+}
+
+/* nvmefsctl restart (admin_ctx.restart) and SIGUSR2: check, then drain and
+ * re-exec (main() does the exec once the loop ends). */
+static int daemon_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
+{
+	struct daemon *d = arg;
+	int rc = restart_check(d, err, errlen);
+
+	if (rc) {
+		log_warn("restart refused: %s", err);
+		return rc;
+	}
+	log_info("restart: %s would adopt the connection: re-executing it in place (pid %d)",
+		 d->binary, (int)getpid());
+	snprintf(msg, msglen, "pid %d re-executes %s", (int)getpid(), d->binary);
+	d->restarting = true;
+	begin_stop(d, "restart");
+	return 0;
 }
 
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -290,6 +394,12 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	case SIGHUP:
 		log_info("SIGHUP: ignored (restart the daemon to apply a new config)");
 		break;
+	case SIGUSR2: {
+		char msg[PATH_MAX + 64], err[1024];
+
+		(void)daemon_restart(d, msg, sizeof(msg), err, sizeof(err));
+		break;
+	}
 	default:
 		begin_stop(d, strsignal(w->signum));
 	}
@@ -797,6 +907,8 @@ static int start_admin(struct daemon *d)
 	ctx.sims = d->sims;
 	ctx.attach = daemon_attach;
 	ctx.attach_arg = d;
+	ctx.restart = daemon_restart;
+	ctx.restart_arg = d;
 	return admin_start(d->loop, &ctx, &d->admin);
 }
 
@@ -804,19 +916,28 @@ static void teardown(struct daemon *d)
 {
 	admin_stop(d->admin);
 	d->admin = NULL;
-	/* the next start mounts afresh: nothing of ours stays in the store */
-	if (d->stored)
-		fdstore_forget();
-	if (d->fs)
-		fusefs_unmount(d->fs);
-	/* the store's copy may still hold the connection open for a moment:
-	 * what is still open on the detached mount fails now, as without a
-	 * store, rather than wait on no one */
-	if (d->stored && d->conn && fusefs_conn_alive(d->conn))
-		fusefs_conn_abort(d->conn);
-	if (d->state_fd >= 0)
-		close(d->state_fd);
-	d->state_fd = -1;
+	if (d->restarting && d->fs) {
+		/* the next image serves this mount: keep it, the store and the
+		 * state record; our copy of the connection outlives the front end */
+		d->keep_fuse_fd = fcntl(fusefs_fd(d->fs), F_DUPFD_CLOEXEC, 5);
+		if (d->keep_fuse_fd < 0)
+			log_err("restart: keeping the FUSE connection's fd: %s", strerror(errno));
+		fusefs_keep_mount(d->fs);
+	} else {
+		/* the next start mounts afresh: nothing of ours stays in the store */
+		if (d->stored)
+			fdstore_forget();
+		if (d->fs)
+			fusefs_unmount(d->fs);
+		/* the store's copy may still hold the connection open for a moment:
+		 * what is still open on the detached mount fails now, as without a
+		 * store, rather than wait on no one */
+		if (d->stored && d->conn && fusefs_conn_alive(d->conn))
+			fusefs_conn_abort(d->conn);
+		if (d->state_fd >= 0)
+			close(d->state_fd);
+		d->state_fd = -1;
+	}
 	if (d->started) {
 		for (unsigned r = 0; r < d->nr_reactors; r++)
 			nvme_reactor_stop(d->reactors[r]);
@@ -1102,24 +1223,14 @@ static bool adopt_check(struct daemon *d)
 	if (!conn && fusefs_conn_at(st.mountpoint, &conn_mnt, &nvmefs) == 0 && nvmefs &&
 	    conn_mnt == st.conn)
 		conn = st.conn;
-	if (fstate_servable(&st, why, sizeof(why))) {
-		adopt_refuse(d, conn, "%s", why);
-		return false;
-	}
-	if (strcmp(st.mountpoint, mnt) != 0) {
-		adopt_refuse(d, conn, "it is mounted at %s, the config says %s", st.mountpoint, mnt);
-		return false;
-	}
+	/* the same checks nvmefsd --check-adopt makes before a restart */
 	rc = fusefs_digest(&d->fo, &digest);
 	if (rc) {
 		adopt_refuse(d, conn, "the config's digest: %s", strerror(-rc));
 		return false;
 	}
-	if (digest != st.digest) {
-		adopt_refuse(d, conn,
-			     "the namespaces or the files' mode, owner or group are not those it was "
-			     "mounted with (config digest %016llx, stored %016llx)",
-			     (unsigned long long)digest, (unsigned long long)st.digest);
+	if (fstate_adoptable(&st, mnt, digest, why, sizeof(why))) {
+		adopt_refuse(d, conn, "%s", why);
 		return false;
 	}
 	rc = fusefs_conn_at(mnt, &conn_mnt, &nvmefs);
@@ -1155,9 +1266,13 @@ static bool adopt_check(struct daemon *d)
 	return true;
 }
 
-/* The reactors serve the adopted connection: have the kernel resend what
- * the dead run had taken, and keep the fds in the store. */
-static void adopt_finish(struct daemon *d)
+/* Before the reactors read the adopted connection: have the kernel put
+ * back in its queue what the previous run had taken and not answered.
+ * Before, not after: a request this run had read already when the resend
+ * came would be resent too and served twice (harmless, see adopt_check,
+ * but a restart in place, which leaves nothing unanswered, would then
+ * resend something). */
+static void adopt_resend(struct daemon *d)
 {
 	int rc = fusefs_resend(d->fs);
 
@@ -1165,6 +1280,11 @@ static void adopt_finish(struct daemon *d)
 		log_info("fuse: the kernel resends the requests the previous run left unanswered");
 	else
 		log_err("fuse: asking the kernel to resend requests: %s", strerror(-rc));
+}
+
+/* The reactors serve the adopted connection: keep the fds in the store. */
+static void adopt_finish(struct daemon *d)
+{
 	/* the same open files as in the store: systemd keeps one of each */
 	if (fdstore_available() && fdstore_save(fusefs_fd(d->fs), d->state_fd) == 0)
 		d->stored = true;
@@ -1182,6 +1302,7 @@ static int run(struct daemon *d)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &old);
 
@@ -1243,6 +1364,8 @@ static int run(struct daemon *d)
 		log_err("%s: admin socket: %s", cd->admin_socket, strerror(-rc));
 		return rc;
 	}
+	if (d->adopted)
+		adopt_resend(d);
 	for (unsigned r = 0; r < d->nr_reactors; r++) {
 		rc = nvme_reactor_start(d->reactors[r]);
 		if (rc) {
@@ -1261,6 +1384,7 @@ static int run(struct daemon *d)
 	watch_signal(d, &d->sig_term, SIGTERM);
 	watch_signal(d, &d->sig_int, SIGINT);
 	watch_signal(d, &d->sig_usr1, SIGUSR1);
+	watch_signal(d, &d->sig_usr2, SIGUSR2);
 	watch_signal(d, &d->sig_hup, SIGHUP);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
@@ -1285,6 +1409,8 @@ int main(int argc, char **argv)
 		return o.exit_code;
 	case OPT_CHECK_CONFIG:
 		return opt_check_config(o.config);
+	case OPT_CHECK_ADOPT:
+		return upg_check_adopt_main(o.config, o.state_fd, o.ns_table);
 	case OPT_RUN:
 	default:
 		break;
@@ -1292,7 +1418,16 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof(d));
 	for (unsigned i = 0; i < CFG_MAX_CTRLS; i++)
 		d.dc[i].req_efd = d.dc[i].err_efd = -1;
-	d.state_fd = -1;
+	d.state_fd = d.keep_fuse_fd = -1;
+	d.argv = argv;
+	/* now, before anything changes directory: the path an upgrade installs
+	 * the new binary at (not /proc/self/exe, this image) */
+	rc = upg_resolve_binary(argv[0], d.binary, sizeof(d.binary));
+	if (rc) {
+		d.binary[0] = '\0';
+		log_warn("the path of this binary (%s): %s: nvmefsctl restart is refused",
+			 argv[0], strerror(-rc));
+	}
 	pthread_mutex_init(&d.init_mu, NULL);
 	/* first: the handed fds become close-on-exec and LISTEN_* is unset */
 	fdstore_take(&d.fuse_fd_in, &d.state_fd_in);
@@ -1305,6 +1440,20 @@ int main(int argc, char **argv)
 	teardown(&d);
 	if (d.abandoned)
 		_exit(1); /* threads still run: no atexit handler, no freeing */
+	if (d.restarting && rc == 0) {
+		log_info("restart: controllers shut down, exec %s", d.binary);
+		fflush(stderr);
+		rc = d.keep_fuse_fd >= 0 && d.state_fd >= 0
+			     ? upg_exec(d.binary, d.argv, d.keep_fuse_fd, d.state_fd)
+			     : -EBADF;
+		/* this image's state is gone: the service manager restarts the
+		 * daemon, which adopts the connection from its fd store */
+		log_err("restart: exec %s: %s: exiting for the service manager to restart the "
+			"daemon (the connection stays in its fd store)",
+			d.binary, strerror(-rc));
+		cfg_free(d.cfg);
+		return 1;
+	}
 	if (rc == 0)
 		log_info("stopped");
 	cfg_free(d.cfg);

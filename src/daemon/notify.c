@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
@@ -27,6 +28,20 @@ void notify_ready(const char *fmt, ...)
 
 	va_start(ap, fmt);
 	notify_send("READY=1", fmt, ap);
+	va_end(ap);
+}
+
+void notify_reloading(const char *fmt, ...)
+{
+	char state[96];
+	struct timespec t;
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000);
+	va_start(ap, fmt);
+	notify_send(state, fmt, ap);
 	va_end(ap);
 }
 

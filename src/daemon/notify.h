@@ -7,6 +7,9 @@
 
 /* READY=1 with a STATUS= line (printf format). */
 void notify_ready(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* RELOADING=1 and MONOTONIC_USEC=now with a STATUS= line: the daemon is
+ * being replaced in place; the new image's READY=1 ends it. */
+void notify_reloading(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* STOPPING=1 with a STATUS= line. */
 void notify_stopping(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* EXTEND_TIMEOUT_USEC=usec with a STATUS= line: while stopping, systemd

@@ -3,11 +3,12 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 
-enum { OPT_LONG_CHECK_CONFIG = 256 };
+enum { OPT_LONG_CHECK_CONFIG = 256, OPT_LONG_CHECK_ADOPT, OPT_LONG_STATE_FD, OPT_LONG_NS_TABLE };
 
 void opt_usage(FILE *out, const char *prog)
 {
@@ -17,6 +18,10 @@ void opt_usage(FILE *out, const char *prog)
 	        "  -f, --foreground    stay in the foreground (do not detach)\n"
 	        "      --check-config  check the config file, print the effective configuration\n"
 	        "                      (every key, defaults filled in) and exit: 0 valid, 1 not\n"
+	        "      --check-adopt --state-fd N --ns-table T\n"
+	        "                      whether this binary would take over the FUSE connection\n"
+	        "                      the state record on fd N describes, with the namespaces\n"
+	        "                      T (what nvmefsctl restart asks before it re-executes)\n"
 	        "  -h, --help          print this help and exit\n"
 	        "  -V, --version       print the version and exit\n",
 	        prog, OPT_DEFAULT_CONFIG);
@@ -28,6 +33,9 @@ int opt_parse(int argc, char **argv, struct opt *o)
 	    {"config", required_argument, NULL, 'c'},
 	    {"foreground", no_argument, NULL, 'f'},
 	    {"check-config", no_argument, NULL, OPT_LONG_CHECK_CONFIG},
+	    {"check-adopt", no_argument, NULL, OPT_LONG_CHECK_ADOPT},
+	    {"state-fd", required_argument, NULL, OPT_LONG_STATE_FD},
+	    {"ns-table", required_argument, NULL, OPT_LONG_NS_TABLE},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -39,7 +47,7 @@ int opt_parse(int argc, char **argv, struct opt *o)
 
 	if (slash)
 		prog = slash + 1;
-	*o = (struct opt){.config = OPT_DEFAULT_CONFIG, .action = OPT_RUN};
+	*o = (struct opt){.config = OPT_DEFAULT_CONFIG, .action = OPT_RUN, .state_fd = -1};
 	optind = 0; /* glibc: a full reset, so opt_parse can run again */
 	while ((ch = getopt_long(argc, argv, "+c:fhV", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -51,6 +59,24 @@ int opt_parse(int argc, char **argv, struct opt *o)
 			break;
 		case OPT_LONG_CHECK_CONFIG:
 			o->action = OPT_CHECK_CONFIG;
+			break;
+		case OPT_LONG_CHECK_ADOPT:
+			o->action = OPT_CHECK_ADOPT;
+			break;
+		case OPT_LONG_STATE_FD: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 0 || v > 65535) {
+				fprintf(stderr, "%s: --state-fd: not a file descriptor: '%s'\n", prog,
+				        optarg);
+				goto usage;
+			}
+			o->state_fd = (int)v;
+			break;
+		}
+		case OPT_LONG_NS_TABLE:
+			o->ns_table = optarg;
 			break;
 		case 'h':
 			help = true;

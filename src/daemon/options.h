@@ -3,6 +3,9 @@
  *   -c, --config FILE   config file (default NVMEFS_SYSCONFDIR/nvmefs/nvmefs.conf)
  *   -f, --foreground    stay in the foreground
  *       --check-config  validate the config, print the effective one, exit
+ *       --check-adopt   with --state-fd N and --ns-table T: whether this
+ *                       binary would adopt the connection the state record
+ *                       on fd N describes (upgrade.h), exit 0 if so
  *   -h, --help          usage on stdout, exit 0
  *   -V, --version       version on stdout, exit 0
  * A bad option or a stray argument prints usage on stderr: exit 2.
@@ -18,12 +21,15 @@
 enum opt_action {
 	OPT_RUN,          /* start the daemon */
 	OPT_CHECK_CONFIG, /* return opt_check_config(o.config) */
+	OPT_CHECK_ADOPT,  /* return upg_check_adopt_main(config, state_fd, ns_table) */
 	OPT_EXIT,         /* done already: exit with o.exit_code */
 };
 
 struct opt {
 	const char *config; /* points into argv, or OPT_DEFAULT_CONFIG */
 	bool foreground;
+	int state_fd;         /* --state-fd, -1 when not given */
+	const char *ns_table; /* --ns-table, NULL when not given */
 	enum opt_action action;
 	int exit_code; /* for OPT_EXIT: 0 after --help/--version, 2 after a usage error */
 };

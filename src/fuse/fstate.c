@@ -128,3 +128,23 @@ int fstate_servable(const struct fstate *s, char *why, size_t len)
 		return 0;
 	return -EPROTO;
 }
+
+int fstate_adoptable(const struct fstate *s, const char *mountpoint, uint64_t digest, char *why,
+		     size_t len)
+{
+	if (fstate_servable(s, why, len))
+		return -EPROTO;
+	if (strcmp(s->mountpoint, mountpoint) != 0) {
+		snprintf(why, len, "it is mounted at %s, the config says %s", s->mountpoint,
+			 mountpoint);
+		return -EPROTO;
+	}
+	if (digest != s->digest) {
+		snprintf(why, len,
+			 "the namespaces or the files' mode, owner or group are not those it was "
+			 "mounted with (config digest %016llx, stored %016llx)",
+			 (unsigned long long)digest, (unsigned long long)s->digest);
+		return -EPROTO;
+	}
+	return 0;
+}

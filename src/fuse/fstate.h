@@ -45,6 +45,12 @@ int fstate_decode(const void *buf, size_t len, struct fstate *out);
  * requests would never be answered; refused, a fresh mount fails them
  * at once instead). */
 int fstate_servable(const struct fstate *s, char *why, size_t len);
+/* The checks of adoption that need no live fd: fstate_servable, the
+ * record's mountpoint is mountpoint, and its digest is digest (this
+ * config's fusefs_digest).  0, or -EPROTO with the first failure's
+ * sentence in why[len].  Adoption and `nvmefsd --check-adopt` both use it. */
+int fstate_adoptable(const struct fstate *s, const char *mountpoint, uint64_t digest, char *why,
+		     size_t len);
 /* What fstate_decode's error means, for a log line. */
 const char *fstate_strerror(int err);
 

@@ -121,16 +121,12 @@ static void fnv(uint64_t *h, const char *s)
 	}
 }
 
-int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
+void fusefs_digest_table(const struct fusefs_opts *o, const struct fusefs_ns_desc *ns,
+			 unsigned nr, uint64_t *out)
 {
-	struct fusefs_ns *ns;
-	unsigned nr;
 	char line[512];
 	uint64_t h = 0xcbf29ce484222325ULL;
-	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, &ns, &nr);
 
-	if (err)
-		return err;
 	snprintf(line, sizeof(line), "v1 allow_other=%d mode=%o uid=%u gid=%u max_read=%u\n",
 		 o->allow_other, (unsigned)(o->file_mode & 07777), (unsigned)o->uid,
 		 (unsigned)o->gid, FUSEFS_MAX_IO);
@@ -140,11 +136,31 @@ int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
 	fnv(&h, line);
 	for (unsigned i = 0; i < nr; i++) {
 		snprintf(line, sizeof(line), "ns ino=%u name=%s size=%llu lba=%u\n", i + 2,
-			 ns[i].name, (unsigned long long)ns[i].d.size, ns[i].d.lba_size);
+			 ns[i].name, (unsigned long long)ns[i].size, ns[i].lba_size);
 		fnv(&h, line);
 	}
-	fsns_free(ns, nr);
 	*out = h;
+}
+
+int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
+{
+	struct fusefs_ns *ns;
+	struct fusefs_ns_desc *d;
+	unsigned nr;
+	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, &ns, &nr);
+
+	if (err)
+		return err;
+	d = calloc(nr ? nr : 1, sizeof(*d));
+	if (!d) {
+		fsns_free(ns, nr);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < nr; i++)
+		d[i] = ns[i].d;
+	fusefs_digest_table(o, d, nr, out);
+	free(d);
+	fsns_free(ns, nr);
 	return 0;
 }
 
@@ -391,6 +407,14 @@ channel:
 fail:
 	fusefs_destroy(fs);
 	return err;
+}
+
+void fusefs_keep_mount(struct fusefs *fs)
+{
+	/* nothing is in flight (drained): the connection and its mount stay,
+	 * the kernel queues new requests for the next process */
+	if (fs)
+		fs->mounted = false;
 }
 
 void fusefs_unmount(struct fusefs *fs)

@@ -182,6 +182,11 @@ int fusefs_conn_detach(unsigned conn);
  * order, as the kernel has cached them.  Builds the namespace table from
  * o's controllers; FNV-1a 64 of a canonical text. */
 int fusefs_digest(const struct fusefs_opts *o, uint64_t *out);
+/* The same digest of o's options (its controllers unused) over the
+ * namespace table ns[nr] (in inode order, as fusefs_namespaces gives it):
+ * what `nvmefsd --check-adopt` computes without the devices. */
+void fusefs_digest_table(const struct fusefs_opts *o, const struct fusefs_ns_desc *ns,
+			 unsigned nr, uint64_t *out);
 
 /* Build the namespace table, create the session, mount, and add the channel
  * watcher to the reading reactors' loops and the pass hook to every reactor.
@@ -199,13 +204,18 @@ bool fusefs_drained(const struct fusefs *fs);
 /* Requests taken and not yet replied to (any thread). */
 unsigned fusefs_inflight(const struct fusefs *fs);
 
-/* After adopting, with the reactors serving: have the kernel resend every
- * request the earlier run had read and not answered (FUSE_NOTIFY_RESEND).
+/* After adopting, before the reactors read the channel: have the kernel
+ * queue again every request the earlier run had read and not answered
+ * (FUSE_NOTIFY_RESEND; one this run had read would be resent too).
  * -EINVAL or -ENOSYS from a kernel before 6.9, which cannot.  The fd of
  * the connection, for the fd store: fusefs_fd. */
 int fusefs_resend(struct fusefs *fs);
 int fusefs_fd(const struct fusefs *fs);
 
+/* Keep the mount (a re-exec of the daemon serves it again): from now on
+ * fusefs_unmount and fusefs_destroy leave it mounted and only close this
+ * process's fd of the connection.  Call once drained. */
+void fusefs_keep_mount(struct fusefs *fs);
 /* Unmount (lazily: open files do not keep it) and close the channel; the
  * kernel fails what it had not handed over yet.  Call after fusefs_drained
  * or with the reactors stopped. */

@@ -2,7 +2,8 @@
 # t-admin-users.sh - who may do what, with real users and groups (useradd):
 # a member of file_group reads and writes the namespace file and cannot reach
 # the admin socket; a member of admin_group runs the read-only commands and
-# is refused inject and attach (and the refused hang does not happen); an
+# is refused inject, attach and restart (and the refused hang does not
+# happen, nor the restart); an
 # operator (operator_group, also in admin_group to reach the socket) injects.
 # Runs on whichever FUSE transport the suite selects.
 . "$(dirname "$0")/lib.sh"
@@ -74,6 +75,9 @@ rc=$?
 grep -q "permission denied" "$TMP/out" || fail "admin_group: inject: $(cat "$TMP/out")"
 as "$UV" "$C" -s "$SOCK" attach nvme0 > "$TMP/out" 2>&1
 grep -q "permission denied" "$TMP/out" || fail "admin_group: attach: $(cat "$TMP/out")"
+as "$UV" "$C" -s "$SOCK" restart > "$TMP/out" 2>&1 && fail "admin_group member restarted the daemon"
+grep -q "permission denied" "$TMP/out" || fail "admin_group: restart: $(cat "$TMP/out")"
+grep -q 'refused "restart"' "$LOG" || fail "the refused restart is not in the daemon's log"
 grep -q 'refused "inject"' "$LOG" || fail "the refusal is not in the daemon's log"
 # the hang was refused: I/O still completes
 timeout 10 dd if="$NS" of="$TMP/back" bs=4096 count=16 iflag=direct 2> "$TMP/err" ||

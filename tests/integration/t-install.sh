@@ -18,6 +18,8 @@ done
 [ -x "$P/sbin/nvmefsd" ] || fail "nvmefsd not executable"
 grep -q "^ExecStart=$P/sbin/nvmefsd -f -c $P/etc/nvmefs/nvmefs.conf\$" "$P/lib/systemd/system/nvmefs.service" ||
 	fail "unit's ExecStart does not name the installed paths"
+grep -q "^ExecReload=$P/bin/nvmefsctl -c $P/etc/nvmefs/nvmefs.conf restart\$" "$P/lib/systemd/system/nvmefs.service" ||
+	fail "unit's ExecReload is not the installed nvmefsctl restart"
 "$P/sbin/nvmefsd" --check-config -c "$P/etc/nvmefs/nvmefs.conf" > "$P.effective" || fail "installed config invalid"
 
 # A RuntimeDirectory= that is or holds the mountpoint breaks Restart= after a

@@ -836,6 +836,9 @@ START_TEST(t_peer_policy)
 	o = ask_fd(fd, "{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
 	expect_error(o, "permission denied");
 	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"restart\"}");
+	expect_error(o, "permission denied");
+	json_object_put(o);
 	close(fd);
 	/* the refused hang did not happen: I/O still completes */
 	write_blocks(1);
@@ -858,6 +861,10 @@ START_TEST(t_peer_policy)
 	json_object_put(o);
 	o = ask_fd(fd, "{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"clear\"}");
 	expect_ok(o);
+	json_object_put(o);
+	/* an operator passes the policy: this rig has no restart to run */
+	o = ask_fd(fd, "{\"cmd\":\"restart\"}");
+	expect_error(o, "not available");
 	json_object_put(o);
 	close(fd);
 }

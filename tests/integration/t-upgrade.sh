@@ -1,0 +1,211 @@
+#!/bin/sh
+# t-upgrade.sh - a planned upgrade without an outage: nvmefsctl restart (and
+# SIGUSR2) re-executes the installed binary in place while fio writes with
+# verification, the mount and its open files staying.
+#
+# /dev/fuse (classic): the daemon runs from a copy of nvmefsd under the
+# fd-store stand-in (tests/helpers/fdstore.c); fio (libaio, direct, iodepth
+# 32, 4k/16k/64k/128k, randwrite then a crc32c verify, fixed seed) on a
+# file-backed namespace while UPGRADES (3; SOAK=1: 10) restarts each
+# replace the binary first (cp to a temporary name, mv over it, as a
+# package upgrade does), the last by SIGUSR2: fio ends with error 0 and no
+# verify failure; the pid stays, each restart execs the new file
+# (/proc/PID/exe is no longer "(deleted)") and adopts the connection; the
+# longest completion (the pause) goes to the log.  Before the last restart
+# the config's mountpoint is changed: restart is refused with the reason
+# and the daemon goes on serving.  Without a service manager (no fd store)
+# restart is refused and the daemon serves on.  SIGTERM during a restart's
+# drain stops the daemon instead (no exec, unmounted).
+# FUSE over io_uring (FUSE_TRANSPORT=uring): restart is refused, saying
+# why, and the mount keeps working.
+. "$(dirname "$0")/lib.sh"
+lib_init
+F=$BUILD/tools/fdstore
+[ -x "$F" ] || { echo "FAIL: no $F (make)"; exit 1; }
+command -v fio >/dev/null || skip "fio missing"
+UPGRADES=${UPGRADES:-3}
+[ "${SOAK:-0}" = 1 ] && UPGRADES=10
+SEED=${UPGRADE_SEED:-1}
+FUSE_TRANSPORT=${FUSE_TRANSPORT:-classic}
+[ "$FUSE_TRANSPORT" = auto ] && FUSE_TRANSPORT=classic
+SPID=
+trap 'if [ -n "$SPID" ]; then kill -9 "$SPID" 2>/dev/null; fi; lib_cleanup' EXIT
+conf_write <<EOF
+[controller nvme0]
+device = sim
+size = 48M
+block_size = 4096
+backing = $TMP/%c-%n.img
+exec = thread
+EOF
+cp "$CONF" "$TMP/base.conf"
+CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
+# the installed binary: the daemon is started as this path
+mkdir -p "$TMP/sbin"
+BIN=$TMP/sbin/nvmefsd
+cp "$D" "$BIN"
+
+# wait_for PATTERN COUNT SECONDS: until PATTERN is in LOG COUNT times
+wait_for() {
+	i=0
+	while [ "$(grep -c -- "$1" "$LOG")" -lt "$2" ]; do
+		i=$((i + 1))
+		[ $i -gt $(($3 * 10)) ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# store_start [fdstore options]: $BIN under fdstore; DPID is its pid
+store_start() {
+	echo "--- fdstore $* $(date +%T)" >> "$LOG"
+	rm -f "$TMP/pid"
+	n0=$(grep -c "fdstore: stored fuse-state" "$LOG")
+	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "$BIN" -f -c "$CONF" >> "$LOG" 2>&1 &
+	SPID=$!
+	wait_for "fdstore: stored fuse-state" $((n0 + 1)) 10 ||
+		{ fail "nothing stored within 10 s"; tail -n 20 "$LOG"; return 1; }
+	DPID=$(cat "$TMP/pid")
+}
+
+store_stop() {
+	[ -n "$SPID" ] || return 0
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SRC=$?
+	SPID= DPID=
+}
+
+# resent_now: what the running image was resent (its stats: fuse line)
+resent_now() {
+	before=$(grep -c "stats: fuse " "$LOG")
+	kill -USR1 "$DPID"
+	wait_for "stats: fuse " $((before + 1)) 5 || fail "no stats line"
+	r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
+	resent=$((resent + ${r:-0}))
+}
+
+# replace_binary: a package upgrade's way: a new file renamed over the old
+replace_binary() {
+	cp "$D" "$BIN.new" && mv -f "$BIN.new" "$BIN" || fail "replacing $BIN"
+	case "$(readlink "/proc/$DPID/exe")" in
+	*"(deleted)") ;;
+	*) fail "the running image is not the replaced file: $(readlink "/proc/$DPID/exe")" ;;
+	esac
+}
+
+if [ "$FUSE_TRANSPORT" = uring ]; then
+	store_start -n 1 || finish
+	grep -q "FUSE connection [0-9]* (uring) stored" "$LOG" || fail "no io_uring connection stored"
+	$CTL restart > "$TMP/out" 2>&1 && fail "restart over io_uring succeeded"
+	grep -q "served over io_uring.*cannot adopt" "$TMP/out" || fail "restart over io_uring: $(cat "$TMP/out")"
+	cat "$TMP/out"
+	grep -q "restart refused: .*io_uring" "$LOG" || fail "the refusal is not in the log"
+	head -c $((4 << 20)) /dev/urandom > "$TMP/a"
+	dd if="$TMP/a" of="$MNT/nvme0n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write"
+	cmp -n $((4 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "read back"
+	[ "$(cat "$TMP/pid")" = "$DPID" ] || fail "the daemon was restarted"
+	store_stop
+	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
+	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+	finish
+fi
+
+store_start -n 2 || finish
+PID0=$DPID
+# the write phase lasts about as long as the restarts take
+WRATE=$((48 * 1024 * 10 / (UPGRADES * 25 + 40)))
+DELAYS=$(awk -v s="$SEED" -v n="$UPGRADES" \
+	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
+timeout -k 5 $((60 + UPGRADES * 5)) fio --name=upgrade --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
+	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
+	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
+	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
+FP=$!
+k=0
+resent=0
+for t in $DELAYS; do
+	sleep "$t"
+	kill -0 "$FP" 2>/dev/null || { fail "fio ended before restart $((k + 1)) (make it longer)"; break; }
+	k=$((k + 1))
+	if [ $k = "$UPGRADES" ]; then
+		# refused: another mountpoint in the config; nothing stops
+		sed "s|^mountpoint = .*|mountpoint = $TMP/mnt2|" "$TMP/base.conf" > "$CONF"
+		$CTL restart > "$TMP/out" 2>&1 && fail "restart with another mountpoint succeeded"
+		grep -q "would not adopt the connection: it is mounted at $MNT, the config says $TMP/mnt2" "$TMP/out" ||
+			fail "changed mountpoint: $(cat "$TMP/out")"
+		cat "$TMP/out"
+		grep -q "restart refused: .*the config says $TMP/mnt2" "$LOG" || fail "the refusal is not in the log"
+		[ -d "$TMP/mnt2" ] && fail "the refused restart made the new mountpoint"
+		cp "$TMP/base.conf" "$CONF"
+		kill -0 "$FP" 2>/dev/null || fail "fio ended at the refused restart"
+	fi
+	resent_now
+	replace_binary
+	t0=$(date +%s.%N)
+	if [ $k = "$UPGRADES" ]; then
+		kill -USR2 "$DPID"
+	else
+		$CTL restart > "$TMP/out" 2>&1 || fail "restart $k: $(cat "$TMP/out")"
+		grep -q "pid $DPID re-executes $BIN" "$TMP/out" || fail "restart $k: $(cat "$TMP/out")"
+	fi
+	wait_for "the kernel resends the requests" $k 15 || { fail "restart $k: not adopted within 15 s"; break; }
+	wait_for "nvmefsd: info: ready:" $((k + 1)) 5 || fail "restart $k: not ready"
+	echo "restart $k: serving again after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s (polled)"
+	[ "$(cat "$TMP/pid")" = "$PID0" ] && kill -0 "$PID0" || fail "restart $k: the pid changed"
+	[ "$(readlink "/proc/$DPID/exe")" = "$BIN" ] ||
+		fail "restart $k: runs $(readlink "/proc/$DPID/exe"), not the new $BIN"
+done
+wait "$FP"
+frc=$?
+resent_now
+python3 - "$TMP/fio.json" <<'PY' || fail "fio"
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])
+j = d["jobs"][0]
+w, r = j["write"], j["read"]
+print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
+      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
+         r["clat_ns"]["max"] / 1e6))
+sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
+PY
+[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
+grep -Eiq "verify|not connected|error" "$TMP/fio.err" && fail "fio: $(cat "$TMP/fio.err")"
+n=$(grep -c "adopting FUSE connection" "$LOG")
+x=$(grep -c "restart: controllers shut down, exec" "$LOG")
+echo "$k restarts ($UPGRADES wanted), $x execs, $n adoptions, pid $PID0 throughout"
+[ "$n" = "$UPGRADES" ] && [ "$x" = "$UPGRADES" ] || fail "$x execs, $n adoptions for $UPGRADES restarts"
+grep -q "not adopting" "$LOG" && fail "an adoption was refused: $(grep "not adopting" "$LOG")"
+# drained before the exec: nothing was left to resend
+[ "$resent" = 0 ] || fail "$resent requests were resent"
+grep -q "fdstore: pid [0-9]* exited" "$LOG" && fail "the daemon exited: $(grep "exited" "$LOG")"
+# the unit's reload state: RELOADING=1, then the new image's READY=1
+[ "$(grep -c "fdstore: RELOADING=1" "$LOG")" = "$UPGRADES" ] || fail "RELOADING=1 not sent at each restart"
+wait_for "fdstore: READY=1" $((UPGRADES + 1)) 10 ||
+	fail "READY=1 not sent by each image: $(grep -c "fdstore: READY=1" "$LOG") for $((UPGRADES + 1)) images"
+
+# a stop during a restart's drain wins: no exec, the stop's unmount
+$CTL inject nvme0 delay 500 > /dev/null || fail "inject delay"
+dd if=/dev/zero of="$MNT/nvme0n1" bs=64k count=8 oflag=direct conv=notrunc status=none 2>/dev/null &
+DD=$!
+sleep 0.2
+$CTL restart > "$TMP/out" 2>&1 || fail "restart before the stop: $(cat "$TMP/out")"
+store_stop
+wait $DD
+[ "$SRC" = 0 ] || fail "stop during a restart: exit $SRC"
+grep -q "stopping instead of restarting" "$LOG" || fail "the stop did not take over the restart"
+[ "$(grep -c "restart: controllers shut down, exec" "$LOG")" = "$UPGRADES" ] || fail "an exec after the stop"
+fuse_mounted && fail "still mounted after the stop"
+
+# not under a service manager: nothing could adopt the mount should the exec
+# fail, so the restart is refused and the daemon serves on
+D=$BIN
+daemon_start nvme0n1 || finish
+$CTL restart > "$TMP/out" 2>&1 && fail "restart without an fd store succeeded"
+grep -q "not in the service manager's fd store" "$TMP/out" || fail "no fd store: $(cat "$TMP/out")"
+dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=4 iflag=direct status=none || fail "I/O after the refusal"
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+finish

@@ -1,0 +1,286 @@
+/* test_upgrade.c - the decision nvmefsd --check-adopt makes before a
+ * restart (fstate_adoptable, the digest over a namespace table, the
+ * --ns-table text) and how the running daemon reads the child's answer
+ * (upg_precheck). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/fdstore.c"
+#include "daemon/upgrade.c"
+#include "fstate.h"
+#include "fuse_fs.h"
+#include "fwire.h"
+
+static const struct fusefs_ns_desc NS[] = {
+    {.name = "nvme0n1", .ctrl = 0, .nsid = 1, .size = 64ull << 20, .lba_size = 512},
+    {.name = "nvme0n2", .ctrl = 0, .nsid = 2, .size = 32ull << 20, .lba_size = 4096},
+};
+
+static struct fusefs_opts opts(const char *mnt)
+{
+	return (struct fusefs_opts){.mountpoint = mnt, .file_mode = 0600, .uid = 0, .gid = 0};
+}
+
+static uint64_t digest(const struct fusefs_opts *o, const struct fusefs_ns_desc *ns, unsigned nr)
+{
+	uint64_t h;
+
+	fusefs_digest_table(o, ns, nr, &h);
+	return h;
+}
+
+static struct fstate record(const char *mnt, uint64_t dig)
+{
+	struct fstate s;
+
+	memset(&s, 0, sizeof(s));
+	s.init.major = FW_PROTO_MAJOR;
+	s.init.minor = FW_PROTO_MINOR_RESEND;
+	s.init.max_write = FUSEFS_MAX_IO;
+	s.transport = FUSEFS_TRANSPORT_CLASSIC;
+	s.conn = 42;
+	s.digest = dig;
+	snprintf(s.mountpoint, sizeof(s.mountpoint), "%s", mnt);
+	return s;
+}
+
+/* adoptable as recorded; another mountpoint, another digest, io_uring
+ * each refused with its reason */
+START_TEST(t_adoptable)
+{
+	struct fusefs_opts o = opts("/run/nvmefs");
+	uint64_t d = digest(&o, NS, 2);
+	struct fstate s = record("/run/nvmefs", d);
+	char why[512] = "";
+
+	ck_assert_int_eq(fstate_adoptable(&s, "/run/nvmefs", d, why, sizeof(why)), 0);
+	ck_assert_int_eq(fstate_adoptable(&s, "/mnt/other", d, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "mounted at /run/nvmefs, the config says /mnt/other"));
+	ck_assert_int_eq(fstate_adoptable(&s, "/run/nvmefs", d + 1, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "config digest"));
+	s.transport = FUSEFS_TRANSPORT_URING;
+	ck_assert_int_eq(fstate_adoptable(&s, "/run/nvmefs", d, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "io_uring"));
+}
+END_TEST
+
+/* the digest moves with each thing it covers */
+START_TEST(t_digest_table)
+{
+	struct fusefs_opts o = opts("/run/nvmefs"), o2;
+	struct fusefs_ns_desc ns[2] = {NS[0], NS[1]};
+	uint64_t d = digest(&o, NS, 2);
+
+	ck_assert_uint_eq(digest(&o, NS, 2), d);
+	o2 = opts("/run/nvmefs2");
+	ck_assert_uint_ne(digest(&o2, NS, 2), d);
+	o2 = o;
+	o2.file_mode = 0660;
+	ck_assert_uint_ne(digest(&o2, NS, 2), d);
+	o2 = o;
+	o2.allow_other = true;
+	ck_assert_uint_ne(digest(&o2, NS, 2), d);
+	ck_assert_uint_ne(digest(&o, NS, 1), d);
+	ns[1].size += 4096;
+	ck_assert_uint_ne(digest(&o, ns, 2), d);
+	ns[1] = NS[1];
+	ns[1].lba_size = 512;
+	ck_assert_uint_ne(digest(&o, ns, 2), d);
+	ns[1] = NS[1];
+	ns[1].name = "nvme1n2";
+	ck_assert_uint_ne(digest(&o, ns, 2), d);
+}
+END_TEST
+
+/* --ns-table: formatted, parsed back to the same digest; bad text refused */
+START_TEST(t_ns_table)
+{
+	struct fusefs_opts o = opts("/run/nvmefs");
+	struct fusefs_ns_desc *ns;
+	unsigned nr;
+	char buf[256], small[8], *store;
+
+	ck_assert_int_eq(upg_ns_table_format(NS, 2, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "nvme0n1/67108864/512,nvme0n2/33554432/4096");
+	ck_assert_int_eq(upg_ns_table_format(NS, 2, small, sizeof(small)), -ENOSPC);
+	ck_assert_int_eq(ns_table_parse(buf, &ns, &nr, &store), 0);
+	ck_assert_uint_eq(nr, 2);
+	ck_assert_uint_eq(digest(&o, ns, nr), digest(&o, NS, 2));
+	free(ns);
+	free(store);
+	ck_assert_int_eq(ns_table_parse("nvme0n1/12", &ns, &nr, &store), -EINVAL);
+	ck_assert_int_eq(ns_table_parse("nvme0n1/x/512", &ns, &nr, &store), -EINVAL);
+	ck_assert_int_eq(ns_table_parse("/1/512", &ns, &nr, &store), -EINVAL);
+}
+END_TEST
+
+static char dir[] = "/tmp/nvmefs-test-upgrade.XXXXXX";
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static int record_fd(const char *mnt, uint64_t dig)
+{
+	struct fstate s = record(mnt, dig);
+	char buf[8192];
+	int fd;
+
+	ck_assert_uint_le(fstate_size(), sizeof(buf));
+	ck_assert_int_eq(fstate_encode(&s, buf, fstate_size()), 0);
+	ck_assert_int_eq(fdstore_memfd(buf, fstate_size(), &fd), 0);
+	return fd;
+}
+
+/* the child's whole decision: config loaded with its code, the digest over
+ * the table, the record read from the fd */
+START_TEST(t_check_adopt_main)
+{
+	char conf[256], table[256], mnt[256];
+	struct fusefs_opts o;
+	int fd, out = dup(1), null = open("/dev/null", O_WRONLY);
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(conf, sizeof(conf), "%s/n.conf", dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	{
+		char text[512];
+
+		snprintf(text, sizeof(text),
+			 "[daemon]\nmountpoint = %s\n[controller nvme0]\ndevice = sim\n", mnt);
+		write_file(conf, text, 0600);
+	}
+	ck_assert_int_eq(upg_ns_table_format(NS, 2, table, sizeof(table)), 0);
+	struct cfg *cfg;
+	ck_assert_int_eq(cfg_load(conf, &cfg, stderr), 0);
+	o = (struct fusefs_opts){.mountpoint = cfg->daemon.mountpoint,
+				 .file_mode = cfg->daemon.file_mode,
+				 .uid = cfg->daemon.uid,
+				 .gid = cfg->daemon.gid,
+				 .allow_other = cfg->daemon.allow_other};
+	uint64_t d = digest(&o, NS, 2);
+	cfg_free(cfg);
+
+	dup2(null, 1); /* the answers go to stdout */
+	fd = record_fd(mnt, d);
+	ck_assert_int_eq(upg_check_adopt_main(conf, fd, table), 0);
+	/* another namespace size: another digest */
+	ck_assert_int_eq(upg_check_adopt_main(conf, fd, "nvme0n1/4096/512"), 1);
+	close(fd);
+	fd = record_fd("/elsewhere", d);
+	ck_assert_int_eq(upg_check_adopt_main(conf, fd, table), 1);
+	close(fd);
+	ck_assert_int_eq(upg_check_adopt_main(conf, -1, table), 2);
+	ck_assert_int_eq(upg_check_adopt_main("/nonexistent.conf", -1, table), 2);
+	dup2(out, 1);
+	close(out);
+	close(null);
+	unlink(conf);
+	rmdir(dir);
+}
+END_TEST
+
+/* how the daemon reads the child: exit 0 adopts; otherwise its last line
+ * is the reason; a binary that cannot run or does not know the option is
+ * said so */
+START_TEST(t_precheck)
+{
+	char bin[256], args[256], why[512];
+	int fd = record_fd("/run/nvmefs", 1);
+	char d2[] = "/tmp/nvmefs-test-upgrade.XXXXXX";
+
+	ck_assert_ptr_nonnull(mkdtemp(d2));
+	snprintf(bin, sizeof(bin), "%s/nvmefsd", d2);
+	snprintf(args, sizeof(args), "%s/args", d2);
+	{
+		char text[512];
+
+		/* it gets the options and can read the record on the fd it is named */
+		snprintf(text, sizeof(text),
+			 "#!/bin/sh\necho \"$@\" > %s\nfd=$5\n"
+			 "head -c 8 /proc/self/fd/$fd | grep -q NVMEFSFS || { echo no record; exit 1; }\n"
+			 "echo ok\n",
+			 args);
+		write_file(bin, text, 0700);
+	}
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), 0);
+	{
+		char got[512] = "", want[512];
+		FILE *f = fopen(args, "r");
+
+		ck_assert_ptr_nonnull(f);
+		ck_assert_ptr_nonnull(fgets(got, sizeof(got), f));
+		fclose(f);
+		snprintf(want, sizeof(want),
+			 "--check-adopt -c /etc/x.conf --state-fd %d --ns-table "
+			 "nvme0n1/67108864/512,nvme0n2/33554432/4096\n",
+			 fd);
+		ck_assert_str_eq(got, want);
+	}
+	write_file(bin, "#!/bin/sh\necho loading\necho it is mounted at /a, the config says /b\n"
+			"exit 1\n", 0700);
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "would not adopt the connection: it is mounted at /a, "
+					  "the config says /b"));
+	write_file(bin, "#!/bin/sh\necho usage: nvmefsd >&2\nexit 2\n", 0700);
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -ENOTSUP);
+	ck_assert_ptr_nonnull(strstr(why, "does not know --check-adopt"));
+	unlink(bin);
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(why, "No such file"));
+	unlink(args);
+	rmdir(d2);
+	close(fd);
+}
+END_TEST
+
+/* the binary to re-execute is the path started, not this image */
+START_TEST(t_resolve_binary)
+{
+	char out[4096], cwd[4096];
+
+	ck_assert_int_eq(upg_resolve_binary("/usr/sbin/nvmefsd", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "/usr/sbin/nvmefsd");
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	ck_assert_int_eq(upg_resolve_binary("build/nvmefsd", out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, cwd));
+	ck_assert_ptr_nonnull(strstr(out, "/build/nvmefsd"));
+	setenv("PATH", "/nonexistent:/bin", 1);
+	ck_assert_int_eq(upg_resolve_binary("sh", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "/bin/sh");
+	ck_assert_int_eq(upg_resolve_binary("no-such-binary-x", out, sizeof(out)), -ENOENT);
+	ck_assert_int_eq(upg_resolve_binary("", out, sizeof(out)), -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("upgrade");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, t_adoptable);
+	tcase_add_test(tc, t_digest_table);
+	tcase_add_test(tc, t_ns_table);
+	tcase_add_test(tc, t_check_adopt_main);
+	tcase_add_test(tc, t_precheck);
+	tcase_add_test(tc, t_resolve_binary);
+	suite_add_tcase(s, tc);
+
+	SRunner *r = srunner_create(s);
+	srunner_run_all(r, CK_NORMAL);
+	int nf = srunner_ntests_failed(r);
+	srunner_free(r);
+	return nf ? 1 : 0;
+}
