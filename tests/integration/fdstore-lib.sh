@@ -1,7 +1,8 @@
 # fdstore-lib.sh - nvmefsd under tests/helpers/fdstore (a stand-in of
 # systemd's fd store and restart), for the tests of crash adoption.  Source
 # it after lib.sh's lib_init; F is the fdstore helper, SPID its pid, DPID
-# the daemon's (fdstore writes it to $TMP/pid at every start).
+# the daemon's (fdstore writes it to $TMP/pid at every start), STORE_BIN
+# the daemon binary it starts ($D unless set).
 F=$BUILD/tools/fdstore
 [ -x "$F" ] || { echo "FAIL: no $F (make)"; exit 1; }
 SPID=
@@ -23,7 +24,7 @@ store_start() {
 	echo "--- fdstore $* $(date +%T)" >> "$LOG"
 	rm -f "$TMP/pid"
 	n0=$(grep -c "fdstore: stored fuse-state" "$LOG")
-	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "$D" -f -c "$CONF" >> "$LOG" 2>&1 &
+	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "${STORE_BIN:-$D}" -f -c "$CONF" >> "$LOG" 2>&1 &
 	SPID=$!
 	wait_for "fdstore: stored fuse-state" $((n0 + 1)) 10 ||
 		{ fail "nothing stored within 10 s"; tail -n 20 "$LOG"; return 1; }
@@ -57,4 +58,14 @@ new_pid() {
 		i=$((i + 1))
 	done
 	DPID=$(cat "$TMP/pid")
+}
+
+# resent_now: add to $resent what the running image was resent (the
+# resent= figure of the stats: fuse line SIGUSR1 has it log)
+resent_now() {
+	before=$(grep -c "stats: fuse " "$LOG")
+	kill -USR1 "$DPID"
+	wait_for "stats: fuse " $((before + 1)) 5 || fail "no stats line"
+	r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
+	resent=$((resent + ${r:-0}))
 }

@@ -84,13 +84,7 @@ for t in $DELAYS; do
 	kill -0 "$FP" 2>/dev/null || { fail "fio ended before kill $((k + 1)) (make it longer)"; break; }
 	# what this run was resent, before it dies (fdstore's first run has
 	# nothing to resend)
-	if [ $k -gt 0 ]; then
-		before=$(grep -c "stats: fuse " "$LOG")
-		kill -USR1 "$DPID"
-		wait_for "stats: fuse " $((before + 1)) 5
-		r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
-		resent=$((resent + ${r:-0}))
-	fi
+	[ $k -gt 0 ] && resent_now
 	# commands wait 50 ms in the device: the kill finds requests taken
 	# and sent, not answered
 	"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject nvme0 delay 50 > /dev/null ||
@@ -103,11 +97,7 @@ for t in $DELAYS; do
 done
 wait "$FP"
 frc=$?
-before=$(grep -c "stats: fuse " "$LOG")
-kill -USR1 "$DPID"
-wait_for "stats: fuse " $((before + 1)) 5
-r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
-resent=$((resent + ${r:-0}))
+resent_now
 python3 - "$TMP/fio.json" <<'PY' || fail "fio"
 import json, sys
 t = open(sys.argv[1]).read()

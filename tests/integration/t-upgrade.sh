@@ -20,16 +20,13 @@
 # why, and the mount keeps working.
 . "$(dirname "$0")/lib.sh"
 lib_init
-F=$BUILD/tools/fdstore
-[ -x "$F" ] || { echo "FAIL: no $F (make)"; exit 1; }
+. "$(dirname "$0")/fdstore-lib.sh"
 command -v fio >/dev/null || skip "fio missing"
 UPGRADES=${UPGRADES:-3}
 [ "${SOAK:-0}" = 1 ] && UPGRADES=10
 SEED=${UPGRADE_SEED:-1}
 FUSE_TRANSPORT=${FUSE_TRANSPORT:-classic}
 [ "$FUSE_TRANSPORT" = auto ] && FUSE_TRANSPORT=classic
-SPID=
-trap 'if [ -n "$SPID" ]; then kill -9 "$SPID" 2>/dev/null; fi; lib_cleanup' EXIT
 conf_write <<EOF
 [controller nvme0]
 device = sim
@@ -43,47 +40,8 @@ CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
 # the installed binary: the daemon is started as this path
 mkdir -p "$TMP/sbin"
 BIN=$TMP/sbin/nvmefsd
+STORE_BIN=$BIN
 cp "$D" "$BIN"
-
-# wait_for PATTERN COUNT SECONDS: until PATTERN is in LOG COUNT times
-wait_for() {
-	i=0
-	while [ "$(grep -c -- "$1" "$LOG")" -lt "$2" ]; do
-		i=$((i + 1))
-		[ $i -gt $(($3 * 10)) ] && return 1
-		sleep 0.1
-	done
-	return 0
-}
-
-# store_start [fdstore options]: $BIN under fdstore; DPID is its pid
-store_start() {
-	echo "--- fdstore $* $(date +%T)" >> "$LOG"
-	rm -f "$TMP/pid"
-	n0=$(grep -c "fdstore: stored fuse-state" "$LOG")
-	"$F" -p "$TMP/pid" -s "$TMP/notify" "$@" -- "$BIN" -f -c "$CONF" >> "$LOG" 2>&1 &
-	SPID=$!
-	wait_for "fdstore: stored fuse-state" $((n0 + 1)) 10 ||
-		{ fail "nothing stored within 10 s"; tail -n 20 "$LOG"; return 1; }
-	DPID=$(cat "$TMP/pid")
-}
-
-store_stop() {
-	[ -n "$SPID" ] || return 0
-	kill -TERM "$SPID"
-	wait "$SPID"
-	SRC=$?
-	SPID= DPID=
-}
-
-# resent_now: what the running image was resent (its stats: fuse line)
-resent_now() {
-	before=$(grep -c "stats: fuse " "$LOG")
-	kill -USR1 "$DPID"
-	wait_for "stats: fuse " $((before + 1)) 5 || fail "no stats line"
-	r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
-	resent=$((resent + ${r:-0}))
-}
 
 # replace_binary: a package upgrade's way: a new file renamed over the old
 replace_binary() {
