@@ -1360,6 +1360,14 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	}
 }
 
+const struct cfg_controller *cfg_volatile_ctrl(const struct cfg *cfg)
+{
+	for (unsigned i = 0; i < cfg->nr_ctrls; i++)
+		if (cfg->ctrls[i].sim && cfg->ctrls[i].backing == CFG_BACKING_RAM)
+			return &cfg->ctrls[i];
+	return NULL;
+}
+
 int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, size_t len)
 {
 	size_t o = 0;

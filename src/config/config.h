@@ -118,6 +118,12 @@ void cfg_print(const struct cfg *cfg, FILE *out);
 /* Expand a backing pattern for controller name and nsid into buf. */
 int cfg_backing_file(const struct cfg_controller *c, unsigned nsid, char *buf, size_t len);
 
+/* The first controller whose namespaces live in the daemon's own memory (a
+ * software controller with backing = ram): their data does not outlive the
+ * process, so no later run may serve its mount as the same disks.  NULL
+ * when every namespace is a device's, a file's or null's. */
+const struct cfg_controller *cfg_volatile_ctrl(const struct cfg *cfg);
+
 /* Same settings (path and line numbers aside): a reload that changes nothing. */
 bool cfg_equal(const struct cfg *a, const struct cfg *b);
 

@@ -326,6 +326,7 @@ static void begin_stop(struct daemon *d, const char *why)
  * reason in err.  Nothing stops here. */
 static int restart_check(struct daemon *d, char *err, size_t errlen)
 {
+	const struct cfg_controller *vc;
 	const struct fusefs_ns_desc *ns;
 	unsigned nr;
 	bool uring;
@@ -345,6 +346,13 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 			 "the connection is served over io_uring, whose queues die with this "
 			 "process: a new one cannot adopt it (fuse_transport = classic can; a "
 			 "restart of the unit remounts)");
+		return -EOPNOTSUPP;
+	}
+	if ((vc = cfg_volatile_ctrl(d->cfg))) {
+		snprintf(err, errlen,
+			 "controller %s keeps its namespaces in memory (backing = ram): a new "
+			 "image would serve the files over empty memory",
+			 vc->name);
 		return -EOPNOTSUPP;
 	}
 	if (!d->stored || d->state_fd < 0) {
@@ -1057,6 +1065,7 @@ static size_t dsync_fua_max(void)
  * whatever the store held under our names first). */
 static void store_connection(struct daemon *d, const struct fusefs_init_params *init)
 {
+	const struct cfg_controller *vc;
 	struct fstate st;
 	unsigned conn;
 	bool nvmefs;
@@ -1065,6 +1074,15 @@ static void store_connection(struct daemon *d, const struct fusefs_init_params *
 
 	if (!fdstore_available() || fd < 0)
 		return;
+	vc = cfg_volatile_ctrl(d->cfg);
+	if (vc) {
+		/* a later run would serve the same files over empty memory */
+		log_info("fdstore: the FUSE connection is not stored: controller %s keeps its "
+			 "namespaces in memory (backing = ram), which dies with the daemon, so the "
+			 "mount does not outlive a crash",
+			 vc->name);
+		return;
+	}
 	memset(&st, 0, sizeof(st));
 	st.init = *init;
 	st.transport = init->flags & FUSE_OVER_IO_URING ? FUSEFS_TRANSPORT_URING
@@ -1175,6 +1193,7 @@ static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
  * unmapped it; the software controller's memory died with it). */
 static bool adopt_check(struct daemon *d)
 {
+	const struct cfg_controller *vc;
 	const char *mnt = d->cfg->daemon.mountpoint;
 	struct fstate st;
 	unsigned conn_fd = 0, conn_mnt = 0, conn;
@@ -1223,6 +1242,13 @@ static bool adopt_check(struct daemon *d)
 	if (!conn && fusefs_conn_at(st.mountpoint, &conn_mnt, &nvmefs) == 0 && nvmefs &&
 	    conn_mnt == st.conn)
 		conn = st.conn;
+	if ((vc = cfg_volatile_ctrl(d->cfg))) {
+		adopt_refuse(d, conn,
+			     "controller %s keeps its namespaces in memory (backing = ram): what "
+			     "the files held died with the previous run",
+			     vc->name);
+		return false;
+	}
 	/* the same checks nvmefsd --check-adopt makes before a restart */
 	rc = fusefs_digest(&d->fo, &digest);
 	if (rc) {

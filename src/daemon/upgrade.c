@@ -165,6 +165,14 @@ int upg_check_adopt_main(const char *config, int state_fd, const char *ns_table)
 		.gid = cfg->daemon.gid,
 		.allow_other = cfg->daemon.allow_other,
 	};
+	const struct cfg_controller *vc = cfg_volatile_ctrl(cfg);
+
+	if (vc) {
+		printf("controller %s keeps its namespaces in memory (backing = ram): a new "
+		       "image would serve the files over empty memory\n",
+		       vc->name);
+		goto cleanup;
+	}
 	fusefs_digest_table(&fo, ns, nr, &digest);
 	if (fstate_adoptable(&st, cfg->daemon.mountpoint, digest, why, sizeof(why))) {
 		printf("%s\n", why);

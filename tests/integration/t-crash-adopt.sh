@@ -20,6 +20,9 @@
 #    is /dev/null (the store keeps the real one open: a mount no one
 #    serves); LISTEN_PID of another process (the daemon gets no fds while
 #    the store holds the connection: the mount is probed and aborted).
+# 4. RAM namespaces: a restart towards backing = ram is refused, a kill -9
+#    of a file-backed run whose config turned to RAM is refused adoption,
+#    and a RAM-backed run stores nothing (its mount dies with it).
 # FUSE over io_uring (FUSE_TRANSPORT=uring): a connection served over
 # io_uring is stored, and after kill -9 refused with its reason, aborted,
 # detached and mounted afresh over io_uring; fsync'd data is there.  The
@@ -122,12 +125,13 @@ grep -q "store full" "$LOG" && fail "the store overflowed"
 
 # ---- 2. SIGTERM: out of the store, unmounted; the next start mounts afresh
 conn=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
+l0=$(wc -l < "$LOG")
 kill -TERM "$DPID"
 new_pid
 wait_for "fdstore: pid .* exited 0" 1 60 || fail "SIGTERM: no exit 0"
 wait_for "FUSE connection [0-9]* (classic) stored" 2 10 || fail "SIGTERM: no fresh mount after"
 sed -n '/exited 0/,$p' "$LOG" | grep -q "starting with 0 fds" || fail "SIGTERM: fds left in the store"
-grep -B 30 "exited 0" "$LOG" | grep -q "dropped fuse (fd [0-9]*): FDSTOREREMOVE" ||
+tail -n +"$l0" "$LOG" | sed '/exited 0/q' | grep -q "dropped fuse (fd [0-9]*): FDSTOREREMOVE" ||
 	fail "SIGTERM: fuse not removed from the store"
 conn2=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
 [ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] &&
@@ -173,6 +177,38 @@ echo "stale LISTEN_PID: mounted again in $(($(date +%s) - t0)) s"
 sed -n '/-x stale/,$p' "$LOG" | grep -q "adopting FUSE connection" && fail "stale LISTEN_PID: adopted"
 grep -q "is open but nobody serves it" "$LOG" || fail "stale LISTEN_PID: the orphaned mount was not probed"
 files_within 2 "$MNT/nvme0n1" || fail "stale LISTEN_PID: no namespace file"
+store_stop
+
+# ---- 4. RAM namespaces die with the process: nothing may serve the same
+# files over empty memory.  The config turns to backing = ram while a
+# file-backed run serves: restart is refused by the installed binary's
+# check, and after kill -9 the next run refuses the connection and mounts
+# afresh; that run, RAM-backed, stores nothing, so after its kill -9 the
+# mount does not outlive it either (callers see ENOTCONN, as without a
+# store).
+store_start -n 2 || finish
+sed "s|^backing = .*|backing = ram|" "$TMP/base.conf" > "$CONF"
+"$BUILD/nvmefsctl" -s "$TMP/admin.sock" restart > "$TMP/out" 2>&1 && fail "RAM: restart succeeded"
+grep -q "controller nvme0 keeps its namespaces in memory" "$TMP/out" ||
+	fail "RAM: restart refused without the reason: $(cat "$TMP/out")"
+stores=$(grep -c "(classic) stored" "$LOG")
+nots=$(grep -c "the FUSE connection is not stored: controller nvme0 keeps" "$LOG")
+kill -9 "$DPID"
+new_pid
+wait_for "the FUSE connection is not stored: controller nvme0 keeps" $((nots + 1)) 15 ||
+	fail "RAM: no fresh, unstored mount within 15 s"
+grep -q "not adopting.*controller nvme0 keeps its namespaces in memory" "$LOG" ||
+	fail "RAM: the connection was not refused for its RAM namespaces"
+[ "$(grep -c "(classic) stored" "$LOG")" = "$stores" ] || fail "RAM: a connection was stored"
+files_within 2 "$MNT/nvme0n1" || fail "RAM: no namespace file"
+exec 7< "$MNT/nvme0n1"
+kill -9 "$DPID"
+new_pid # the next run started: the killed one is gone, its connection with it
+dd if=/dev/fd/7 of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd.err" &&
+	fail "RAM: a read through the dead run's open file succeeded"
+grep -Eq "not connected|aborted" "$TMP/dd.err" || fail "RAM: the old fd said: $(cat "$TMP/dd.err")"
+exec 7<&-
+cp "$TMP/base.conf" "$CONF"
 store_stop
 [ "$SRC" = 0 ] || fail "last stop: exit $SRC"
 fuse_mounted && fail "still mounted after the last stop"

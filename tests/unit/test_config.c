@@ -269,6 +269,34 @@ static const struct bad bad_cases[] = {
     {"key missing", CTRL "= 2\n", "t.conf:3: = 2: a key name is missing before '='\n"},
 };
 
+/* Which controllers keep their namespaces in the daemon's memory: a
+ * software controller with backing = ram (the default), not null, not a
+ * file, not a PCI device. */
+START_TEST(t_volatile_ctrl)
+{
+	struct cfg *cfg;
+	const struct cfg_controller *vc;
+
+	ck_assert_int_eq(cfg_load_string("t.conf",
+					 "[controller a]\ndevice = sim\nbacking = null\n"
+					 "[controller b]\ndevice = sim\nbacking = /var/lib/nvmefs/%c-%n.img\n"
+					 "[controller c]\ndevice = 0000:01:00.0\n",
+					 &cfg, stderr),
+			 0);
+	ck_assert_ptr_null(cfg_volatile_ctrl(cfg));
+	cfg_free(cfg);
+	ck_assert_int_eq(cfg_load_string("t.conf",
+					 "[controller a]\ndevice = sim\nbacking = null\n"
+					 "[controller b]\ndevice = sim\n",
+					 &cfg, stderr),
+			 0);
+	vc = cfg_volatile_ctrl(cfg);
+	ck_assert_ptr_nonnull(vc);
+	ck_assert_str_eq(vc->name, "b");
+	cfg_free(cfg);
+}
+END_TEST
+
 START_TEST(test_bad)
 {
 	expect_errors(bad_cases[_i].text, bad_cases[_i].msg);
@@ -818,6 +846,7 @@ int main(void)
 
 	tcase_add_loop_test(tc, test_bad, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])) - 1);
 	tcase_add_test(tc, test_offline_cpu);
+	tcase_add_test(tc, t_volatile_ctrl);
 	tcase_add_test(tc, test_all_errors_reported);
 	tcase_add_test(tc, test_line_numbers);
 	tcase_add_test(tc, test_nul_byte);

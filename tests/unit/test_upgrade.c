@@ -159,7 +159,9 @@ START_TEST(t_check_adopt_main)
 		char text[512];
 
 		snprintf(text, sizeof(text),
-			 "[daemon]\nmountpoint = %s\n[controller nvme0]\ndevice = sim\n", mnt);
+			 "[daemon]\nmountpoint = %s\n[controller nvme0]\ndevice = sim\n"
+			 "backing = null\n",
+			 mnt);
 		write_file(conf, text, 0600);
 	}
 	ck_assert_int_eq(upg_ns_table_format(NS, 2, table, sizeof(table)), 0);
@@ -180,6 +182,19 @@ START_TEST(t_check_adopt_main)
 	ck_assert_int_eq(upg_check_adopt_main(conf, fd, "nvme0n1/4096/512"), 1);
 	close(fd);
 	fd = record_fd("/elsewhere", d);
+	ck_assert_int_eq(upg_check_adopt_main(conf, fd, table), 1);
+	close(fd);
+	/* the same config but RAM namespaces: their bytes die with the image */
+	{
+		char text[512];
+
+		snprintf(text, sizeof(text),
+			 "[daemon]\nmountpoint = %s\n[controller nvme0]\ndevice = sim\n"
+			 "backing = ram\n",
+			 mnt);
+		write_file(conf, text, 0600);
+	}
+	fd = record_fd(mnt, d);
 	ck_assert_int_eq(upg_check_adopt_main(conf, fd, table), 1);
 	close(fd);
 	ck_assert_int_eq(upg_check_adopt_main(conf, -1, table), 2);
