@@ -49,12 +49,14 @@ struct nvme_reactor;
 #define NVME_MAX_NAMESPACES 1024u
 
 struct nvme_ns_info {
-	uint32_t nsid;        /* 1..0xfffffffe, ascending in nvme_ctrl_info.ns */
+	uint32_t nsid;        /* 1..0xfffffffe, ascending in nvme_ctrl_info.ns at bring-up;
+	                         namespaces added later are appended (nvme_ctrl_rescan) */
 	uint64_t nlba;        /* capacity in logical blocks; nlba << lba_shift <= INT64_MAX */
 	uint32_t lba_size;    /* bytes: 1 << lba_shift, lba_shift 9..16 */
 	uint8_t lba_shift;
 	bool dealloc_zeroes;  /* DLFEAT: deallocated blocks read as zeroes */
-	bool failed;          /* changed size or format after a reset: I/O fails with -EIO */
+	bool failed;          /* changed size or format after a reset, or shrunk: I/O fails with -EIO */
+	bool removed;         /* detached from the controller (nvme_ctrl_rescan): I/O fails with -EIO */
 };
 
 struct nvme_ctrl_info {
@@ -330,6 +332,83 @@ struct nvme_fw_slots {
 };
 /* -EPROTO when len < 64. */
 int nvme_fw_slots_decode(const void *buf, size_t len, struct nvme_fw_slots *out);
+
+/* ---- asynchronous events and namespace changes (aen.c) ----
+ * Whenever the controller becomes LIVE (bring-up, every reset, attach) the
+ * engine enables events with Set Features Asynchronous Event Configuration
+ * (every SMART critical warning bit, Namespace Attribute and Firmware
+ * Activation notices) and keeps min(AERL + 1, NVME_AER_MAX) Asynchronous
+ * Event Request commands outstanding on the admin queue.  They are not
+ * commands in the I/O sense: no timeout applies to them, and a reset ends
+ * them quietly (no callback).  On a completion the engine, on the
+ * controller's admin thread: reads the log page the event names (which
+ * clears it, so that it can be reported again: Error 01h, SMART 02h,
+ * Changed Namespace List 04h, Firmware Slot 03h), acts on it (a namespace
+ * notice re-identifies the namespaces, as nvme_ctrl_rescan), re-arms that
+ * request, and then calls the event callback.  An AER completing with an
+ * error status (Asynchronous Event Request Limit Exceeded, Invalid Opcode:
+ * a device without events) is counted and not re-armed. */
+#define NVME_AER_MAX 4u
+
+enum nvme_aen_kind {
+	NVME_AEN_ERROR,       /* type 0: error log read (nr_errors: its used entries) */
+	NVME_AEN_SMART,       /* type 1: SMART/health; health holds the log read */
+	NVME_AEN_NS_CHANGED,  /* notice 00h: namespaces re-identified, see changes */
+	NVME_AEN_FW_ACTIVATE, /* notice 01h: firmware activation starting */
+	NVME_AEN_OTHER,       /* anything else (type, info and lid say what) */
+};
+
+enum nvme_ns_change_kind {
+	NVME_NS_ADDED,        /* a new active namespace: appended to the info's ns[] */
+	NVME_NS_REMOVED,      /* gone: its entry stays, marked removed; its I/O fails with -EIO */
+	NVME_NS_GROWN,        /* capacity grew: the entry's nlba is the new one, I/O may use it */
+	NVME_NS_SHRUNK,       /* capacity shrank: refused, the entry keeps the old nlba and is
+	                         marked failed (its I/O fails with -EIO: blocks past the new end
+	                         are gone) */
+	NVME_NS_REFORMATTED,  /* LBA size changed: marked failed as after a reset */
+};
+
+struct nvme_ns_change {
+	enum nvme_ns_change_kind kind;
+	struct nvme_ns_info ns; /* the entry after the change */
+	uint64_t old_nlba;      /* the capacity before (0 for ADDED) */
+};
+
+struct nvme_aen {
+	enum nvme_aen_kind kind;
+	uint8_t type, info, lid;     /* the completion's DW0 fields */
+	bool health_ok;              /* SMART: health was read and decoded */
+	struct nvme_health health;
+	unsigned nr_errors;          /* ERROR: used entries of the error log */
+	unsigned nr_changes;         /* NS_CHANGED */
+	const struct nvme_ns_change *changes; /* valid during the callback only */
+};
+
+/* Called on the controller's admin thread, after the log page was read and
+ * the request re-armed; must not block, may post elsewhere (copy what it
+ * keeps).  Once nvme_ctrl_set_aen_cb returns, the previous callback is not
+ * running and will not be called again. */
+typedef void (*nvme_aen_cb)(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
+void nvme_ctrl_set_aen_cb(struct nvme_ctrl *c, nvme_aen_cb cb, void *arg);
+
+/* Event counters (any thread, relaxed reads). */
+struct nvme_ctrl_aen_stats {
+	uint64_t aers_armed;        /* requests outstanding now */
+	uint64_t events[NVME_AEN_OTHER + 1];
+	uint64_t aer_errors;        /* requests completed with an error status: not re-armed */
+	uint64_t ns_changes;        /* nvme_ns_change entries reported */
+	uint8_t critical_warning;   /* of the last SMART log read (event or nvme_ctrl_health) */
+};
+void nvme_ctrl_aen_stats_get(const struct nvme_ctrl *c, struct nvme_ctrl_aen_stats *out);
+
+/* Re-identify the active namespaces now (any thread but a reactor's;
+ * blocks for admin commands) and apply the changes as an event would;
+ * changes are copied into out (at most max; *nr the number, which may
+ * exceed max).  The info returned by nvme_ctrl_get_info stays at the same
+ * address for the controller's life: entries are appended (nr_ns is
+ * published after the entry is written) and updated in place, never
+ * moved, so a reader on any thread may keep pointers into ns[]. */
+int nvme_ctrl_rescan(struct nvme_ctrl *c, struct nvme_ns_change *out, unsigned max, unsigned *nr);
 
 /* ---- reactor ---- */
 
