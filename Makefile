@@ -66,7 +66,7 @@ LINK_LIBS := $(filter %fuse.a,$(LIBS)) $(filter %engine.a,$(LIBS)) $(filter %sim
 # daemon objects and, as an archive, into the unit tests and fuzzers that
 # drive it
 ADMIN_LIB := $(B)/lib/libnvmefs_admin.a
-ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/admin*.c))
+ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/admin*.c src/daemon/health.c))
 
 # what the tests share (tests/support: the engine rig), linked into the unit
 # tests and the helpers

@@ -609,12 +609,14 @@ enum {
 	D_FUSE_QUEUE_DEPTH,
 	D_ADMIN_GROUP,
 	D_OPERATOR_GROUP,
+	D_HEALTH_INTERVAL,
 	D_NKEYS
 };
 static const char *const daemon_keys[] = {
     "mountpoint",       "admin_socket", "file_mode",      "file_owner",
     "file_group",       "allow_other",  "log_level",      "fuse_transport",
-    "fuse_queue_depth", "admin_group",  "operator_group", NULL,
+    "fuse_queue_depth", "admin_group",  "operator_group", "health_interval",
+    NULL,
 };
 
 enum {
@@ -652,7 +654,7 @@ static const char *const ctrl_keys[] = {
     "exec",   "mdts",       "max_queues", "write_cache", NULL,
 };
 
-#define MAX_KEYS 11 /* the most keys of a section: [daemon] */
+#define MAX_KEYS 12 /* the most keys of a section: [daemon] */
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
@@ -883,6 +885,10 @@ static void do_daemon(struct ctx *c, int si)
 	d->fuse_queue_depth = 16;
 	if ((kv = slot[D_FUSE_QUEUE_DEPTH]))
 		get_uint(c, kv, 1, 256, &d->fuse_queue_depth);
+	/* a day at most: a slower poll is no poll */
+	d->health_interval = 60;
+	if ((kv = slot[D_HEALTH_INTERVAL]))
+		get_uint(c, kv, 0, 86400, &d->health_interval);
 }
 
 static void do_engine(struct ctx *c, int si)
@@ -1307,6 +1313,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "log_level = %s\n", log_level_names[d->log_level]);
 	fprintf(out, "fuse_transport = %s\n", cfg_fuse_transport_name(d->fuse_transport));
 	fprintf(out, "fuse_queue_depth = %u\n", d->fuse_queue_depth);
+	fprintf(out, "health_interval = %u\n", d->health_interval);
 
 	fprintf(out,
 	        "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per "
@@ -1413,7 +1420,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	    strcmp(x->admin_group, y->admin_group) || x->admin_gid != y->admin_gid ||
 	    strcmp(x->operator_group, y->operator_group) || x->operator_gid != y->operator_gid ||
 	    x->allow_other != y->allow_other || x->log_level != y->log_level ||
-	    x->fuse_transport != y->fuse_transport || x->fuse_queue_depth != y->fuse_queue_depth)
+	    x->fuse_transport != y->fuse_transport || x->fuse_queue_depth != y->fuse_queue_depth ||
+	    x->health_interval != y->health_interval)
 		return false;
 	if (e->queues != f->queues || e->queue_depth != f->queue_depth ||
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||

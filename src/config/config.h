@@ -57,6 +57,7 @@ struct cfg_daemon {
 	enum cfg_log_level log_level;
 	enum cfg_fuse_transport fuse_transport;
 	unsigned fuse_queue_depth;   /* io_uring entries per FUSE queue, 1..256 */
+	unsigned health_interval;    /* seconds between SMART log reads, 0..86400, 0: off */
 };
 
 struct cfg_engine {

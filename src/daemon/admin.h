@@ -8,8 +8,9 @@
  *
  * Protocol: newline-delimited JSON.  Each request is one object on one line,
  *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics"|
- *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log"|"restart",
- *    "controller": NAME,   (identify, inject, attach, smart-log, error-log, fw-log)
+ *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log"|"effects-log"|
+ *           "restart",
+ *    "controller": NAME,   (identify, inject, attach, the log pages)
  *    "fault": F, ...       (inject only: see below)
  *    "id": ANY}            (optional: echoed in the reply)
  * and each reply is one object on one line, {"ok": true, ...} or
@@ -62,11 +63,20 @@
  * controller cut off by "powerfail" is powered on first and comes back with
  * only its durable data; one removed by "remove" is refused until "clear".
  *
- * smart-log, error-log and fw-log read log pages 02h, 01h (ELPE + 1 entries,
- * at most 256) and 03h from the device with the engine's asynchronous admin
- * command; the handler waits for it at most 2 s on the loop's thread (the
- * server answers one request at a time) and replies with an error after
- * that.  list is built from the identify data of bring-up.
+ * smart-log, error-log, fw-log and effects-log read log pages 02h, 01h (ELPE
+ * + 1 entries, at most 256), 03h and 05h from the device with the engine's
+ * asynchronous admin command and never wait on the loop: the reply is
+ * deferred until the engine calls back, the client's further requests wait
+ * behind it (replies stay in request order) while other clients are served.
+ * A device that has not answered after log_timeout seconds gets the client
+ * an error ("... timed out after N s"); the page's buffer stays allocated
+ * until the engine's callback has run, whatever happened to the client.
+ * effects-log is refused (-EOPNOTSUPP) when Identify LPA bit 1 is clear.
+ * list is built from the identify data of bring-up.
+ *
+ * status and metrics also show each controller's last SMART / Health log as
+ * read by the health cache (health.h), which admin_start starts and
+ * admin_stop stops.
  *
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
@@ -100,6 +110,7 @@ struct sim;
 #define ADMIN_REPLY_MAX    (16 * 1024 * 1024) /* longest reply line */
 #define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
 #define ADMIN_REQUEST_TIMEOUT 10.0 /* seconds from a request's first byte to its newline */
+#define ADMIN_LOG_TIMEOUT  5.0  /* seconds a log page command waits for the device */
 
 /* One namespace file of the mount. */
 struct admin_ns {
@@ -135,6 +146,7 @@ struct admin_ctx {
 	double idle_timeout; /* seconds; 0: ADMIN_IDLE_TIMEOUT */
 	double request_timeout; /* seconds; 0: ADMIN_REQUEST_TIMEOUT */
 	size_t reply_max;       /* bytes; 0: ADMIN_REPLY_MAX */
+	double log_timeout;     /* seconds; 0: ADMIN_LOG_TIMEOUT */
 	/* The FUSE front end's figures (fusefs_stats_get on the daemon's
 	 * session), called on the loop's thread.  NULL: no front end; "stats"
 	 * and "metrics" then leave it out. */
@@ -166,5 +178,8 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 /* Close every client and the socket, and remove the socket file if it is
  * still ours.  NULL is a no-op.  Call on the loop's thread. */
 void admin_stop(struct admin *a);
+
+/* The health cache admin_start started (health.h), NULL for a NULL a. */
+struct health *admin_health(struct admin *a);
 
 #endif

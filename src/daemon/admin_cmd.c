@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "health.h"
 #include "log.h"
 #include "sim.h"
 
@@ -161,6 +162,48 @@ static void jset_transport(struct admin *a, json_object *rep)
 	free(st);
 }
 
+static void jset_time(json_object *o, const char *k, time_t t)
+{
+	char when[32] = "";
+	struct tm tm;
+
+	if (t && gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	jset_str(o, k, when[0] ? when : NULL);
+}
+
+/* "health": the health cache's last SMART log of controller i */
+static json_object *health_json(struct admin *a, unsigned i)
+{
+	const struct health_ctrl *hc = health_get(a->health, i);
+	json_object *o = json_object_new_object(), *w;
+
+	if (!hc) {
+		jset_bool(o, "valid", false);
+		return o;
+	}
+	jset_bool(o, "valid", hc->valid);
+	if (hc->valid) {
+		const struct nvme_health *h = &hc->smart;
+
+		jset_int(o, "critical_warning", h->critical_warning);
+		w = json_object_new_array();
+		for (unsigned b = 0; b < HEALTH_WARN_NR; b++)
+			if (h->critical_warning & (1u << b))
+				json_object_array_add(w, json_object_new_string(health_warning_names[b]));
+		jset(o, "critical_warnings", w);
+		jset_int(o, "temperature_c", (int)h->temperature - 273);
+		jset_int(o, "percentage_used", h->percent_used);
+		jset_int(o, "available_spare", h->avail_spare);
+		jset_int(o, "available_spare_threshold", h->spare_thresh);
+		jset_time(o, "read_at", hc->read_at);
+	}
+	jset_str(o, "error", hc->err ? strerror(-hc->err) : NULL);
+	if (hc->err)
+		jset_time(o, "error_at", hc->err_at);
+	return o;
+}
+
 static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	const struct cfg *cfg = a->ctx.cfg;
@@ -202,6 +245,7 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 		jset_int(c, "io_queues", nq);
 		jset_int(c, "namespaces", in->nr_ns);
 		recov_status_ctrl(a, i, c);
+		jset(c, "health", health_json(a, i));
 		json_object_array_add(ctrls, c);
 	}
 	jset(rep, "controllers", ctrls);
@@ -870,103 +914,78 @@ static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char 
 	return 0;
 }
 
-/* ---- log pages: smart-log, error-log, fw-log; list ---- */
+/* ---- log pages: smart-log, error-log, fw-log, effects-log; list ---- */
 
-/* How long a log page command waits for the device, on the loop's thread.
- * The admin server answers each request before the next (its handlers are
- * synchronous, like attach), so a log page is read with the engine's
- * asynchronous admin command and this bounded wait: a device that does not
- * answer costs the daemon's loop at most this, and the engine's admin
- * timeout and reset deal with the device. */
-#define ADMIN_LOG_WAIT_MS 2000
+/* A log page command: read the page without waiting on the loop (the
+ * reply is deferred until the engine calls back), then decode it into the
+ * reply with the command's decode function. */
+typedef int (*logpage_decode_fn)(struct admin *a, unsigned i, const void *buf, size_t len,
+                                 json_object *rep, char *err, size_t errlen);
 
-struct admin_logreq {
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	bool done;   /* the engine's callback ran */
-	bool orphan; /* the waiter gave up: the callback frees */
-	int err;
-	size_t len;
-	uint8_t buf[];
+struct logcmd {
+	struct admin *a;
+	struct admin_defer *d;
+	unsigned i;
+	uint8_t lid;
+	const char *cmd;
+	logpage_decode_fn decode;
 };
 
-static void logreq_free(struct admin_logreq *lr)
+/* On the loop's thread, once the engine called back. */
+static void logcmd_done(void *arg, int err, const void *buf, size_t len)
 {
-	pthread_cond_destroy(&lr->cv);
-	pthread_mutex_destroy(&lr->m);
-	free(lr);
+	struct logcmd *lc = arg;
+	struct admin *a = lc->a;
+	char msg[512] = "";
+	json_object *rep = NULL;
+
+	if (!err) {
+		rep = json_object_new_object();
+		jset_bool(rep, "ok", true);
+		jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[lc->i]));
+		err = lc->decode(a, lc->i, buf, len, rep, msg, sizeof(msg));
+		if (err && !msg[0])
+			snprintf(msg, sizeof(msg), "%s: the page could not be decoded", lc->cmd);
+	} else {
+		snprintf(msg, sizeof(msg), "%s %s: Get Log Page %02xh failed: %s (controller %s)",
+		         lc->cmd, nvme_ctrl_name(a->ctx.ctrls[lc->i]), lc->lid, strerror(-err),
+		         recov_state(a, lc->i));
+	}
+	admin_defer_reply(lc->d, err, rep, msg); /* frees lc, which d owns */
 }
 
-/* On an engine thread. */
-static void logreq_done(void *arg, int err, const struct nvme_cqe *cqe)
-{
-	struct admin_logreq *lr = arg;
-	bool orphan;
-
-	(void)cqe;
-	pthread_mutex_lock(&lr->m);
-	lr->err = err;
-	lr->done = true;
-	orphan = lr->orphan;
-	pthread_cond_signal(&lr->cv);
-	pthread_mutex_unlock(&lr->m);
-	if (orphan)
-		logreq_free(lr);
-}
-
-/* Read log lid (len bytes) of controller i: *out on success (logreq_free
- * it), else a negative errno with a message in err. */
-static int admin_get_log(struct admin *a, unsigned i, uint8_t lid, size_t len, const char *cmd,
-                         struct admin_logreq **out, char *err, size_t errlen)
+/* Start reading log lid (len bytes) of controller i for the current request
+ * and return ADMIN_PENDING, or a negative errno with a message in err. */
+static int admin_log_cmd(struct admin *a, unsigned i, const char *cmd, uint8_t lid, size_t len,
+                         logpage_decode_fn decode, char *err, size_t errlen)
 {
 	struct nvme_ctrl *c = a->ctx.ctrls[i];
-	struct admin_logreq *lr;
-	pthread_condattr_t ca;
-	struct timespec dl;
-	int ret = 0;
+	struct logcmd *lc = calloc(1, sizeof(*lc));
+	char tmo[256];
+	int ret = -ENOMEM;
 
-	lr = calloc(1, sizeof(*lr) + len);
-	if (!lr) {
-		snprintf(err, errlen, "%s: out of memory", cmd);
-		return -ENOMEM;
-	}
-	lr->len = len;
-	pthread_mutex_init(&lr->m, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&lr->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	ret = nvme_ctrl_get_log_async(c, lid, NVME_NSID_ALL, lr->buf, len, logreq_done, lr);
+	snprintf(tmo, sizeof(tmo),
+	         "%s %s: Get Log Page %02xh failed: timed out after %.1f s (the device has "
+	         "not answered)",
+	         cmd, nvme_ctrl_name(c), lid, a->log_timeout);
+	if (!lc || !(lc->d = admin_defer_begin(a, a->log_timeout, tmo)))
+		goto fail;
+	lc->a = a;
+	lc->i = i;
+	lc->lid = lid;
+	lc->cmd = cmd;
+	lc->decode = decode;
+	ret = admin_log_read(a, i, lid, len, logcmd_done, lc, NULL);
 	if (ret) {
-		logreq_free(lr);
+		admin_defer_abort(lc->d);
 		goto fail;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += ADMIN_LOG_WAIT_MS / 1000;
-	dl.tv_nsec += (ADMIN_LOG_WAIT_MS % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&lr->m);
-	while (!lr->done && pthread_cond_timedwait(&lr->cv, &lr->m, &dl) != ETIMEDOUT)
-		;
-	if (!lr->done) {
-		/* the engine still owns buf: the callback frees it all */
-		lr->orphan = true;
-		pthread_mutex_unlock(&lr->m);
-		ret = -ETIMEDOUT;
-		goto fail;
-	}
-	pthread_mutex_unlock(&lr->m);
-	ret = lr->err;
-	if (ret) {
-		logreq_free(lr);
-		goto fail;
-	}
-	*out = lr;
-	return 0;
+	/* the token is ended by logcmd_done, or freed by admin_stop, which
+	 * keeps the engine's callback from reaching lc: lc goes with it */
+	admin_defer_own(lc->d, lc);
+	return ADMIN_PENDING;
 fail:
+	free(lc);
 	snprintf(err, errlen, "%s %s: Get Log Page %02xh failed: %s (controller %s)", cmd,
 	         nvme_ctrl_name(c), lid, strerror(-ret), recov_state(a, i));
 	return ret;
@@ -984,29 +1003,17 @@ static void jset_kelvin(json_object *o, const char *k, const char *kc, uint16_t 
 	jset_int(o, kc, (int)kelvin - 273);
 }
 
-static int cmd_smart_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                         size_t errlen)
+static int smart_decode(struct admin *a, unsigned i, const void *buf, size_t len,
+                        json_object *rep, char *err, size_t errlen)
 {
-	struct admin_logreq *lr = NULL;
 	struct nvme_health h;
 	json_object *ts;
-	unsigned i;
 	int ret;
 
-	ret = recov_find_ctrl(a, req, "smart-log", &i, err, errlen);
+	(void)a, (void)i, (void)err, (void)errlen;
+	ret = nvme_health_decode(buf, len, &h);
 	if (ret)
 		return ret;
-	ret = admin_get_log(a, i, NVME_LOG_SMART, sizeof(struct nvme_smart_log), "smart-log", &lr,
-	                    err, errlen);
-	if (ret)
-		return ret;
-	ret = nvme_health_decode(lr->buf, lr->len, &h);
-	logreq_free(lr);
-	if (ret) {
-		snprintf(err, errlen, "smart-log: the page could not be decoded");
-		return ret;
-	}
-	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
 	jset_int(rep, "critical_warning", h.critical_warning);
 	jset_kelvin(rep, "temperature", "temperature_c", h.temperature);
 	jset_int(rep, "avail_spare", h.avail_spare);
@@ -1043,32 +1050,34 @@ static int cmd_smart_log(struct admin *a, json_object *req, json_object *rep, ch
 	return 0;
 }
 
-static int cmd_error_log(struct admin *a, json_object *req, json_object *rep, char *err,
+static int cmd_smart_log(struct admin *a, json_object *req, json_object *rep, char *err,
                          size_t errlen)
 {
-	struct admin_logreq *lr = NULL;
-	struct nvme_errlog_entry *e;
-	json_object *arr;
-	unsigned i, nr = 0;
-	size_t len;
+	unsigned i;
 	int ret;
 
-	ret = recov_find_ctrl(a, req, "error-log", &i, err, errlen);
+	(void)rep;
+	ret = recov_find_ctrl(a, req, "smart-log", &i, err, errlen);
 	if (ret)
 		return ret;
-	len = nvme_errlog_bytes(nvme_ctrl_get_info(a->ctx.ctrls[i]));
-	ret = admin_get_log(a, i, NVME_LOG_ERROR, len, "error-log", &lr, err, errlen);
-	if (ret)
-		return ret;
+	return admin_log_cmd(a, i, "smart-log", NVME_LOG_SMART, sizeof(struct nvme_smart_log),
+	                     smart_decode, err, errlen);
+}
+
+static int errlog_decode(struct admin *a, unsigned i, const void *buf, size_t len,
+                         json_object *rep, char *err, size_t errlen)
+{
+	struct nvme_errlog_entry *e;
+	json_object *arr;
+	unsigned nr = 0;
+
+	(void)a, (void)i;
 	e = calloc(NVME_ERRLOG_MAX, sizeof(*e));
 	if (!e) {
-		logreq_free(lr);
 		snprintf(err, errlen, "error-log: out of memory");
 		return -ENOMEM;
 	}
-	nvme_errlog_decode(lr->buf, lr->len, e, NVME_ERRLOG_MAX, &nr);
-	logreq_free(lr);
-	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	nvme_errlog_decode(buf, len, e, NVME_ERRLOG_MAX, &nr);
 	jset_u64(rep, "entries_read", len / sizeof(struct nvme_error_log));
 	arr = json_object_new_array();
 	for (unsigned k = 0; k < nr; k++) {
@@ -1093,29 +1102,32 @@ static int cmd_error_log(struct admin *a, json_object *req, json_object *rep, ch
 	return 0;
 }
 
-static int cmd_fw_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                      size_t errlen)
+static int cmd_error_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                         size_t errlen)
 {
-	struct admin_logreq *lr = NULL;
-	struct nvme_fw_slots fw;
-	json_object *arr;
 	unsigned i;
 	int ret;
 
-	ret = recov_find_ctrl(a, req, "fw-log", &i, err, errlen);
+	(void)rep;
+	ret = recov_find_ctrl(a, req, "error-log", &i, err, errlen);
 	if (ret)
 		return ret;
-	ret = admin_get_log(a, i, NVME_LOG_FW_SLOT, sizeof(struct nvme_fw_slot_log), "fw-log", &lr,
-	                    err, errlen);
+	return admin_log_cmd(a, i, "error-log", NVME_LOG_ERROR,
+	                     nvme_errlog_bytes(nvme_ctrl_get_info(a->ctx.ctrls[i])), errlog_decode,
+	                     err, errlen);
+}
+
+static int fw_decode(struct admin *a, unsigned i, const void *buf, size_t len, json_object *rep,
+                     char *err, size_t errlen)
+{
+	struct nvme_fw_slots fw;
+	json_object *arr;
+	int ret;
+
+	(void)a, (void)i, (void)err, (void)errlen;
+	ret = nvme_fw_slots_decode(buf, len, &fw);
 	if (ret)
 		return ret;
-	ret = nvme_fw_slots_decode(lr->buf, lr->len, &fw);
-	logreq_free(lr);
-	if (ret) {
-		snprintf(err, errlen, "fw-log: the page could not be decoded");
-		return ret;
-	}
-	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
 	jset_int(rep, "active_slot", fw.active);
 	jset_int(rep, "next_slot", fw.next);
 	arr = json_object_new_array();
@@ -1131,6 +1143,114 @@ static int cmd_fw_log(struct admin *a, json_object *req, json_object *rep, char 
 	}
 	jset(rep, "slots", arr);
 	return 0;
+}
+
+static int cmd_fw_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                      size_t errlen)
+{
+	unsigned i;
+	int ret;
+
+	(void)rep;
+	ret = recov_find_ctrl(a, req, "fw-log", &i, err, errlen);
+	if (ret)
+		return ret;
+	return admin_log_cmd(a, i, "fw-log", NVME_LOG_FW_SLOT, sizeof(struct nvme_fw_slot_log),
+	                     fw_decode, err, errlen);
+}
+
+/* Opcode names as nvme-cli prints them (NVMe base 2.0 and NVM command set) */
+static const char *const admin_opc_names[256] = {
+    [0x00] = "Delete I/O Submission Queue", [0x01] = "Create I/O Submission Queue",
+    [0x02] = "Get Log Page",                [0x04] = "Delete I/O Completion Queue",
+    [0x05] = "Create I/O Completion Queue", [0x06] = "Identify",
+    [0x08] = "Abort",                       [0x09] = "Set Features",
+    [0x0a] = "Get Features",                [0x0c] = "Asynchronous Event Request",
+    [0x0d] = "Namespace Management",        [0x10] = "Firmware Commit",
+    [0x11] = "Firmware Image Download",     [0x14] = "Device Self-test",
+    [0x15] = "Namespace Attachment",        [0x18] = "Keep Alive",
+    [0x19] = "Directive Send",              [0x1a] = "Directive Receive",
+    [0x1c] = "Virtualization Management",   [0x1d] = "NVMe-MI Send",
+    [0x1e] = "NVMe-MI Receive",             [0x20] = "Capacity Management",
+    [0x24] = "Lockdown",                    [0x7c] = "Doorbell Buffer Config",
+    [0x7f] = "Fabrics Commands",            [0x80] = "Format NVM",
+    [0x81] = "Security Send",               [0x82] = "Security Receive",
+    [0x84] = "Sanitize",                    [0x86] = "Get LBA Status",
+};
+static const char *const io_opc_names[256] = {
+    [0x00] = "Flush",           [0x01] = "Write",
+    [0x02] = "Read",            [0x04] = "Write Uncorrectable",
+    [0x05] = "Compare",         [0x08] = "Write Zeroes",
+    [0x09] = "Dataset Management", [0x0c] = "Verify",
+    [0x0d] = "Reservation Register", [0x0e] = "Reservation Report",
+    [0x11] = "Reservation Acquire", [0x15] = "Reservation Release",
+    [0x19] = "Copy",
+};
+
+static json_object *effects_json(const uint32_t *e, const char *const *names)
+{
+	json_object *arr = json_object_new_array();
+
+	for (unsigned op = 0; op < 256; op++) {
+		json_object *o;
+
+		if (!e[op])
+			continue; /* as nvme-cli: unsupported opcodes are left out */
+		o = json_object_new_object();
+		jset_int(o, "opcode", op);
+		jset_str(o, "name", names[op] ? names[op] : "Unknown");
+		jset_u64(o, "raw", e[op]);
+		jset_bool(o, "csupp", e[op] & NVME_CSE_CSUPP);
+		jset_bool(o, "lbcc", e[op] & NVME_CSE_LBCC);
+		jset_bool(o, "ncc", e[op] & NVME_CSE_NCC);
+		jset_bool(o, "nic", e[op] & NVME_CSE_NIC);
+		jset_bool(o, "ccc", e[op] & NVME_CSE_CCC);
+		jset_int(o, "cse", NVME_CSE_CSE(e[op]));
+		jset_bool(o, "uss", e[op] & NVME_CSE_USS);
+		json_object_array_add(arr, o);
+	}
+	return arr;
+}
+
+static int effects_decode(struct admin *a, unsigned i, const void *buf, size_t len,
+                          json_object *rep, char *err, size_t errlen)
+{
+	struct nvme_cmd_effects *ce = malloc(sizeof(*ce));
+	int ret;
+
+	(void)a, (void)i;
+	if (!ce) {
+		snprintf(err, errlen, "effects-log: out of memory");
+		return -ENOMEM;
+	}
+	ret = nvme_cmd_effects_decode(buf, len, ce);
+	if (ret == 0) {
+		jset(rep, "admin", effects_json(ce->acs, admin_opc_names));
+		jset(rep, "io", effects_json(ce->iocs, io_opc_names));
+	}
+	free(ce);
+	return ret;
+}
+
+static int cmd_effects_log(struct admin *a, json_object *req, json_object *rep, char *err,
+                           size_t errlen)
+{
+	unsigned i;
+	int ret;
+
+	(void)rep;
+	ret = recov_find_ctrl(a, req, "effects-log", &i, err, errlen);
+	if (ret)
+		return ret;
+	if (!(nvme_ctrl_get_info(a->ctx.ctrls[i])->lpa & NVME_LPA_CMD_EFFECTS)) {
+		snprintf(err, errlen,
+		         "effects-log %s: the controller does not support the Commands "
+		         "Supported and Effects log (Identify LPA bit 1 is clear)",
+		         nvme_ctrl_name(a->ctx.ctrls[i]));
+		return -EOPNOTSUPP;
+	}
+	return admin_log_cmd(a, i, "effects-log", NVME_LOG_CMD_EFFECTS,
+	                     NVME_CMD_EFFECTS_LOG_BYTES, effects_decode, err, errlen);
 }
 
 /* list: one object per controller, from what bring-up identified */
@@ -1210,6 +1330,7 @@ static const struct admin_cmd admin_cmds[] = {
     {"metrics", cmd_metrics, false},   {"inject", cmd_inject, true},
     {"attach", cmd_attach, true},      {"smart-log", cmd_smart_log, false},
     {"error-log", cmd_error_log, false}, {"fw-log", cmd_fw_log, false},
+    {"effects-log", cmd_effects_log, false},
     {"list", cmd_list, false},         {"restart", cmd_restart, true},
 };
 

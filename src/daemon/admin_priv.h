@@ -43,10 +43,20 @@ struct admin {
 	size_t reply_max;
 	struct admin_client *clients;
 	unsigned nr_clients;
+	/* the request a handler is serving (admin_defer_begin), else NULL */
+	struct admin_client *cur;
+	json_object *cur_id;
+	struct admin_defer *defers;  /* replies owed, for admin_stop */
+	struct admin_logq *logq;     /* log page reads coming back to the loop */
+	struct health *health;       /* the SMART cache (health.h) */
+	double log_timeout;          /* seconds a log page command waits */
 };
 
 /* A command handler: fills rep (which already holds "ok": true) and returns
- * 0, or a negative errno with a message for the client in err. */
+ * 0, or a negative errno with a message for the client in err, or
+ * ADMIN_PENDING after admin_defer_begin: the reply comes later through
+ * admin_defer_reply (rep is then dropped). */
+#define ADMIN_PENDING 1
 typedef int (*admin_cmd_fn)(struct admin *a, json_object *req, json_object *rep, char *err,
                             size_t errlen);
 
@@ -63,6 +73,50 @@ const struct admin_cmd *admin_cmd_find(const char *name);
 
 /* The Prometheus text of every metric, written to f.  0, or -ENOMEM. */
 int admin_prom_write(struct admin *a, FILE *f);
+
+/* ---- deferred replies (admin_server.c) ----
+ * A handler that waits for the device defers its reply instead of blocking
+ * the loop: the client's further requests wait behind it (replies stay in
+ * order) and the other clients are served meanwhile. */
+struct admin_defer;
+
+/* Inside a handler only: the reply to the current request will come later.
+ * After timeout seconds without admin_defer_reply the client is answered
+ * {"ok": false, "error": timeout_msg} and goes on; the token stays valid
+ * (and must still be ended) until admin_defer_reply.  NULL: out of memory. */
+struct admin_defer *admin_defer_begin(struct admin *a, double timeout, const char *timeout_msg);
+
+/* End d: its client (if still connected and not answered by the deadline)
+ * gets rep (ret 0; taken, with the request's "id" added) or the error err
+ * (ret < 0; rep may be NULL).  On the loop's thread; d is freed. */
+void admin_defer_reply(struct admin_defer *d, int ret, json_object *rep, const char *err);
+
+/* free(p) when d is freed, by admin_defer_reply or by admin_stop (which
+ * ends every token still open). */
+void admin_defer_own(struct admin_defer *d, void *p);
+
+/* End d without a reply: the handler failed before returning ADMIN_PENDING
+ * and reports its error itself. */
+void admin_defer_abort(struct admin_defer *d);
+
+/* ---- log pages read for the loop (admin_server.c) ---- */
+struct admin_logrd;
+/* Runs on the loop's thread with the bytes the device wrote (err 0), or the
+ * engine's error; buf is valid during the call only. */
+typedef void (*admin_log_fn)(void *arg, int err, const void *buf, size_t len);
+
+/* Read log lid (len bytes, as nvme_ctrl_get_log_async) of controller i with
+ * the engine's asynchronous admin command; fn(arg) runs later on the loop's
+ * thread unless admin_log_cancel(*out) came first.  The page's buffer is the
+ * read's own and is freed only after the engine's callback has run, even
+ * when the admin server stopped meanwhile.  0, or a negative errno (fn will
+ * not run). */
+int admin_log_read(struct admin *a, unsigned i, uint8_t lid, size_t len, admin_log_fn fn,
+                   void *arg, struct admin_logrd **out);
+
+/* fn of rd will not run (the buffer stays the engine's until its callback).
+ * On the loop's thread, before fn ran. */
+void admin_log_cancel(struct admin_logrd *rd);
 
 /* label values of the error classes, FUSE operations and FUSE waits, shared
  * by "stats" and "metrics" */

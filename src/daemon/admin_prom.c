@@ -6,8 +6,11 @@
  * the queue pairs, the controllers, the reactors, the FUSE wait reasons and
  * operations, or the daemon alone.  Histograms, floating-point values and
  * one-hot gauges (controller state, FUSE transport) are written by hand.
+ * The nvmefs_controller_* series come from the health cache (health.h): a
+ * controller whose SMART log was never read has none but its info.
  */
 #include "admin_priv.h"
+#include "health.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -421,6 +424,145 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	return 0;
 }
 
+/* ---- the health cache's SMART figures ---- */
+
+struct prom_smart {
+	uint64_t media_errors, read_bytes, written_bytes, power_on_s, unsafe_shutdowns;
+};
+
+static const struct prom_metric prom_smart_tab[] = {
+#define SM_FIELD(x) offsetof(struct prom_smart, x)
+    {"nvmefs_controller_media_errors_total",
+     "Unrecovered data integrity errors (SMART Media and Data Integrity Errors).",
+     SM_FIELD(media_errors), "counter"},
+    {"nvmefs_controller_data_read_bytes_total",
+     "Bytes read by the host (SMART Data Units Read x 512000).", SM_FIELD(read_bytes),
+     "counter"},
+    {"nvmefs_controller_data_written_bytes_total",
+     "Bytes written by the host (SMART Data Units Written x 512000).", SM_FIELD(written_bytes),
+     "counter"},
+    {"nvmefs_controller_power_on_seconds_total",
+     "Time powered on (SMART Power On Hours x 3600).", SM_FIELD(power_on_s), "counter"},
+    {"nvmefs_controller_unsafe_shutdowns_total",
+     "Power losses without a shutdown notification (SMART Unsafe Shutdowns).",
+     SM_FIELD(unsafe_shutdowns), "counter"},
+#undef SM_FIELD
+};
+
+static uint64_t prom_mul_sat(uint64_t v, uint64_t m)
+{
+	return v > UINT64_MAX / m ? UINT64_MAX : v * m;
+}
+
+static bool prom_smart_skip(const void *arg, unsigned i)
+{
+	const struct admin *a = arg;
+	const struct health_ctrl *hc = health_get(a->health, i);
+
+	return !hc || !hc->valid;
+}
+
+/* one gauge per controller with a SMART read: v(health) */
+static void prom_smart_gauge(struct admin *a, FILE *f, const char *name, const char *help,
+                             double (*v)(const struct nvme_health *h))
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+		if (prom_smart_skip(a, c))
+			continue;
+		fprintf(f, "%s{", name);
+		prom_ctrl_labels(f, a, c);
+		fprintf(f, "} %.10g\n", v(&health_get(a->health, c)->smart));
+	}
+}
+
+static double sm_temp(const struct nvme_health *h)
+{
+	return (double)h->temperature - 273.15;
+}
+
+static double sm_spare(const struct nvme_health *h)
+{
+	return h->avail_spare / 100.0;
+}
+
+static double sm_spare_thresh(const struct nvme_health *h)
+{
+	return h->spare_thresh / 100.0;
+}
+
+static double sm_used(const struct nvme_health *h)
+{
+	return h->percent_used / 100.0;
+}
+
+static void prom_write_health(struct admin *a, FILE *f)
+{
+	unsigned nc = a->ctx.nr_ctrls;
+	struct prom_smart *sm = calloc(nc ? nc : 1, sizeof(*sm));
+	const struct prom_objs objs = {.base = sm,
+	                               .stride = sizeof(*sm),
+	                               .n = nc,
+	                               .arg = a,
+	                               .labels = prom_ctrl_labels,
+	                               .skip = prom_smart_skip};
+
+	fputs("# HELP nvmefs_controller_info The controller's identity (always 1).\n"
+	      "# TYPE nvmefs_controller_info gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[c]);
+
+		fputs("nvmefs_controller_info{", f);
+		prom_ctrl_labels(f, a, c);
+		fputs(",model=\"", f);
+		prom_label(f, in->model);
+		fputs("\",serial=\"", f);
+		prom_label(f, in->serial);
+		fputs("\",firmware=\"", f);
+		prom_label(f, in->firmware);
+		fprintf(f, "\",transport=\"%s\"} 1\n", a->ctx.sims && a->ctx.sims[c] ? "sim" : "pcie");
+	}
+	if (!sm)
+		return;
+	prom_smart_gauge(a, f, "nvmefs_controller_temperature_celsius",
+	                 "Composite temperature (SMART).", sm_temp);
+	prom_smart_gauge(a, f, "nvmefs_controller_available_spare_ratio",
+	                 "Spare capacity left, 1 = all (SMART Available Spare).", sm_spare);
+	prom_smart_gauge(a, f, "nvmefs_controller_available_spare_threshold_ratio",
+	                 "Available spare below which the device warns (SMART).", sm_spare_thresh);
+	prom_smart_gauge(a, f, "nvmefs_controller_percentage_used_ratio",
+	                 "Life used as the vendor estimates it, may exceed 1 (SMART).", sm_used);
+	fputs("# HELP nvmefs_controller_critical_warning SMART critical warning bits (1: set).\n"
+	      "# TYPE nvmefs_controller_critical_warning gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		const struct health_ctrl *hc = health_get(a->health, c);
+
+		if (prom_smart_skip(a, c))
+			continue;
+		for (unsigned b = 0; b < HEALTH_WARN_NR; b++) {
+			fputs("nvmefs_controller_critical_warning{", f);
+			prom_ctrl_labels(f, a, c);
+			fprintf(f, ",warning=\"%s\"} %u\n", health_warning_names[b],
+			        (hc->smart.critical_warning >> b) & 1u);
+		}
+	}
+	for (unsigned c = 0; c < nc; c++) {
+		const struct health_ctrl *hc = health_get(a->health, c);
+
+		if (prom_smart_skip(a, c))
+			continue;
+		sm[c].media_errors = hc->smart.media_errors;
+		sm[c].read_bytes = prom_mul_sat(hc->smart.data_units_read, 512000);
+		sm[c].written_bytes = prom_mul_sat(hc->smart.data_units_written, 512000);
+		sm[c].power_on_s = prom_mul_sat(hc->smart.power_on_hours, 3600);
+		sm[c].unsafe_shutdowns = hc->smart.unsafe_shutdowns;
+	}
+	prom_table(f, prom_smart_tab, PROM_NT(prom_smart_tab), &objs);
+	free(sm);
+}
+
 int admin_prom_write(struct admin *a, FILE *f)
 {
 	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
@@ -483,6 +625,7 @@ int admin_prom_write(struct admin *a, FILE *f)
 				prom_latency(f, a, r, c, st[r * nc + c].lat_ns);
 	free(st);
 	prom_write_ctrls(a, f);
+	prom_write_health(a, f);
 	ret = prom_write_reactors(a, f);
 	if (!ret)
 		ret = prom_write_fuse(a, f);

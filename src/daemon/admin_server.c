@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "health.h"
 #include "log.h"
 
 struct admin_client {
@@ -47,7 +49,41 @@ struct admin_client {
 	pid_t pid;
 	bool may_read;   /* root, admin_group or operator_group */
 	bool may_change; /* root or operator_group */
+	struct admin_defer *waiting; /* its request whose reply is deferred */
 	struct admin_client *prev, *next;
+};
+
+struct admin_defer {
+	struct admin *a;
+	struct admin_client *c; /* NULL once it disconnected or was answered */
+	json_object *id;
+	ev_timer deadline;
+	char msg[256];
+	void *owned; /* freed with it */
+	struct admin_defer *prev, *next;
+};
+
+/* Log page reads on their way back from the engine's admin thread to the
+ * loop.  Outlives the admin server while the engine holds reads: the last
+ * engine callback frees it then. */
+struct admin_logq {
+	pthread_mutex_t m;
+	struct ev_loop *loop;
+	ev_async w;
+	struct admin_logrd *done; /* completed, not yet seen by the loop */
+	unsigned live;            /* reads not yet freed */
+	bool stopped;             /* the admin server is gone */
+};
+
+struct admin_logrd {
+	struct admin_logq *q;
+	admin_log_fn fn;
+	void *arg;
+	bool cancelled;
+	int err;
+	size_t len;
+	struct admin_logrd *next;
+	uint8_t buf[];
 };
 
 /* ---- clients ---- */
@@ -60,6 +96,10 @@ static void client_close(struct admin_client *c)
 	ev_io_stop(a->loop, &c->wio);
 	ev_timer_stop(a->loop, &c->idle);
 	ev_timer_stop(a->loop, &c->deadline);
+	if (c->waiting)
+		c->waiting->c = NULL; /* its reply goes nowhere */
+	if (a->cur == c)
+		a->cur = NULL;
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -248,7 +288,7 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 		snprintf(err, sizeof(err),
 		         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
 		         "identify, config, metrics, inject, attach, smart-log, error-log, "
-		         "fw-log, list, restart)",
+		         "fw-log, effects-log, list, restart)",
 		         cmd);
 		ret = client_error(c, id, err);
 		goto out;
@@ -276,7 +316,15 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	}
 	rep = json_object_new_object();
 	jset_bool(rep, "ok", true);
-	if (ac->fn(c->a, req, rep, err, sizeof(err)) < 0) {
+	c->a->cur = c;
+	c->a->cur_id = id;
+	ret = ac->fn(c->a, req, rep, err, sizeof(err));
+	c->a->cur = NULL;
+	c->a->cur_id = NULL;
+	if (ret == ADMIN_PENDING) {
+		json_object_put(rep);
+		ret = 0;
+	} else if (ret < 0) {
 		json_object_put(rep);
 		ret = client_error(c, id, err[0] ? err : "failed");
 	} else {
@@ -334,7 +382,7 @@ static int client_process(struct admin_client *c)
 	struct admin *a = c->a;
 	bool consumed = false;
 
-	while (!c->closing && !client_pending(c)) {
+	while (!c->closing && !client_pending(c) && !c->waiting) {
 		char *nl = memchr(c->in, '\n', c->in_len);
 		size_t n;
 
@@ -353,7 +401,8 @@ static int client_process(struct admin_client *c)
 				c->in_len = 0;
 				if (n && client_request(c, c->in, n) < 0)
 					return -1;
-				if (client_flush(c) < 0)
+				/* a deferred reply closes it once sent */
+				if (!c->waiting && client_flush(c) < 0)
 					return -1;
 			}
 			break;
@@ -367,8 +416,8 @@ static int client_process(struct admin_client *c)
 		consumed = true;
 	}
 	client_deadline_update(c, consumed);
-	/* read more only when nothing is waiting to be sent */
-	if (c->closing || client_pending(c))
+	/* read more only when nothing is waiting to be sent or answered */
+	if (c->closing || client_pending(c) || c->waiting)
 		ev_io_stop(a->loop, &c->rio);
 	else
 		ev_io_start(a->loop, &c->rio);
@@ -427,6 +476,248 @@ static void client_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop, (void)revents;
 	log_debug("admin client idle for %.0f s: closed", c->a->idle_timeout);
 	client_close(c);
+}
+
+
+/* ---- deferred replies ---- */
+
+static void defer_free(struct admin_defer *d)
+{
+	struct admin *a = d->a;
+
+	ev_timer_stop(a->loop, &d->deadline);
+	if (d->c)
+		d->c->waiting = NULL;
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		a->defers = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	json_object_put(d->id);
+	free(d->owned);
+	free(d);
+}
+
+void admin_defer_own(struct admin_defer *d, void *p)
+{
+	d->owned = p;
+}
+
+/* The client's turn again after its deferred reply was queued. */
+static void client_resume(struct admin_client *c)
+{
+	ev_timer_again(c->a->loop, &c->idle);
+	client_process(c);
+}
+
+static void defer_deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct admin_defer *d = w->data;
+	struct admin_client *c = d->c;
+
+	(void)loop, (void)revents;
+	if (!c)
+		return;
+	/* answered now; the token lives on until its owner ends it */
+	c->waiting = NULL;
+	d->c = NULL;
+	log_debug("admin client uid %u: %s", (unsigned)c->uid, d->msg);
+	if (client_error(c, d->id, d->msg) == 0)
+		client_resume(c);
+}
+
+struct admin_defer *admin_defer_begin(struct admin *a, double timeout, const char *timeout_msg)
+{
+	struct admin_defer *d;
+
+	if (!a->cur || a->cur->waiting)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->a = a;
+	d->c = a->cur;
+	d->id = a->cur_id ? json_object_get(a->cur_id) : NULL;
+	snprintf(d->msg, sizeof(d->msg), "%s", timeout_msg);
+	ev_timer_init(&d->deadline, defer_deadline_cb, timeout, 0.0);
+	d->deadline.data = d;
+	ev_timer_start(a->loop, &d->deadline);
+	d->next = a->defers;
+	if (a->defers)
+		a->defers->prev = d;
+	a->defers = d;
+	a->cur->waiting = d;
+	/* waiting for the device is not the client idling */
+	ev_timer_stop(a->loop, &a->cur->idle);
+	return d;
+}
+
+void admin_defer_abort(struct admin_defer *d)
+{
+	if (d->c)
+		ev_timer_again(d->a->loop, &d->c->idle);
+	defer_free(d);
+}
+
+void admin_defer_reply(struct admin_defer *d, int ret, json_object *rep, const char *err)
+{
+	struct admin_client *c = d->c;
+	int r;
+
+	if (!c) {
+		json_object_put(rep);
+		defer_free(d);
+		return;
+	}
+	c->waiting = NULL;
+	d->c = NULL;
+	if (ret < 0) {
+		json_object_put(rep);
+		r = client_error(c, d->id, err && err[0] ? err : "failed");
+	} else {
+		if (d->id)
+			jset(rep, "id", json_object_get(d->id));
+		r = client_reply(c, rep);
+	}
+	defer_free(d);
+	if (r == 0)
+		client_resume(c);
+}
+
+/* ---- log page reads coming back to the loop ---- */
+
+static void logq_destroy(struct admin_logq *q)
+{
+	pthread_mutex_destroy(&q->m);
+	free(q);
+}
+
+/* On an engine thread: hand the read to the loop, or free it when the
+ * admin server is gone (the engine is done with the buffer now). */
+static void logrd_engine_cb(void *arg, int err, const struct nvme_cqe *cqe)
+{
+	struct admin_logrd *rd = arg;
+	struct admin_logq *q = rd->q;
+	bool last = false;
+
+	(void)cqe;
+	rd->err = err;
+	pthread_mutex_lock(&q->m);
+	if (q->stopped) {
+		last = --q->live == 0;
+		pthread_mutex_unlock(&q->m);
+		free(rd);
+		if (last)
+			logq_destroy(q);
+		return;
+	}
+	rd->next = q->done;
+	q->done = rd;
+	ev_async_send(q->loop, &q->w);
+	pthread_mutex_unlock(&q->m);
+}
+
+static void logq_async_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct admin_logq *q = w->data;
+	struct admin_logrd *rd, *list = NULL, *next;
+
+	(void)loop, (void)revents;
+	pthread_mutex_lock(&q->m);
+	/* reversed back into completion order */
+	for (rd = q->done; rd; rd = next) {
+		next = rd->next;
+		rd->next = list;
+		list = rd;
+		q->live--;
+	}
+	q->done = NULL;
+	pthread_mutex_unlock(&q->m);
+	for (rd = list; rd; rd = next) {
+		next = rd->next;
+		if (!rd->cancelled)
+			rd->fn(rd->arg, rd->err, rd->buf, rd->len);
+		free(rd);
+	}
+}
+
+static int logq_create(struct admin *a)
+{
+	struct admin_logq *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	pthread_mutex_init(&q->m, NULL);
+	q->loop = a->loop;
+	ev_async_init(&q->w, logq_async_cb);
+	q->w.data = q;
+	ev_async_start(a->loop, &q->w);
+	a->logq = q;
+	return 0;
+}
+
+static void logq_stop(struct admin *a)
+{
+	struct admin_logq *q = a->logq;
+	struct admin_logrd *rd, *next;
+	bool last;
+
+	if (!q)
+		return;
+	ev_async_stop(a->loop, &q->w);
+	pthread_mutex_lock(&q->m);
+	q->stopped = true;
+	for (rd = q->done; rd; rd = next) {
+		next = rd->next;
+		free(rd);
+		q->live--;
+	}
+	q->done = NULL;
+	last = q->live == 0;
+	pthread_mutex_unlock(&q->m);
+	if (last)
+		logq_destroy(q);
+	a->logq = NULL;
+}
+
+int admin_log_read(struct admin *a, unsigned i, uint8_t lid, size_t len, admin_log_fn fn,
+                   void *arg, struct admin_logrd **out)
+{
+	struct admin_logq *q = a->logq;
+	struct admin_logrd *rd;
+	int ret;
+
+	if (i >= a->ctx.nr_ctrls || !fn || len > NVME_LOG_MAX_BYTES)
+		return -EINVAL;
+	rd = calloc(1, sizeof(*rd) + len);
+	if (!rd)
+		return -ENOMEM;
+	rd->q = q;
+	rd->fn = fn;
+	rd->arg = arg;
+	rd->len = len;
+	pthread_mutex_lock(&q->m);
+	q->live++;
+	pthread_mutex_unlock(&q->m);
+	ret = nvme_ctrl_get_log_async(a->ctx.ctrls[i], lid, NVME_NSID_ALL, rd->buf, len,
+	                              logrd_engine_cb, rd);
+	if (ret) {
+		pthread_mutex_lock(&q->m);
+		q->live--;
+		pthread_mutex_unlock(&q->m);
+		free(rd);
+		return ret;
+	}
+	if (out)
+		*out = rd;
+	return 0;
+}
+
+void admin_log_cancel(struct admin_logrd *rd)
+{
+	if (rd)
+		rd->cancelled = true;
 }
 
 /* Is gid one of the peer's groups (primary or supplementary)? */
@@ -792,10 +1083,21 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 	a->request_timeout =
 	    ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
 	a->reply_max = ctx->reply_max ? ctx->reply_max : ADMIN_REPLY_MAX;
+	a->log_timeout = ctx->log_timeout > 0 ? ctx->log_timeout : ADMIN_LOG_TIMEOUT;
 	a->mono0 = mono_now();
 	a->wall0 = time(NULL);
 	ret = admin_listen(a);
 	if (ret < 0) {
+		free(a);
+		return ret;
+	}
+	ret = logq_create(a);
+	if (ret == 0)
+		ret = health_start(a, ctx->cfg->daemon.health_interval, &a->health);
+	if (ret < 0) {
+		logq_stop(a);
+		unlink(a->path);
+		close(a->fd);
 		free(a);
 		return ret;
 	}
@@ -817,6 +1119,11 @@ void admin_stop(struct admin *a)
 		return;
 	while (a->clients)
 		client_close(a->clients);
+	health_stop(a->health);
+	/* no engine callback reaches a handler from now on */
+	logq_stop(a);
+	while (a->defers)
+		defer_free(a->defers);
 	ev_io_stop(a->loop, &a->lio);
 	ev_timer_stop(a->loop, &a->retry);
 	/* a daemon started after us may have taken the path over */
@@ -824,4 +1131,9 @@ void admin_stop(struct admin *a)
 		unlink(a->path);
 	close(a->fd);
 	free(a);
+}
+
+struct health *admin_health(struct admin *a)
+{
+	return a ? a->health : NULL;
 }

@@ -917,6 +917,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->nn = id->nn;
 	in->acl = id->acl;
 	in->elpe = id->elpe;
+	in->lpa = id->lpa;
 	in->frmw = id->frmw;
 	read_nvm_limits(c, in);
 	in->nr_vectors = o->interrupts ? bus->nr_vectors : 0;

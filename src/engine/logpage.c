@@ -1,5 +1,5 @@
 /* logpage.c - Get Log Page and the decode of the SMART / Health, Error
- * Information and Firmware Slot pages (contract in nvme.h).
+ * Information, Firmware Slot and Commands Supported and Effects pages (contract in nvme.h).
  *
  * The layouts are nvme_spec.h's own, not libnvme's (Debian libnvme-dev):
  * three 512/64-byte layouts do not justify a new run-time dependency, and
@@ -155,5 +155,19 @@ int nvme_fw_slots_decode(const void *buf, size_t len, struct nvme_fw_slots *out)
 	out->next = (p[0] >> 4) & 0x7;
 	for (unsigned i = 0; i < 7; i++)
 		fw_rev(out->frs[i], p + 8 + 8 * i);
+	return 0;
+}
+
+int nvme_cmd_effects_decode(const void *buf, size_t len, struct nvme_cmd_effects *out)
+{
+	const uint8_t *p = buf;
+
+	if (!buf || len < NVME_CMD_EFFECTS_LOG_BYTES)
+		return -EPROTO;
+	/* reserved bits are not the device's to set: dropped, not shown */
+	for (unsigned i = 0; i < 256; i++) {
+		out->acs[i] = le32(p + 4 * i) & NVME_CSE_DEFINED;
+		out->iocs[i] = le32(p + 1024 + 4 * i) & NVME_CSE_DEFINED;
+	}
 	return 0;
 }

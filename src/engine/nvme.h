@@ -73,6 +73,7 @@ struct nvme_ctrl_info {
 	uint32_t nn;
 	uint8_t acl;           /* Abort Command Limit, 0-based */
 	uint8_t elpe;          /* Error Log Page Entries, 0-based (as reported) */
+	uint8_t lpa;           /* Log Page Attributes (bit 1: log 05h supported) */
 	uint8_t frmw;          /* Firmware Updates: 3:1 number of slots */
 	/* From Identify Controller NVM (CNS 06h), when the controller has it:
 	 * max_wz_bytes bytes per Write Zeroes command (WZSL; 0: only the 65536-block
@@ -332,6 +333,15 @@ struct nvme_fw_slots {
 };
 /* -EPROTO when len < 64. */
 int nvme_fw_slots_decode(const void *buf, size_t len, struct nvme_fw_slots *out);
+
+/* Commands Supported and Effects (log 05h, NVME_CMD_EFFECTS_LOG_BYTES): one
+ * entry per admin and I/O opcode (bits NVME_CSE_*), reserved bits cleared. */
+struct nvme_cmd_effects {
+	uint32_t acs[256];  /* admin opcode n */
+	uint32_t iocs[256]; /* I/O opcode n */
+};
+/* -EPROTO when len < NVME_CMD_EFFECTS_LOG_BYTES. */
+int nvme_cmd_effects_decode(const void *buf, size_t len, struct nvme_cmd_effects *out);
 
 /* ---- asynchronous events and namespace changes (aen.c) ----
  * Whenever the controller becomes LIVE (bring-up, every reset, attach) the

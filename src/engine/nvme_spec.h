@@ -200,7 +200,23 @@ enum {
 	NVME_LOG_ERROR = 0x01,
 	NVME_LOG_SMART = 0x02,
 	NVME_LOG_FW_SLOT = 0x03,
+	NVME_LOG_CMD_EFFECTS = 0x05,
 };
+
+/* Identify Controller LPA bit 1: the Commands Supported and Effects log */
+#define NVME_LPA_CMD_EFFECTS (1u << 1)
+/* Commands Supported and Effects log: 256 admin then 256 I/O dwords */
+#define NVME_CMD_EFFECTS_LOG_BYTES 4096u
+#define NVME_CSE_CSUPP (1u << 0)  /* command supported */
+#define NVME_CSE_LBCC  (1u << 1)  /* logical block content change */
+#define NVME_CSE_NCC   (1u << 2)  /* namespace capability change */
+#define NVME_CSE_NIC   (1u << 3)  /* namespace inventory change */
+#define NVME_CSE_CCC   (1u << 4)  /* controller capability change */
+#define NVME_CSE_CSE_SHIFT 16     /* bits 18:16, command submission and execution */
+#define NVME_CSE_CSE(e) (((e) >> NVME_CSE_CSE_SHIFT) & 0x7u)
+#define NVME_CSE_USS   (1u << 19) /* UUID selection supported */
+#define NVME_CSE_DEFINED (0x1fu | 0x7u << 16 | NVME_CSE_USS)
+
 
 /* ---- status codes ---- */
 enum { NVME_SCT_GENERIC = 0, NVME_SCT_CMD_SPECIFIC = 1, NVME_SCT_MEDIA = 2, NVME_SCT_PATH = 3 };

@@ -64,7 +64,7 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->oacs = 0;
 		id->acl = 3;
 		id->aerl = SIM_MAX_AER - 1;
-		id->lpa = 0;
+		id->lpa = NVME_LPA_CMD_EFFECTS;
 		id->elpe = SIM_ERRLOG - 1;
 		id->frmw = 1u << 1 | 1u; /* one slot, slot 1 read-only */
 		id->wctemp = 343;
@@ -200,6 +200,36 @@ static void sim_smart(struct sim *s, const struct sim_stats *st, struct nvme_sma
 	sim_u128(sl->num_err_log_entries, s->error_count);
 }
 
+/* Commands Supported and Effects (05h): what sim_admin and the I/O path
+ * execute; Write, Write Zeroes and Dataset Management change block
+ * content. */
+static void sim_cmd_effects(uint8_t *buf, size_t len)
+{
+	static const uint8_t adm[] = {
+	    NVME_ADM_DELETE_SQ,    NVME_ADM_CREATE_SQ,    NVME_ADM_GET_LOG_PAGE,
+	    NVME_ADM_DELETE_CQ,    NVME_ADM_CREATE_CQ,    NVME_ADM_IDENTIFY,
+	    NVME_ADM_ABORT,        NVME_ADM_SET_FEATURES, NVME_ADM_GET_FEATURES,
+	    NVME_ADM_ASYNC_EVENT,
+	};
+	static const struct {
+		uint8_t opc;
+		uint32_t e;
+	} io[] = {
+	    {NVME_CMD_FLUSH, NVME_CSE_CSUPP},
+	    {NVME_CMD_WRITE, NVME_CSE_CSUPP | NVME_CSE_LBCC},
+	    {NVME_CMD_READ, NVME_CSE_CSUPP},
+	    {NVME_CMD_WRITE_ZEROES, NVME_CSE_CSUPP | NVME_CSE_LBCC},
+	    {NVME_CMD_DSM, NVME_CSE_CSUPP | NVME_CSE_LBCC},
+	};
+	uint8_t e[NVME_CMD_EFFECTS_LOG_BYTES] = {0};
+
+	for (size_t i = 0; i < sizeof(adm); i++)
+		e[4 * adm[i]] = NVME_CSE_CSUPP;
+	for (size_t i = 0; i < sizeof(io) / sizeof(io[0]); i++)
+		e[1024 + 4 * io[i].opc] = (uint8_t)io[i].e; /* little endian: low byte */
+	memcpy(buf, e, len < sizeof(e) ? len : sizeof(e));
+}
+
 static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 {
 	uint8_t lid = c->cdw10 & 0xff;
@@ -238,6 +268,9 @@ static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 		memcpy(buf, &fw, sizeof(fw) < len ? sizeof(fw) : len);
 		break;
 	}
+	case NVME_LOG_CMD_EFFECTS:
+		sim_cmd_effects(buf, len);
+		break;
 	default:
 		pthread_mutex_unlock(&s->lock);
 		free(buf);

@@ -30,7 +30,8 @@
 #include "nvme.h"
 #include "sim.h"
 
-#include "daemon/admin.h"
+#include "daemon/admin_priv.h"
+#include "daemon/health.h"
 #include "fuse_fs.h"
 
 static char dir[64], sock_path[128];
@@ -184,8 +185,14 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* set by a test whose software controller holds admin completions back
+ * (sim_fault_admin_delay): inline, they are posted only by sim_poll */
+static bool poll_sim;
+
 static void turn(void)
 {
+	if (poll_sim)
+		sim_poll(sim);
 	ev_run(loop, EVRUN_NOWAIT);
 }
 
@@ -1592,25 +1599,281 @@ START_TEST(t_error_fw_list)
 }
 END_TEST
 
-/* A controller that does not answer costs the loop at most the bounded
- * wait: the request fails with a timeout, the daemon goes on serving. */
+/* A controller that does not answer: the request fails at the deadline,
+ * the daemon goes on serving. */
 START_TEST(t_log_hung)
 {
 	json_object *o;
 	double t0;
 
+	ctx.log_timeout = 1.0;
 	start();
 	sim_fault_hang(sim, true);
 	t0 = now();
 	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
 	expect_error(o, "Get Log Page 02h failed");
-	expect_error(o, "timed out");
+	expect_error(o, "timed out after 1.0 s");
 	ck_assert_msg(now() - t0 < 3.5, "smart-log waited %.1f s", now() - t0);
 	json_object_put(o);
 	o = ask("{\"cmd\":\"status\"}");
 	expect_ok(o);
 	json_object_put(o);
 	sim_fault_hang(sim, false);
+}
+END_TEST
+
+
+static void send_line(int fd, const char *s)
+{
+	send_str(fd, s, strlen(s));
+}
+
+/* Turn the loop until the server has no client left (they were closed). */
+static void wait_no_clients(void)
+{
+	double t0 = now();
+
+	while (adm->nr_clients) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "%u clients still open", adm->nr_clients);
+	}
+}
+
+/* A log page read of a slow device does not hold the loop: another client
+ * is answered meanwhile, and the pending one gets its page later. */
+START_TEST(t_log_deferred)
+{
+	json_object *o;
+	int a, b;
+	double t0;
+
+	start();
+	poll_sim = true;
+	sim_fault_admin_delay(sim, 400000);
+	a = client();
+	t0 = now();
+	send_line(a, "{\"cmd\":\"smart-log\",\"controller\":\"nvme0\",\"id\":7}\n");
+	turn();
+	b = client();
+	o = ask_fd(b, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	ck_assert_msg(now() - t0 < 0.3, "status waited %.2f s behind smart-log", now() - t0);
+	json_object_put(o);
+	o = reply(a);
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "id")), 7);
+	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
+	ck_assert_msg(now() - t0 >= 0.35, "smart-log answered in %.2f s", now() - t0);
+	json_object_put(o);
+	close(a);
+	close(b);
+	sim_fault_admin_delay(sim, 0);
+	poll_sim = false;
+}
+END_TEST
+
+/* Pipelined requests behind a deferred one are answered in order. */
+START_TEST(t_log_in_order)
+{
+	static const char req[] = "{\"cmd\":\"fw-log\",\"controller\":\"nvme0\",\"id\":1}\n"
+	                          "{\"cmd\":\"status\",\"id\":2}\n"
+	                          "{\"cmd\":\"smart-log\",\"controller\":\"nvme0\",\"id\":3}\n"
+	                          "{\"cmd\":\"list\",\"id\":4}\n";
+	json_object *o;
+	int fd;
+
+	start();
+	poll_sim = true;
+	sim_fault_admin_delay(sim, 100000);
+	fd = client();
+	send_str(fd, req, sizeof(req) - 1);
+	for (int id = 1; id <= 4; id++) {
+		o = reply(fd);
+		expect_ok(o);
+		ck_assert_int_eq(json_object_get_int(get(o, "id")), id);
+		json_object_put(o);
+	}
+	close(fd);
+	sim_fault_admin_delay(sim, 0);
+	poll_sim = false;
+}
+END_TEST
+
+/* A client that goes away while its reply is pending is never touched
+ * again: the engine's late answer is dropped. */
+START_TEST(t_log_disconnect)
+{
+	json_object *o;
+	int fd;
+
+	start();
+	poll_sim = true;
+	sim_fault_admin_delay(sim, 300000);
+	fd = client();
+	send_line(fd, "{\"cmd\":\"error-log\",\"controller\":\"nvme0\"}\n");
+	turn();
+	close(fd);
+	o = ask("{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	/* the answer comes, finds the client gone (its send fails) */
+	usleep(400000);
+	for (int k = 0; k < 50; k++) {
+		turn();
+		usleep(10000);
+	}
+	wait_no_clients();
+	ck_assert_ptr_null(adm->defers);
+	sim_fault_admin_delay(sim, 0);
+	poll_sim = false;
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	json_object_put(o);
+}
+END_TEST
+
+/* The deadline answers a client whose device is silent; that client goes
+ * on with its next request, and the daemon stops cleanly with the read
+ * still held by the engine (its buffer is freed by the engine's callback). */
+START_TEST(t_log_deadline)
+{
+	json_object *o;
+	int fd;
+	double t0;
+
+	ctx.log_timeout = 0.5;
+	start();
+	sim_fault_hang(sim, true);
+	fd = client();
+	t0 = now();
+	send_line(fd, "{\"cmd\":\"fw-log\",\"controller\":\"nvme0\",\"id\":\"x\"}\n");
+	o = reply(fd);
+	expect_error(o, "fw-log nvme0: Get Log Page 03h failed: timed out after 0.5 s");
+	ck_assert_str_eq(json_object_get_string(get(o, "id")), "x");
+	ck_assert_msg(now() - t0 >= 0.45 && now() - t0 < 2, "deadline after %.2f s", now() - t0);
+	json_object_put(o);
+	o = ask_fd(fd, "{\"cmd\":\"status\"}");
+	expect_ok(o);
+	json_object_put(o);
+	/* the token lives until the engine calls back */
+	ck_assert_ptr_nonnull(adm->defers);
+	close(fd);
+	admin_stop(adm);
+	adm = NULL;
+	sim_fault_hang(sim, false);
+}
+END_TEST
+
+/* effects-log: the software controller's Commands Supported and Effects */
+START_TEST(t_effects_log)
+{
+	json_object *o, *arr, *e;
+	bool get_log = false, write = false;
+
+	start();
+	o = ask("{\"cmd\":\"effects-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	arr = get(o, "admin");
+	for (size_t k = 0; k < json_object_array_length(arr); k++) {
+		e = json_object_array_get_idx(arr, k);
+		if (json_object_get_int(get(e, "opcode")) == 2) {
+			get_log = true;
+			ck_assert_str_eq(json_object_get_string(get(e, "name")), "Get Log Page");
+			ck_assert(json_object_get_boolean(get(e, "csupp")));
+			ck_assert(!json_object_get_boolean(get(e, "lbcc")));
+		}
+	}
+	arr = get(o, "io");
+	for (size_t k = 0; k < json_object_array_length(arr); k++) {
+		e = json_object_array_get_idx(arr, k);
+		if (json_object_get_int(get(e, "opcode")) == 1) {
+			write = true;
+			ck_assert_str_eq(json_object_get_string(get(e, "name")), "Write");
+			ck_assert(json_object_get_boolean(get(e, "lbcc")));
+			ck_assert_int_eq(json_object_get_int(get(e, "raw")), 3);
+		}
+	}
+	ck_assert(get_log && write);
+	json_object_put(o);
+}
+END_TEST
+
+/* The health cache: read at start, shown in status and metrics; a refresh
+ * reads again. */
+START_TEST(t_health)
+{
+	const struct health_ctrl *hc;
+	json_object *o, *c, *hh;
+	double t0;
+	unsigned reads;
+
+	start();
+	ck_assert_ptr_nonnull(admin_health(adm));
+	t0 = now();
+	while (!(hc = health_get(admin_health(adm), 0))->valid) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+	}
+	ck_assert_int_eq(hc->err, 0);
+	ck_assert_int_eq(hc->smart.avail_spare, 100);
+	ck_assert_ptr_null(health_get(admin_health(adm), 1));
+	reads = hc->reads;
+	ck_assert_int_eq(health_refresh(admin_health(adm), 0), 0);
+	ck_assert_int_eq(health_refresh(admin_health(adm), 1), -EINVAL);
+	while (hc->reads == reads) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+	}
+	o = ask("{\"cmd\":\"status\"}");
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	hh = get(c, "health");
+	ck_assert_int_eq(json_object_get_int(get(hh, "available_spare")), 100);
+	ck_assert_int_eq(json_object_array_length(get(hh, "critical_warnings")), 0);
+	ck_assert_int_eq(json_object_get_int(get(hh, "temperature_c")),
+	                 (int)hc->smart.temperature - 273);
+	ck_assert_ptr_nonnull(json_object_get_string(get(hh, "read_at")));
+	json_object_put(o);
+	o = ask("{\"cmd\":\"metrics\"}");
+	{
+		const char *t = json_object_get_string(get(o, "text"));
+
+		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_available_spare_ratio{controller=\"nvme0\"} 1\n"));
+		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_critical_warning{controller=\"nvme0\",warning=\"spare\"} 0\n"));
+		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_info{controller=\"nvme0\",model=\"nvmefs software controller\""));
+		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_temperature_celsius{controller=\"nvme0\"} "));
+	}
+	json_object_put(o);
+}
+END_TEST
+
+/* health_interval = 0: no timer, nothing read until a refresh. */
+START_TEST(t_health_off)
+{
+	const struct health_ctrl *hc;
+	json_object *o, *c;
+	double t0 = now();
+
+	use_daemon_lines("health_interval = 0\n");
+	start();
+	for (int k = 0; k < 100; k++) {
+		turn();
+		usleep(1000);
+	}
+	hc = health_get(admin_health(adm), 0);
+	ck_assert(!hc->valid && !hc->reads && !hc->failures);
+	o = ask("{\"cmd\":\"status\"}");
+	c = json_object_array_get_idx(get(o, "controllers"), 0);
+	ck_assert(json_object_get_boolean(get(get(c, "health"), "valid")) == false);
+	json_object_put(o);
+	health_refresh(admin_health(adm), 0);
+	while (!hc->valid) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+	}
 }
 END_TEST
 
@@ -1651,6 +1914,13 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_smart_log);
 	tcase_add_test(tc, t_error_fw_list);
 	tcase_add_test(tc, t_log_hung);
+	tcase_add_test(tc, t_log_deferred);
+	tcase_add_test(tc, t_log_in_order);
+	tcase_add_test(tc, t_log_disconnect);
+	tcase_add_test(tc, t_log_deadline);
+	tcase_add_test(tc, t_effects_log);
+	tcase_add_test(tc, t_health);
+	tcase_add_test(tc, t_health_off);
 	suite_add_tcase(s, tc);
 	return s;
 }

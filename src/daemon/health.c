@@ -1,0 +1,153 @@
+/* health.c - the SMART / Health cache (contract in health.h). */
+#include "health.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "admin_priv.h"
+#include "log.h"
+
+const char *const health_warning_names[HEALTH_WARN_NR] = {
+    "spare", "temperature", "reliability", "readonly", "backup",
+};
+
+struct health_slot {
+	struct health *h;
+	unsigned idx;
+	struct health_ctrl v;
+	struct admin_logrd *rd; /* the read outstanding, NULL: none */
+	bool again;             /* a refresh came during the read */
+	atomic_bool want;       /* health_refresh asked (any thread) */
+};
+
+struct health {
+	struct admin *a;
+	ev_timer tick;
+	ev_async kick;
+	unsigned nr;
+	struct health_slot slot[];
+};
+
+static void health_read(struct health_slot *s);
+
+static void health_done(void *arg, int err, const void *buf, size_t len)
+{
+	struct health_slot *s = arg;
+	struct nvme_health nh;
+
+	s->rd = NULL;
+	if (!err)
+		err = nvme_health_decode(buf, len, &nh);
+	if (err) {
+		if (!s->v.err)
+			log_warn("health: %s: SMART log not read: %s",
+			         nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]), strerror(-err));
+		s->v.err = err;
+		s->v.err_at = time(NULL);
+		s->v.failures++;
+	} else {
+		s->v.smart = nh;
+		s->v.valid = true;
+		s->v.read_at = time(NULL);
+		s->v.err = 0;
+		s->v.reads++;
+	}
+	if (s->again) {
+		s->again = false;
+		health_read(s);
+	}
+}
+
+static void health_read(struct health_slot *s)
+{
+	int ret;
+
+	if (s->rd) {
+		s->again = true;
+		return;
+	}
+	ret = admin_log_read(s->h->a, s->idx, NVME_LOG_SMART, sizeof(struct nvme_smart_log),
+	                     health_done, s, &s->rd);
+	if (ret) {
+		/* not submitted (removed, queue full): try at the next tick */
+		s->rd = NULL;
+		s->v.err = ret;
+		s->v.err_at = time(NULL);
+		s->v.failures++;
+	}
+}
+
+static void health_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct health *h = w->data;
+
+	(void)loop, (void)revents;
+	for (unsigned i = 0; i < h->nr; i++)
+		health_read(&h->slot[i]);
+}
+
+static void health_kick_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct health *h = w->data;
+
+	(void)loop, (void)revents;
+	for (unsigned i = 0; i < h->nr; i++)
+		if (atomic_exchange(&h->slot[i].want, false))
+			health_read(&h->slot[i]);
+}
+
+int health_start(struct admin *a, unsigned interval, struct health **out)
+{
+	unsigned nr = a->ctx.nr_ctrls;
+	struct health *h = calloc(1, sizeof(*h) + nr * sizeof(h->slot[0]));
+
+	if (!h)
+		return -ENOMEM;
+	h->a = a;
+	h->nr = nr;
+	for (unsigned i = 0; i < nr; i++) {
+		h->slot[i].h = h;
+		h->slot[i].idx = i;
+		atomic_init(&h->slot[i].want, false);
+	}
+	ev_async_init(&h->kick, health_kick_cb);
+	h->kick.data = h;
+	ev_async_start(a->loop, &h->kick);
+	ev_init(&h->tick, health_tick_cb);
+	h->tick.data = h;
+	if (interval) {
+		/* the first read right away, then every interval */
+		ev_timer_set(&h->tick, 0.0, (double)interval);
+		ev_timer_start(a->loop, &h->tick);
+	}
+	*out = h;
+	return 0;
+}
+
+void health_stop(struct health *h)
+{
+	if (!h)
+		return;
+	ev_timer_stop(h->a->loop, &h->tick);
+	ev_async_stop(h->a->loop, &h->kick);
+	for (unsigned i = 0; i < h->nr; i++)
+		admin_log_cancel(h->slot[i].rd);
+	free(h);
+}
+
+int health_refresh(struct health *h, unsigned ctrl)
+{
+	if (!h || ctrl >= h->nr)
+		return -EINVAL;
+	atomic_store(&h->slot[ctrl].want, true);
+	ev_async_send(h->a->loop, &h->kick);
+	return 0;
+}
+
+const struct health_ctrl *health_get(const struct health *h, unsigned ctrl)
+{
+	if (!h || ctrl >= h->nr)
+		return NULL;
+	return &h->slot[ctrl].v;
+}
