@@ -1,5 +1,6 @@
 /* nvmefsctl - the admin CLI of nvmefsd: status, statistics, queues,
- * namespaces, identify, config, log pages (smart-log, error-log, fw-log) and
+ * namespaces, identify, config, log pages (smart-log, error-log, fw-log,
+ * effects-log) and
  * the controller list of a running daemon, attach of a removed
  * controller and fault injection into a software controller, over its admin
  * socket (newline-delimited JSON, see src/daemon/admin.h).
@@ -54,6 +55,8 @@ static void usage(FILE *f)
 	    "  smart-log CONTROLLER the SMART / Health log (temperature, wear, counters)\n"
 	    "  error-log CONTROLLER the Error Information log\n"
 	    "  fw-log CONTROLLER    the Firmware Slot log\n"
+	    "  effects-log CONTROLLER\n"
+	    "                       the Commands Supported and Effects log\n"
 	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
 	    "  restart              re-execute the installed nvmefsd in place: the mount and\n"
 	    "                       open files stay (refused, with the reason, if it cannot)\n"
@@ -298,6 +301,13 @@ static uint64_t ju64(json_object *o, const char *k)
 	return v ? json_object_get_uint64(v) : 0;
 }
 
+static bool jbool(json_object *o, const char *k)
+{
+	json_object *v = jget(o, k);
+
+	return v && json_object_get_boolean(v);
+}
+
 static double jdbl(json_object *o, const char *k)
 {
 	json_object *v = jget(o, k);
@@ -372,6 +382,26 @@ static void show_status(json_object *r)
 		printf("%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", jstr(c, "name"),
 		       jstr(c, "state"), jstr(c, "device"), jstr(c, "backend"), jstr(c, "mode"),
 		       jstr(c, "io_queues"), jstr(c, "namespaces"), jstr(c, "model"));
+	}
+	printf("\n%-16s %6s %6s %6s  %-20s %-20s %s\n", "CONTROLLER", "TEMP", "SPARE", "USED",
+	       "HEALTH READ", "WARNINGS", "ERROR");
+	for (size_t i = 0; i < jlen(cs); i++) {
+		json_object *c = jidx(cs, i), *h = jget(c, "health"), *w = jget(h, "critical_warnings");
+		char t[16] = "-", sp[16] = "-", us[16] = "-", warn[128] = "";
+		size_t off = 0;
+
+		if (jbool(h, "valid")) {
+			snprintf(t, sizeof(t), "%s C", jstr(h, "temperature_c"));
+			snprintf(sp, sizeof(sp), "%s%%", jstr(h, "available_spare"));
+			snprintf(us, sizeof(us), "%s%%", jstr(h, "percentage_used"));
+		}
+		for (size_t k = 0; k < jlen(w) && off < sizeof(warn); k++)
+			off += (size_t)snprintf(warn + off, sizeof(warn) - off, "%s%s", k ? "," : "",
+			                        json_object_get_string(jidx(w, k)));
+		printf("%-16s %6s %6s %6s  %-20s %-20s %s\n", jstr(c, "name"), t, sp, us,
+		       jbool(h, "valid") ? jstr(h, "read_at") : "never",
+		       jbool(h, "valid") ? (warn[0] ? warn : "none") : "-",
+		       jget(h, "error") ? jstr(h, "error") : "-");
 	}
 	printf("\n%-7s %4s %4s\n", "REACTOR", "CPU", "NODE");
 	for (size_t i = 0; i < jlen(rs); i++) {
@@ -774,6 +804,31 @@ static void show_fw_log(json_object *r)
 		       jstr(jidx(sl, i), "revision"));
 }
 
+/* as nvme-cli effects-log -H: one line per supported opcode */
+static void show_effects(json_object *arr, const char *tag)
+{
+	for (size_t i = 0; i < jlen(arr); i++) {
+		json_object *e = jidx(arr, i);
+		char id[16];
+
+		snprintf(id, sizeof(id), "%s%llu", tag, (unsigned long long)ju64(e, "opcode"));
+		printf("%-8s [%-32.32s] %08llx  CSUPP%c LBCC%c NCC%c NIC%c CCC%c CSE=%llu\n", id,
+		       jstr(e, "name"), (unsigned long long)ju64(e, "raw"),
+		       jbool(e, "csupp") ? '+' : '-', jbool(e, "lbcc") ? '+' : '-',
+		       jbool(e, "ncc") ? '+' : '-', jbool(e, "nic") ? '+' : '-',
+		       jbool(e, "ccc") ? '+' : '-', (unsigned long long)ju64(e, "cse"));
+	}
+}
+
+static void show_effects_log(json_object *r)
+{
+	printf("Commands Supported and Effects Log for device:%s\n", jstr(r, "controller"));
+	printf("Admin Command Set\n");
+	show_effects(jget(r, "admin"), "ACS");
+	printf("\nNVM Command Set I/O Commands\n");
+	show_effects(jget(r, "io"), "IOCS");
+}
+
 static void show_ctrl_list(json_object *r)
 {
 	json_object *cs = jget(r, "controllers");
@@ -1126,7 +1181,8 @@ int main(int argc, char **argv)
 	if (sock && conf)
 		return usage_error("%s", "-s and -c both name the socket: give one");
 	if (!strcmp(cmd, "identify") || !strcmp(cmd, "attach") || !strcmp(cmd, "inject") ||
-	    !strcmp(cmd, "smart-log") || !strcmp(cmd, "error-log") || !strcmp(cmd, "fw-log")) {
+	    !strcmp(cmd, "smart-log") || !strcmp(cmd, "error-log") || !strcmp(cmd, "fw-log") ||
+	    !strcmp(cmd, "effects-log")) {
 		if (optind >= argc)
 			return usage_error("%s needs a CONTROLLER name", cmd);
 		ctrl = argv[optind++];
@@ -1147,7 +1203,7 @@ int main(int argc, char **argv)
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
 	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
 	    strcmp(cmd, "smart-log") && strcmp(cmd, "error-log") && strcmp(cmd, "fw-log") &&
-	    strcmp(cmd, "list") && strcmp(cmd, "restart"))
+	    strcmp(cmd, "effects-log") && strcmp(cmd, "list") && strcmp(cmd, "restart"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1188,6 +1244,8 @@ int main(int argc, char **argv)
 		show_error_log(rep);
 	else if (!strcmp(wire, "fw-log"))
 		show_fw_log(rep);
+	else if (!strcmp(wire, "effects-log"))
+		show_effects_log(rep);
 	else if (!strcmp(wire, "list"))
 		show_ctrl_list(rep);
 	else if (!strcmp(wire, "inject"))

@@ -105,7 +105,7 @@ static const struct bad bad_cases[] = {
     {"unknown key", "[daemon]\nmount = /x\n" CTRL,
      "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
      "file_mode, file_owner, file_group, allow_other, log_level, fuse_transport, "
-     "fuse_queue_depth, admin_group, operator_group\n"},
+     "fuse_queue_depth, admin_group, operator_group, health_interval\n"},
     {"admin_group unknown", "[daemon]\nadmin_group = no-such-group-x\n" CTRL,
      "t.conf:2: admin_group = no-such-group-x: must be a group name known to this system or "
      "a numeric gid\n"},
@@ -185,6 +185,16 @@ static const struct bad bad_cases[] = {
      "t.conf:2: fuse_queue_depth = -1: must be 1..256\n"},
     {"fuse_queue_depth junk", "[daemon]\nfuse_queue_depth = 16k\n" CTRL,
      "t.conf:2: fuse_queue_depth = 16k: must be 1..256\n"},
+    {"health_interval too long", "[daemon]\nhealth_interval = 86401\n" CTRL,
+     "t.conf:2: health_interval = 86401: must be 0..86400\n"},
+    {"health_interval negative", "[daemon]\nhealth_interval = -1\n" CTRL,
+     "t.conf:2: health_interval = -1: must be 0..86400\n"},
+    {"health_interval junk", "[daemon]\nhealth_interval = 1m\n" CTRL,
+     "t.conf:2: health_interval = 1m: must be 0..86400\n"},
+    {"health_interval in [engine]", "[engine]\nhealth_interval = 60\n" CTRL,
+     "t.conf:2: health_interval = 60: unknown key in [engine]; allowed: queues, "
+     "queue_depth, cq_budget, cpus, mode, io_timeout_ms, io_retries, numa, "
+     "dma_isolation\n"},
     {"fuse key in [engine]", "[engine]\nfuse_queue_depth = 16\n" CTRL,
      "t.conf:2: fuse_queue_depth = 16: unknown key in [engine]; allowed: queues, "
      "queue_depth, cq_budget, cpus, mode, io_timeout_ms, io_retries, numa, dma_isolation\n"},
@@ -437,6 +447,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_INFO);
 	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_AUTO);
 	ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 16);
+	ck_assert_uint_eq(cfg->daemon.health_interval, 60);
 	/* the admin socket is root's unless groups are named */
 	ck_assert_str_eq(cfg->daemon.admin_group, "");
 	ck_assert_str_eq(cfg->daemon.operator_group, "");
@@ -478,7 +489,7 @@ START_TEST(test_values)
 	    load_ok("[daemon]\nfile_mode = 600\nfile_owner = 4242\nfile_group = 0\n"
 	            "allow_other = off\nlog_level = warn\n"
 	            "admin_group = 4300\noperator_group = root\n"
-	            "fuse_transport = classic\nfuse_queue_depth = 100\n"
+	            "fuse_transport = classic\nfuse_queue_depth = 100\nhealth_interval = 0\n"
 	            "[engine]\ncpus = 1,0\nqueue_depth = 100\nmode = interrupt\n"
 	            "numa = false\nio_timeout_ms = 100\nio_retries = 0\n"
 	            "dma_isolation = shared\n"
@@ -500,6 +511,7 @@ START_TEST(test_values)
 	ck_assert_int_eq(cfg->daemon.log_level, CFG_LOG_WARN);
 	ck_assert_int_eq(cfg->daemon.fuse_transport, CFG_FUSE_TRANSPORT_CLASSIC);
 	ck_assert_uint_eq(cfg->daemon.fuse_queue_depth, 100);
+	ck_assert_uint_eq(cfg->daemon.health_interval, 0);
 	ck_assert(cfg->engine.cpus_set);
 	ck_assert_uint_eq(cfg->engine.nr_cpus, 2);
 	ck_assert_uint_eq(cfg->engine.cpus[0], 1); /* the order given */
@@ -533,7 +545,7 @@ START_TEST(test_values)
 	c = &cfg->ctrls[1];
 	ck_assert(!c->sim);
 	ck_assert_str_eq(c->device, "0000:5e:1f.7"); /* normalised */
-	ck_assert_int_eq(c->line, 29);
+	ck_assert_int_eq(c->line, 30);
 	ck_assert_int_eq(cfg_backing_file(c, 1, buf, sizeof(buf)), -EINVAL);
 	cfg_free(cfg);
 }
@@ -651,7 +663,7 @@ START_TEST(test_round_trip)
 	    CTRL,
 	    "[daemon]\nfile_mode = 0\nfile_owner = nobody\nfile_group = 65534\n"
 	    "mountpoint = /a b/c;d\nlog_level = error\nfuse_transport = uring\n"
-	    "fuse_queue_depth = 1\n"
+	    "fuse_queue_depth = 1\nhealth_interval = 86400\n"
 	    "[engine]\ncpus = 1,0\nqueues = 1\nqueue_depth = 2\ncq_budget = 1\nmode = poll\n"
 	    "[controller a]\ndevice = sim\nsize = 1536\nblock_size = 512\nnamespaces = 16\n"
 	    "backing = /tmp/%%%c%n\n"
@@ -678,6 +690,7 @@ START_TEST(test_equal_sees_differences)
 	    "[daemon]\nfuse_transport = uring\n" CTRL,
 	    "[daemon]\nfuse_transport = classic\n" CTRL,
 	    "[daemon]\nfuse_queue_depth = 17\n" CTRL,
+	    "[daemon]\nhealth_interval = 0\n" CTRL,
 	    CTRL "size = 2G\n",
 	    CTRL "backing = /x\n",
 	    "[controller nvme1]\ndevice = sim\n",

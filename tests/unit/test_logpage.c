@@ -183,6 +183,36 @@ START_TEST(t_fw_decode)
 }
 END_TEST
 
+/* Commands Supported and Effects: both halves at their offsets, reserved
+ * bits dropped, a short page refused */
+START_TEST(t_effects_decode)
+{
+	static uint8_t b[NVME_CMD_EFFECTS_LOG_BYTES];
+	static struct nvme_cmd_effects ce;
+
+	memset(b, 0, sizeof(b));
+	b[4 * 0x06] = 0x01;                            /* Identify: CSUPP */
+	b[4 * 0x80] = 0x1f;                            /* Format NVM: all five */
+	b[4 * 0x80 + 2] = 0x0a;                        /* CSE 2, USS */
+	b[4 * 0xff + 3] = 0xff;                        /* reserved bits only */
+	b[1024 + 4 * 0x01] = 0x03;                     /* Write: CSUPP, LBCC */
+	b[1024 + 4 * 0x09 + 1] = 0xff;                 /* reserved 15:8 */
+	memset(b + 1024 + 4 * 0xfe, 0xff, 4);          /* every bit */
+	ck_assert_int_eq(nvme_cmd_effects_decode(b, sizeof(b), &ce), 0);
+	ck_assert_uint_eq(ce.acs[0x06], NVME_CSE_CSUPP);
+	ck_assert_uint_eq(ce.acs[0x80], 0x1fu | 2u << 16 | NVME_CSE_USS);
+	ck_assert_uint_eq(NVME_CSE_CSE(ce.acs[0x80]), 2);
+	ck_assert_uint_eq(ce.acs[0xff], 0);
+	ck_assert_uint_eq(ce.acs[0x01], 0);
+	ck_assert_uint_eq(ce.iocs[0x01], NVME_CSE_CSUPP | NVME_CSE_LBCC);
+	ck_assert_uint_eq(ce.iocs[0x09], 0);
+	ck_assert_uint_eq(ce.iocs[0xfe], NVME_CSE_DEFINED);
+	ck_assert_uint_eq(NVME_CSE_CSE(ce.iocs[0xfe]), 7);
+	ck_assert_int_eq(nvme_cmd_effects_decode(b, sizeof(b) - 4, &ce), -EPROTO);
+	ck_assert_int_eq(nvme_cmd_effects_decode(NULL, sizeof(b), &ce), -EPROTO);
+}
+END_TEST
+
 START_TEST(t_cdw)
 {
 	/* NUMD 0-based dwords: low 16 bits in cdw10 31:16, high in cdw11 15:0 */
@@ -296,6 +326,23 @@ START_TEST(t_sim_pages)
 	ck_assert_uint_eq(fw.active, 1);
 	ck_assert_str_eq(fw.frs[0], NVMEFS_VERSION);
 	ck_assert_str_eq(fw.frs[1], "");
+
+	/* Commands Supported and Effects, announced by LPA bit 1 */
+	ck_assert(nvme_ctrl_get_info(g.c[0])->lpa & NVME_LPA_CMD_EFFECTS);
+	{
+		static struct nvme_cmd_effects ce;
+
+		ck_assert_int_eq(get_log(&g, NVME_LOG_CMD_EFFECTS, page, NVME_CMD_EFFECTS_LOG_BYTES),
+		                 0);
+		ck_assert_int_eq(nvme_cmd_effects_decode(page, NVME_CMD_EFFECTS_LOG_BYTES, &ce), 0);
+		ck_assert_uint_eq(ce.acs[NVME_ADM_GET_LOG_PAGE], NVME_CSE_CSUPP);
+		ck_assert_uint_eq(ce.acs[NVME_ADM_IDENTIFY], NVME_CSE_CSUPP);
+		ck_assert_uint_eq(ce.acs[0x80], 0); /* no Format NVM */
+		ck_assert_uint_eq(ce.iocs[NVME_CMD_READ], NVME_CSE_CSUPP);
+		ck_assert_uint_eq(ce.iocs[NVME_CMD_WRITE], NVME_CSE_CSUPP | NVME_CSE_LBCC);
+		ck_assert_uint_eq(ce.iocs[NVME_CMD_DSM], NVME_CSE_CSUPP | NVME_CSE_LBCC);
+		ck_assert_uint_eq(ce.iocs[0x05], 0); /* no Compare */
+	}
 	rig_close(&g);
 }
 END_TEST
@@ -310,6 +357,7 @@ static Suite *logpage_suite(void)
 	tcase_add_test(tc, t_errlog_decode);
 	tcase_add_test(tc, t_errlog_bytes);
 	tcase_add_test(tc, t_fw_decode);
+	tcase_add_test(tc, t_effects_decode);
 	tcase_add_test(tc, t_cdw);
 	tcase_add_test(tc, t_sim_pages);
 	suite_add_tcase(s, tc);
