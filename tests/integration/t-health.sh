@@ -3,85 +3,30 @@
 # software controller: smart-log (temperature, data units and host commands
 # that grow by the I/O a dd did, media errors and error log entries from an
 # injected media error), error-log (the failed read's entry), fw-log (slot 1
-# holds the daemon's version) and list, in human and --json form.
-set -u
-ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-D=$BUILD/nvmefsd
-# NVMEFS_STRACE_DIR: traced as in lib.sh
-[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(. "$ROOT/tests/integration/lib.sh" && echo "$D")
+# holds the daemon's version), effects-log (the sim's Commands Supported and
+# Effects) and list, in human and --json form; the health cache in status
+# and metrics (promtool checks the text when installed); and a device that
+# does not answer: smart-log waits for it while status from another client
+# is answered at once.
+. "$(dirname "$0")/lib.sh"
+lib_init
 C=$BUILD/nvmefsctl
-[ -x "$D" ] && [ -x "$C" ] || { echo "no $D or $C: build them first"; exit 1; }
-command -v python3 > /dev/null || { echo "skip: python3 is needed to check the JSON"; exit 77; }
-[ -c /dev/fuse ] || { echo "skip: no /dev/fuse"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (FUSE mount, setpriv)"; exit 77; }
+[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
+command -v python3 > /dev/null || skip "python3 is needed to check the JSON"
 VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
-
-TMP=$(mktemp -d /tmp/t-health.XXXXXX)
-# searchable by everyone, so that only the socket's own mode keeps others out
-chmod 755 "$TMP"
-MNT=$TMP/mnt
 SOCK=$TMP/admin.sock
-CONF=$TMP/nvmefs.conf
-LOG=$TMP/nvmefsd.log
 NS=$MNT/nvme0n1
-PID=
-fails=0
-
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2> /dev/null; then
-		kill -TERM "$PID"
-		i=0
-		while kill -0 "$PID" 2> /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -0 "$PID" 2> /dev/null && { echo "nvmefsd ignored SIGTERM for 10 s"; kill -KILL "$PID"; }
-	fi
-	mountpoint -q "$MNT" 2> /dev/null && fusermount3 -u "$MNT" 2> /dev/null
-	[ -n "${KEEP:-}" ] && { echo "kept $TMP"; return; }
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
 mkdir "$MNT"
-cat > "$CONF" << EOF
-[daemon]
-mountpoint = $MNT
-admin_socket = $SOCK
-# the admin group: uid/gid 65534 is not in it
-file_group = root
-fuse_transport = ${FUSE_TRANSPORT:-auto}
-[engine]
-queues = 1
-queue_depth = 64
-cq_budget = 16
+
+conf_write << EOF
 [controller nvme0]
 device = sim
 size = 64M
 block_size = 4096
+# a device thread: what a hang held back runs at unhang, no doorbell needed
+exec = thread
 EOF
-
-"$D" -f -c "$CONF" > "$LOG" 2>&1 &
-PID=$!
-i=0
-while [ ! -S "$SOCK" ] || [ ! -e "$NS" ]; do
-	if ! kill -0 "$PID" 2> /dev/null; then
-		wait "$PID"
-		echo "nvmefsd exited ($?) before its admin socket and mount appeared:"
-		cat "$LOG"
-		PID=
-		exit 1
-	fi
-	i=$((i + 1))
-	if [ $i -gt 100 ]; then
-		cat "$LOG"
-		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support (or is stuck in start-up: its log is above)"; exit 77; }
-		echo "FAIL: $NS did not appear within 10 s"
-		exit 1
-	fi
-	sleep 0.1
-done
+daemon_start nvme0n1 || { fail "start"; finish; }
 
 ctl() { "$C" -s "$SOCK" "$@"; }
 
@@ -92,7 +37,7 @@ json() {
 
 
 # ---- every command, human and JSON ----
-for cmd in "smart-log nvme0" "error-log nvme0" "fw-log nvme0" list; do
+for cmd in "smart-log nvme0" "error-log nvme0" "fw-log nvme0" "effects-log nvme0" list; do
 	# shellcheck disable=SC2086
 	ctl $cmd > "$TMP/human" 2> "$TMP/err" || fail "$cmd: exit $?: $(cat "$TMP/err")"
 	[ -s "$TMP/human" ] || fail "$cmd: printed nothing"
@@ -167,5 +112,71 @@ grep -Eq "^nvme0 +SIM-nvme0 +nvmefs software controller +1 +64.0 MiB +4096 B \+ 
 "$C" -s "$SOCK" fw-log nope > "$TMP/out" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q 'no controller named "nope"' "$TMP/out" || fail "fw-log nope: exit $rc: $(cat "$TMP/out")"
 
-[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
-echo "nvmefsctl smart-log, error-log, fw-log and list checked"
+"$C" -s "$SOCK" effects-log > "$TMP/out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "effects-log needs a CONTROLLER" "$TMP/out" || fail "effects-log without a controller: exit $rc: $(cat "$TMP/out")"
+
+# ---- effects-log: what the sim executes, as nvme-cli prints it ----
+H=$TMP/h_effects-log_nvme0
+grep -Eq '^ACS2 +\[Get Log Page +\] 00000001  CSUPP\+ LBCC- NCC- NIC- CCC- CSE=0$' "$H" || fail "effects-log: Get Log Page: $(cat "$H")"
+grep -Eq '^IOCS1 +\[Write +\] 00000003  CSUPP\+ LBCC\+ ' "$H" || fail "effects-log: Write: $(cat "$H")"
+grep -Eq '^IOCS2 +\[Read +\] 00000001  CSUPP\+ LBCC- ' "$H" || fail "effects-log: Read: $(cat "$H")"
+grep -q 'Format NVM' "$H" && fail "effects-log: the sim has no Format NVM"
+[ "$(json "$TMP/j_effects-log_nvme0" 'sorted(e["opcode"] for e in d["admin"]), sorted((e["opcode"], e["lbcc"]) for e in d["io"])')" = \
+	"([0, 1, 2, 4, 5, 6, 8, 9, 10, 12], [(0, False), (1, True), (2, False), (8, True), (9, True)])" ] ||
+	fail "effects-log --json: $(cat "$TMP/j_effects-log_nvme0")"
+
+# ---- the health cache: read at start (health_interval 60 by default) ----
+i=0
+while [ $i -lt 50 ]; do
+	ctl --json status > "$TMP/st" || fail "status"
+	[ "$(json "$TMP/st" 'd["controllers"][0]["health"]["valid"]')" = True ] && break
+	sleep 0.1
+	i=$((i + 1))
+done
+[ "$(json "$TMP/st" '(lambda h: (h["valid"], h["temperature_c"], h["available_spare"], h["available_spare_threshold"], h["percentage_used"], h["critical_warnings"], h["error"]))(d["controllers"][0]["health"])')" = \
+	"(True, 37, 100, 10, 0, [], None)" ] || fail "status health: $(json "$TMP/st" 'd["controllers"][0]["health"]')"
+json "$TMP/st" 'd["controllers"][0]["health"]["read_at"]' | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$' ||
+	fail "status health: read_at"
+ctl status > "$TMP/sth" || fail "status (text)"
+grep -Eq '^nvme0 +37 C +100% +0% +[0-9-]+T[0-9:]+Z +none +-$' "$TMP/sth" || fail "status text health: $(cat "$TMP/sth")"
+
+ctl metrics > "$TMP/prom" || fail "metrics"
+for m in 'nvmefs_controller_temperature_celsius{controller="nvme0"} 36.85' \
+	'nvmefs_controller_available_spare_ratio{controller="nvme0"} 1' \
+	'nvmefs_controller_available_spare_threshold_ratio{controller="nvme0"} 0.1' \
+	'nvmefs_controller_percentage_used_ratio{controller="nvme0"} 0' \
+	'nvmefs_controller_critical_warning{controller="nvme0",warning="spare"} 0' \
+	'nvmefs_controller_critical_warning{controller="nvme0",warning="temperature"} 0' \
+	'nvmefs_controller_critical_warning{controller="nvme0",warning="reliability"} 0' \
+	'nvmefs_controller_critical_warning{controller="nvme0",warning="readonly"} 0' \
+	'nvmefs_controller_critical_warning{controller="nvme0",warning="backup"} 0' \
+	"nvmefs_controller_info{controller=\"nvme0\",model=\"nvmefs software controller\",serial=\"SIM-nvme0\",firmware=\"$VERSION\",transport=\"sim\"} 1"; do
+	grep -qxF "$m" "$TMP/prom" || fail "metrics: no line $m"
+done
+for m in media_errors_total data_read_bytes_total data_written_bytes_total power_on_seconds_total unsafe_shutdowns_total; do
+	grep -Eq "^nvmefs_controller_$m\{controller=\"nvme0\"\} [0-9]+$" "$TMP/prom" || fail "metrics: nvmefs_controller_$m"
+	grep -q "^# TYPE nvmefs_controller_$m counter$" "$TMP/prom" || fail "metrics: nvmefs_controller_$m is no counter"
+done
+if command -v promtool > /dev/null; then
+	promtool check metrics < "$TMP/prom" > "$TMP/lint" 2>&1 || fail "promtool check metrics: $(cat "$TMP/lint")"
+else
+	echo "promtool not installed: the metrics text is not linted"
+fi
+
+# ---- a device that does not answer holds smart-log, not the daemon ----
+ctl inject nvme0 hang > "$TMP/out" 2>&1 || fail "inject hang: $(cat "$TMP/out")"
+ctl --json smart-log nvme0 > "$TMP/slow" 2>&1 &
+SLOW=$!
+sleep 0.5
+t0=$(date +%s%N)
+ctl --json status > "$TMP/st2" 2>&1 || fail "status while smart-log waits: $(cat "$TMP/st2")"
+t1=$(date +%s%N)
+[ $(((t1 - t0) / 1000000)) -lt 500 ] || fail "status took $(((t1 - t0) / 1000000)) ms while smart-log waited"
+kill -0 $SLOW 2> /dev/null || fail "smart-log did not wait for the hung device: $(cat "$TMP/slow")"
+ctl inject nvme0 unhang > "$TMP/out" 2>&1 || fail "inject unhang: $(cat "$TMP/out")"
+wait $SLOW || fail "smart-log after unhang: exit $?: $(cat "$TMP/slow")"
+[ "$(json "$TMP/slow" 'd["ok"], d["temperature"]')" = "(True, 310)" ] || fail "smart-log after unhang: $(cat "$TMP/slow")"
+
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "nvmefsd exit $DAEMON_RC"
+finish
