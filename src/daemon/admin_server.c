@@ -6,10 +6,19 @@
  * Runs in the daemon's main-thread libev loop.  Every client socket is
  * non-blocking with its own input buffer (one request line at most
  * ADMIN_LINE_MAX bytes) and output buffer.  A client is served one request
- * at a time: while a reply is still unsent, its further requests wait in its
+ * at a time: while a reply is still unsent, or deferred by its handler (a
+ * log page the device has yet to return), its further requests wait in its
  * input buffer and its socket is not read, so a client that never reads its
  * replies holds at most one reply in memory, and then its idle timer closes
- * it.  JSON is built and parsed with json-c only.
+ * it; replies leave in request order.  The idle timer does not run while a
+ * reply is deferred: the wait is the device's, bounded by the deferral's
+ * own deadline.  JSON is built and parsed with json-c only.
+ *
+ * Log pages come back from the engine's admin thread through a mutex-held
+ * list and an ev_async into the loop (struct admin_logq).  The list outlives
+ * the server while the engine still holds reads: the engine may write the
+ * page into a read's buffer until its callback runs, so the buffer is freed
+ * only after that callback, never before.
  */
 #include "admin_priv.h"
 
