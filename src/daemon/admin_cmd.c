@@ -192,7 +192,10 @@ static json_object *health_json(struct admin *a, unsigned i)
 			if (h->critical_warning & (1u << b))
 				json_object_array_add(w, json_object_new_string(health_warning_names[b]));
 		jset(o, "critical_warnings", w);
-		jset_int(o, "temperature_c", (int)h->temperature - 273);
+		if (h->temperature) /* 0: not reported */
+			jset_int(o, "temperature_c", (int)h->temperature - 273);
+		else
+			jset(o, "temperature_c", NULL);
 		jset_int(o, "percentage_used", h->percent_used);
 		jset_int(o, "available_spare", h->avail_spare);
 		jset_int(o, "available_spare_threshold", h->spare_thresh);

@@ -462,23 +462,30 @@ static bool prom_smart_skip(const void *arg, unsigned i)
 	return !hc || !hc->valid;
 }
 
-/* one gauge per controller with a SMART read: v(health) */
+/* one gauge per controller with a SMART read: v(health), left out when NAN
+ * (a figure the device does not report) */
 static void prom_smart_gauge(struct admin *a, FILE *f, const char *name, const char *help,
                              double (*v)(const struct nvme_health *h))
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 	for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+		double x;
+
 		if (prom_smart_skip(a, c))
+			continue;
+		x = v(&health_get(a->health, c)->smart);
+		if (isnan(x))
 			continue;
 		fprintf(f, "%s{", name);
 		prom_ctrl_labels(f, a, c);
-		fprintf(f, "} %.10g\n", v(&health_get(a->health, c)->smart));
+		fprintf(f, "} %.10g\n", x);
 	}
 }
 
 static double sm_temp(const struct nvme_health *h)
 {
-	return (double)h->temperature - 273.15;
+	/* 0 K: not reported */
+	return h->temperature ? (double)h->temperature - 273.15 : NAN;
 }
 
 static double sm_spare(const struct nvme_health *h)
