@@ -31,6 +31,17 @@ struct health {
 
 static void health_read(struct health_slot *s);
 
+/* the last good figures stay; the first failure of a run is logged */
+static void health_fail(struct health_slot *s, int err)
+{
+	if (!s->v.err)
+		log_warn("health: %s: SMART log not read: %s",
+		         nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]), strerror(-err));
+	s->v.err = err;
+	s->v.err_at = time(NULL);
+	s->v.failures++;
+}
+
 static void health_done(void *arg, int err, const void *buf, size_t len)
 {
 	struct health_slot *s = arg;
@@ -40,12 +51,7 @@ static void health_done(void *arg, int err, const void *buf, size_t len)
 	if (!err)
 		err = nvme_health_decode(buf, len, &nh);
 	if (err) {
-		if (!s->v.err)
-			log_warn("health: %s: SMART log not read: %s",
-			         nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]), strerror(-err));
-		s->v.err = err;
-		s->v.err_at = time(NULL);
-		s->v.failures++;
+		health_fail(s, err);
 	} else {
 		s->v.smart = nh;
 		s->v.valid = true;
@@ -70,11 +76,9 @@ static void health_read(struct health_slot *s)
 	ret = admin_log_read(s->h->a, s->idx, NVME_LOG_SMART, sizeof(struct nvme_smart_log),
 	                     health_done, s, &s->rd);
 	if (ret) {
-		/* not submitted (removed, queue full): try at the next tick */
+		/* not submitted (removed, queue full): the next tick tries again */
 		s->rd = NULL;
-		s->v.err = ret;
-		s->v.err_at = time(NULL);
-		s->v.failures++;
+		health_fail(s, ret);
 	}
 }
 

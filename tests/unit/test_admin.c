@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1799,8 +1801,13 @@ START_TEST(t_effects_log)
 }
 END_TEST
 
+static void *refresh_thread(void *arg)
+{
+	return (void *)(intptr_t)health_refresh(arg, 0);
+}
+
 /* The health cache: read at start, shown in status and metrics; a refresh
- * reads again. */
+ * reads again, also when asked from another thread. */
 START_TEST(t_health)
 {
 	const struct health_ctrl *hc;
@@ -1827,6 +1834,20 @@ START_TEST(t_health)
 		usleep(1000);
 		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
 	}
+	reads = hc->reads;
+	{
+		pthread_t t;
+		void *rv;
+
+		ck_assert_int_eq(pthread_create(&t, NULL, refresh_thread, admin_health(adm)), 0);
+		ck_assert_int_eq(pthread_join(t, &rv), 0);
+		ck_assert_int_eq((intptr_t)rv, 0);
+	}
+	while (hc->reads == reads) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "health_refresh from a thread read nothing");
+	}
 	o = ask("{\"cmd\":\"status\"}");
 	c = json_object_array_get_idx(get(o, "controllers"), 0);
 	hh = get(c, "health");
@@ -1845,6 +1866,44 @@ START_TEST(t_health)
 		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_info{controller=\"nvme0\",model=\"nvmefs software controller\""));
 		ck_assert_ptr_nonnull(strstr(t, "nvmefs_controller_temperature_celsius{controller=\"nvme0\"} "));
 	}
+	json_object_put(o);
+}
+END_TEST
+
+/* A read that fails keeps the last good figures and records the error;
+ * status shows both. */
+START_TEST(t_health_error)
+{
+	const struct health_ctrl *hc;
+	struct nvme_bus *bus = NULL;
+	json_object *o, *hh;
+	double t0 = now();
+
+	start();
+	while (!(hc = health_get(admin_health(adm), 0))->valid) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+	}
+	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
+	reactor_running = true;
+	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
+	removed_bus = bus;
+	health_refresh(admin_health(adm), 0);
+	while (!hc->failures) {
+		turn();
+		usleep(1000);
+		ck_assert_msg(now() - t0 < 5, "the read of a removed controller did not fail");
+	}
+	ck_assert_int_eq(hc->err, -ENODEV);
+	ck_assert(hc->valid);
+	ck_assert_int_eq(hc->smart.avail_spare, 100);
+	o = ask("{\"cmd\":\"status\"}");
+	hh = get(json_object_array_get_idx(get(o, "controllers"), 0), "health");
+	ck_assert(json_object_get_boolean(get(hh, "valid")));
+	ck_assert_int_eq(json_object_get_int(get(hh, "available_spare")), 100);
+	ck_assert_str_eq(json_object_get_string(get(hh, "error")), strerror(ENODEV));
+	ck_assert_ptr_nonnull(json_object_get_string(get(hh, "error_at")));
 	json_object_put(o);
 }
 END_TEST
@@ -1921,6 +1980,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_effects_log);
 	tcase_add_test(tc, t_health);
 	tcase_add_test(tc, t_health_off);
+	tcase_add_test(tc, t_health_error);
 	suite_add_tcase(s, tc);
 	return s;
 }
