@@ -51,7 +51,7 @@ int health_refresh(struct health *h, unsigned ctrl);
 const struct health_ctrl *health_get(const struct health *h, unsigned ctrl);
 
 /* Critical warning bits by name (bit i is health_warning_names[i]): spare,
- * temperature, reliability, readonly, backup; NVME_HEALTH_WARN_NR of them. */
+ * temperature, reliability, readonly, backup; HEALTH_WARN_NR of them. */
 #define HEALTH_WARN_NR 5
 extern const char *const health_warning_names[HEALTH_WARN_NR];
 
