@@ -74,12 +74,7 @@ store_start -a -n $((KILLS + 5)) || finish
 WRATE=$((48 * 1024 * 10 / (KILLS * 13 + 15)))
 DELAYS=$(awk -v s="$SEED" -v n="$KILLS" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-# bounded: a request nobody resends would hold fio for good
-timeout -k 5 $((60 + KILLS * 5)) fio --name=adopt --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
-	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
-	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
-	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
-FP=$!
+fio_start adopt "$WRATE" $((60 + KILLS * 5))
 k=0
 resent=0
 for t in $DELAYS; do
@@ -98,22 +93,8 @@ for t in $DELAYS; do
 	new_pid
 	wait_for "the kernel resends the requests" $k 15 || { fail "kill $k: not adopted within 15 s"; break; }
 done
-wait "$FP"
-frc=$?
+fio_check
 resent_now
-python3 - "$TMP/fio.json" <<'PY' || fail "fio"
-import json, sys
-t = open(sys.argv[1]).read()
-d = json.loads(t[t.index("{"):])
-j = d["jobs"][0]
-w, r = j["write"], j["read"]
-print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
-      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
-         r["clat_ns"]["max"] / 1e6))
-sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
-PY
-[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
-grep -Eiq "verify|not connected|error" "$TMP/fio.err" && fail "fio: $(cat "$TMP/fio.err")"
 n=$(grep -c "adopting FUSE connection" "$LOG")
 echo "$k kills, $n adoptions, $resent requests resent"
 [ "$n" = "$KILLS" ] || fail "$n adoptions for $KILLS kills"
