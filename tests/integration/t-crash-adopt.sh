@@ -132,32 +132,31 @@ cp "$TMP/base.conf" "$CONF"
 store_stop
 umount_mnt2
 
+# refused_remount MODE WHAT: nvmefsd under fdstore -x MODE, kill -9: the
+# next run mounts afresh within 15 s (it must neither hang on the held
+# connection nor adopt it) and serves the namespace file
+refused_remount() {
+	store_start -x "$1" -n 1 || finish
+	t0=$(date +%s)
+	stores=$(grep -c "(classic) stored" "$LOG")
+	kill -9 "$DPID"
+	new_pid
+	wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
+		fail "$2: no fresh mount within 15 s (hung on the orphaned mount?)"
+	echo "$2: mounted again in $(($(date +%s) - t0)) s"
+	sed -n "/-x $1/,\$p" "$LOG" | grep -q "adopting FUSE connection" && fail "$2: adopted"
+	files_within 2 "$MNT/nvme0n1" || fail "$2: no namespace file"
+}
+
 # ---- 3b. the store hands /dev/null as "fuse" (and keeps the real one)
-store_start -x devnull -n 1 || finish
-t0=$(date +%s)
-stores=$(grep -c "(classic) stored" "$LOG")
-kill -9 "$DPID"
-new_pid
-wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
-	fail "/dev/null: no fresh mount within 15 s"
-echo "/dev/null as fuse: mounted again in $(($(date +%s) - t0)) s"
+refused_remount devnull "/dev/null as fuse"
 grep -q 'not adopting.*"fuse" is not /dev/fuse' "$LOG" || fail "/dev/null: no refusal"
-files_within 2 "$MNT/nvme0n1" || fail "/dev/null: no namespace file"
 store_stop
 
 # ---- 3c. LISTEN_PID of another process: no fds; the held connection is
 # probed and aborted, not stat'ed forever
-store_start -x stale -n 1 || finish
-t0=$(date +%s)
-stores=$(grep -c "(classic) stored" "$LOG")
-kill -9 "$DPID"
-new_pid
-wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
-	fail "stale LISTEN_PID: no fresh mount within 15 s (hung on the orphaned mount?)"
-echo "stale LISTEN_PID: mounted again in $(($(date +%s) - t0)) s"
-sed -n '/-x stale/,$p' "$LOG" | grep -q "adopting FUSE connection" && fail "stale LISTEN_PID: adopted"
+refused_remount stale "stale LISTEN_PID"
 grep -q "is open but nobody serves it" "$LOG" || fail "stale LISTEN_PID: the orphaned mount was not probed"
-files_within 2 "$MNT/nvme0n1" || fail "stale LISTEN_PID: no namespace file"
 store_stop
 
 # ---- 4. RAM namespaces die with the process: nothing may serve the same
