@@ -187,6 +187,9 @@ struct daemon {
 	char **argv;
 	bool restarting;
 	int keep_fuse_fd;
+	/* the first change of the namespace table at run time ("" none): the
+	 * state record then makes a later run refuse to adopt (table_changed_mark) */
+	char table_changed[128];
 
 	struct ev_loop *loop;
 	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
@@ -384,6 +387,14 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 			 "controller %s keeps its namespaces in memory (backing = ram): a new "
 			 "image would serve the files over empty memory",
 			 vc->name);
+		return -EOPNOTSUPP;
+	}
+	if (d->table_changed[0]) {
+		snprintf(err, errlen,
+			 "the namespace files changed at run time (%s): a new image builds them "
+			 "from the controllers as at a start and could not serve what the kernel "
+			 "has cached (a restart of the unit remounts)",
+			 d->table_changed);
 		return -EOPNOTSUPP;
 	}
 	if (!d->stored || d->state_fd < 0) {
@@ -638,6 +649,59 @@ static void ctrl_unwatch(struct daemon *d, unsigned i)
 		close(dc->err_efd);
 	}
 	dc->req_efd = dc->err_efd = -1;
+}
+
+/* The namespace table changed at run time (why): a later run builds its
+ * table from the controllers as at a start, numbering the files anew and
+ * with every handle generation at 0, which is not what the kernel has
+ * cached.  So the stored state record gets a digest no run computes
+ * (adoption after a crash is refused and the next run mounts afresh), and
+ * nvmefsctl restart is refused.  Once is enough. */
+static void table_changed_mark(struct daemon *d, const char *why)
+{
+	struct fstate st;
+	char *buf = NULL;
+	size_t len = 0;
+	int fd = -1, rc;
+
+	if (d->table_changed[0])
+		return;
+	snprintf(d->table_changed, sizeof(d->table_changed), "%s", why);
+	if (!d->stored || d->state_fd < 0)
+		return;
+	buf = malloc(fstate_size() + 1);
+	rc = buf ? fdstore_memfd_read(d->state_fd, buf, fstate_size() + 1, &len) : -ENOMEM;
+	if (!rc)
+		rc = fstate_decode(buf, len, &st);
+	if (!rc) {
+		/* FNV-1a 64 digests of a config never have all bits flipped
+		 * by design; a table changed at run time is not a config's */
+		st.digest = ~st.digest;
+		rc = fstate_encode(&st, buf, fstate_size());
+	}
+	if (!rc)
+		rc = fdstore_memfd(buf, fstate_size(), &fd);
+	free(buf);
+	if (!rc) {
+		fdstore_forget();
+		rc = fdstore_save(fusefs_fd(d->fs), fd);
+	}
+	if (rc) {
+		/* the old record stays: a run after a crash might adopt a table
+		 * it does not reproduce; say so */
+		log_err("fdstore: the namespace table changed (%s) but the state record could not "
+			"be replaced (%s): a run after a crash may adopt the mount with files "
+			"numbered differently",
+			why, strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(d->state_fd);
+	d->state_fd = fd;
+	log_info("fdstore: the namespace table changed at run time (%s): a run after a crash "
+		 "will mount afresh instead of adopting the mount",
+		 why);
 }
 
 /* The files shown now, for admin (namespaces, status): rebuilt on the
@@ -918,6 +982,7 @@ static int daemon_detach(void *arg, unsigned i, char *err, size_t errlen)
 	}
 	n = d->fs ? fusefs_ctrl_detach(d->fs, i) : 0;
 	dc->detached = true;
+	table_changed_mark(d, "a controller detached");
 	dc->attach_state = NULL;
 	(void)ns_view_refresh(d);
 	if (s == NVME_CTRL_LIVE && nvme_ctrl_get_info(c)->vwc) {
@@ -969,7 +1034,8 @@ static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev)
 		ev_async_send(dc->d->loop, &dc->aen);
 }
 
-static void ns_change_apply(struct daemon *d, unsigned i, const struct nvme_ns_change *ch)
+/* True when the table changed. */
+static bool ns_change_apply(struct daemon *d, unsigned i, const struct nvme_ns_change *ch)
 {
 	const char *name = d->names[i];
 	uint32_t nsid = ch->ns.nsid;
@@ -1006,14 +1072,14 @@ static void ns_change_apply(struct daemon *d, unsigned i, const struct nvme_ns_c
 			"its size and fails every I/O with EIO (restart the daemon to serve the new "
 			"size)",
 			name, nsid, (unsigned long long)ch->old_nlba, (unsigned long long)ch->ns.nlba);
-		break;
+		return false;
 	case NVME_NS_REFORMATTED:
 		log_err("%s: namespace %u changed format (LBA size now %u): refused, its file fails "
 			"every I/O with EIO (restart the daemon to serve the new format)",
 			name, nsid, ch->ns.lba_size);
-		break;
+		return false;
 	}
-	(void)rc;
+	return rc == 0;
 }
 
 static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -1032,7 +1098,8 @@ static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents)
 	dc->aen_n = dc->aen_cap = 0;
 	pthread_mutex_unlock(&dc->aen_mu);
 	for (unsigned k = 0; d->fs && k < n; k++)
-		ns_change_apply(d, dc->idx, &q[k]);
+		if (ns_change_apply(d, dc->idx, &q[k]))
+			table_changed_mark(d, "a namespace added, removed or grown");
 	free(q);
 	if (n)
 		(void)ns_view_refresh(d);

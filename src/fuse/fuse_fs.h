@@ -6,8 +6,9 @@
  * on the serving reactor's qpair (unaligned writes by read-modify-write,
  * serialised per block range); fsync becomes Flush when the controller has a
  * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Write Zeroes
- * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes never change, as
- * on a block device: O_TRUNC is accepted without effect, ftruncate and
+ * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes change only when a
+ * namespace grows (fusefs_ns_resize), never through the file, as on a block
+ * device: O_TRUNC is accepted without effect, ftruncate and
  * truncate fail with EINVAL; create, unlink, chmod and chown with EPERM
  * (docs/fuse.md has the full table).
  *
