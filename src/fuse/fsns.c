@@ -38,9 +38,10 @@ int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 		return -EINVAL;
 	pthread_mutex_lock(&t->wlock);
 	k = atomic_load_explicit(&t->nr, memory_order_relaxed);
+	/* present, or detached (its attach brings it back): not twice */
 	for (unsigned i = 0; i < k; i++)
 		if (t->slot[i].d.ctrl == ctrl && t->slot[i].d.nsid == ni->nsid &&
-		    fsns_present(&t->slot[i])) {
+		    atomic_load(&t->slot[i].state) != FSNS_REMOVED) {
 			rc = -EEXIST;
 			goto out;
 		}

@@ -76,7 +76,7 @@ void fsns_free(struct fsns_table *t);
 
 /* Add namespace ni of controller ctrl (named cname) in the next slot, file
  * <cname>n<nsid>; its inode in *ino.  -EEXIST when that namespace is
- * present already, -EINVAL for an LBA size outside 512 B..64 KiB or no
+ * present or detached already, -EINVAL for an LBA size outside 512 B..64 KiB or no
  * blocks, -ENOSPC when every slot was used. */
 int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 	     const struct fsns_ctrl_feat *f, const struct nvme_ns_info *ni, uint64_t *ino);

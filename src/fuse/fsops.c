@@ -38,11 +38,15 @@ static struct fusefs_ns *io_ns(struct fusefs *fs, uint64_t ino, uint64_t fh, int
 {
 	struct fusefs_ns *ns = ino_ns(fs, ino);
 
-	if (!ns)
+	if (!ns) {
 		*err = ino == ROOT_ID ? EISDIR : ENOENT;
-	else if (!fsns_usable(ns, fh))
+		return NULL;
+	}
+	if (!fsns_usable(ns, fh)) {
 		*err = EIO;
-	return ns && fsns_usable(ns, fh) ? ns : NULL;
+		return NULL;
+	}
+	return ns;
 }
 
 /* Answer a counted request at once. */
