@@ -1,8 +1,8 @@
 /* nvmefsctl - the admin CLI of nvmefsd: status, statistics, queues,
  * namespaces, identify, config, log pages (smart-log, error-log, fw-log,
- * effects-log) and
- * the controller list of a running daemon, attach of a removed
- * controller and fault injection into a software controller, over its admin
+ * effects-log) and the controller list of a running daemon, detach of a
+ * controller and attach of a removed or detached one, and fault injection
+ * into a software controller, over its admin
  * socket (newline-delimited JSON, see src/daemon/admin.h).
  *
  * Exit codes: 0 ok, 1 the daemon replied with an error (or an unusable
@@ -57,7 +57,13 @@ static void usage(FILE *f)
 	    "  fw-log CONTROLLER    the Firmware Slot log\n"
 	    "  effects-log CONTROLLER\n"
 	    "                       the Commands Supported and Effects log\n"
-	    "  attach CONTROLLER    bring a removed (or failed) controller back\n"
+	    "  detach CONTROLLER    take a controller away while the others serve: its\n"
+	    "                       files go (open ones fail with EIO), its device is\n"
+	    "                       released (scripts/vfio-bind --unbind can take it)\n"
+	    "  attach [--wait] CONTROLLER\n"
+	    "                       bring a removed, failed or detached controller back;\n"
+	    "                       returns at once (\"attaching\"), with --wait when it is\n"
+	    "                       live (or failed: exit 1), at most 300 s\n"
 	    "  restart              re-execute the installed nvmefsd in place: the mount and\n"
 	    "                       open files stay (refused, with the reason, if it cannot)\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
@@ -1106,7 +1112,59 @@ static void show_inject(json_object *r)
 
 static void show_attach(json_object *r)
 {
-	printf("%s: attached, %s\n", jstr(r, "controller"), jstr(r, "state"));
+	printf("%s: %s\n", jstr(r, "controller"), jstr(r, "state"));
+}
+
+static void show_detach(json_object *r)
+{
+	printf("%s: detached, %s file%s gone, %s\n", jstr(r, "controller"), jstr(r, "files"),
+	       ju64(r, "files") == 1 ? "" : "s", jstr(r, "state"));
+}
+
+#define ATTACH_WAIT_S 300
+#define ATTACH_POLL_MS 200
+
+/* attach --wait: poll status until ctrl's attach is live or failed.  The
+ * last status reply in *rep; EXIT_OK when live. */
+static int attach_wait(const char *sock, const char *ctrl, json_object **rep)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		json_object *st = NULL, *cs;
+		const char *at = NULL;
+		int ret = ctl_call(sock, "status", NULL, &st);
+
+		if (ret)
+			return ret;
+		cs = jget(st, "controllers");
+		for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
+			json_object *c = json_object_array_get_idx(cs, i);
+
+			if (!strcmp(jstr(c, "name"), ctrl)) {
+				at = jget(c, "attach") ? jstr(c, "attach") : "";
+				if (!strcmp(at, "live") || !strcmp(at, "failed")) {
+					json_object_get(c);
+					json_object_put(st);
+					*rep = c;
+					if (!strcmp(at, "live"))
+						return EXIT_OK;
+					fprintf(stderr, "%s: attach %s failed: %s\n", prog, ctrl,
+					        jstr(c, "attach_error"));
+					return EXIT_DAEMON;
+				}
+			}
+		}
+		json_object_put(st);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec >= ATTACH_WAIT_S || stop_flag) {
+			fprintf(stderr, "%s: attach %s: still %s after %d s\n", prog, ctrl,
+			        at ? at : "unknown", ATTACH_WAIT_S);
+			return EXIT_DAEMON;
+		}
+		poll(NULL, 0, ATTACH_POLL_MS);
+	}
 }
 
 /* ---- main ---- */
@@ -1132,11 +1190,12 @@ int main(int argc, char **argv)
 	    {"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
 	    {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
 	    {"prometheus", no_argument, NULL, 'p'},   {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+	    {"version", no_argument, NULL, 'V'},      {"wait", no_argument, NULL, 'W'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *sock = NULL, *conf = NULL, *cmd, *wire, *ctrl = NULL;
 	char sockbuf[PATH_MAX];
-	bool json = false, prom = false;
+	bool json = false, prom = false, wait = false;
 	double watch = 0;
 	json_object *rep = NULL;
 	int opt, ret;
@@ -1164,6 +1223,9 @@ int main(int argc, char **argv)
 				return usage_error("-w %s: seconds from 0.1 to 86400", optarg);
 			break;
 		}
+		case 'W':
+			wait = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -1180,9 +1242,15 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	if (sock && conf)
 		return usage_error("%s", "-s and -c both name the socket: give one");
+	if (optind < argc && !strcmp(argv[optind], "--wait")) { /* attach --wait CTRL */
+		wait = true;
+		optind++;
+	}
+	if (wait && strcmp(cmd, "attach"))
+		return usage_error("%s", "--wait goes with attach only");
 	if (!strcmp(cmd, "identify") || !strcmp(cmd, "attach") || !strcmp(cmd, "inject") ||
-	    !strcmp(cmd, "smart-log") || !strcmp(cmd, "error-log") || !strcmp(cmd, "fw-log") ||
-	    !strcmp(cmd, "effects-log")) {
+	    !strcmp(cmd, "detach") || !strcmp(cmd, "smart-log") || !strcmp(cmd, "error-log") ||
+	    !strcmp(cmd, "fw-log") || !strcmp(cmd, "effects-log")) {
 		if (optind >= argc)
 			return usage_error("%s needs a CONTROLLER name", cmd);
 		ctrl = argv[optind++];
@@ -1192,6 +1260,10 @@ int main(int argc, char **argv)
 		if (ret)
 			return ret;
 		optind = argc;
+	}
+	if (optind < argc && !strcmp(argv[optind], "--wait") && !strcmp(cmd, "attach")) {
+		wait = true; /* attach CTRL --wait */
+		optind++;
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
@@ -1203,7 +1275,8 @@ int main(int argc, char **argv)
 	    strcmp(cmd, "namespaces") && strcmp(cmd, "identify") && strcmp(cmd, "config") &&
 	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
 	    strcmp(cmd, "smart-log") && strcmp(cmd, "error-log") && strcmp(cmd, "fw-log") &&
-	    strcmp(cmd, "effects-log") && strcmp(cmd, "list") && strcmp(cmd, "restart"))
+	    strcmp(cmd, "effects-log") && strcmp(cmd, "list") && strcmp(cmd, "restart") &&
+	    strcmp(cmd, "detach"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1226,8 +1299,20 @@ int main(int argc, char **argv)
 	}
 	if (ret)
 		return ret;
+	if (wait) {
+		json_object_put(rep);
+		rep = NULL;
+		ret = attach_wait(sock, ctrl, &rep);
+		if (ret) {
+			json_object_put(rep);
+			return ret;
+		}
+		wire = "attach-wait";
+	}
 	if (json)
 		print_json(rep);
+	else if (!strcmp(wire, "attach-wait"))
+		printf("%s: attached, %s\n", jstr(rep, "name"), jstr(rep, "state"));
 	else if (!strcmp(wire, "status"))
 		show_status(rep);
 	else if (!strcmp(wire, "stats"))
@@ -1252,6 +1337,8 @@ int main(int argc, char **argv)
 		show_inject(rep);
 	else if (!strcmp(wire, "attach"))
 		show_attach(rep);
+	else if (!strcmp(wire, "detach"))
+		show_detach(rep);
 	else if (!strcmp(wire, "restart"))
 		printf("%s\n", jstr(rep, "restart"));
 	else

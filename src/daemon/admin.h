@@ -8,9 +8,9 @@
  *
  * Protocol: newline-delimited JSON.  Each request is one object on one line,
  *   {"cmd": "status"|"stats"|"queues"|"namespaces"|"identify"|"config"|"metrics"|
- *           "inject"|"attach"|"list"|"smart-log"|"error-log"|"fw-log"|"effects-log"|
- *           "restart",
- *    "controller": NAME,   (identify, inject, attach, the log pages)
+ *           "inject"|"attach"|"detach"|"list"|"smart-log"|"error-log"|"fw-log"|
+ *           "effects-log"|"restart",
+ *    "controller": NAME,   (identify, inject, attach, detach, the log pages)
  *    "fault": F, ...       (inject only: see below)
  *    "id": ANY}            (optional: echoed in the reply)
  * and each reply is one object on one line, {"ok": true, ...} or
@@ -58,8 +58,13 @@
  *                         be attached
  * The reply echoes "controller", "fault", its arguments ("ms", "count",
  * "status", "seed") and the controller's "state" as the engine sees it then.
- * attach re-attaches a removed (or failed) controller through the daemon's
- * admin_ctx.attach; its reply carries the controller's state.  A software
+ * attach re-attaches a removed, failed or detached controller through the
+ * daemon's admin_ctx.attach, which starts the work and returns: its reply's
+ * "state" is "attaching", and status shows each controller's last attach
+ * as "attach" ("attaching", "live" or "failed") with "attach_error" when it
+ * failed.  detach (admin_ctx.detach) takes a live controller away while
+ * the others serve: its files go, its device is released; the reply
+ * carries the files taken away ("files") and the controller's state.  A software
  * controller cut off by "powerfail" is powered on first and comes back with
  * only its durable data; one removed by "remove" is refused until "clear".
  *
@@ -137,6 +142,11 @@ struct admin_ctx {
 	struct nvme_qpair **qpairs;
 	const struct admin_ns *ns;
 	unsigned nr_ns;
+	/* The namespace files now (the table changes at run time): called on
+	 * the loop's thread, the array valid until the loop runs again.  NULL:
+	 * ns and nr_ns above. */
+	const struct admin_ns *(*ns_view)(void *arg, unsigned *nr);
+	void *ns_view_arg;
 	/* FUSE over io_uring: fuse_cpu_map[c] is the reactor serving CPU c's
 	 * FUSE queue, fuse_cpus[c] its topology (cpumap.h); nr_fuse_cpus 0
 	 * when the daemon did not set io_uring up */
@@ -160,6 +170,12 @@ struct admin_ctx {
 	 * with a message for the operator in err.  NULL: attach refused. */
 	int (*attach)(void *arg, unsigned ctrl, char *err, size_t errlen);
 	void *attach_arg;
+	/* The last attach of controller i: NULL (none since start), or
+	 * "attaching", "live", "failed" (*why: the reason). */
+	const char *(*attach_state)(void *arg, unsigned ctrl, const char **why);
+	/* nvmefsctl detach: take controller i away; the number of files that
+	 * went, or a negative errno with a message in err.  NULL: refused. */
+	int (*detach)(void *arg, unsigned ctrl, char *err, size_t errlen);
 	/* nvmefsctl restart: check the installed binary and, if it may take
 	 * over, begin re-executing it (main.c); 0 with what happens in msg,
 	 * or a negative errno with the reason in err (nothing stopped).

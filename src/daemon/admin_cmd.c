@@ -53,6 +53,16 @@ static const struct cfg_controller *ctrl_cfg(const struct admin *a, unsigned i)
 	return NULL;
 }
 
+/* The namespace files now: the daemon's view when it gives one (the table
+ * changes at run time), else those of the start. */
+static const struct admin_ns *admin_ns_view(const struct admin *a, unsigned *nr)
+{
+	if (a->ctx.ns_view)
+		return a->ctx.ns_view(a->ctx.ns_view_arg, nr);
+	*nr = a->ctx.nr_ns;
+	return a->ctx.ns;
+}
+
 /* recovery views, defined with inject and attach below */
 static const char *recov_state(const struct admin *a, unsigned i);
 static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c);
@@ -261,7 +271,10 @@ static int cmd_status(struct admin *a, json_object *req, json_object *rep, char 
 		json_object_array_add(rs, o);
 	}
 	jset(rep, "reactors", rs);
-	jset_int(rep, "namespaces", a->ctx.nr_ns);
+	unsigned nr_ns;
+
+	(void)admin_ns_view(a, &nr_ns);
+	jset_int(rep, "namespaces", nr_ns);
 	return 0;
 }
 
@@ -483,11 +496,13 @@ static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, c
                           size_t errlen)
 {
 	json_object *ns = json_object_new_array();
+	unsigned nr;
+	const struct admin_ns *view = admin_ns_view(a, &nr);
 
 	(void)req, (void)err, (void)errlen;
 	jset_str(rep, "mountpoint", a->ctx.cfg ? a->ctx.cfg->daemon.mountpoint : NULL);
-	for (unsigned i = 0; i < a->ctx.nr_ns; i++) {
-		const struct admin_ns *n = &a->ctx.ns[i];
+	for (unsigned i = 0; i < nr; i++) {
+		const struct admin_ns *n = &view[i];
 		json_object *o = json_object_new_object();
 
 		jset_str(o, "name", n->name);
@@ -732,10 +747,19 @@ static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
 	return o;
 }
 
-/* status: each controller's state */
+/* status: each controller's state, and its last attach */
 static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
 {
+	const char *why = NULL, *at = a->ctx.attach_state
+					      ? a->ctx.attach_state(a->ctx.attach_arg, i, &why)
+					      : NULL;
+
 	jset_str(c, "state", recov_state(a, i));
+	if (at) {
+		jset_str(c, "attach", at);
+		if (why)
+			jset_str(c, "attach_error", why);
+	}
 }
 
 /* stats: one object per controller with its state and recovery counters */
@@ -912,7 +936,36 @@ static int cmd_attach(struct admin *a, json_object *req, json_object *rep, char 
 			         strerror(-ret));
 		return ret;
 	}
+	/* the work goes on off the loop: status says how it ends */
 	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_str(rep, "state", "attaching");
+	return 0;
+}
+
+static int cmd_detach(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	unsigned i;
+	int ret;
+
+	ret = recov_find_ctrl(a, req, "detach", &i, err, errlen);
+	if (ret)
+		return ret;
+	if (!a->ctx.detach) {
+		snprintf(err, errlen, "detach: not available in this daemon");
+		return -EOPNOTSUPP;
+	}
+	err[0] = '\0';
+	ret = a->ctx.detach(a->ctx.attach_arg, i, err, errlen);
+	if (ret < 0) {
+		if (!err[0])
+			snprintf(err, errlen, "detach %s: %s", nvme_ctrl_name(a->ctx.ctrls[i]),
+			         strerror(-ret));
+		return ret;
+	}
+	log_warn("admin: controller %s detached (%d file%s gone)", nvme_ctrl_name(a->ctx.ctrls[i]),
+	         ret, ret == 1 ? "" : "s");
+	jset_str(rep, "controller", nvme_ctrl_name(a->ctx.ctrls[i]));
+	jset_int(rep, "files", ret);
 	jset_str(rep, "state", recov_state(a, i));
 	return 0;
 }
@@ -1335,6 +1388,7 @@ static const struct admin_cmd admin_cmds[] = {
     {"error-log", cmd_error_log, false}, {"fw-log", cmd_fw_log, false},
     {"effects-log", cmd_effects_log, false},
     {"list", cmd_list, false},         {"restart", cmd_restart, true},
+    {"detach", cmd_detach, true},
 };
 
 const struct admin_cmd *admin_cmd_find(const char *name)

@@ -297,7 +297,7 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 		snprintf(err, sizeof(err),
 		         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
 		         "identify, config, metrics, inject, attach, smart-log, error-log, "
-		         "fw-log, effects-log, list, restart)",
+		         "fw-log, effects-log, list, restart, detach)",
 		         cmd);
 		ret = client_error(c, id, err);
 		goto out;

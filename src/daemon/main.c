@@ -27,7 +27,17 @@
  * files stay and fail every I/O with EIO, the other controllers go on, and a
  * VFIO bus is closed so that the kernel can finish the removal (a software
  * controller's bus is kept, with its data, for a later attach).
- * nvmefsctl attach brings it back (daemon_attach).
+ * nvmefsctl attach brings it back (daemon_attach): the work runs on a thread
+ * of its own (attach_thread), the loop learns how it ended (attach_done_cb).
+ * nvmefsctl detach (daemon_detach) takes a live controller away on purpose:
+ * its files go from the mount (open handles fail with EIO), its volatile
+ * write cache is flushed, it is removed as above, and its VFIO device is
+ * released; attach brings the files back in their inodes.
+ *
+ * Namespace events (nvme_ctrl_set_aen_cb, on an engine thread) are copied
+ * and posted to the loop (ctrl_aen_cb), which adds, removes or grows the
+ * files; a namespace that shrank or changed format is refused with a log
+ * line (its I/O fails, the engine marks it failed).
  *
  * The mount outlives the daemon (fdstore.h): once INIT is answered, the
  * /dev/fuse fd and a sealed state record go to the service manager's fd
@@ -81,6 +91,10 @@
 #include "sim.h"
 #include "upgrade.h"
 
+/* Namespace events come with the engine's aen.c: until an engine has it,
+ * the reference is weak and left null (no events). */
+#pragma weak nvme_ctrl_set_aen_cb
+
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define POOL_MIB_MAX 4096u
 /* dma_isolation = controller: the least request memory of one controller's
@@ -112,6 +126,21 @@ struct dctrl {
 	ev_io req_w, err_w;
 	ev_async event;          /* the engine's event callback, from any thread */
 	enum nvme_ctrl_state seen; /* last state logged */
+	bool detached;           /* its files were taken away (daemon_detach) */
+	/* attach: the thread, its bus and outcome (attach_done tells the
+	 * loop); attach_state for status: NULL, "attaching", "live", "failed" */
+	pthread_t attach_thr;
+	bool attach_running;
+	struct nvme_bus *attach_bus;
+	int attach_rc;
+	char attach_err[512];
+	const char *attach_state;
+	ev_async attach_done;
+	/* namespace events, copied on the engine's thread for the loop */
+	pthread_mutex_t aen_mu;
+	struct nvme_ns_change *aen_q;
+	unsigned aen_n, aen_cap;
+	ev_async aen;
 };
 
 struct daemon {
@@ -128,9 +157,11 @@ struct daemon {
 	struct nvme_qpair **qpairs;
 	struct fusefs *fs;
 	struct admin *admin;
-	struct admin_ns *ans;
+	struct admin_ns *ans;    /* the files shown now (ns_view_refresh) */
 	char **ns_paths;
 	unsigned nr_ns;
+	struct fusefs_ns_desc *ns_desc; /* scratch of fusefs_ns_capacity entries */
+	unsigned ns_cap;
 	/* FUSE over io_uring: the transport asked of the front end, and which
 	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
 	enum fusefs_transport transport;
@@ -156,6 +187,9 @@ struct daemon {
 	char **argv;
 	bool restarting;
 	int keep_fuse_fd;
+	/* the first change of the namespace table at run time ("" none): the
+	 * state record then makes a later run refuse to adopt (table_changed_mark) */
+	char table_changed[128];
 
 	struct ev_loop *loop;
 	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
@@ -355,6 +389,14 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 			 vc->name);
 		return -EOPNOTSUPP;
 	}
+	if (d->table_changed[0]) {
+		snprintf(err, errlen,
+			 "the namespace files changed at run time (%s): a new image builds them "
+			 "from the controllers as at a start and could not serve what the kernel "
+			 "has cached (a restart of the unit remounts)",
+			 d->table_changed);
+		return -EOPNOTSUPP;
+	}
 	if (!d->stored || d->state_fd < 0) {
 		snprintf(err, errlen,
 			 "the connection is not in the service manager's fd store (no "
@@ -541,6 +583,10 @@ static void ctrl_wire_irqs(struct dctrl *dc, struct nvme_bus *bus)
 		log_warn("%s: error IRQ: %s", dc->d->names[dc->idx], strerror(-rc));
 }
 
+static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents);
+static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents);
+static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
+
 static int ctrl_watch(struct daemon *d, unsigned i)
 {
 	struct dctrl *dc = &d->dc[i];
@@ -552,6 +598,15 @@ static int ctrl_watch(struct daemon *d, unsigned i)
 	dc->event.data = dc;
 	ev_async_start(d->loop, &dc->event);
 	nvme_ctrl_set_event_cb(d->ctrls[i], ctrl_event, dc);
+	ev_async_init(&dc->attach_done, attach_done_cb);
+	dc->attach_done.data = dc;
+	ev_async_start(d->loop, &dc->attach_done);
+	pthread_mutex_init(&dc->aen_mu, NULL);
+	ev_async_init(&dc->aen, ctrl_aen_cb);
+	dc->aen.data = dc;
+	ev_async_start(d->loop, &dc->aen);
+	if (nvme_ctrl_set_aen_cb) /* an engine without events: none come */
+		nvme_ctrl_set_aen_cb(d->ctrls[i], ctrl_aen, dc);
 	if (dc->sim)
 		return 0;
 	dc->req_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -577,6 +632,14 @@ static void ctrl_unwatch(struct daemon *d, unsigned i)
 		return;
 	nvme_ctrl_set_event_cb(d->ctrls[i], NULL, NULL);
 	ev_async_stop(d->loop, &dc->event);
+	if (nvme_ctrl_set_aen_cb)
+		nvme_ctrl_set_aen_cb(d->ctrls[i], NULL, NULL);
+	ev_async_stop(d->loop, &dc->aen);
+	ev_async_stop(d->loop, &dc->attach_done);
+	free(dc->aen_q);
+	dc->aen_q = NULL;
+	dc->aen_n = dc->aen_cap = 0;
+	pthread_mutex_destroy(&dc->aen_mu);
 	if (dc->req_efd >= 0) {
 		ev_io_stop(d->loop, &dc->req_w);
 		close(dc->req_efd);
@@ -588,18 +651,200 @@ static void ctrl_unwatch(struct daemon *d, unsigned i)
 	dc->req_efd = dc->err_efd = -1;
 }
 
-/* nvmefsctl attach (admin_ctx.attach): re-open a removed or failed
- * controller's device and hand it to the engine again. */
+/* The namespace table changed at run time (why): a later run builds its
+ * table from the controllers as at a start, numbering the files anew and
+ * with every handle generation at 0, which is not what the kernel has
+ * cached.  So the stored state record gets a digest no run computes
+ * (adoption after a crash is refused and the next run mounts afresh), and
+ * nvmefsctl restart is refused.  Once is enough. */
+static void table_changed_mark(struct daemon *d, const char *why)
+{
+	struct fstate st;
+	char *buf = NULL;
+	size_t len = 0;
+	int fd = -1, rc;
+
+	if (d->table_changed[0])
+		return;
+	snprintf(d->table_changed, sizeof(d->table_changed), "%s", why);
+	if (!d->stored || d->state_fd < 0)
+		return;
+	buf = malloc(fstate_size() + 1);
+	rc = buf ? fdstore_memfd_read(d->state_fd, buf, fstate_size() + 1, &len) : -ENOMEM;
+	if (!rc)
+		rc = fstate_decode(buf, len, &st);
+	if (!rc) {
+		/* FNV-1a 64 digests of a config never have all bits flipped
+		 * by design; a table changed at run time is not a config's */
+		st.digest = ~st.digest;
+		rc = fstate_encode(&st, buf, fstate_size());
+	}
+	if (!rc)
+		rc = fdstore_memfd(buf, fstate_size(), &fd);
+	free(buf);
+	if (!rc) {
+		fdstore_forget();
+		rc = fdstore_save(fusefs_fd(d->fs), fd);
+	}
+	if (rc) {
+		/* the old record stays: a run after a crash might adopt a table
+		 * it does not reproduce; say so */
+		log_err("fdstore: the namespace table changed (%s) but the state record could not "
+			"be replaced (%s): a run after a crash may adopt the mount with files "
+			"numbered differently",
+			why, strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(d->state_fd);
+	d->state_fd = fd;
+	log_info("fdstore: the namespace table changed at run time (%s): a run after a crash "
+		 "will mount afresh instead of adopting the mount",
+		 why);
+}
+
+/* The files shown now, for admin (namespaces, status): rebuilt on the
+ * loop after every change of the table. */
+static int ns_view_refresh(struct daemon *d)
+{
+	unsigned n;
+
+	if (!d->fs || !d->ns_desc)
+		return 0;
+	for (unsigned i = 0; i < d->nr_ns; i++) {
+		free(d->ns_paths[i]);
+		d->ns_paths[i] = NULL;
+	}
+	d->nr_ns = 0;
+	n = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);
+	for (unsigned i = 0; i < n; i++) {
+		const struct fusefs_ns_desc *ns = &d->ns_desc[i];
+
+		if (asprintf(&d->ns_paths[i], "%s/%s", d->cfg->daemon.mountpoint, ns->name) < 0) {
+			d->ns_paths[i] = NULL;
+			return -ENOMEM;
+		}
+		d->ans[i] = (struct admin_ns){
+			.name = ns->name,
+			.ctrl = ns->ctrl,
+			.nsid = ns->nsid,
+			.size = ns->size,
+			.lba_size = ns->lba_size,
+			.path = d->ns_paths[i],
+		};
+		d->nr_ns = i + 1;
+	}
+	return 0;
+}
+
+static const struct admin_ns *admin_ns_view(void *arg, unsigned *nr)
+{
+	struct daemon *d = arg;
+
+	*nr = d->nr_ns;
+	return d->ans;
+}
+
+/* The run of attach_thread, on the loop once it ended (or at teardown). */
+static void attach_finish(struct dctrl *dc)
+{
+	struct daemon *d = dc->d;
+	int n;
+
+	if (!dc->attach_running)
+		return;
+	pthread_join(dc->attach_thr, NULL);
+	dc->attach_running = false;
+	if (dc->attach_rc) {
+		if (!dc->sim && dc->attach_bus)
+			dc->attach_bus->ops->close(dc->attach_bus);
+		dc->attach_bus = NULL;
+		dc->attach_state = "failed";
+		log_err("%s: attach failed: %s", d->names[dc->idx], dc->attach_err);
+		return;
+	}
+	if (dc->sim)
+		dc->kept = NULL; /* the controller owns it again */
+	else
+		ctrl_wire_irqs(dc, dc->attach_bus);
+	dc->attach_bus = NULL;
+	dc->seen = NVME_CTRL_LIVE;
+	dc->attach_state = "live";
+	if (dc->detached && d->fs) {
+		n = fusefs_ctrl_attach(d->fs, dc->idx);
+		dc->detached = false;
+		(void)ns_view_refresh(d);
+		log_info("%s: attached: %d file%s back", d->names[dc->idx], n, n == 1 ? "" : "s");
+	} else {
+		log_info("%s: attached", d->names[dc->idx]);
+	}
+}
+
+static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	attach_finish(w->data);
+}
+
+/* Off the loop: open the device and bring the controller up (bounded by
+ * the engine's bring-up timeouts). */
+static void *attach_thread(void *arg)
+{
+	struct dctrl *dc = arg;
+	struct daemon *d = dc->d;
+	const struct cfg_controller *cc = &d->cfg->ctrls[dc->idx];
+	const char *name = d->names[dc->idx];
+	struct nvme_bus *bus = dc->attach_bus;
+	int rc = 0;
+
+	if (!bus) {
+		rc = vfio_bus_open(cc->device, &bus);
+		if (rc)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: cannot open %s through VFIO (%s): is the device back and "
+				 "bound to vfio-pci (scripts/vfio-bind %s)? the daemon's log says more",
+				 name, cc->device, strerror(-rc), cc->device);
+	}
+	if (!rc) {
+		dc->attach_bus = bus;
+		rc = nvme_ctrl_attach(d->ctrls[dc->idx], bus);
+		if (rc == -ESTALE)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: the namespaces changed (nsid set, size or format differ from "
+				 "those the files were made for): not attached; restart the daemon "
+				 "to serve the new ones",
+				 name);
+		else if (rc && dc->sim && rc == -ENODEV)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: the software controller still reads as removed (nvmefsctl "
+				 "inject %s clear first)",
+				 name, name);
+		else if (rc)
+			snprintf(dc->attach_err, sizeof(dc->attach_err), "%s: bring-up on %s failed: %s",
+				 name, bus->name, strerror(-rc));
+	}
+	dc->attach_rc = rc;
+	ev_async_send(d->loop, &dc->attach_done);
+	return NULL;
+}
+
+/* nvmefsctl attach (admin_ctx.attach): start re-opening a removed, failed
+ * or detached controller's device and handing it to the engine again; the
+ * outcome shows in status (daemon_attach_state). */
 static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
 {
 	struct daemon *d = arg;
 	struct dctrl *dc = &d->dc[i];
-	const struct cfg_controller *cc = &d->cfg->ctrls[i];
 	struct nvme_ctrl *c = d->ctrls[i];
 	enum nvme_ctrl_state s = nvme_ctrl_state(c);
-	struct nvme_bus *bus = NULL;
 	int rc;
 
+	if (dc->attach_running) {
+		snprintf(err, errlen, "%s: an attach is running already", d->names[i]);
+		return -EBUSY;
+	}
 	if (s == NVME_CTRL_LIVE || s == NVME_CTRL_RESETTING) {
 		snprintf(err, errlen, "%s is %s, not removed: nothing to attach", d->names[i],
 			 nvme_ctrl_state_name(s));
@@ -607,52 +852,257 @@ static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
 	}
 	if (s == NVME_CTRL_FAILED) /* still holds its device: release it first */
 		ctrl_remove(dc, "attach after a failed reset");
+	dc->attach_bus = NULL;
 	if (dc->sim) {
-		bus = dc->kept;
-		if (!bus) {
+		if (!dc->kept) {
 			snprintf(err, errlen, "%s: the software controller's bus is gone",
 				 d->names[i]);
 			return -ENODEV;
 		}
+		dc->attach_bus = dc->kept;
 		/* after inject powerfail: power back, with only the durable data; a
-		 * removed sim (-ENODEV) still reads as removed and is refused below */
+		 * removed sim (-ENODEV) still reads as removed and is refused */
 		(void)sim_power_on(dc->sim);
-	} else {
-		rc = vfio_bus_open(cc->device, &bus);
-		if (rc) {
-			snprintf(err, errlen,
-				 "%s: cannot open %s through VFIO (%s): is the device back and "
-				 "bound to vfio-pci (scripts/vfio-bind %s)? the daemon's log says more",
-				 d->names[i], cc->device, strerror(-rc), cc->device);
-			return rc;
-		}
 	}
-	rc = nvme_ctrl_attach(c, bus);
+	dc->attach_rc = 0;
+	dc->attach_err[0] = '\0';
+	rc = pthread_create(&dc->attach_thr, NULL, attach_thread, dc);
 	if (rc) {
-		if (rc == -ESTALE)
-			snprintf(err, errlen,
-				 "%s: the namespaces changed (nsid set, size or format differ from "
-				 "those the files were made for): not attached; restart the daemon "
-				 "to serve the new ones",
-				 d->names[i]);
-		else if (dc->sim && rc == -ENODEV)
-			snprintf(err, errlen,
-				 "%s: the software controller still reads as removed (nvmefsctl "
-				 "inject %s clear first)",
-				 d->names[i], d->names[i]);
-		else
-			snprintf(err, errlen, "%s: bring-up on %s failed: %s", d->names[i],
-				 bus->name, strerror(-rc));
-		if (!dc->sim)
-			bus->ops->close(bus);
+		snprintf(err, errlen, "%s: cannot start the attach: %s", d->names[i], strerror(rc));
+		return -rc;
+	}
+	dc->attach_running = true;
+	dc->attach_state = "attaching";
+	log_info("%s: attaching", d->names[i]);
+	return 0;
+}
+
+static const char *daemon_attach_state(void *arg, unsigned i, const char **why)
+{
+	struct daemon *d = arg;
+	struct dctrl *dc = &d->dc[i];
+
+	*why = dc->attach_state && !strcmp(dc->attach_state, "failed") ? dc->attach_err : NULL;
+	return dc->attach_state;
+}
+
+/* The volatile write cache of controller i written back before it goes
+ * (Flush, all namespaces, on reactor 0's queue), waited for at most
+ * FLUSH_WAIT_MS.  The engine's shutdown (CC.SHN) ends a controller for
+ * good, so a detach, which must allow an attach, flushes instead. */
+#define FLUSH_WAIT_MS 5000
+struct flush_wait {
+	struct nvme_qpair *qp;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int err;
+	atomic_int refs; /* the waiter and the command: the last one frees */
+};
+
+static void flush_put(struct flush_wait *f)
+{
+	if (atomic_fetch_sub(&f->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f);
+}
+
+static void flush_done(void *arg, int err, uint16_t status)
+{
+	struct flush_wait *f = arg;
+
+	pthread_mutex_lock(&f->mu);
+	f->err = err ? err : status ? -EIO : 0;
+	f->done = true;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	flush_put(f);
+}
+
+static void flush_submit(void *arg)
+{
+	struct flush_wait *f = arg;
+	int rc = nvme_qpair_flush(f->qp, 0xffffffffu, flush_done, f);
+
+	if (rc)
+		flush_done(f, rc, 0);
+}
+
+static int ctrl_flush(struct daemon *d, unsigned i)
+{
+	struct flush_wait *f = calloc(1, sizeof(*f));
+	struct timespec ts;
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	f->qp = d->qpairs[i]; /* reactor 0's */
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	atomic_init(&f->refs, 2);
+	rc = nvme_reactor_call(d->reactors[0], flush_submit, f);
+	if (rc) {
+		atomic_store(&f->refs, 1);
+		flush_put(f);
 		return rc;
 	}
-	if (dc->sim)
-		dc->kept = NULL; /* the controller owns it again */
-	else
-		ctrl_wire_irqs(dc, bus);
-	dc->seen = NVME_CTRL_LIVE;
-	return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += FLUSH_WAIT_MS / 1000;
+	pthread_mutex_lock(&f->mu);
+	while (!f->done)
+		if (pthread_cond_timedwait(&f->cv, &f->mu, &ts))
+			break;
+	rc = f->done ? f->err : -ETIMEDOUT;
+	pthread_mutex_unlock(&f->mu);
+	flush_put(f);
+	return rc;
+}
+
+/* nvmefsctl detach (admin_ctx.detach): controller i's files go (handles
+ * fail with EIO from now on), its write cache is flushed, it is removed
+ * and its device released; the others go on.  The number of files gone. */
+static int daemon_detach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	struct daemon *d = arg;
+	struct dctrl *dc = &d->dc[i];
+	struct nvme_ctrl *c = d->ctrls[i];
+	enum nvme_ctrl_state s = nvme_ctrl_state(c);
+	int n, rc;
+
+	if (dc->attach_running) {
+		snprintf(err, errlen, "%s: an attach is running: detach when it has ended",
+			 d->names[i]);
+		return -EBUSY;
+	}
+	if (dc->detached) {
+		snprintf(err, errlen, "%s is detached already", d->names[i]);
+		return -EALREADY;
+	}
+	n = d->fs ? fusefs_ctrl_detach(d->fs, i) : 0;
+	dc->detached = true;
+	table_changed_mark(d, "a controller detached");
+	dc->attach_state = NULL;
+	(void)ns_view_refresh(d);
+	if (s == NVME_CTRL_LIVE && nvme_ctrl_get_info(c)->vwc) {
+		rc = ctrl_flush(d, i);
+		if (rc)
+			log_warn("%s: detach: flushing the write cache: %s", d->names[i],
+				 strerror(-rc));
+	}
+	ctrl_remove(dc, "detached (nvmefsctl detach)");
+	s = nvme_ctrl_state(c);
+	if (s != NVME_CTRL_REMOVED) {
+		/* the files are gone; the device is still held (removal failed) */
+		snprintf(err, errlen, "%s: its files are gone but the controller could not be "
+			 "released (%s): the daemon's log says why", d->names[i],
+			 nvme_ctrl_state_name(s));
+		return -EBUSY;
+	}
+	return n;
+}
+
+/* ---- namespace events ---- */
+
+/* The engine's event callback, on its admin thread: copy the namespace
+ * changes for the loop. */
+static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev)
+{
+	struct dctrl *dc = arg;
+	bool post = false;
+
+	(void)c;
+	if (ev->kind != NVME_AEN_NS_CHANGED || !ev->nr_changes)
+		return;
+	pthread_mutex_lock(&dc->aen_mu);
+	if (dc->aen_n + ev->nr_changes > dc->aen_cap) {
+		unsigned cap = dc->aen_n + ev->nr_changes + 16;
+		struct nvme_ns_change *q = realloc(dc->aen_q, cap * sizeof(*q));
+
+		if (q) {
+			dc->aen_q = q;
+			dc->aen_cap = cap;
+		}
+	}
+	for (unsigned k = 0; k < ev->nr_changes && dc->aen_n < dc->aen_cap; k++) {
+		dc->aen_q[dc->aen_n++] = ev->changes[k];
+		post = true;
+	}
+	pthread_mutex_unlock(&dc->aen_mu);
+	if (post)
+		ev_async_send(dc->d->loop, &dc->aen);
+}
+
+/* True when the table changed. */
+static bool ns_change_apply(struct daemon *d, unsigned i, const struct nvme_ns_change *ch)
+{
+	const char *name = d->names[i];
+	uint32_t nsid = ch->ns.nsid;
+	int rc = 0;
+
+	switch (ch->kind) {
+	case NVME_NS_ADDED:
+		rc = fusefs_ns_add(d->fs, i, &ch->ns);
+		if (rc)
+			log_warn("%s: namespace %u added: not shown (%s)", name, nsid,
+				 rc == -EOPNOTSUPP ? "LBA size larger than any at start"
+				 : rc == -ENOSPC  ? "no free slot in the namespace table"
+						  : strerror(-rc));
+		else
+			log_info("%s: namespace %u added: file %sn%u, %llu bytes", name, nsid, name,
+				 nsid, (unsigned long long)(ch->ns.nlba * ch->ns.lba_size));
+		break;
+	case NVME_NS_REMOVED:
+		rc = fusefs_ns_remove(d->fs, i, nsid);
+		log_info("%s: namespace %u removed%s", name, nsid,
+			 rc ? " (its file was not shown)" : ": file gone, open handles fail with EIO");
+		break;
+	case NVME_NS_GROWN:
+		rc = fusefs_ns_resize(d->fs, i, nsid, ch->ns.nlba);
+		if (rc)
+			log_warn("%s: namespace %u grew to %llu blocks: size not changed (%s)", name,
+				 nsid, (unsigned long long)ch->ns.nlba, strerror(-rc));
+		else
+			log_info("%s: namespace %u grew from %llu to %llu blocks", name, nsid,
+				 (unsigned long long)ch->old_nlba, (unsigned long long)ch->ns.nlba);
+		break;
+	case NVME_NS_SHRUNK:
+		log_err("%s: namespace %u shrank from %llu to %llu blocks: refused, its file keeps "
+			"its size and fails every I/O with EIO (restart the daemon to serve the new "
+			"size)",
+			name, nsid, (unsigned long long)ch->old_nlba, (unsigned long long)ch->ns.nlba);
+		return false;
+	case NVME_NS_REFORMATTED:
+		log_err("%s: namespace %u changed format (LBA size now %u): refused, its file fails "
+			"every I/O with EIO (restart the daemon to serve the new format)",
+			name, nsid, ch->ns.lba_size);
+		return false;
+	}
+	return rc == 0;
+}
+
+static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct dctrl *dc = w->data;
+	struct daemon *d = dc->d;
+	struct nvme_ns_change *q;
+	unsigned n;
+
+	(void)loop;
+	(void)revents;
+	pthread_mutex_lock(&dc->aen_mu);
+	q = dc->aen_q;
+	n = dc->aen_n;
+	dc->aen_q = NULL;
+	dc->aen_n = dc->aen_cap = 0;
+	pthread_mutex_unlock(&dc->aen_mu);
+	for (unsigned k = 0; d->fs && k < n; k++)
+		if (ns_change_apply(d, dc->idx, &q[k]))
+			table_changed_mark(d, "a namespace added, removed or grown");
+	free(q);
+	if (n)
+		(void)ns_view_refresh(d);
 }
 
 /* ---- start-up ---- */
@@ -873,27 +1323,19 @@ static void admin_fuse_stats(void *arg, struct fusefs_stats *out)
 
 static int start_admin(struct daemon *d)
 {
-	const struct fusefs_ns_desc *ns = fusefs_namespaces(d->fs, &d->nr_ns);
 	struct admin_ctx ctx;
+	int rc;
 
-	d->ans = calloc(d->nr_ns ? d->nr_ns : 1, sizeof(*d->ans));
-	d->ns_paths = calloc(d->nr_ns ? d->nr_ns : 1, sizeof(*d->ns_paths));
-	if (!d->ans || !d->ns_paths)
+	/* room for every slot of the table: a change never allocates here */
+	d->ns_cap = fusefs_ns_capacity(d->fs);
+	d->ans = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ans));
+	d->ns_paths = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ns_paths));
+	d->ns_desc = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ns_desc));
+	if (!d->ans || !d->ns_paths || !d->ns_desc)
 		return -ENOMEM;
-	for (unsigned i = 0; i < d->nr_ns; i++) {
-		if (asprintf(&d->ns_paths[i], "%s/%s", d->cfg->daemon.mountpoint, ns[i].name) < 0) {
-			d->ns_paths[i] = NULL;
-			return -ENOMEM;
-		}
-		d->ans[i] = (struct admin_ns){
-			.name = ns[i].name,
-			.ctrl = ns[i].ctrl,
-			.nsid = ns[i].nsid,
-			.size = ns[i].size,
-			.lba_size = ns[i].lba_size,
-			.path = d->ns_paths[i],
-		};
-	}
+	rc = ns_view_refresh(d);
+	if (rc)
+		return rc;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.cfg = d->cfg;
 	ctx.config_path = d->config_path;
@@ -905,6 +1347,8 @@ static int start_admin(struct daemon *d)
 	ctx.qpairs = d->qpairs;
 	ctx.ns = d->ans;
 	ctx.nr_ns = d->nr_ns;
+	ctx.ns_view = admin_ns_view;
+	ctx.ns_view_arg = d;
 	if (d->transport != FUSEFS_TRANSPORT_CLASSIC) {
 		ctx.fuse_cpu_map = d->cpu_map;
 		ctx.fuse_cpus = d->cpu_topo;
@@ -915,6 +1359,8 @@ static int start_admin(struct daemon *d)
 	ctx.sims = d->sims;
 	ctx.attach = daemon_attach;
 	ctx.attach_arg = d;
+	ctx.attach_state = daemon_attach_state;
+	ctx.detach = daemon_detach;
 	ctx.restart = daemon_restart;
 	ctx.restart_arg = d;
 	return admin_start(d->loop, &ctx, &d->admin);
@@ -924,6 +1370,9 @@ static void teardown(struct daemon *d)
 {
 	admin_stop(d->admin);
 	d->admin = NULL;
+	/* an attach still running ends first (bounded by the bring-up) */
+	for (unsigned i = 0; i < d->nr_ctrls; i++)
+		attach_finish(&d->dc[i]);
 	if (d->restarting && d->fs) {
 		/* the next image serves this mount: keep it, the store and the
 		 * state record; our copy of the connection outlives the front end */
@@ -1028,6 +1477,7 @@ static void teardown(struct daemon *d)
 		free(d->ns_paths[i]);
 	free(d->ns_paths);
 	free(d->ans);
+	free(d->ns_desc);
 	free(d->qpairs);
 	free(d->reactors);
 	free(d->cpu_map);

@@ -4,57 +4,200 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "nvme.h"
 
-int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigned nr_ctrls,
-	       struct fusefs_ns **out, unsigned *nr)
+int fsns_init(struct fsns_table *t, unsigned cap)
 {
-	struct fusefs_ns *v;
-	unsigned n = 0, k = 0;
+	memset(t, 0, sizeof(*t));
+	t->slot = calloc(cap ? cap : 1, sizeof(*t->slot));
+	if (!t->slot)
+		return -ENOMEM;
+	t->cap = cap;
+	atomic_init(&t->nr, 0);
+	pthread_mutex_init(&t->wlock, NULL);
+	return 0;
+}
+
+static bool lba_ok(const struct nvme_ns_info *ni)
+{
+	return ni->lba_size >= 512 && ni->lba_size <= 65536 &&
+	       !(ni->lba_size & (ni->lba_size - 1)) && ni->nlba != 0;
+}
+
+int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
+	     const struct fsns_ctrl_feat *f, const struct nvme_ns_info *ni, uint64_t *ino)
+{
+	struct fusefs_ns *ns;
+	unsigned k;
+	int rc = 0;
+
+	if (!lba_ok(ni))
+		return -EINVAL;
+	pthread_mutex_lock(&t->wlock);
+	k = atomic_load_explicit(&t->nr, memory_order_relaxed);
+	/* present, or detached (its attach brings it back): not twice */
+	for (unsigned i = 0; i < k; i++)
+		if (t->slot[i].d.ctrl == ctrl && t->slot[i].d.nsid == ni->nsid &&
+		    atomic_load(&t->slot[i].state) != FSNS_REMOVED) {
+			rc = -EEXIST;
+			goto out;
+		}
+	if (k >= t->cap) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	ns = &t->slot[k];
+	snprintf(ns->name, sizeof(ns->name), "%sn%u", cname, ni->nsid);
+	ns->d.name = ns->name;
+	ns->d.ctrl = ctrl;
+	ns->d.nsid = ni->nsid;
+	ns->d.lba_size = ni->lba_size;
+	ns->d.size = ni->nlba * ni->lba_size;
+	ns->shift = (uint8_t)__builtin_ctz(ni->lba_size);
+	ns->vwc = f->vwc;
+	ns->dsm = f->dsm;
+	ns->wzeroes = f->wzeroes;
+	ns->dealloc_zeroes = ni->dealloc_zeroes;
+	atomic_init(&ns->size, ns->d.size);
+	atomic_init(&ns->state, FSNS_PRESENT);
+	atomic_init(&ns->gen, 0);
+	rlock_init(&ns->lock);
+	/* the slot is complete before a reader can count it */
+	atomic_store_explicit(&t->nr, k + 1, memory_order_release);
+	*ino = (uint64_t)k + 2;
+out:
+	pthread_mutex_unlock(&t->wlock);
+	return rc;
+}
+
+int fsns_remove(struct fsns_table *t, uint64_t ino, enum fsns_state why)
+{
+	struct fusefs_ns *ns;
+	int rc = 0;
+
+	if (why == FSNS_PRESENT)
+		return -EINVAL;
+	pthread_mutex_lock(&t->wlock);
+	ns = fsns_by_ino(t, ino);
+	if (!ns || !fsns_present(ns)) {
+		rc = -ENOENT;
+		goto out;
+	}
+	/* handles opened until now become stale before the name goes */
+	atomic_fetch_add_explicit(&ns->gen, 1, memory_order_release);
+	atomic_store_explicit(&ns->state, why, memory_order_release);
+out:
+	pthread_mutex_unlock(&t->wlock);
+	return rc;
+}
+
+int fsns_revive(struct fsns_table *t, uint64_t ino)
+{
+	struct fusefs_ns *ns;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->wlock);
+	ns = fsns_by_ino(t, ino);
+	if (!ns || atomic_load(&ns->state) != FSNS_DETACHED)
+		rc = -ENOENT;
+	else
+		atomic_store_explicit(&ns->state, FSNS_PRESENT, memory_order_release);
+	pthread_mutex_unlock(&t->wlock);
+	return rc;
+}
+
+int fsns_resize(struct fsns_table *t, uint64_t ino, uint64_t bytes)
+{
+	struct fusefs_ns *ns;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->wlock);
+	ns = fsns_by_ino(t, ino);
+	if (!ns)
+		rc = -ENOENT;
+	else if (bytes < fsns_size(ns))
+		rc = -ERANGE;
+	else
+		atomic_store_explicit(&ns->size, bytes, memory_order_release);
+	pthread_mutex_unlock(&t->wlock);
+	return rc;
+}
+
+uint64_t fsns_find(struct fsns_table *t, unsigned ctrl, uint32_t nsid)
+{
+	unsigned n = fsns_count(t);
+
+	for (unsigned i = n; i-- > 0;)
+		if (t->slot[i].d.ctrl == ctrl && t->slot[i].d.nsid == nsid)
+			return (uint64_t)i + 2;
+	return 0;
+}
+
+struct fusefs_ns *fsns_lookup(struct fsns_table *t, const char *name, uint64_t *ino)
+{
+	unsigned n = fsns_count(t);
+
+	for (unsigned i = 0; i < n; i++)
+		if (fsns_present(&t->slot[i]) && strcmp(t->slot[i].name, name) == 0) {
+			*ino = (uint64_t)i + 2;
+			return &t->slot[i];
+		}
+	return NULL;
+}
+
+int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigned nr_ctrls,
+	       unsigned spare, struct fsns_table *t)
+{
+	unsigned n = 0;
+	int rc;
 
 	for (unsigned c = 0; c < nr_ctrls; c++)
 		n += nvme_ctrl_get_info(ctrls[c])->nr_ns;
-	v = calloc(n ? n : 1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
+	rc = fsns_init(t, n + spare);
+	if (rc)
+		return rc;
 	for (unsigned c = 0; c < nr_ctrls; c++) {
 		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(ctrls[c]);
+		struct fsns_ctrl_feat f = {
+			.vwc = in->vwc,
+			.dsm = in->oncs & NVME_ONCS_DSM,
+			.wzeroes = in->oncs & NVME_ONCS_WRITE_ZEROES,
+		};
 
 		for (unsigned i = 0; i < in->nr_ns; i++) {
 			const struct nvme_ns_info *ni = &in->ns[i];
-			struct fusefs_ns *ns = &v[k];
+			uint64_t ino;
 
-			if (ni->lba_size < 512 || ni->lba_size > 65536 ||
-			    (ni->lba_size & (ni->lba_size - 1)) || ni->nlba == 0) {
+			if (ni->removed)
+				continue;
+			if (!lba_ok(ni)) {
 				log_warn("fuse: %s namespace %u: LBA size %u, %llu blocks: not shown",
 					 names[c], ni->nsid, ni->lba_size, (unsigned long long)ni->nlba);
 				continue;
 			}
-			snprintf(ns->name, sizeof(ns->name), "%sn%u", names[c], ni->nsid);
-			ns->d.name = ns->name;
-			ns->d.ctrl = c;
-			ns->d.nsid = ni->nsid;
-			ns->d.lba_size = ni->lba_size;
-			ns->d.size = ni->nlba * ni->lba_size;
-			ns->shift = (uint8_t)__builtin_ctz(ni->lba_size);
-			ns->vwc = in->vwc;
-			ns->dsm = in->oncs & NVME_ONCS_DSM;
-			ns->wzeroes = in->oncs & NVME_ONCS_WRITE_ZEROES;
-			ns->dealloc_zeroes = ni->dealloc_zeroes;
-			rlock_init(&ns->lock);
-			k++;
+			rc = fsns_add(t, c, names[c], &f, ni, &ino);
+			if (rc) {
+				fsns_free(t);
+				return rc;
+			}
 		}
 	}
-	*out = v;
-	*nr = k;
 	return 0;
 }
 
-void fsns_free(struct fusefs_ns *ns, unsigned nr)
+void fsns_free(struct fsns_table *t)
 {
-	for (unsigned i = 0; ns && i < nr; i++)
-		rlock_destroy(&ns[i].lock);
-	free(ns);
+	unsigned n;
+
+	if (!t->slot)
+		return;
+	n = fsns_count(t);
+	for (unsigned i = 0; i < n; i++)
+		rlock_destroy(&t->slot[i].lock);
+	free(t->slot);
+	t->slot = NULL;
+	pthread_mutex_destroy(&t->wlock);
 }

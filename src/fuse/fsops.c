@@ -19,13 +19,34 @@
 #include "log.h"
 #include "uring.h"
 
-#define ATTR_TIMEOUT 10.0         /* sizes never change while mounted */
+/* a change is told to the kernel (fusefs_ns_add and the others): this
+ * bounds a missed notification only */
+#define ATTR_TIMEOUT FUSEFS_ATTR_TIMEOUT
 #define OPT_BLKSIZE (128u * 1024) /* st_blksize: what cp and cat use per call */
 #define ROOT_ID FUSE_ROOT_ID
 
 static struct fusefs_ns *ino_ns(struct fusefs *fs, uint64_t ino)
 {
-	return fsns_by_ino(fs->ns, fs->nr_ns, ino);
+	return fsns_by_ino(&fs->ns, ino);
+}
+
+/* The namespace a request on handle fh of inode ino is for: NULL with
+ * *err set when there is none (EISDIR for the root, ENOENT for an inode no
+ * slot has) or it went away since the handle was opened (EIO, on every
+ * request until the handle is closed). */
+static struct fusefs_ns *io_ns(struct fusefs *fs, uint64_t ino, uint64_t fh, int *err)
+{
+	struct fusefs_ns *ns = ino_ns(fs, ino);
+
+	if (!ns) {
+		*err = ino == ROOT_ID ? EISDIR : ENOENT;
+		return NULL;
+	}
+	if (!fsns_usable(ns, fh)) {
+		*err = EIO;
+		return NULL;
+	}
+	return ns;
 }
 
 /* Answer a counted request at once. */
@@ -45,9 +66,9 @@ static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, uint64_t ino,
 	st->st_nlink = 1;
 	st->st_uid = fs->o.uid;
 	st->st_gid = fs->o.gid;
-	st->st_size = (off_t)ns->d.size;
+	st->st_size = (off_t)fsns_size(ns);
 	st->st_blksize = ns->d.lba_size > OPT_BLKSIZE ? ns->d.lba_size : OPT_BLKSIZE;
-	st->st_blocks = (blkcnt_t)(ns->d.size / 512);
+	st->st_blocks = (blkcnt_t)(fsns_size(ns) / 512);
 	st->st_atim = st->st_mtim = st->st_ctim = fs->t0;
 }
 
@@ -71,26 +92,29 @@ static int ino_stat(struct fusefs *fs, uint64_t ino, struct stat *st)
 	ns = ino_ns(fs, ino);
 	if (!ns)
 		return ENOENT;
+	if (!fsns_present(ns))
+		return EIO; /* gone: what still holds it fails */
 	ns_stat(fs, ns, ino, st);
 	return 0;
 }
 
 static void op_lookup(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 {
+	struct fusefs_ns *ns;
 	struct stat st;
+	uint64_t ino;
 
 	if (m->h.nodeid != ROOT_ID) {
 		fw_reply_err(r, ENOTDIR);
 		return;
 	}
-	for (unsigned i = 0; i < fs->nr_ns; i++) {
-		if (strcmp(fs->ns[i].name, m->name) == 0) {
-			ns_stat(fs, &fs->ns[i], i + 2, &st);
-			fw_reply_entry(r, i + 2, &st, ATTR_TIMEOUT);
-			return;
-		}
+	ns = fsns_lookup(&fs->ns, m->name, &ino);
+	if (!ns) {
+		fw_reply_err(r, ENOENT);
+		return;
 	}
-	fw_reply_err(r, ENOENT);
+	ns_stat(fs, ns, ino, &st);
+	fw_reply_entry(r, ino, &st, ATTR_TIMEOUT);
 }
 
 static void op_getattr(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
@@ -162,11 +186,17 @@ static void op_readdir(struct fusefs *fs, struct fw_req *r, const struct fw_msg 
 		fw_reply_err(r, ENOMEM);
 		return;
 	}
-	/* entry k: 0 ".", 1 "..", 2.. the namespaces; off is the next entry */
-	for (uint64_t k = off; k < (uint64_t)fs->nr_ns + 2; k++) {
-		const char *name = k == 0 ? "." : k == 1 ? ".." : fs->ns[k - 2].name;
+	/* entry k: 0 ".", 1 "..", 2.. the slots (inode k), those shown; off
+	 * is the next entry: slots never move, so offsets stay valid while
+	 * namespaces come and go */
+	for (uint64_t k = off; k < (uint64_t)fsns_count(&fs->ns) + 2; k++) {
+		const char *name = k == 0 ? "." : k == 1 ? ".." : fs->ns.slot[k - 2].name;
 		uint64_t ino = k < 2 ? ROOT_ID : k;
-		size_t n = fw_add_dirent(buf, size, used, name, ino, k < 2 ? S_IFDIR : S_IFREG, k + 1);
+		size_t n;
+
+		if (k >= 2 && !fsns_present(&fs->ns.slot[k - 2]))
+			continue;
+		n = fw_add_dirent(buf, size, used, name, ino, k < 2 ? S_IFDIR : S_IFREG, k + 1);
 
 		if (n > size - used)
 			break;
@@ -186,51 +216,58 @@ static void op_open(struct fusefs *fs, struct fw_req *r, const struct fw_msg *m)
 		fw_reply_err(r, EISDIR);
 		return;
 	}
-	if (!ino_ns(fs, m->h.nodeid)) {
+	struct fusefs_ns *ns = ino_ns(fs, m->h.nodeid);
+
+	if (!ns || !fsns_present(ns)) {
 		fw_reply_err(r, ENOENT);
 		return;
 	}
-	fw_reply_open(r, 0, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES);
+	/* the handle is the generation: a removal makes it stale */
+	fw_reply_open(r, fsns_gen(ns), FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES);
 }
 
 /* ---- requests that reach the device ---- */
 
 static void op_read(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	int err = 0;
+	struct fusefs_ns *ns = io_ns(rx->fs, m->h.nodeid, m->in.read.fh, &err);
 	uint64_t off = m->in.read.offset;
-	size_t size = m->in.read.size;
+	size_t size = m->in.read.size, nsz;
 
 	if (!ns) {
-		reply_err(rx, r, FUSEFS_OP_READ, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_READ, err);
 		return;
 	}
 	if (off > INT64_MAX) {
 		reply_err(rx, r, FUSEFS_OP_READ, EINVAL);
 		return;
 	}
-	if (off >= ns->d.size || size == 0) {
+	nsz = fsns_size(ns);
+	if (off >= nsz || size == 0) {
 		sched_count(rx->sched, FUSEFS_OP_READ, 0, 0);
 		fw_reply_buf(r, NULL, 0);
 		return;
 	}
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short read: the caller asks again */
-	if (size > ns->d.size - off)
-		size = ns->d.size - off; /* crosses the end: short */
+	if (size > nsz - off)
+		size = nsz - off; /* crosses the end: short */
 	fsio_read(rx, r, ns, off, size);
 }
 
 static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
-	uint64_t off = m->in.write.offset;
+	int err = 0;
+	struct fusefs_ns *ns = io_ns(rx->fs, m->h.nodeid, m->in.write.fh, &err);
+	uint64_t off = m->in.write.offset, nsz;
 	size_t size = m->data_len;
 
 	if (!ns) {
-		reply_err(rx, r, FUSEFS_OP_WRITE, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_WRITE, err);
 		return;
 	}
+	nsz = fsns_size(ns);
 	if (off > INT64_MAX) {
 		reply_err(rx, r, FUSEFS_OP_WRITE, EINVAL);
 		return;
@@ -242,12 +279,12 @@ static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 	}
 	/* as on a block device (blkdev_write_iter): at or past the end
 	 * ENOSPC, across it a short write of what fits */
-	if (off >= ns->d.size) {
+	if (off >= nsz) {
 		reply_err(rx, r, FUSEFS_OP_WRITE, ENOSPC);
 		return;
 	}
-	if (size > ns->d.size - off)
-		size = ns->d.size - off;
+	if (size > nsz - off)
+		size = nsz - off;
 	if (size > FUSEFS_MAX_IO)
 		size = FUSEFS_MAX_IO; /* a short write: the caller writes the rest */
 	/* The kernel does not make a direct-I/O write durable itself (no
@@ -259,10 +296,11 @@ static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 
 static void op_fsync(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	int err = 0;
+	struct fusefs_ns *ns = io_ns(rx->fs, m->h.nodeid, m->in.fsync.fh, &err);
 
 	if (!ns) {
-		reply_err(rx, r, FUSEFS_OP_FLUSH, m->h.nodeid == ROOT_ID ? 0 : ENOENT);
+		reply_err(rx, r, FUSEFS_OP_FLUSH, err == EISDIR ? 0 : err);
 		return;
 	}
 	SCHED_STAT_ADD(rx->sched, fsyncs, 1);
@@ -276,15 +314,17 @@ static void op_fsync(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 
 static void op_fallocate(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg *m)
 {
-	struct fusefs_ns *ns = ino_ns(rx->fs, m->h.nodeid);
+	int err = 0;
+	struct fusefs_ns *ns = io_ns(rx->fs, m->h.nodeid, m->in.fallocate.fh, &err);
 	uint32_t mode = m->in.fallocate.mode;
-	uint64_t off = m->in.fallocate.offset, length = m->in.fallocate.length, end;
+	uint64_t off = m->in.fallocate.offset, length = m->in.fallocate.length, end, nsz;
 	uint8_t op = mode & FALLOC_FL_PUNCH_HOLE ? FUSEFS_OP_PUNCH : FUSEFS_OP_ZERO;
 
 	if (!ns) {
-		reply_err(rx, r, op, m->h.nodeid == ROOT_ID ? EISDIR : ENOENT);
+		reply_err(rx, r, op, err);
 		return;
 	}
+	nsz = fsns_size(ns);
 	/* the checks of blkdev_fallocate, in its order: unknown flags, then
 	 * the range (starting at or past the end, or crossing it without
 	 * KEEP_SIZE: EINVAL), then the mode.  Unlike a block device, an
@@ -294,19 +334,19 @@ static void op_fallocate(struct fusefs_rx *rx, struct fw_req *r, const struct fw
 		reply_err(rx, r, op, EOPNOTSUPP);
 		return;
 	}
-	if (off > INT64_MAX || length == 0 || length > INT64_MAX || off >= ns->d.size) {
+	if (off > INT64_MAX || length == 0 || length > INT64_MAX || off >= nsz) {
 		reply_err(rx, r, op, EINVAL);
 		return;
 	}
 	end = off + length;
 	if (end < off)
 		end = UINT64_MAX;
-	if (end > ns->d.size) {
+	if (end > nsz) {
 		if (!(mode & FALLOC_FL_KEEP_SIZE)) {
 			reply_err(rx, r, op, EINVAL);
 			return;
 		}
-		end = ns->d.size;
+		end = nsz;
 	}
 	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
 	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
@@ -332,16 +372,21 @@ static void op_statfs(struct fusefs *fs, struct fw_req *r)
 
 	/* in blocks and saturated: each size is below 2^63, but a thousand
 	 * namespaces of a few controllers are not */
-	for (unsigned i = 0; i < fs->nr_ns; i++) {
-		uint64_t b = fs->ns[i].d.size / 4096;
+	unsigned n = fsns_count(&fs->ns), files = 0;
 
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = fsns_size(&fs->ns.slot[i]) / 4096;
+
+		if (!fsns_present(&fs->ns.slot[i]))
+			continue;
+		files++;
 		blocks = blocks > UINT64_MAX - b ? UINT64_MAX : blocks + b;
 	}
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = blocks;
-	sv.f_files = fs->nr_ns + 1;
+	sv.f_files = files + 1;
 	sv.f_namemax = FUSEFS_NAME_MAX - 1;
 	fw_reply_statfs(r, &sv);
 }
@@ -423,7 +468,7 @@ void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct
 		break;
 	case FUSE_FORGET:
 	case FUSE_BATCH_FORGET:
-		/* inode numbers are fixed: nothing to forget */
+		/* inode numbers are fixed (slots never move): nothing to forget */
 	case FUSE_INTERRUPT:
 		/* a request in flight on the device cannot be called back;
 		 * its answer comes when the device is done */
@@ -455,10 +500,14 @@ void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct
 	case FUSE_WRITE:
 		op_write(rx, r, m);
 		break;
-	case FUSE_FLUSH:
-		/* close(2): every write was on the device when it was answered */
-		reply_err(rx, r, FUSEFS_OP_FLUSH, 0);
+	case FUSE_FLUSH: {
+		/* close(2): every write was on the device when it was answered;
+		 * a handle of a namespace gone since fails as its other requests */
+		struct fusefs_ns *ns = ino_ns(fs, m->h.nodeid);
+
+		reply_err(rx, r, FUSEFS_OP_FLUSH, ns && !fsns_usable(ns, m->in.flush.fh) ? EIO : 0);
 		break;
+	}
 	case FUSE_FSYNC:
 		op_fsync(rx, r, m);
 		break;

@@ -144,56 +144,211 @@ void fusefs_digest_table(const struct fusefs_opts *o, const struct fusefs_ns_des
 
 int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
 {
-	struct fusefs_ns *ns;
+	struct fsns_table t;
 	struct fusefs_ns_desc *d;
 	unsigned nr;
-	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, &ns, &nr);
+	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, 0, &t);
 
 	if (err)
 		return err;
+	nr = fsns_count(&t);
 	d = calloc(nr ? nr : 1, sizeof(*d));
 	if (!d) {
-		fsns_free(ns, nr);
+		fsns_free(&t);
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < nr; i++)
-		d[i] = ns[i].d;
+		d[i] = t.slot[i].d;
 	fusefs_digest_table(o, d, nr, out);
 	free(d);
-	fsns_free(ns, nr);
+	fsns_free(&t);
 	return 0;
 }
 
 const struct fusefs_ns_desc *fusefs_namespaces(const struct fusefs *fs, unsigned *nr)
 {
-	*nr = fs->nr_ns;
+	*nr = fs->nr_desc;
 	return fs->desc;
+}
+
+/* ---- namespaces that change while the mount is served ---- */
+
+static void tell_entry(struct fusefs *fs, const char *name)
+{
+	int rc = fs->fd >= 0 ? fw_dev_inval_entry(fs->fd, FUSE_ROOT_ID, name) : 0;
+
+	if (rc && rc != -ENOENT)
+		log_debug("fuse: FUSE_NOTIFY_INVAL_ENTRY %s: %s", name, strerror(-rc));
+}
+
+static void tell_inode(struct fusefs *fs, uint64_t ino)
+{
+	int rc = fs->fd >= 0 ? fw_dev_inval_inode(fs->fd, ino, -1, 0) : 0;
+
+	if (rc && rc != -ENOENT)
+		log_debug("fuse: FUSE_NOTIFY_INVAL_INODE %llu: %s", (unsigned long long)ino,
+			  strerror(-rc));
+}
+
+static uint64_t shown_ino(struct fusefs *fs, unsigned ci, uint32_t nsid)
+{
+	uint64_t ino = fsns_find(&fs->ns, ci, nsid);
+	struct fusefs_ns *ns = fsns_by_ino(&fs->ns, ino);
+
+	return ns && fsns_present(ns) ? ino : 0;
+}
+
+int fusefs_ns_add(struct fusefs *fs, unsigned ci, const struct nvme_ns_info *ni)
+{
+	const struct nvme_ctrl_info *in;
+	struct fsns_ctrl_feat f;
+	uint64_t ino;
+	int rc;
+
+	if (ci >= fs->o.nr_ctrls)
+		return -EINVAL;
+	if (ni->lba_size > fs->max_lba)
+		return -EOPNOTSUPP;
+	in = nvme_ctrl_get_info(fs->o.ctrls[ci]);
+	f = (struct fsns_ctrl_feat){
+		.vwc = in->vwc,
+		.dsm = in->oncs & NVME_ONCS_DSM,
+		.wzeroes = in->oncs & NVME_ONCS_WRITE_ZEROES,
+	};
+	rc = fsns_add(&fs->ns, ci, fs->o.ctrl_names[ci], &f, ni, &ino);
+	if (rc)
+		return rc;
+	tell_entry(fs, fsns_by_ino(&fs->ns, ino)->name);
+	return 0;
+}
+
+int fusefs_ns_remove(struct fusefs *fs, unsigned ci, uint32_t nsid)
+{
+	uint64_t ino = shown_ino(fs, ci, nsid);
+	int rc = ino ? fsns_remove(&fs->ns, ino, FSNS_REMOVED) : -ENOENT;
+
+	if (rc)
+		return rc;
+	tell_entry(fs, fsns_by_ino(&fs->ns, ino)->name);
+	tell_inode(fs, ino);
+	return 0;
+}
+
+int fusefs_ns_resize(struct fusefs *fs, unsigned ci, uint32_t nsid, uint64_t nlba)
+{
+	uint64_t ino = shown_ino(fs, ci, nsid);
+	struct fusefs_ns *ns = fsns_by_ino(&fs->ns, ino);
+	int rc;
+
+	if (!ns)
+		return -ENOENT;
+	if (nlba > (uint64_t)INT64_MAX >> ns->shift)
+		return -EINVAL;
+	rc = fsns_resize(&fs->ns, ino, nlba << ns->shift);
+	if (rc)
+		return rc;
+	tell_inode(fs, ino);
+	return 0;
+}
+
+int fusefs_ctrl_detach(struct fusefs *fs, unsigned ci)
+{
+	unsigned n = fsns_count(&fs->ns), gone = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct fusefs_ns *ns = &fs->ns.slot[i];
+
+		if (ns->d.ctrl != ci || fsns_remove(&fs->ns, (uint64_t)i + 2, FSNS_DETACHED))
+			continue;
+		tell_entry(fs, ns->name);
+		tell_inode(fs, (uint64_t)i + 2);
+		gone++;
+	}
+	return (int)gone;
+}
+
+int fusefs_ctrl_attach(struct fusefs *fs, unsigned ci)
+{
+	const struct nvme_ctrl_info *in;
+	unsigned n = fsns_count(&fs->ns), back = 0;
+
+	if (ci >= fs->o.nr_ctrls)
+		return -EINVAL;
+	in = nvme_ctrl_get_info(fs->o.ctrls[ci]);
+	for (unsigned i = 0; i < n; i++) {
+		struct fusefs_ns *ns = &fs->ns.slot[i];
+		const struct nvme_ns_info *ni = NULL;
+		unsigned nr = __atomic_load_n(&in->nr_ns, __ATOMIC_ACQUIRE);
+
+		if (ns->d.ctrl != ci || atomic_load(&ns->state) != FSNS_DETACHED)
+			continue;
+		for (unsigned k = nr; k-- > 0;)
+			if (in->ns[k].nsid == ns->d.nsid) {
+				ni = &in->ns[k];
+				break;
+			}
+		/* gone or reformatted meanwhile: it stays away */
+		if (!ni || ni->removed || ni->failed || ni->lba_size != ns->d.lba_size)
+			continue;
+		(void)fsns_resize(&fs->ns, (uint64_t)i + 2, ni->nlba << ns->shift);
+		if (fsns_revive(&fs->ns, (uint64_t)i + 2))
+			continue;
+		tell_entry(fs, ns->name);
+		tell_inode(fs, (uint64_t)i + 2);
+		back++;
+	}
+	return (int)back;
+}
+
+unsigned fusefs_ns_list(const struct fusefs *fs, struct fusefs_ns_desc *out, unsigned max)
+{
+	unsigned n = fsns_count(&fs->ns), k = 0;
+
+	for (unsigned i = 0; i < n && k < max; i++) {
+		const struct fusefs_ns *ns = &fs->ns.slot[i];
+
+		if (!fsns_present(ns))
+			continue;
+		out[k] = ns->d;
+		out[k].size = fsns_size(ns);
+		k++;
+	}
+	return k;
+}
+
+unsigned fusefs_ns_capacity(const struct fusefs *fs)
+{
+	return fs->ns.cap;
 }
 
 /* ---- set-up and tear-down ---- */
 
 static int build_namespaces(struct fusefs *fs)
 {
-	int err = fsns_build(fs->o.ctrls, fs->o.ctrl_names, fs->o.nr_ctrls, &fs->ns, &fs->nr_ns);
+	int err = fsns_build(fs->o.ctrls, fs->o.ctrl_names, fs->o.nr_ctrls, FSNS_SPARE, &fs->ns);
 
 	if (err)
 		return err;
-	fs->desc = calloc(fs->nr_ns ? fs->nr_ns : 1, sizeof(*fs->desc));
+	fs->nr_desc = fsns_count(&fs->ns);
+	fs->desc = calloc(fs->nr_desc ? fs->nr_desc : 1, sizeof(*fs->desc));
 	if (!fs->desc)
 		return -ENOMEM;
-	for (unsigned i = 0; i < fs->nr_ns; i++)
-		fs->desc[i] = fs->ns[i].d;
+	fs->max_lba = 512;
+	for (unsigned i = 0; i < fs->nr_desc; i++) {
+		fs->desc[i] = fs->ns.slot[i].d;
+		if (fs->desc[i].lba_size > fs->max_lba)
+			fs->max_lba = fs->desc[i].lba_size;
+	}
 	return 0;
 }
 
 /* DMA bytes of the largest request on these namespaces. */
 static size_t largest_request(const struct fusefs *fs)
 {
-	uint32_t max_lba = 512;
+	uint32_t max_lba = fs->max_lba;
 
-	for (unsigned i = 0; i < fs->nr_ns; i++)
-		if (fs->ns[i].d.lba_size > max_lba)
-			max_lba = fs->ns[i].d.lba_size;
+	/* a namespace added later with a larger LBA size is refused
+	 * (fusefs_ns_add): the bounds below were sized for these */
 	return fsio_max_mem(max_lba);
 }
 
@@ -400,8 +555,8 @@ channel:
 		log_info("fuse: serving over /dev/fuse (connection adopted from the previous run, "
 			 "protocol %u.%u, max_write %u)",
 			 o->adopt_init.major, o->adopt_init.minor, o->adopt_init.max_write);
-	log_info("fuse: %u namespace file%s at %s, %u reactor%s reading the channel", fs->nr_ns,
-		 fs->nr_ns == 1 ? "" : "s", o->mountpoint, readers, readers == 1 ? "" : "s");
+	log_info("fuse: %u namespace file%s at %s, %u reactor%s reading the channel", fs->nr_desc,
+		 fs->nr_desc == 1 ? "" : "s", o->mountpoint, readers, readers == 1 ? "" : "s");
 	*out = fs;
 	return 0;
 fail:
@@ -463,7 +618,7 @@ void fusefs_destroy(struct fusefs *fs)
 	fur_destroy(fs);
 	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++)
 		free(fs->rx[i].dbuf);
-	fsns_free(fs->ns, fs->nr_ns);
+	fsns_free(&fs->ns);
 	free(fs->rx);
 	free(fs->desc);
 	free(fs);

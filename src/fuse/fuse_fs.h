@@ -6,8 +6,9 @@
  * on the serving reactor's qpair (unaligned writes by read-modify-write,
  * serialised per block range); fsync becomes Flush when the controller has a
  * volatile write cache; fallocate(PUNCH_HOLE|KEEP_SIZE) becomes Write Zeroes
- * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes never change, as
- * on a block device: O_TRUNC is accepted without effect, ftruncate and
+ * with DEAC and fallocate(ZERO_RANGE) Write Zeroes.  Sizes change only when a
+ * namespace grows (fusefs_ns_resize), never through the file, as on a block
+ * device: O_TRUNC is accepted without effect, ftruncate and
  * truncate fail with EINVAL; create, unlink, chmod and chown with EPERM
  * (docs/fuse.md has the full table).
  *
@@ -193,7 +194,44 @@ void fusefs_digest_table(const struct fusefs_opts *o, const struct fusefs_ns_des
  * Call before the reactors start. */
 int fusefs_create(const struct fusefs_opts *o, struct fusefs **out);
 
+/* The namespace table as it was built at start (inode i + 2 is entry i). */
 const struct fusefs_ns_desc *fusefs_namespaces(const struct fusefs *fs, unsigned *nr);
+
+/* ---- namespaces that change while the mount is served ----
+ * The daemon's thread (one caller at a time; the reactors go on serving).
+ * A file that appears or goes is told to the kernel with
+ * FUSE_NOTIFY_INVAL_ENTRY on its name in the root, a size that changes with
+ * FUSE_NOTIFY_INVAL_INODE (its attributes); a notification the kernel
+ * refuses is logged at debug level only (the entry and attribute timeouts,
+ * FUSEFS_ATTR_TIMEOUT, bound how long it shows the old view).  Inode numbers
+ * never move and a slot is never given to another namespace (fsns.h). */
+#define FUSEFS_ATTR_TIMEOUT 10.0/* seconds the kernel keeps entries and attributes */
+
+/* Namespace ni of controller ci becomes the file <ctrl>n<nsid>.  -EEXIST
+ * when it is shown already, -EINVAL for an unusable LBA size or no blocks,
+ * -EOPNOTSUPP for an LBA size larger than any at start (the memory bounds
+ * were sized for those), -ENOSPC when the table is full (FSNS_SPARE
+ * additions). */
+int fusefs_ns_add(struct fusefs *fs, unsigned ci, const struct nvme_ns_info *ni);
+/* The file of namespace nsid of controller ci goes: lookup and readdir no
+ * longer show it, every later request on a handle of it fails with EIO;
+ * requests already taken finish.  -ENOENT when it is not shown. */
+int fusefs_ns_remove(struct fusefs *fs, unsigned ci, uint32_t nsid);
+/* The file's size becomes nlba blocks when that is more than it has;
+ * -ERANGE (nothing changed: the caller logs) when it is less, -ENOENT when
+ * it is not shown. */
+int fusefs_ns_resize(struct fusefs *fs, unsigned ci, uint32_t nsid, uint64_t nlba);
+/* Every file of controller ci goes, as fusefs_ns_remove; the number gone. */
+int fusefs_ctrl_detach(struct fusefs *fs, unsigned ci);
+/* The files fusefs_ctrl_detach took come back, in their slots, for each
+ * namespace the controller still has (with its size now, grown only);
+ * handles opened before the detach stay failing.  The number back. */
+int fusefs_ctrl_attach(struct fusefs *fs, unsigned ci);
+/* The files shown now, in inode order, at most max into out (names point
+ * into the table: valid until fusefs_destroy); the number shown. */
+unsigned fusefs_ns_list(const struct fusefs *fs, struct fusefs_ns_desc *out, unsigned max);
+/* Slots of the table: fusefs_ns_list never shows more. */
+unsigned fusefs_ns_capacity(const struct fusefs *fs);
 
 /* Stop taking requests (any thread): each reading reactor stops its watcher
  * soon.  Requests already taken go on to their replies. */

@@ -59,9 +59,10 @@ struct fusefs {
 	atomic_int transport;    /* enum fusefs_transport serving now */
 	atomic_uint rings_pending; /* reactors still registering their entries */
 	atomic_bool ring_failed;
-	unsigned nr_ns;
-	struct fusefs_ns *ns;
+	struct fsns_table ns;     /* changes while the reactors serve: fsns.h */
+	unsigned nr_desc;         /* the table at start, for fusefs_namespaces */
 	struct fusefs_ns_desc *desc;
+	uint32_t max_lba;         /* the largest LBA size at start: the memory bounds' */
 	unsigned nr_rx;
 	struct fusefs_rx *rx;
 	struct timespec t0;

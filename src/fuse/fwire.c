@@ -384,6 +384,33 @@ int fw_dev_notify(int fd, int code)
 	return n == (ssize_t)sizeof(oh) ? 0 : -EIO;
 }
 
+int fw_dev_inval_entry(int fd, uint64_t parent, const char *name)
+{
+	size_t nl = strlen(name);
+	struct fuse_notify_inval_entry_out e = {.parent = parent, .namelen = (uint32_t)nl};
+	struct fuse_out_header oh = {.len = (uint32_t)(sizeof(oh) + sizeof(e) + nl + 1),
+				     .error = FUSE_NOTIFY_INVAL_ENTRY};
+	struct iovec v[3] = {{&oh, sizeof(oh)}, {&e, sizeof(e)}, {(void *)name, nl + 1}};
+	ssize_t n = writev(fd, v, 3);
+
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)oh.len ? 0 : -EIO;
+}
+
+int fw_dev_inval_inode(int fd, uint64_t ino, int64_t off, int64_t len)
+{
+	struct fuse_notify_inval_inode_out e = {.ino = ino, .off = off, .len = len};
+	struct fuse_out_header oh = {.len = (uint32_t)(sizeof(oh) + sizeof(e)),
+				     .error = FUSE_NOTIFY_INVAL_INODE};
+	struct iovec v[2] = {{&oh, sizeof(oh)}, {&e, sizeof(e)}};
+	ssize_t n = writev(fd, v, 2);
+
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)oh.len ? 0 : -EIO;
+}
+
 void fw_ring_answer(struct fuse_uring_req_header *hdr, void *payload, size_t cap,
 		    uint64_t commit_id, uint64_t unique, int error, const struct iovec *iov,
 		    int iovcnt, size_t *moved)

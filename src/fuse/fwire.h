@@ -169,6 +169,13 @@ int fw_dev_answer(int fd, uint64_t unique, int error, const struct iovec *iov, i
  * whose error is the code, e.g. FUSE_NOTIFY_RESEND).  0 or -errno of write
  * (-EINVAL from a kernel that does not know the code). */
 int fw_dev_notify(int fd, int code);
+/* /dev/fuse: FUSE_NOTIFY_INVAL_ENTRY, the kernel forgets the name in
+ * directory parent (a lookup asks again); FUSE_NOTIFY_INVAL_INODE, it
+ * forgets the attributes of ino (off < 0) and, for off >= 0, the cached
+ * pages from off, len bytes (0: to the end).  0 or -errno of write (-ENOENT
+ * when the kernel had nothing cached). */
+int fw_dev_inval_entry(int fd, uint64_t parent, const char *name);
+int fw_dev_inval_inode(int fd, uint64_t ino, int64_t off, int64_t len);
 
 struct io_uring_sqe;
 

@@ -69,3 +69,39 @@ resent_now() {
 	r=$(grep "stats: fuse " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/^resent=//p')
 	resent=$((resent + ${r:-0}))
 }
+
+# fio_start NAME RATE_KIB SECONDS: fio in the background (FP its pid) writes
+# 48 MiB at random (4k to 128k, libaio, direct, iodepth 32) at RATE_KIB KiB/s
+# with crc32c headers and verifies them after; killed after SECONDS, so a
+# request nobody resends cannot hold it for good.  Output in $TMP/fio.json
+# and $TMP/fio.err.
+fio_start() {
+	timeout -k 5 "$3" fio --name="$1" --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 \
+		--iodepth=32 --bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M \
+		--verify=crc32c --rate=,"$2"k --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
+		--randseed=$((SEED + 1000)) --output-format=json --output="$TMP/fio.json" \
+		> "$TMP/fio.err" 2>&1 &
+	FP=$!
+}
+
+# fio_check: wait for fio_start's fio; fail unless it exited 0 with error 0,
+# wrote and verified all 48 MiB and said nothing of verify or errors
+fio_check() {
+	wait "$FP"
+	frc=$?
+	python3 - "$TMP/fio.json" <<'PY' || fail "fio"
+import json, sys
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("{"):])
+j = d["jobs"][0]
+w, r = j["write"], j["read"]
+print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
+      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
+         r["clat_ns"]["max"] / 1e6))
+sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
+PY
+	[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
+	if grep -Eiq "verify|not connected|error" "$TMP/fio.err"; then
+		fail "fio: $(cat "$TMP/fio.err")"
+	fi
+}

@@ -74,12 +74,7 @@ store_start -a -n $((KILLS + 5)) || finish
 WRATE=$((48 * 1024 * 10 / (KILLS * 13 + 15)))
 DELAYS=$(awk -v s="$SEED" -v n="$KILLS" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-# bounded: a request nobody resends would hold fio for good
-timeout -k 5 $((60 + KILLS * 5)) fio --name=adopt --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
-	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
-	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
-	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
-FP=$!
+fio_start adopt "$WRATE" $((60 + KILLS * 5))
 k=0
 resent=0
 for t in $DELAYS; do
@@ -98,22 +93,8 @@ for t in $DELAYS; do
 	new_pid
 	wait_for "the kernel resends the requests" $k 15 || { fail "kill $k: not adopted within 15 s"; break; }
 done
-wait "$FP"
-frc=$?
+fio_check
 resent_now
-python3 - "$TMP/fio.json" <<'PY' || fail "fio"
-import json, sys
-t = open(sys.argv[1]).read()
-d = json.loads(t[t.index("{"):])
-j = d["jobs"][0]
-w, r = j["write"], j["read"]
-print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
-      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
-         r["clat_ns"]["max"] / 1e6))
-sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
-PY
-[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
-grep -Eiq "verify|not connected|error" "$TMP/fio.err" && fail "fio: $(cat "$TMP/fio.err")"
 n=$(grep -c "adopting FUSE connection" "$LOG")
 echo "$k kills, $n adoptions, $resent requests resent"
 [ "$n" = "$KILLS" ] || fail "$n adoptions for $KILLS kills"
@@ -151,32 +132,31 @@ cp "$TMP/base.conf" "$CONF"
 store_stop
 umount_mnt2
 
+# refused_remount MODE WHAT: nvmefsd under fdstore -x MODE, kill -9: the
+# next run mounts afresh within 15 s (it must neither hang on the held
+# connection nor adopt it) and serves the namespace file
+refused_remount() {
+	store_start -x "$1" -n 1 || finish
+	t0=$(date +%s)
+	stores=$(grep -c "(classic) stored" "$LOG")
+	kill -9 "$DPID"
+	new_pid
+	wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
+		fail "$2: no fresh mount within 15 s (hung on the orphaned mount?)"
+	echo "$2: mounted again in $(($(date +%s) - t0)) s"
+	sed -n "/-x $1/,\$p" "$LOG" | grep -q "adopting FUSE connection" && fail "$2: adopted"
+	files_within 2 "$MNT/nvme0n1" || fail "$2: no namespace file"
+}
+
 # ---- 3b. the store hands /dev/null as "fuse" (and keeps the real one)
-store_start -x devnull -n 1 || finish
-t0=$(date +%s)
-stores=$(grep -c "(classic) stored" "$LOG")
-kill -9 "$DPID"
-new_pid
-wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
-	fail "/dev/null: no fresh mount within 15 s"
-echo "/dev/null as fuse: mounted again in $(($(date +%s) - t0)) s"
+refused_remount devnull "/dev/null as fuse"
 grep -q 'not adopting.*"fuse" is not /dev/fuse' "$LOG" || fail "/dev/null: no refusal"
-files_within 2 "$MNT/nvme0n1" || fail "/dev/null: no namespace file"
 store_stop
 
 # ---- 3c. LISTEN_PID of another process: no fds; the held connection is
 # probed and aborted, not stat'ed forever
-store_start -x stale -n 1 || finish
-t0=$(date +%s)
-stores=$(grep -c "(classic) stored" "$LOG")
-kill -9 "$DPID"
-new_pid
-wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
-	fail "stale LISTEN_PID: no fresh mount within 15 s (hung on the orphaned mount?)"
-echo "stale LISTEN_PID: mounted again in $(($(date +%s) - t0)) s"
-sed -n '/-x stale/,$p' "$LOG" | grep -q "adopting FUSE connection" && fail "stale LISTEN_PID: adopted"
+refused_remount stale "stale LISTEN_PID"
 grep -q "is open but nobody serves it" "$LOG" || fail "stale LISTEN_PID: the orphaned mount was not probed"
-files_within 2 "$MNT/nvme0n1" || fail "stale LISTEN_PID: no namespace file"
 store_stop
 
 # ---- 4. RAM namespaces die with the process: nothing may serve the same

@@ -30,7 +30,7 @@ case $FIO_ERR in
 esac
 if [ "$(ctl_state)" = failed ]; then
 	echo "the reset failed while hung: attach"
-	ctl attach nvme0 || fail "attach after a failed reset"
+	ctl attach --wait nvme0 || fail "attach after a failed reset"
 fi
 wait_state live 30
 sleep 0.5

@@ -154,7 +154,7 @@ ctl inject nvme0 unhang > /dev/null || fail "inject unhang"
 check1 hang
 echo "measure: hang: nvme0 state $(ctl_state), timeouts=$(rstat timeouts) resets=$(rstat resets_started)"
 stop0
-[ "$(ctl_state)" = failed ] && { ctl attach nvme0 || fail "attach after a failed reset"; }
+[ "$(ctl_state)" = failed ] && { ctl attach --wait nvme0 || fail "attach after a failed reset"; }
 wait_state live 30
 dd_cmp || fail "dd + cmp on nvme0 after the hang"
 
@@ -175,7 +175,7 @@ echo "measure: resets: nvme0 reset $n times, failed_after_retries=$(rstat failed
 stop0
 if [ "$(ctl_state)" = failed ]; then
 	echo "the reset failed while delayed: attach"
-	ctl attach nvme0 || fail "attach after a failed reset"
+	ctl attach --wait nvme0 || fail "attach after a failed reset"
 fi
 wait_state live 30
 dd_cmp || fail "dd + cmp on nvme0 after the resets"

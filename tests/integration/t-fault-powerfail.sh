@@ -42,7 +42,7 @@ power_cut() {
 	t1=$(now_ms)
 	timeout 10 dd if="$F" of=/dev/null bs=4k count=1 iflag=direct 2> /dev/null &&
 		fail "a read of a powered-off controller succeeded"
-	ctl attach nvme0 > "$TMP/out" 2>&1 || fail "attach after the cut: $(cat "$TMP/out")"
+	ctl attach --wait nvme0 > "$TMP/out" 2>&1 || fail "attach after the cut: $(cat "$TMP/out")"
 	grep -q "nvme0: attached, live" "$TMP/out" || fail "attach reply: $(cat "$TMP/out")"
 	timeout 10 dd if="$F" of=/dev/null bs=4k count=1 iflag=direct status=none ||
 		fail "read after attach"

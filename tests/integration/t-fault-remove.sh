@@ -72,11 +72,11 @@ timeout 10 dd if="$F1" of="$TMP/other.back" bs=1M count=1 iflag=direct status=no
 cmp -s "$TMP/other" "$TMP/other.back" || fail "nvme1's data differs"
 
 # attach: refused while the device still reads as removed, works after clear
-ctl attach nvme0 > "$TMP/out" 2>&1 && fail "attach while the device is gone succeeded"
+ctl attach --wait nvme0 > "$TMP/out" 2>&1 && fail "attach while the device is gone succeeded"
 grep -q "still reads as removed" "$TMP/out" || fail "attach while gone: $(cat "$TMP/out")"
 ctl inject nvme0 clear > /dev/null || fail "inject clear"
 t0=$(now_ms)
-ctl attach nvme0 > "$TMP/out" 2>&1 || fail "attach after clear: $(cat "$TMP/out")"
+ctl attach --wait nvme0 > "$TMP/out" 2>&1 || fail "attach after clear: $(cat "$TMP/out")"
 grep -q "nvme0: attached, live" "$TMP/out" || fail "attach reply: $(cat "$TMP/out")"
 timeout 10 dd if="$F" of="$TMP/back" bs=1M skip=40 count=4 iflag=direct status=none || fail "read after attach"
 t1=$(now_ms)

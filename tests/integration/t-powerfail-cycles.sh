@@ -66,7 +66,7 @@ for p in $PLAN; do
 	wait "$P1" 2> /dev/null
 	wait "$P2" 2> /dev/null
 	wait "$P3" 2> /dev/null
-	ctl attach nvme0 > /dev/null || { fail "cycle $c: attach after the cut"; break; }
+	ctl attach --wait nvme0 > /dev/null || { fail "cycle $c: attach after the cut"; break; }
 	acks=$(cat "$J" "$J.b" | grep -c '^A')
 	total=$((total + acks))
 	line=$(grep "power cut" "$LOG" | tail -n 1)

@@ -75,11 +75,7 @@ PID0=$DPID
 WRATE=$((48 * 1024 * 10 / (UPGRADES * 25 + 40)))
 DELAYS=$(awk -v s="$SEED" -v n="$UPGRADES" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-timeout -k 5 $((60 + UPGRADES * 5)) fio --name=upgrade --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --iodepth=32 \
-	--bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M --verify=crc32c \
-	--rate=,${WRATE}k --do_verify=1 --verify_fatal=1 --verify_state_save=0 --randseed=$((SEED + 1000)) \
-	--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
-FP=$!
+fio_start upgrade "$WRATE" $((60 + UPGRADES * 5))
 k=0
 resent=0
 for t in $DELAYS; do
@@ -114,22 +110,8 @@ for t in $DELAYS; do
 	[ "$(readlink "/proc/$DPID/exe")" = "$BIN" ] ||
 		fail "restart $k: runs $(readlink "/proc/$DPID/exe"), not the new $BIN"
 done
-wait "$FP"
-frc=$?
+fio_check
 resent_now
-python3 - "$TMP/fio.json" <<'PY' || fail "fio"
-import json, sys
-t = open(sys.argv[1]).read()
-d = json.loads(t[t.index("{"):])
-j = d["jobs"][0]
-w, r = j["write"], j["read"]
-print("fio: error %d, wrote %d MiB, verified %d MiB; longest completion: write %.1f ms, read %.1f ms"
-      % (j["error"], w["io_bytes"] >> 20, r["io_bytes"] >> 20, w["clat_ns"]["max"] / 1e6,
-         r["clat_ns"]["max"] / 1e6))
-sys.exit(j["error"] != 0 or w["io_bytes"] != 48 << 20 or r["io_bytes"] != 48 << 20)
-PY
-[ $frc = 0 ] || { fail "fio exit $frc"; cat "$TMP/fio.err"; }
-grep -Eiq "verify|not connected|error" "$TMP/fio.err" && fail "fio: $(cat "$TMP/fio.err")"
 n=$(grep -c "adopting FUSE connection" "$LOG")
 x=$(grep -c "restart: controllers shut down, exec" "$LOG")
 echo "$k restarts ($UPGRADES wanted), $x execs, $n adoptions, pid $PID0 throughout"

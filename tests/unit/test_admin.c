@@ -1266,10 +1266,134 @@ START_TEST(t_attach)
 	o = ask("{\"cmd\":\"attach\",\"controller\":\"nvme0\"}");
 	expect_ok(o);
 	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
-	ck_assert_str_eq(json_object_get_string(get(o, "state")), "live");
+	/* the work goes on in the daemon: the reply says it started */
+	ck_assert_str_eq(json_object_get_string(get(o, "state")), "attaching");
 	json_object_put(o);
 	ck_assert_uint_eq(attach_calls, 3);
 	ck_assert_uint_eq(attach_idx, 0);
+}
+END_TEST
+
+static unsigned detach_calls;
+static int detach_ret;
+static const char *att_state, *att_why;
+static struct admin_ns view_ns[2];
+static unsigned view_nr;
+
+static int fake_detach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	ck_assert_ptr_eq(arg, &attach_calls);
+	ck_assert_uint_eq(i, 0);
+	detach_calls++;
+	if (detach_ret == -EALREADY)
+		snprintf(err, errlen, "nvme0 is detached already");
+	return detach_ret;
+}
+
+static const char *fake_attach_state(void *arg, unsigned i, const char **why)
+{
+	ck_assert_ptr_eq(arg, &attach_calls);
+	ck_assert_uint_eq(i, 0);
+	*why = att_why;
+	return att_state;
+}
+
+static const struct admin_ns *fake_view(void *arg, unsigned *nr)
+{
+	ck_assert_ptr_eq(arg, &view_nr);
+	*nr = view_nr;
+	return view_ns;
+}
+
+static json_object *status_ctrl0(void)
+{
+	json_object *o = ask("{\"cmd\":\"status\"}");
+	json_object *c = json_object_array_get_idx(get(o, "controllers"), 0);
+
+	json_object_get(c);
+	json_object_put(o);
+	return c;
+}
+
+/* detach through the daemon's function; status shows the last attach;
+ * namespaces and status follow the daemon's view of the table */
+START_TEST(t_detach_view)
+{
+	json_object *o, *c, *v;
+
+	start();
+	o = ask("{\"cmd\":\"detach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "detach: not available");
+	json_object_put(o);
+	admin_stop(adm);
+	adm = NULL;
+
+	ctx.attach = fake_attach;
+	ctx.attach_arg = &attach_calls;
+	ctx.detach = fake_detach;
+	ctx.attach_state = fake_attach_state;
+	ctx.ns_view = fake_view;
+	ctx.ns_view_arg = &view_nr;
+	start();
+	o = ask("{\"cmd\":\"detach\",\"controller\":\"nope\"}");
+	expect_error(o, "no controller named \"nope\"");
+	json_object_put(o);
+	detach_ret = 1;
+	o = ask("{\"cmd\":\"detach\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "files")), 1);
+	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
+	json_object_put(o);
+	detach_ret = -EALREADY;
+	o = ask("{\"cmd\":\"detach\",\"controller\":\"nvme0\"}");
+	expect_error(o, "nvme0 is detached already");
+	json_object_put(o);
+	ck_assert_uint_eq(detach_calls, 2);
+
+	/* no attach yet: no "attach" key */
+	att_state = NULL;
+	c = status_ctrl0();
+	ck_assert(!json_object_object_get_ex(c, "attach", &v));
+	json_object_put(c);
+	att_state = "attaching";
+	c = status_ctrl0();
+	ck_assert_str_eq(json_object_get_string(get(c, "attach")), "attaching");
+	ck_assert(!json_object_object_get_ex(c, "attach_error", &v));
+	json_object_put(c);
+	att_state = "failed";
+	att_why = "nvme0: bring-up failed";
+	c = status_ctrl0();
+	ck_assert_str_eq(json_object_get_string(get(c, "attach")), "failed");
+	ck_assert_str_eq(json_object_get_string(get(c, "attach_error")), att_why);
+	json_object_put(c);
+	att_state = NULL;
+	att_why = NULL;
+
+	/* the view, not the start-time array */
+	view_nr = 0;
+	o = ask("{\"cmd\":\"namespaces\"}");
+	ck_assert_int_eq(json_object_array_length(get(o, "namespaces")), 0);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"status\"}");
+	ck_assert_int_eq(json_object_get_int(get(o, "namespaces")), 0);
+	json_object_put(o);
+	view_ns[0] = nss[0];
+	view_ns[1] = nss[0];
+	view_ns[1].name = "nvme0n2";
+	view_ns[1].nsid = 2;
+	view_nr = 2;
+	o = ask("{\"cmd\":\"namespaces\"}");
+	ck_assert_int_eq(json_object_array_length(get(o, "namespaces")), 2);
+	ck_assert_str_eq(json_object_get_string(get(
+	                     json_object_array_get_idx(get(o, "namespaces"), 1), "name")),
+	                 "nvme0n2");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"status\"}");
+	ck_assert_int_eq(json_object_get_int(get(o, "namespaces")), 2);
+	json_object_put(o);
+	ctx.ns_view = NULL;
+	ctx.detach = NULL;
+	ctx.attach_state = NULL;
 }
 END_TEST
 
@@ -1965,6 +2089,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_inject_dead);
 	tcase_add_test(tc, t_inject_refused);
 	tcase_add_test(tc, t_attach);
+	tcase_add_test(tc, t_detach_view);
 	tcase_add_test(tc, t_socket_private);
 	tcase_add_test(tc, t_socket_symlink);
 	tcase_add_test(tc, t_request_deadline);

@@ -1,0 +1,54 @@
+#!/bin/sh
+# t-detach-adopt.sh - a namespace table changed at run time is not adopted.
+# nvmefsd under the fd store stand-in with two file-backed controllers;
+# nvme0 is detached and attached again (its files come back, but the next
+# run would number them and their handles afresh), so the daemon replaces
+# its state record: nvmefsctl restart is refused with the reason, and after
+# kill -9 the next run refuses the connection (digest) and mounts afresh,
+# serving both files with the data written before.
+. "$(dirname "$0")/lib.sh"
+lib_init
+. "$(dirname "$0")/fdstore-lib.sh"
+conf_write <<EOC
+[controller nvme0]
+device = sim
+size = 16M
+block_size = 4096
+backing = $TMP/%c-%n.img
+exec = thread
+[controller nvme1]
+device = sim
+size = 16M
+block_size = 4096
+backing = $TMP/%c-%n.img
+exec = thread
+EOC
+ctl() { timeout 60 "$BUILD/nvmefsctl" -s "$TMP/admin.sock" "$@"; }
+store_start -n 2 || finish
+files_within 5 "$MNT/nvme1n1" || fail "no nvme1n1"
+head -c $((1 << 20)) /dev/urandom > "$TMP/a"
+head -c $((1 << 20)) /dev/urandom > "$TMP/b"
+dd if="$TMP/a" of="$MNT/nvme0n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write a"
+dd if="$TMP/b" of="$MNT/nvme1n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write b"
+
+ctl detach nvme0 > "$TMP/out" 2>&1 || fail "detach: $(cat "$TMP/out")"
+ctl attach --wait nvme0 > "$TMP/out" 2>&1 || fail "attach: $(cat "$TMP/out")"
+grep -q "namespace table changed at run time (a controller detached): a run after a crash will mount afresh" "$LOG" ||
+	fail "the state record was not replaced"
+ctl restart > "$TMP/out" 2>&1 && fail "restart after a detach succeeded"
+grep -q "the namespace files changed at run time" "$TMP/out" ||
+	fail "restart refused without the reason: $(cat "$TMP/out")"
+
+stores=$(grep -c "(classic) stored" "$LOG")
+kill -9 "$DPID"
+new_pid
+wait_for "FUSE connection [0-9]* (classic) stored" $((stores + 1)) 15 ||
+	fail "no fresh mount within 15 s"
+grep -q "not adopting.*config digest" "$LOG" || fail "the connection was not refused for its digest"
+grep -q "adopting FUSE connection" "$LOG" && fail "a changed table was adopted"
+files_within 5 "$MNT/nvme0n1" || fail "no nvme0n1 after the restart"
+files_within 5 "$MNT/nvme1n1" || fail "no nvme1n1 after the restart"
+cmp -n $((1 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "nvme0's data lost"
+cmp -n $((1 << 20)) "$TMP/b" "$MNT/nvme1n1" || fail "nvme1's data lost"
+store_stop
+finish
