@@ -222,7 +222,10 @@ START_TEST(t_identify_queues)
 	ck_assert(memcmp(id->mn, "nvmefs software controller", 26) == 0);
 	ck_assert_uint_eq(id->sqes, 0x66);
 	ck_assert_uint_eq(id->cqes, 0x44);
-	ck_assert_uint_eq(id->nn, 1);
+	/* NN: every NSID a namespace may be added at (sim_ns_add) */
+	ck_assert_uint_eq(id->nn, SIM_MAX_NS);
+	ck_assert_uint_eq(id->aerl, 3);
+	ck_assert_uint_eq(id->oaes & (NVME_OAES_NS_ATTR | NVME_OAES_FW_ACTIVATE), NVME_OAES_NS_ATTR | NVME_OAES_FW_ACTIVATE);
 	ck_assert_uint_eq(id->oncs & (NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES), NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES);
 	ck_assert_uint_eq(id->vwc & 1, 1);
 	struct nvme_id_ns *ns = pg(&h, 4096);
@@ -230,7 +233,11 @@ START_TEST(t_identify_queues)
 	ck_assert_uint_eq(ns->nsze, (64u << 20) / 4096);
 	ck_assert_uint_eq(ns->lbaf[ns->flbas & 0xf].lbads, 12);
 	ck_assert_uint_eq(ns->dlfeat & 7, 1);
-	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), NVME_SC_INVALID_NS);
+	/* an inactive NSID up to NN: a zero-filled structure; beyond NN: invalid */
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), 0);
+	ck_assert_uint_eq(ns->nsze, 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, SIM_MAX_NS + 1, io(&h, ns), NVME_ID_CNS_NS, 0, NULL),
+			 NVME_SC_INVALID_NS);
 	uint32_t *list = pg(&h, 4096);
 	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 0, io(&h, list), NVME_ID_CNS_NS_ACTIVE_LIST, 0, NULL), 0);
 	ck_assert_uint_eq(list[0], 1);
