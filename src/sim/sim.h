@@ -104,10 +104,12 @@ struct sim_opts {
 	 * rewrite data (formats, metadata, namespace lists the sim lacks). */
 	uint16_t (*identify_hook)(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status);
 	/* Tests: called for every admin command that completes as it is
-	 * executed (not an Async Event Request), after the sim did, with its
-	 * status and dw0; returns the status to report and may rewrite *dw0
-	 * (a Number of Queues answer granting what was not asked, say).  It
-	 * changes the answer only: the sim still allows what it executed. */
+	 * executed, after the sim did, with its status and dw0; returns the
+	 * status to report and may rewrite *dw0 (a Number of Queues answer
+	 * granting what was not asked, say).  It changes the answer only: the
+	 * sim still allows what it executed.  An Async Event Request is shown
+	 * to it (status 0) before it is held: a non-zero status completes it
+	 * at once with that status instead. */
 	uint16_t (*admin_hook)(void *arg, const struct nvme_sqe *cmd, uint16_t status, uint32_t *dw0);
 	void *hook_arg;       /* both hooks' arg */
 	/* Tests, a device reporting what it should not.  Each 0: the sim's own.

@@ -427,6 +427,10 @@ bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint1
 			*status = NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_ASYNC_LIMIT);
 			break;
 		}
+		/* the hook sees it before it is held: a status completes it now
+		 * (a device answering Invalid Opcode, say) */
+		if (s->o.admin_hook && (*status = s->o.admin_hook(s->o.hook_arg, c, 0, dw0)))
+			return true;
 		s->aer_cid[s->nr_aer++] = c->cid;
 		return false;
 	default:
