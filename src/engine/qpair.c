@@ -432,10 +432,10 @@ static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid,
 }
 
 /* Make nsid the cached namespace (the controller's namespace entries stay
- * where they are for its life; a reset may mark one failed, a rescan may
- * append, grow, fail or detach one: both empty every qpair's cache on its
- * reactor before they return).  -EINVAL: no such one, -EIO: failed or
- * detached. */
+ * where they are for its life; a reset may mark one failed and empties the
+ * cache; a rescan may append, grow, fail or detach one and posts the
+ * emptying to the reactor, which runs it before any call posted after the
+ * rescan).  -EINVAL: no such one, -EIO: failed or detached. */
 static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t nsid)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);

@@ -69,8 +69,9 @@ void recov_stop_thread(struct nvme_ctrl *c);
 void recov_kick(struct nvme_ctrl *c);
 /* AERs completed: the recovery thread processes them (RECOV_W_AEN). */
 void recov_aen_kick(struct nvme_ctrl *c);
-/* Every qpair of c forgets its cached namespace, on its reactor; waited
- * for.  reset_lock held; not on a reactor. */
+/* Every qpair of c forgets its cached namespace, on its reactor: posted,
+ * not waited for (calls posted to a reactor later run after it).
+ * reset_lock held; not on a reactor. */
 int recov_ns_invalidate(struct nvme_ctrl *c);
 
 /* The only writer of c->state (with its static sibling that also names the
