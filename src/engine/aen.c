@@ -85,6 +85,12 @@ void nvme_aen_start(struct nvme_ctrl *c)
 		log_warn("%s: Set Features Asynchronous Event Configuration 0x%x failed: %s", c->name,
 		         aec, strerror(-rc));
 	aen_arm(c);
+	/* events that completed before a reset are read now that it is over */
+	pthread_mutex_lock(&c->aen_lock);
+	bool waiting = c->aen_nr > 0;
+	pthread_mutex_unlock(&c->aen_lock);
+	if (waiting && c->thr_started)
+		recov_aen_kick(c);
 }
 
 /* Read log lid into buf (len bytes) on this thread; clears its event. */
@@ -183,6 +189,11 @@ void nvme_aen_process(struct nvme_ctrl *c)
 	struct nvme_ns_change *changes = calloc(NVME_MAX_NAMESPACES, sizeof(*changes));
 	pthread_mutex_lock(&c->reset_lock);
 	for (;;) {
+		enum nvme_ctrl_state st = nvme_ctrl_state(c);
+		/* a reset asked: the events wait for it (nvme_aen_start kicks
+		 * this again at its end) */
+		if (st == NVME_CTRL_RESETTING)
+			break;
 		pthread_mutex_lock(&c->aen_lock);
 		uint32_t dw0 = 0;
 		bool any = c->aen_nr > 0;
@@ -193,14 +204,10 @@ void nvme_aen_process(struct nvme_ctrl *c)
 		pthread_mutex_unlock(&c->aen_lock);
 		if (!any)
 			break;
-		/* not live (a reset asked, removed, failed): the log stays unread;
-		 * the device reports what is still pending on the AERs armed at
-		 * the next LIVE transition */
-		if (nvme_ctrl_state(c) != NVME_CTRL_LIVE || !page || !changes) {
-			log_info("%s: asynchronous event 0x%06x not processed: the controller is %s",
-			         c->name, dw0,
-			         !page || !changes ? "out of memory"
-			                           : nvme_ctrl_state_name(nvme_ctrl_state(c)));
+		/* removed or failed: nothing can be read */
+		if (st != NVME_CTRL_LIVE || !page || !changes) {
+			log_info("%s: asynchronous event 0x%06x not processed: %s", c->name, dw0,
+			         !page || !changes ? "out of memory" : nvme_ctrl_state_name(st));
 			continue;
 		}
 		aen_one(c, dw0, page, changes);
