@@ -69,7 +69,6 @@ static void aen_arm(struct nvme_ctrl *c)
 			break;
 		}
 	}
-	__atomic_store_n(&c->ast.aers_armed, atomic_load(&c->aers_armed), __ATOMIC_RELAXED);
 }
 
 void nvme_aen_start(struct nvme_ctrl *c)

@@ -390,8 +390,10 @@ struct nvme_aen {
 
 /* Called on the controller's admin thread, after the log page was read and
  * the request re-armed; must not block, may post elsewhere (copy what it
- * keeps).  Once nvme_ctrl_set_aen_cb returns, the previous callback is not
- * running and will not be called again. */
+ * keeps); it runs under the lock resets and rescans take, so it must not
+ * call nvme_ctrl_rescan, nvme_ctrl_reset or nvme_ctrl_remove itself.  Once
+ * nvme_ctrl_set_aen_cb returns, the previous callback is not running and
+ * will not be called again. */
 typedef void (*nvme_aen_cb)(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
 void nvme_ctrl_set_aen_cb(struct nvme_ctrl *c, nvme_aen_cb cb, void *arg);
 
