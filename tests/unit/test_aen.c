@@ -331,6 +331,46 @@ START_TEST(t_ns_changes)
 }
 END_TEST
 
+/* ---- a re-attach (same namespaces required) after namespaces were added
+ * and removed by events: they do not make it fail ---- */
+START_TEST(t_attach_after_changes)
+{
+	struct rig g;
+	struct seen s;
+	open_rig(&g, &s, false);
+	WAIT_FOR(armed(&g) == NVME_AER_MAX);
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(g.c[0]);
+	ck_assert_int_eq(sim_ns_add(g.sim[0], 2, 256 * BS), 0);
+	WAIT_FOR(nev(&s) == 1);
+	ck_assert_int_eq(sim_ns_add(g.sim[0], 3, 64 * BS), 0);
+	WAIT_FOR(nev(&s) == 2);
+	ck_assert_int_eq(sim_ns_remove(g.sim[0], 1), 0);
+	WAIT_FOR(nev(&s) == 3);
+	ck_assert_uint_eq(in->nr_ns, 3);
+	ck_assert_int_eq(rig_remove(&g, 0), 0);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_REMOVED);
+	ck_assert_uint_eq(armed(&g), 0);
+	ck_assert_int_eq(rig_attach(&g, 0), 0);
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_LIVE);
+	ck_assert_ptr_eq(nvme_ctrl_get_info(g.c[0]), in);
+	ck_assert(in->ns[0].removed);
+	ck_assert(!in->ns[1].failed && !in->ns[2].failed);
+	ck_assert_int_eq(io(&g, RIG_WRITE, 2, 255), 0);
+	ck_assert_int_eq(io(&g, RIG_READ, 3, 63), 0);
+	ck_assert_int_eq(io(&g, RIG_READ, 1, 0), -EIO);
+	WAIT_FOR(armed(&g) == NVME_AER_MAX);
+	/* namespace 1 attached again with its format: served again */
+	ck_assert_int_eq(sim_ns_add(g.sim[0], 1, 512 * BS), 0);
+	WAIT_FOR(nev(&s) == 4);
+	ck_assert_int_eq(last_change(&s, 3, 0)->kind, NVME_NS_ADDED);
+	ck_assert_uint_eq(in->nr_ns, 3);
+	ck_assert(!in->ns[0].removed);
+	ck_assert_uint_eq(in->ns[0].nlba, 512);
+	ck_assert_int_eq(io(&g, RIG_READ, 1, 511), 0);
+	close_rig(&g, &s);
+}
+END_TEST
+
 /* ---- a device that answers AER with Invalid Opcode ---- */
 START_TEST(t_no_events)
 {
@@ -375,6 +415,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_warning, 0, 2);
 	tcase_add_loop_test(tc, t_masked_then_delivered, 0, 2);
 	tcase_add_loop_test(tc, t_ns_changes, 0, 2);
+	tcase_add_test(tc, t_attach_after_changes);
 	tcase_add_test(tc, t_no_events);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
