@@ -331,6 +331,45 @@ START_TEST(t_ns_changes)
 }
 END_TEST
 
+/* ---- an event that completed as a reset was asked waits for the reset,
+ * then is processed once, with no AER armed twice ---- */
+static unsigned aen_waiting(struct nvme_ctrl *c)
+{
+	pthread_mutex_lock(&c->aen_lock);
+	unsigned n = c->aen_nr;
+	pthread_mutex_unlock(&c->aen_lock);
+	return n;
+}
+
+START_TEST(t_event_across_reset)
+{
+	struct rig g;
+	struct seen s;
+	open_rig(&g, &s, _i & 1);
+	struct nvme_ctrl *c = g.c[0];
+	WAIT_FOR(armed(&g) == NVME_AER_MAX && atomic_load(&s.aers) == NVME_AER_MAX);
+	/* the recovery thread is kept out of the event until the reset is asked */
+	pthread_mutex_lock(&c->reset_lock);
+	ck_assert_int_eq(sim_inject_warning(g.sim[0], NVME_SMART_CRIT_SPARE, true), 0);
+	WAIT_FOR(aen_waiting(c) == 1);
+	ck_assert_int_eq(nvme_ctrl_reset_async(c, "test"), 0);
+	pthread_mutex_unlock(&c->reset_lock);
+	WAIT_FOR(nev(&s) == 1);
+	struct nvme_ctrl_rstats rs;
+	nvme_ctrl_rstats_get(c, &rs);
+	ck_assert_uint_eq(rs.resets_ok, 1); /* processed after the reset */
+	ck_assert_int_eq(s.ev[0].kind, NVME_AEN_SMART);
+	ck_assert(s.ev[0].health_ok);
+	ck_assert_uint_eq(s.ev[0].health.critical_warning, NVME_SMART_CRIT_SPARE);
+	WAIT_FOR(armed(&g) == NVME_AER_MAX && atomic_load(&s.aers) == 2 * NVME_AER_MAX);
+	rig_sleep_ms(100);
+	ck_assert_uint_eq(nev(&s), 1);
+	ck_assert_uint_eq(atomic_load(&s.aers), 2 * NVME_AER_MAX); /* the reset's four, no fifth */
+	ck_assert_uint_eq(armed(&g), NVME_AER_MAX);
+	close_rig(&g, &s);
+}
+END_TEST
+
 /* ---- a re-attach (same namespaces required) after namespaces were added
  * and removed by events: they do not make it fail ---- */
 START_TEST(t_attach_after_changes)
@@ -415,6 +454,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_warning, 0, 2);
 	tcase_add_loop_test(tc, t_masked_then_delivered, 0, 2);
 	tcase_add_loop_test(tc, t_ns_changes, 0, 2);
+	tcase_add_loop_test(tc, t_event_across_reset, 0, 2);
 	tcase_add_test(tc, t_attach_after_changes);
 	tcase_add_test(tc, t_no_events);
 	suite_add_tcase(s, tc);
