@@ -32,6 +32,7 @@
 struct seen {
 	_Atomic unsigned aers;      /* AERs the device received */
 	_Atomic bool aer_invalid;   /* answer them with Invalid Opcode */
+	_Atomic bool chlog_fail;    /* fail reads of the Changed Namespace List */
 	pthread_mutex_t m;
 	unsigned nev;
 	struct nvme_aen ev[32];
@@ -47,6 +48,9 @@ static uint16_t count_hook(void *arg, const struct nvme_sqe *cmd, uint16_t statu
 		if (atomic_load(&s->aer_invalid))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
 	}
+	if (cmd->opc == NVME_ADM_GET_LOG_PAGE && (cmd->cdw10 & 0xff) == NVME_LOG_CHANGED_NS &&
+	    atomic_load(&s->chlog_fail))
+		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
 	return status;
 }
 
@@ -281,12 +285,23 @@ START_TEST(t_ns_changes)
 	ck_assert(in->ns[1].failed);
 	ck_assert_int_eq(io(&g, RIG_READ, 2, 0), -EIO);
 
+	/* a changed namespace list that cannot be read: every namespace is
+	 * looked at (as when the list overflowed) */
+	atomic_store(&s.chlog_fail, true);
+	ck_assert_int_eq(sim_ns_resize(g.sim[0], 1, 3 * NS1_NLBA * BS), 0);
+	WAIT_FOR(nev(&s) == 4);
+	atomic_store(&s.chlog_fail, false);
+	ch = last_change(&s, 3, 0);
+	ck_assert_int_eq(ch->kind, NVME_NS_GROWN);
+	ck_assert_uint_eq(ch->ns.nlba, 3 * NS1_NLBA);
+	ck_assert_uint_eq(s.ev[3].nr_changes, 1);
+
 	/* removed: its entry stays, marked; its I/O fails with EIO */
 	ck_assert_int_eq(io(&g, RIG_READ, 1, 0), 0);
 	ck_assert_int_eq(sim_ns_remove(g.sim[0], 1), 0);
 	ck_assert_int_eq(sim_ns_remove(g.sim[0], 1), -ENOENT);
-	WAIT_FOR(nev(&s) == 4);
-	ch = last_change(&s, 3, 0);
+	WAIT_FOR(nev(&s) == 5);
+	ch = last_change(&s, 4, 0);
 	ck_assert_int_eq(ch->kind, NVME_NS_REMOVED);
 	ck_assert_uint_eq(ch->ns.nsid, 1);
 	ck_assert(ch->ns.removed);
@@ -297,8 +312,8 @@ START_TEST(t_ns_changes)
 	ck_assert_int_eq(io(&g, RIG_FLUSH, 1, 0), -EIO);
 
 	struct nvme_ctrl_aen_stats st = stats(&g);
-	ck_assert_uint_eq(st.events[NVME_AEN_NS_CHANGED], 4);
-	ck_assert_uint_eq(st.ns_changes, 4);
+	ck_assert_uint_eq(st.events[NVME_AEN_NS_CHANGED], 5);
+	ck_assert_uint_eq(st.ns_changes, 5);
 
 	/* nothing changed since: a rescan reports nothing */
 	struct nvme_ns_change out[4];
