@@ -69,7 +69,12 @@ static void usage(FILE *f)
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
 	    "                       cfs, stuck, remove, powerfail [SEED], fail N STATUS,\n"
-	    "                       lose N, clear\n"
+	    "                       lose N, clear,\n"
+	    "                       warn spare|temperature|reliability|readonly|backup|clear\n"
+	    "                       (SMART critical warning; setting one raises an event),\n"
+	    "                       ns-add NSID SIZE (a RAM namespace, null on a null sim),\n"
+	    "                       ns-remove NSID, ns-resize NSID SIZE (SIZE in bytes, or\n"
+	    "                       with K, M, G, T: powers of 1024)\n"
 	    "  config               the daemon's effective configuration\n"
 	    "  metrics              the counters in Prometheus text format\n"
 	    "\n"
@@ -1016,6 +1021,31 @@ static int parse_num(const char *s, int base, unsigned long long max, unsigned l
 	return errno || *end || *out > max ? -1 : 0;
 }
 
+/* A size: bytes, or a number with K, M, G or T (powers of 1024), > 0 and
+ * <= 2^63 - 1; -1 if not one. */
+static int parse_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned shift = 0;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	if (*end) {
+		const char *u = strchr("KMGT", *end == 'k' ? 'K' : *end);
+		if (!u || !*u || end[1])
+			return -1;
+		shift = 10u * (unsigned)(u - "KMGT" + 1);
+	}
+	if (v == 0 || v > (unsigned long long)INT64_MAX >> shift)
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
 /* The inject request for CTRL FAULT ARGS..., or an exit code (usage). */
 static int inject_request(const char *ctrl, int argc, char **argv, json_object **out)
 {
@@ -1028,6 +1058,9 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 	    {"cfs", 0, 0, ""},           {"stuck", 0, 0, ""},  {"remove", 0, 0, ""},
 	    {"powerfail", 0, 1, "[SEED]"},
 	    {"fail", 2, 0, "N STATUS"},  {"lose", 1, 0, "N"},  {"clear", 0, 0, ""},
+	    {"warn", 1, 0, "spare|temperature|reliability|readonly|backup|clear"},
+	    {"ns-add", 2, 0, "NSID SIZE"}, {"ns-remove", 1, 0, "NSID"},
+	    {"ns-resize", 2, 0, "NSID SIZE"},
 	};
 	const char *fault = argc > 0 ? argv[0] : NULL;
 	unsigned long long n, st;
@@ -1037,13 +1070,15 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 	if (!fault)
 		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
 		                         "unhang, cfs, stuck, remove, powerfail [SEED], fail N "
-		                         "STATUS, lose N, clear)");
+		                         "STATUS, lose N, clear, warn WHAT, ns-add NSID SIZE, "
+		                         "ns-remove NSID, ns-resize NSID SIZE)");
 	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
 		if (!strcmp(fault, faults[k].fault))
 			break;
 	if (k == sizeof(faults) / sizeof(faults[0]))
 		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, stuck, remove, "
-		                   "powerfail [SEED], fail N STATUS, lose N, clear)",
+		                   "powerfail [SEED], fail N STATUS, lose N, clear, warn WHAT, "
+		                   "ns-add NSID SIZE, ns-remove NSID, ns-resize NSID SIZE)",
 		                   fault);
 	if (argc - 1 < faults[k].nargs || argc - 1 > faults[k].nargs + faults[k].nopt) {
 		fprintf(stderr, "%s: inject %s takes %s%s\nTry '%s --help'.\n", prog, fault,
@@ -1077,6 +1112,23 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 			}
 			json_object_object_add(req, "status", json_object_new_int64((int64_t)st));
 		}
+	} else if (!strcmp(fault, "warn")) {
+		json_object_object_add(req, "warning", json_object_new_string(argv[1]));
+	} else if (!strncmp(fault, "ns-", 3)) {
+		if (parse_num(argv[1], 10, 16, &n) < 0 || n == 0) {
+			json_object_put(req);
+			return usage_error("NSID %s: a namespace ID, 1 to 16", argv[1]);
+		}
+		json_object_object_add(req, "nsid", json_object_new_int64((int64_t)n));
+		if (argc > 2) {
+			if (parse_size(argv[2], &st) < 0) {
+				json_object_put(req);
+				return usage_error("SIZE %s: bytes, or a number with K, M, G or T "
+				                   "(powers of 1024)",
+				                   argv[2]);
+			}
+			json_object_object_add(req, "bytes", json_object_new_int64((int64_t)st));
+		}
 	} else if (!strcmp(fault, "powerfail") && argc > 1) {
 		if (parse_num(argv[1], 0, INT64_MAX, &n) < 0) {
 			json_object_put(req);
@@ -1103,6 +1155,12 @@ static void show_inject(json_object *r)
 		       (unsigned long long)ju64(r, "status"));
 	else if (!strcmp(f, "lose"))
 		printf(" next %s completion(s)", jstr(r, "count"));
+	else if (!strcmp(f, "warn"))
+		printf(" %s", jstr(r, "warning"));
+	else if (!strcmp(f, "ns-remove"))
+		printf(" namespace %s", jstr(r, "nsid"));
+	else if (!strncmp(f, "ns-", 3))
+		printf(" namespace %s, %s bytes", jstr(r, "nsid"), jstr(r, "bytes"));
 	else if (!strcmp(f, "powerfail"))
 		printf(" (seed %s: %s)", jstr(r, "seed"),
 		       ju64(r, "seed") ? "each write not durable lost or kept as the seed says"

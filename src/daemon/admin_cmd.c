@@ -846,7 +846,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	    !json_object_is_type(jf, json_type_string)) {
 		snprintf(err, errlen,
 		         "inject needs \"fault\": delay, hang, unhang, cfs, stuck, remove, "
-		         "powerfail, fail, lose or clear");
+		         "powerfail, fail, lose, clear, warn, ns-add, ns-remove or ns-resize");
 		return -EINVAL;
 	}
 	fault = json_object_get_string(jf);
@@ -902,10 +902,62 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		jset_u64(rep, "count", n);
 	} else if (!strcmp(fault, "clear")) {
 		sim_fault_clear(s);
+	} else if (!strcmp(fault, "warn")) {
+		static const struct {
+			const char *name;
+			uint8_t bit;
+		} warns[] = {{"spare", NVME_SMART_CRIT_SPARE},
+		             {"temperature", NVME_SMART_CRIT_TEMPERATURE},
+		             {"reliability", NVME_SMART_CRIT_RELIABILITY},
+		             {"readonly", NVME_SMART_CRIT_READONLY},
+		             {"backup", NVME_SMART_CRIT_VOLATILE_BACKUP},
+		             {"clear", NVME_SMART_CRIT_ALL}};
+		json_object *jw;
+		const char *w = json_object_object_get_ex(req, "warning", &jw) &&
+		                        json_object_is_type(jw, json_type_string)
+		                    ? json_object_get_string(jw)
+		                    : "";
+		size_t k = 0;
+		while (k < sizeof(warns) / sizeof(warns[0]) && strcmp(w, warns[k].name))
+			k++;
+		if (k == sizeof(warns) / sizeof(warns[0])) {
+			snprintf(err, errlen,
+			         "inject warn needs \"warning\": spare, temperature, reliability, "
+			         "readonly, backup or clear");
+			return -EINVAL;
+		}
+		/* a bit newly set raises a SMART event; clear takes every bit back */
+		sim_inject_warning(s, warns[k].bit, strcmp(w, "clear") != 0);
+		jset_str(rep, "warning", w);
+	} else if (!strcmp(fault, "ns-add") || !strcmp(fault, "ns-remove") ||
+	           !strcmp(fault, "ns-resize")) {
+		bool add = !strcmp(fault, "ns-add"), remove = !strcmp(fault, "ns-remove");
+		ret = recov_uint(req, "nsid", SIM_MAX_NS, &n, err, errlen, fault);
+		if (!ret && !remove)
+			ret = recov_uint(req, "bytes", INT64_MAX, &st, err, errlen, fault);
+		if (ret)
+			return ret;
+		ret = add      ? sim_ns_add(s, (uint32_t)n, st)
+		      : remove ? sim_ns_remove(s, (uint32_t)n)
+		               : sim_ns_resize(s, (uint32_t)n, st);
+		if (ret) {
+			snprintf(err, errlen, "inject %s: namespace %llu of %s: %s", fault,
+			         (unsigned long long)n, nvme_ctrl_name(a->ctx.ctrls[i]),
+			         ret == -EEXIST   ? "exists already"
+			         : ret == -ENOENT ? "no such namespace"
+			         : ret == -EINVAL ? "NSID 1..16, and a size that is a multiple of the "
+			                            "block size"
+			                          : strerror(-ret));
+			return ret;
+		}
+		jset_u64(rep, "nsid", n);
+		if (!remove)
+			jset_u64(rep, "bytes", st);
 	} else {
 		snprintf(err, errlen,
 		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
-		         "stuck, remove, powerfail, fail, lose, clear)",
+		         "stuck, remove, powerfail, fail, lose, clear, warn, ns-add, ns-remove, "
+		         "ns-resize)",
 		         fault);
 		return -EINVAL;
 	}

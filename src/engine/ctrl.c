@@ -319,7 +319,9 @@ int nvme_ctrl_admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void
 	                               .len = len,
 	                               .dma = dma,
 	                               .dma_iova = iova,
-	                               .deadline_ns = nvme_now_ns() + timeout_ms * 1000000ull};
+	                               /* 0: none (AERs wait for an event) */
+	                               .deadline_ns = timeout_ms ? nvme_now_ns() + timeout_ms * 1000000ull
+	                                                         : UINT64_MAX};
 	dma.vaddr = NULL; /* the slot's now */
 	unsigned before = atomic_fetch_add_explicit(&c->admin_outstanding, 1, memory_order_relaxed);
 	c->asq[c->asq_tail] = sqe;
@@ -328,8 +330,12 @@ int nvme_ctrl_admin_submit(struct nvme_ctrl *c, const struct nvme_sqe *cmd, void
 	                  (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(0, c->dstrd)),
 	                  c->asq_tail);
 	pthread_mutex_unlock(&c->admin_lock);
-	if (before == 0 && c->thr_started)
-		recov_kick(c); /* the recovery thread reaps while anything is outstanding */
+	/* the recovery thread reaps while anything is outstanding, at once
+	 * when it is more than the AERs (which it polls slowly) */
+	if (c->thr_started &&
+	    (before == 0 || (cmd->opc != NVME_ADM_ASYNC_EVENT &&
+	                     before <= atomic_load_explicit(&c->aers_armed, memory_order_relaxed))))
+		recov_kick(c);
 	return 0;
 unlock:
 	pthread_mutex_unlock(&c->admin_lock);
@@ -683,14 +689,17 @@ out:
 	return rc;
 }
 
+/* At bring-up, before anyone else sees c: c->info has room for every
+ * namespace (allocated once, it never moves). */
 static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
 {
 	struct nvme_ctrl_info *info;
 	int rc = read_namespaces(c, nn, &info);
 	if (rc < 0)
 		return rc;
-	free(c->info);
-	c->info = info;
+	memcpy(c->info->ns, info->ns, info->nr_ns * sizeof(info->ns[0]));
+	__atomic_store_n(&c->info->nr_ns, info->nr_ns, __ATOMIC_RELEASE);
+	free(info);
 	return 0;
 }
 
@@ -700,6 +709,133 @@ static const struct nvme_ns_info *info_ns(const struct nvme_ctrl_info *in, uint3
 		if (in->ns[i].nsid == nsid)
 			return &in->ns[i];
 	return NULL;
+}
+
+static bool nsid_listed(const uint32_t *l, unsigned n, uint32_t nsid)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (l[i] == nsid)
+			return true;
+	return false;
+}
+
+static void ns_change(struct nvme_ns_change *out, unsigned max, unsigned *nr,
+                      enum nvme_ns_change_kind kind, const struct nvme_ns_info *ns,
+                      uint64_t old_nlba)
+{
+	if (*nr < max)
+		out[*nr] = (struct nvme_ns_change){.kind = kind, .ns = *ns, .old_nlba = old_nlba};
+	(*nr)++;
+}
+
+int nvme_ctrl_ns_update(struct nvme_ctrl *c, const uint32_t *changed, unsigned nchanged, bool all,
+                        struct nvme_ns_change *out, unsigned max, unsigned *nr)
+{
+	struct nvme_ctrl_info *in = c->info;
+	uint32_t *list = NULL;
+	unsigned cnt = 0, n = 0;
+	struct nvme_id_ns *id = calloc(1, sizeof(*id));
+	int rc = -ENOMEM;
+	*nr = 0;
+	if (!id)
+		goto out;
+	rc = active_nsids(c, in->nn, &list, &cnt);
+	if (rc < 0)
+		goto out;
+	/* the entries known: gone, or (re-)identified when named */
+	for (unsigned i = 0; i < in->nr_ns; i++) {
+		struct nvme_ns_info *e = &in->ns[i];
+		bool active = nsid_listed(list, cnt, e->nsid);
+		bool removed = __atomic_load_n(&e->removed, __ATOMIC_RELAXED);
+		if (!active) {
+			if (!removed) {
+				__atomic_store_n(&e->removed, true, __ATOMIC_RELEASE);
+				log_warn("%s: namespace %u was detached: its I/O fails from now on",
+				         c->name, e->nsid);
+				ns_change(out, max, &n, NVME_NS_REMOVED, e, e->nlba);
+			}
+			continue;
+		}
+		if (!removed && !all && !nsid_listed(changed, nchanged, e->nsid))
+			continue;
+		struct nvme_ns_info now;
+		int prc = probe_ns(c, e->nsid, id, &now);
+		if (prc < 0) {
+			rc = prc;
+			goto out;
+		}
+		uint64_t old = e->nlba;
+		if (removed) {
+			/* attached again: the entry comes back when its format is the
+			 * same (the fields readers cache do not change in place) */
+			if (prc == 0 && now.lba_shift == e->lba_shift) {
+				__atomic_store_n(&e->nlba, now.nlba, __ATOMIC_RELAXED);
+				__atomic_store_n(&e->failed, false, __ATOMIC_RELAXED);
+				__atomic_store_n(&e->removed, false, __ATOMIC_RELEASE);
+				log_info("%s: namespace %u attached again (%llu blocks)", c->name,
+				         e->nsid, (unsigned long long)now.nlba);
+				ns_change(out, max, &n, NVME_NS_ADDED, e, 0);
+			} else {
+				log_warn("%s: namespace %u attached again with another format: not "
+				         "used until a restart",
+				         c->name, e->nsid);
+			}
+			continue;
+		}
+		if (__atomic_load_n(&e->failed, __ATOMIC_RELAXED))
+			continue; /* failed for good: nothing to follow */
+		if (prc == 1 || now.lba_shift != e->lba_shift) {
+			log_err("%s: namespace %u changed its format: its I/O fails from now on",
+			        c->name, e->nsid);
+			__atomic_store_n(&e->failed, true, __ATOMIC_RELEASE);
+			ns_change(out, max, &n, NVME_NS_REFORMATTED, e, old);
+		} else if (now.nlba > old) {
+			__atomic_store_n(&e->nlba, now.nlba, __ATOMIC_RELEASE);
+			log_info("%s: namespace %u grew from %llu to %llu blocks", c->name, e->nsid,
+			         (unsigned long long)old, (unsigned long long)now.nlba);
+			ns_change(out, max, &n, NVME_NS_GROWN, e, old);
+		} else if (now.nlba < old) {
+			/* the blocks past the new end are gone, and whatever lives
+			 * on the namespace may have used them */
+			log_err("%s: namespace %u shrank from %llu to %llu blocks: refused, its I/O "
+			        "fails from now on",
+			        c->name, e->nsid, (unsigned long long)old, (unsigned long long)now.nlba);
+			__atomic_store_n(&e->failed, true, __ATOMIC_RELEASE);
+			struct nvme_ns_info shown = *e;
+			shown.nlba = now.nlba; /* the change says what the device has */
+			ns_change(out, max, &n, NVME_NS_SHRUNK, &shown, old);
+		}
+	}
+	/* namespaces new to the list: appended, then published */
+	for (unsigned k = 0; k < cnt; k++) {
+		if (info_ns(in, list[k]))
+			continue;
+		if (in->nr_ns >= NVME_MAX_NAMESPACES) {
+			log_warn("%s: namespace %u attached: more than %u namespaces, not used",
+			         c->name, list[k], NVME_MAX_NAMESPACES);
+			continue;
+		}
+		struct nvme_ns_info *e = &in->ns[in->nr_ns];
+		int prc = probe_ns(c, list[k], id, e);
+		if (prc < 0) {
+			rc = prc;
+			goto out;
+		}
+		if (prc == 1)
+			continue;
+		__atomic_store_n(&in->nr_ns, in->nr_ns + 1, __ATOMIC_RELEASE);
+		log_info("%s: namespace %u attached (%llu blocks of %u bytes)", c->name, e->nsid,
+		         (unsigned long long)e->nlba, e->lba_size);
+		ns_change(out, max, &n, NVME_NS_ADDED, e, 0);
+	}
+	rc = 0;
+out:
+	*nr = n;
+	if (n)
+		recov_ns_invalidate(c);
+	free(list);
+	free(id);
+	return rc;
 }
 
 /* After a reset: a namespace whose size or format changed, or that is gone,
@@ -713,8 +849,13 @@ int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict)
 	if (rc < 0)
 		return rc;
 	unsigned changed = 0;
+	unsigned present = 0;
 	for (unsigned i = 0; i < c->info->nr_ns; i++) {
 		struct nvme_ns_info *old = &c->info->ns[i];
+		/* one an event saw detached is not expected back */
+		if (__atomic_load_n(&old->removed, __ATOMIC_RELAXED))
+			continue;
+		present++;
 		const struct nvme_ns_info *n = info_ns(now, old->nsid);
 		if (n && n->nlba == old->nlba && n->lba_shift == old->lba_shift)
 			continue;
@@ -728,7 +869,7 @@ int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict)
 			__atomic_store_n(&old->failed, true, __ATOMIC_RELEASE);
 		}
 	}
-	if (strict && now->nr_ns != c->info->nr_ns)
+	if (strict && now->nr_ns != present)
 		changed++;
 	free(now);
 	return strict && changed ? -ESTALE : 0;
@@ -783,6 +924,8 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	pthread_mutex_init(&c->reset_lock, NULL);
 	pthread_mutex_init(&c->qp_lock, NULL);
 	pthread_mutex_init(&c->event_lock, NULL);
+	pthread_mutex_init(&c->aen_lock, NULL);
+	pthread_mutex_init(&c->aen_cb_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits on a monotonic clock */
@@ -887,7 +1030,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	if (rc < 0)
 		goto err_mem;
 
-	c->info = calloc(1, sizeof(*c->info));
+	c->info = calloc(1, sizeof(*c->info) + NVME_MAX_NAMESPACES * sizeof(struct nvme_ns_info));
 	id = calloc(1, sizeof(*id));
 	if (!c->info || !id) {
 		rc = -ENOMEM;
@@ -919,6 +1062,8 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->elpe = id->elpe;
 	in->lpa = id->lpa;
 	in->frmw = id->frmw;
+	c->oaes = id->oaes;
+	c->aerl = id->aerl;
 	read_nvm_limits(c, in);
 	in->nr_vectors = o->interrupts ? bus->nr_vectors : 0;
 	c->shutdown_timeout_ms = 5000;
@@ -941,6 +1086,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	rc = recov_start(c);
 	if (rc < 0)
 		goto err_mem;
+	nvme_aen_start(c);
 	*out = c;
 	return 0;
 
@@ -965,6 +1111,8 @@ err:
 	pthread_mutex_destroy(&c->reset_lock);
 	pthread_mutex_destroy(&c->qp_lock);
 	pthread_mutex_destroy(&c->event_lock);
+	pthread_mutex_destroy(&c->aen_lock);
+	pthread_mutex_destroy(&c->aen_cb_lock);
 	pthread_cond_destroy(&c->thr_cond);
 	pthread_cond_destroy(&c->done_cond);
 	free(c);
@@ -1060,6 +1208,8 @@ free_all:
 	pthread_mutex_destroy(&c->reset_lock);
 	pthread_mutex_destroy(&c->qp_lock);
 	pthread_mutex_destroy(&c->event_lock);
+	pthread_mutex_destroy(&c->aen_lock);
+	pthread_mutex_destroy(&c->aen_cb_lock);
 	pthread_cond_destroy(&c->thr_cond);
 	pthread_cond_destroy(&c->done_cond);
 	free(c);

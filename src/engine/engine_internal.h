@@ -122,7 +122,23 @@ struct nvme_ctrl {
 	unsigned nr_qpairs; /* live qpairs on this controller */
 	unsigned asked_queues;
 
-	struct nvme_ctrl_info *info; /* with ns[] */
+	/* Room for NVME_MAX_NAMESPACES entries, allocated once: the pointer
+	 * never moves.  Written under reset_lock only (bring-up, reset,
+	 * rescan): entries appended before nr_ns is published (release);
+	 * nlba, failed and removed updated in place with atomic stores. */
+	struct nvme_ctrl_info *info;
+
+	/* asynchronous events (aen.c) */
+	uint32_t oaes;                 /* Identify Controller OAES */
+	uint8_t aerl;                  /* AERL, 0-based */
+	_Atomic unsigned aers_armed;   /* AERs posted and not completed */
+	pthread_mutex_t aen_lock;      /* aen_done[], aen_nr */
+	uint32_t aen_done[2 * NVME_AER_MAX]; /* dw0 of AERs completed, for the recovery thread */
+	unsigned aen_nr;
+	pthread_mutex_t aen_cb_lock;   /* aen_cb, aen_arg; held while calling it */
+	nvme_aen_cb aen_cb;
+	void *aen_arg;
+	struct nvme_ctrl_aen_stats ast; /* relaxed atomic updates */
 
 	/* recovery */
 	_Atomic int state;           /* enum nvme_ctrl_state: recov_set_state only */
@@ -138,6 +154,7 @@ enum {
 	RECOV_W_DEAD = 1u << 1,     /* gone: isolate, fail everything */
 	RECOV_W_CANCEL = 1u << 2,   /* stop: end every command now */
 	RECOV_W_SHUTDOWN = 1u << 3, /* stop: CC.SHN, disable */
+	RECOV_W_AEN = 1u << 4,      /* AERs completed: read their logs, act, re-arm, tell */
 };
 
 int nvme_ctrl_wire_vector(struct nvme_ctrl *c, unsigned vector, int efd);
@@ -406,11 +423,27 @@ int nvme_ctrl_set_num_queues(struct nvme_ctrl *c, unsigned want, unsigned *grant
  * vanished one is marked failed (its I/O fails with -EIO); strict (attach):
  * any difference is -ESTALE and nothing is marked. */
 int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict);
+/* Re-identify the namespaces and apply the changes to c->info in place (see
+ * nvme_ctrl_rescan): every one (all) or those in changed[0..nchanged) plus
+ * the ones added or removed.  Changes go to out (at most max, *nr counts
+ * them all).  reset_lock held; the qpairs' namespace caches are emptied
+ * when anything changed. */
+int nvme_ctrl_ns_update(struct nvme_ctrl *c, const uint32_t *changed, unsigned nchanged, bool all,
+                        struct nvme_ns_change *out, unsigned max, unsigned *nr);
+/* aen.c: at every LIVE transition (reset_lock held or bring-up): Set
+ * Features AEC, then arm the AERs */
+void nvme_aen_start(struct nvme_ctrl *c);
+/* aen.c, on the recovery thread (RECOV_W_AEN) */
+void nvme_aen_process(struct nvme_ctrl *c);
+/* aen.c: a SMART log was read (critical warning for the statistics) */
+void nvme_aen_note_health(struct nvme_ctrl *c, uint8_t critical_warning);
 /* qpair.c */
 int nvme_prp_build(uint64_t iova, size_t len, uint64_t *list, uint64_t list_iova, uint64_t *prp1,
                    uint64_t *prp2);
 /* qpair.c, for the reactor */
 void nvme_qpair_check_timeouts(struct nvme_qpair *qp, uint64_t now);
+/* qpair.c, on the reactor: forget the cached namespace (the info changed) */
+void nvme_qpair_ns_invalidate(struct nvme_qpair *qp);
 /* qpair.c: (re)create the queue pair on the device (any thread, sync admin) */
 int nvme_qpair_create_on_dev(struct nvme_qpair *qp);
 /* reactor.c, for qpair.c */

@@ -357,7 +357,11 @@ int nvme_cmd_effects_decode(const void *buf, size_t len, struct nvme_cmd_effects
  * notice re-identifies the namespaces, as nvme_ctrl_rescan), re-arms that
  * request, and then calls the event callback.  An AER completing with an
  * error status (Asynchronous Event Request Limit Exceeded, Invalid Opcode:
- * a device without events) is counted and not re-armed. */
+ * a device without events) is counted and not re-armed (until the next
+ * LIVE transition posts a full set again).  An event that completed before
+ * a reset is processed once the reset is over.  The SMART bits enabled are
+ * 4:0 (not 5, which devices before 1.4 may refuse); each notice only when
+ * Identify Controller OAES has it. */
 #define NVME_AER_MAX 4u
 
 enum nvme_aen_kind {
@@ -396,8 +400,10 @@ struct nvme_aen {
 
 /* Called on the controller's admin thread, after the log page was read and
  * the request re-armed; must not block, may post elsewhere (copy what it
- * keeps).  Once nvme_ctrl_set_aen_cb returns, the previous callback is not
- * running and will not be called again. */
+ * keeps); it runs under the lock resets and rescans take, so it must not
+ * call nvme_ctrl_rescan, nvme_ctrl_reset or nvme_ctrl_remove itself.  Once
+ * nvme_ctrl_set_aen_cb returns, the previous callback is not running and
+ * will not be called again. */
 typedef void (*nvme_aen_cb)(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
 void nvme_ctrl_set_aen_cb(struct nvme_ctrl *c, nvme_aen_cb cb, void *arg);
 
@@ -407,17 +413,25 @@ struct nvme_ctrl_aen_stats {
 	uint64_t events[NVME_AEN_OTHER + 1];
 	uint64_t aer_errors;        /* requests completed with an error status: not re-armed */
 	uint64_t ns_changes;        /* nvme_ns_change entries reported */
-	uint8_t critical_warning;   /* of the last SMART log read (event or nvme_ctrl_health) */
+	uint8_t critical_warning;   /* of the last SMART log an event read */
 };
 void nvme_ctrl_aen_stats_get(const struct nvme_ctrl *c, struct nvme_ctrl_aen_stats *out);
 
 /* Re-identify the active namespaces now (any thread but a reactor's;
- * blocks for admin commands) and apply the changes as an event would;
- * changes are copied into out (at most max; *nr the number, which may
- * exceed max).  The info returned by nvme_ctrl_get_info stays at the same
+ * blocks for admin commands, and while a reset, removal or event is
+ * processed) and apply the changes as an event would; changes are copied
+ * into out (at most max; *nr the number, which may exceed max; out may be
+ * NULL with max 0).  -EAGAIN while resetting, -ENODEV removed or failed, or
+ * an admin command's error (changes found before it are applied and
+ * reported).  The info returned by nvme_ctrl_get_info stays at the same
  * address for the controller's life: entries are appended (nr_ns is
- * published after the entry is written) and updated in place, never
- * moved, so a reader on any thread may keep pointers into ns[]. */
+ * published after the entry is written) and updated in place (nlba,
+ * failed, removed: atomic stores; read them with atomic loads), never
+ * moved, so a reader on any thread may keep pointers into ns[].  The
+ * reactors' cached namespace is emptied by a call posted to each before
+ * this returns (or the callback runs): I/O submitted from a call posted
+ * after that sees the change (a grown range served, a removed namespace
+ * -EIO). */
 int nvme_ctrl_rescan(struct nvme_ctrl *c, struct nvme_ns_change *out, unsigned max, unsigned *nr);
 
 /* ---- reactor ---- */

@@ -200,8 +200,48 @@ enum {
 	NVME_LOG_ERROR = 0x01,
 	NVME_LOG_SMART = 0x02,
 	NVME_LOG_FW_SLOT = 0x03,
+	NVME_LOG_CHANGED_NS = 0x04, /* 1024 x u32 NSIDs; FFFFFFFFh first: more changed */
 	NVME_LOG_CMD_EFFECTS = 0x05,
 };
+#define NVME_CHANGED_NS_MAX 1024u
+
+/* Asynchronous events: the AER completion's dw0 is type 2:0, info 15:8, log
+ * page 23:16 */
+#define NVME_AER_TYPE(dw0) ((dw0)&7u)
+#define NVME_AER_INFO(dw0) (((dw0) >> 8) & 0xffu)
+#define NVME_AER_LID(dw0)  (((dw0) >> 16) & 0xffu)
+#define NVME_AER_DW0(type, info, lid) ((uint32_t)(type) | (uint32_t)(info) << 8 | (uint32_t)(lid) << 16)
+enum {
+	NVME_AER_TYPE_ERROR = 0,
+	NVME_AER_TYPE_SMART = 1,
+	NVME_AER_TYPE_NOTICE = 2,
+};
+enum { /* notice (type 2) info */
+	NVME_AER_NOTICE_NS_CHANGED = 0x00,
+	NVME_AER_NOTICE_FW_ACTIVATE = 0x01,
+};
+enum { /* SMART / health (type 1) info */
+	NVME_AER_SMART_RELIABILITY = 0x00,
+	NVME_AER_SMART_TEMPERATURE = 0x01,
+	NVME_AER_SMART_SPARE = 0x02,
+};
+/* SMART critical warning bits (log 02h byte 0); Asynchronous Event
+ * Configuration (feature 0Bh) bits 7:0 enable the same ones */
+enum {
+	NVME_SMART_CRIT_SPARE = 1u << 0,
+	NVME_SMART_CRIT_TEMPERATURE = 1u << 1,
+	NVME_SMART_CRIT_RELIABILITY = 1u << 2,
+	NVME_SMART_CRIT_READONLY = 1u << 3,
+	NVME_SMART_CRIT_VOLATILE_BACKUP = 1u << 4,
+};
+#define NVME_SMART_CRIT_ALL 0x1fu
+/* Identify Controller OAES and AEC bits 8 and 9 */
+#define NVME_OAES_NS_ATTR     (1u << 8)
+#define NVME_OAES_FW_ACTIVATE (1u << 9)
+#define NVME_AEC_NS_ATTR      NVME_OAES_NS_ATTR
+#define NVME_AEC_FW_ACTIVATE  NVME_OAES_FW_ACTIVATE
+/* Get Log Page cdw10 bit 15: Retain Asynchronous Event */
+#define NVME_LOG_RAE (1u << 15)
 
 /* Identify Controller LPA bit 1: the Commands Supported and Effects log */
 #define NVME_LPA_CMD_EFFECTS (1u << 1)

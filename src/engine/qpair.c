@@ -376,10 +376,13 @@ void nvme_qpair_flush_sq(struct nvme_qpair *qp)
 
 /* ---- submission ---- */
 
+/* The info's entries are appended (nr_ns published after the entry) and
+ * updated in place, never moved (nvme_ctrl_rescan). */
 static const struct nvme_ns_info *find_ns(struct nvme_qpair *qp, uint32_t nsid)
 {
 	const struct nvme_ctrl_info *in = qp->ctrl->info;
-	for (unsigned i = 0; i < in->nr_ns; i++)
+	unsigned n = __atomic_load_n(&in->nr_ns, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
 		if (in->ns[i].nsid == nsid)
 			return &in->ns[i];
 	return NULL;
@@ -400,9 +403,21 @@ static inline int qp_gate(struct nvme_qpair *qp)
 	return st == NVME_CTRL_FAILED || st == NVME_CTRL_REMOVED ? -ENODEV : 0;
 }
 
+/* Failed (changed across a reset, shrunk, reformatted) or detached: -EIO. */
 static inline bool ns_failed(const struct nvme_ns_info *ns)
 {
-	return __atomic_load_n(&ns->failed, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&ns->failed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&ns->removed, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t ns_nlba(const struct nvme_ns_info *ns)
+{
+	return __atomic_load_n(&ns->nlba, __ATOMIC_ACQUIRE);
+}
+
+void nvme_qpair_ns_invalidate(struct nvme_qpair *qp)
+{
+	qp->ns_id = NVME_NS_NONE;
 }
 
 /* The namespace if [slba, slba + nlb) is a non-empty range inside it. */
@@ -410,14 +425,17 @@ static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid,
                                            uint64_t nlb)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
-	if (!ns || nlb == 0 || slba >= ns->nlba || nlb > ns->nlba - slba)
+	uint64_t nlba = ns ? ns_nlba(ns) : 0;
+	if (!ns || nlb == 0 || slba >= nlba || nlb > nlba - slba)
 		return NULL;
 	return ns;
 }
 
-/* Make nsid the cached namespace (the controller's namespace list is fixed
- * for the qpair's life: loaded once by nvme_ctrl_open; a reset may mark one
- * failed, and empties the cache).  -EINVAL: no such one, -EIO: failed. */
+/* Make nsid the cached namespace (the controller's namespace entries stay
+ * where they are for its life; a reset may mark one failed and empties the
+ * cache; a rescan may append, grow, fail or detach one and posts the
+ * emptying to the reactor, which runs it before any call posted after the
+ * rescan).  -EINVAL: no such one, -EIO: failed or detached. */
 static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t nsid)
 {
 	const struct nvme_ns_info *ns = find_ns(qp, nsid);
@@ -428,7 +446,7 @@ static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t ns
 	qp->ns_id = nsid;
 	qp->ns_shift = ns->lba_shift;
 	qp->ns_lba_mask = ns->lba_size - 1;
-	qp->ns_nlba = ns->nlba;
+	qp->ns_nlba = ns_nlba(ns);
 	qp->ns_max_nlb = qp->max_xfer >> ns->lba_shift;
 	return 0;
 }

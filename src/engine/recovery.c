@@ -17,6 +17,8 @@
 /* How long a reactor may take to run one recovery call: a reactor never
  * blocks, so this only detects one that is wedged (then the step fails). */
 #define RECOV_REACTOR_MS 10000u
+/* With only AERs outstanding the admin CQ is reaped 50 times a second. */
+#define AEN_POLL_NS 20000000ull
 /* Stop-time caps on the device's own timeouts (CAP.TO may say 127 s,
  * RTD3E a minute): past them isolation follows.  Their sums are within
  * NVME_CANCEL_MAX_MS and NVME_SHUTDOWN_MAX_MS (static_asserts below). */
@@ -261,6 +263,11 @@ static void request(struct nvme_ctrl *c, unsigned what)
 	pthread_mutex_unlock(&c->thr_lock);
 }
 
+void recov_aen_kick(struct nvme_ctrl *c)
+{
+	request(c, RECOV_W_AEN);
+}
+
 /* ---- taking the device's hands off memory ---- */
 
 /* Bus mastering off and every mapping of this controller removed (rings,
@@ -460,7 +467,17 @@ static int bring_up(struct nvme_ctrl *c, bool strict_ns)
 		rc = nvme_qpair_create_on_dev(c->qps[i]);
 	}
 	pthread_mutex_unlock(&c->qp_lock);
+	if (rc == 0)
+		nvme_aen_start(c); /* events enabled and AERs armed again */
 	return rc;
+}
+
+int recov_ns_invalidate(struct nvme_ctrl *c)
+{
+	/* posted, not waited for: a reactor not started yet (a test driving
+	 * its qpair by hand) must not hold the event up; a call posted after
+	 * this one (the FIFO of nvme_reactor_call) sees the cache empty */
+	return on_reactors(c, nvme_qpair_ns_invalidate, 0);
 }
 
 /* ---- reset ---- */
@@ -1005,7 +1022,8 @@ static void *recov_thread(void *arg)
 			unsigned w = (work & RECOV_W_DEAD)       ? RECOV_W_DEAD
 			             : (work & RECOV_W_CANCEL)   ? RECOV_W_CANCEL
 			             : (work & RECOV_W_SHUTDOWN) ? RECOV_W_SHUTDOWN
-			                                         : RECOV_W_RESET;
+			             : (work & RECOV_W_RESET)    ? RECOV_W_RESET
+			                                         : RECOV_W_AEN;
 			c->work &= ~w;
 			pthread_mutex_unlock(&c->thr_lock);
 			switch (w) {
@@ -1018,6 +1036,9 @@ static void *recov_thread(void *arg)
 			case RECOV_W_SHUTDOWN:
 				do_shutdown(c);
 				break;
+			case RECOV_W_AEN:
+				nvme_aen_process(c);
+				break;
 			default:
 				if (nvme_ctrl_state(c) == NVME_CTRL_FAILED)
 					do_retry(c);
@@ -1027,8 +1048,21 @@ static void *recov_thread(void *arg)
 			pthread_mutex_lock(&c->thr_lock);
 			continue;
 		}
-		if (atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed) &&
-		    __atomic_load_n(&c->admin_ready, __ATOMIC_RELAXED)) {
+		unsigned out = atomic_load_explicit(&c->admin_outstanding, memory_order_relaxed);
+		if (out && __atomic_load_n(&c->admin_ready, __ATOMIC_RELAXED) &&
+		    out <= atomic_load_explicit(&c->aers_armed, memory_order_relaxed)) {
+			/* only AERs out: they complete when an event comes, which
+			 * needs no hurry; a request or a new command wakes us */
+			pthread_mutex_unlock(&c->thr_lock);
+			nvme_ctrl_admin_reap(c);
+			pthread_mutex_lock(&c->thr_lock);
+			if (c->work || c->thr_stop)
+				continue;
+			struct timespec ts = mono_after(AEN_POLL_NS);
+			pthread_cond_timedwait(&c->thr_cond, &c->thr_lock, &ts);
+			continue;
+		}
+		if (out && __atomic_load_n(&c->admin_ready, __ATOMIC_RELAXED)) {
 			/* commands outstanding: reap (and expire) at 5 kHz until none
 			 * is (slots a quarantine keeps are not reaped: no polling) */
 			pthread_mutex_unlock(&c->thr_lock);

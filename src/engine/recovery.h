@@ -67,6 +67,12 @@ int recov_start(struct nvme_ctrl *c);
 void recov_stop_thread(struct nvme_ctrl *c);
 /* An admin command was posted: the recovery thread reaps while any is out. */
 void recov_kick(struct nvme_ctrl *c);
+/* AERs completed: the recovery thread processes them (RECOV_W_AEN). */
+void recov_aen_kick(struct nvme_ctrl *c);
+/* Every qpair of c forgets its cached namespace, on its reactor: posted,
+ * not waited for (calls posted to a reactor later run after it).
+ * reset_lock held; not on a reactor. */
+int recov_ns_invalidate(struct nvme_ctrl *c);
 
 /* The only writer of c->state (with its static sibling that also names the
  * state the edge must start from: a reset only from LIVE, a retry only from

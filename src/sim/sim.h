@@ -104,10 +104,12 @@ struct sim_opts {
 	 * rewrite data (formats, metadata, namespace lists the sim lacks). */
 	uint16_t (*identify_hook)(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status);
 	/* Tests: called for every admin command that completes as it is
-	 * executed (not an Async Event Request), after the sim did, with its
-	 * status and dw0; returns the status to report and may rewrite *dw0
-	 * (a Number of Queues answer granting what was not asked, say).  It
-	 * changes the answer only: the sim still allows what it executed. */
+	 * executed, after the sim did, with its status and dw0; returns the
+	 * status to report and may rewrite *dw0 (a Number of Queues answer
+	 * granting what was not asked, say).  It changes the answer only: the
+	 * sim still allows what it executed.  An Async Event Request is shown
+	 * to it (status 0) before it is held: a non-zero status completes it
+	 * at once with that status instead. */
 	uint16_t (*admin_hook)(void *arg, const struct nvme_sqe *cmd, uint16_t status, uint32_t *dw0);
 	void *hook_arg;       /* both hooks' arg */
 	/* Tests, a device reporting what it should not.  Each 0: the sim's own.
@@ -259,6 +261,45 @@ bool sim_bus_master_on(struct sim *s);
  * come, and process anything pending (after a hang is lifted).  Returns the
  * number of completions posted.  Threaded mode: 0, no effect. */
 int sim_poll(struct sim *s);
+
+/* ---- asynchronous events and namespace changes (sim_aen.c) ----
+ * Identify Controller reports AERL 3 (four Async Event Requests held; a
+ * fifth completes with Asynchronous Event Request Limit Exceeded), OAES
+ * Namespace Attribute and Firmware Activation notices, and NN 16 (the
+ * namespaces that may exist).  Set/Get Features 0Bh (AEC: SMART critical
+ * warning bits 4:0, notices bits 8 and 9; 0 after a controller reset)
+ * decides which events are raised at all (error events always are).  A
+ * raised event waits (up to 16 of them) until an AER is held and its log
+ * page is not masked: reporting an event masks every event naming the same
+ * log page until the host reads that page without RAE (cdw10 bit 15).  A
+ * controller reset ends the held AERs and clears the masks; events not yet
+ * reported wait for the next AERs.  Log 04h (Changed Namespace List) lists
+ * the NSIDs changed since it was last read (read clears it), FFFFFFFFh
+ * first when more than 1024 changed.  Each function below is thread-safe
+ * and holds the queues while it changes the device. */
+
+/* Set (set) or clear critical warning bits (NVME_SMART_CRIT_*, bits 4:0) of
+ * the SMART log; the log's values follow (spare: available spare 5% under
+ * a 10% threshold; temperature: WCTEMP + 5 K).  Setting a bit not set yet
+ * raises a SMART event: info Available Spare, Temperature, or Reliability
+ * for the other three.  -EINVAL for other bits. */
+int sim_inject_warning(struct sim *s, uint8_t bits, bool set);
+/* Attach a new namespace nsid (1..16, not active now) of bytes (a multiple
+ * of namespace 1's block size, which it takes): backed by anonymous memory
+ * (RAM), or null when namespace 1 is null -- a FILE-backed sim gets a RAM
+ * namespace, which does not outlive the sim.  Raises Namespace Attribute
+ * Changed.  -EEXIST, -EINVAL, -ENOMEM. */
+int sim_ns_add(struct sim *s, uint32_t nsid, uint64_t bytes);
+/* Detach namespace nsid: its cache flushed, its backing released (a file
+ * is kept), I/O to it fails with Invalid Namespace.  -ENOENT. */
+int sim_ns_remove(struct sim *s, uint32_t nsid);
+/* Change the capacity of namespace nsid to bytes (a multiple of its block
+ * size): its write cache is made durable first; RAM is remapped (grown
+ * blocks read zero), a file is grown (never truncated).  The same size: 0,
+ * no event.  -ENOENT, -EINVAL. */
+int sim_ns_resize(struct sim *s, uint32_t nsid, uint64_t bytes);
+/* Events raised and not reported yet (tests). */
+unsigned sim_events_pending(struct sim *s);
 
 struct sim_stats {
 	uint64_t cmds;          /* I/O + admin commands fetched */

@@ -38,6 +38,10 @@
 #define SIM_MAX_MAPS 256
 #define SIM_IOVA_BASE 0x100000000ull
 #define SIM_MAX_AER 4
+#define SIM_WCTEMP_K 343         /* Identify WCTEMP: 70 C */
+#define SIM_AEC_SUPPORTED (NVME_SMART_CRIT_ALL | NVME_AEC_NS_ATTR | NVME_AEC_FW_ACTIVATE)
+#define SIM_MAX_EVENTS 16        /* events waiting for an AER or for their log page to be read */
+#define SIM_CHANGED_NS_MAX 1024  /* entries of the Changed Namespace List log (04h) */
 #define SIM_ERRLOG 16
 #define SIM_MAX_DEFERRED 4096
 #define SIM_BOGUS_CID 0xfffe     /* never a tracker index: entries <= 4096 */
@@ -100,6 +104,7 @@ struct sim_ns {
 	int fd;        /* FILE */
 	char path[4096];
 	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
+	bool active;      /* attached: listed, identified, I/O accepted (sim_ns_remove clears it) */
 };
 
 struct sim_deferred {
@@ -147,10 +152,20 @@ struct sim {
 	struct sim_cq cq[SIM_NQ];
 	struct sim_ns ns[SIM_MAX_NS];
 
-	/* async events and the error log */
+	/* async events and the error log.  aer_cid/nr_aer belong to the thread
+	 * processing the admin queue (or a holder of the queues); the rest is
+	 * under s->lock.  An event waits in ev[] until an AER is held and its
+	 * log page is not masked: reporting an event masks its log page (bit
+	 * lid of ev_masked) until the host reads that page without RAE. */
 	uint16_t aer_cid[SIM_MAX_AER];
 	unsigned nr_aer;
-	uint32_t pending_event; /* dw0 of an event not yet reported, 0: none */
+	uint32_t ev[SIM_MAX_EVENTS]; /* completion dw0 of the events not reported yet */
+	unsigned nr_ev;
+	uint32_t ev_masked;
+	uint32_t aec;                /* Asynchronous Event Configuration (feature 0Bh) */
+	uint8_t crit_warn;           /* SMART critical warning bits set by sim_inject_warning */
+	uint32_t changed_ns[SIM_CHANGED_NS_MAX]; /* Changed Namespace List, cleared on read */
+	unsigned nr_changed;         /* > SIM_CHANGED_NS_MAX: overflowed (reads FFFFFFFFh) */
 	struct nvme_error_log errlog[SIM_ERRLOG];
 	uint64_t error_count;
 	uint64_t media_errors; /* SIM_INC: media status completions, for the SMART log */
@@ -298,8 +313,15 @@ void sim_add_q(struct sim_qstats *t, const struct sim_qstats *q);
 /* ---- sim_regs.c: admin commands, registers and the controller state
  * machine ---- */
 
-/* complete held Async Event Requests with the pending event, if any */
+/* complete held Async Event Requests with the pending events that are not
+ * masked (the admin queue's processing thread, or a holder of the queues) */
 void sim_aer_flush(struct sim *s);
+/* ---- sim_aen.c ---- */
+/* queue an event (completion dw0) if AEC enables it; takes s->lock */
+void sim_event_add(struct sim *s, uint32_t dw0);
+/* Get Log Page lid was read: unmask its events unless rae; the Changed
+ * Namespace List is copied into buf (len bytes) and cleared.  s->lock held. */
+void sim_event_log_read(struct sim *s, uint8_t lid, bool rae, uint8_t *buf, size_t len);
 /* execute an admin command: false when it completes later (AER) */
 bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t *status,
 	       uint32_t *dw0);

@@ -484,7 +484,7 @@ uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 		}
 		return 0;
 	}
-	if (c->nsid == 0 || c->nsid > s->o.nr_ns)
+	if (c->nsid == 0 || c->nsid > s->o.nr_ns || !s->ns[c->nsid - 1].active)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
 	struct sim_ns *ns = &s->ns[c->nsid - 1];
 	switch (c->opc) {
@@ -568,7 +568,7 @@ static void sim_invalid_doorbell(struct sim *s, struct sim_qstats *st, uint8_t i
 {
 	SIM_INC(st->invalid_doorbells, 1);
 	/* an Error Status async event, pointing at the error log */
-	s->pending_event = 0x00u | ((uint32_t)info << 8) | ((uint32_t)NVME_LOG_ERROR << 16);
+	sim_event_add(s, NVME_AER_DW0(NVME_AER_TYPE_ERROR, info, NVME_LOG_ERROR));
 }
 
 bool sim_running(struct sim *s)

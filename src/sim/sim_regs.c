@@ -64,15 +64,17 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->oacs = 0;
 		id->acl = 3;
 		id->aerl = SIM_MAX_AER - 1;
+		/* Namespace Attribute and Firmware Activation notices */
+		id->oaes = NVME_OAES_NS_ATTR | NVME_OAES_FW_ACTIVATE;
 		id->lpa = NVME_LPA_CMD_EFFECTS;
 		id->elpe = SIM_ERRLOG - 1;
 		id->frmw = 1u << 1 | 1u; /* one slot, slot 1 read-only */
-		id->wctemp = 343;
+		id->wctemp = SIM_WCTEMP_K;
 		id->cctemp = 373;
 		id->sqes = 0x66;
 		id->cqes = 0x44;
 		id->maxcmd = 0;
-		id->nn = s->o.nr_ns;
+		id->nn = SIM_MAX_NS; /* namespaces may be added up to this (sim_ns_add) */
 		id->oncs = NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES;
 		/* bits 2:1 = 11b: Flush with NSID FFFFFFFFh applies to all */
 		id->vwc = s->o.vwc ? (NVME_VWC_PRESENT | 0x6) : 0;
@@ -82,11 +84,13 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		break;
 	}
 	case NVME_ID_CNS_NS: {
-		if (c->nsid == 0 || c->nsid > s->o.nr_ns) {
+		if (c->nsid == 0 || c->nsid > SIM_MAX_NS) {
 			st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
 			break;
 		}
 		struct sim_ns *ns = &s->ns[c->nsid - 1];
+		if (c->nsid > s->o.nr_ns || !ns->active)
+			break; /* an inactive NSID: a zero-filled structure */
 		struct nvme_id_ns *id = &buf->ns;
 		id->nsze = id->ncap = id->nuse = ns->nlba;
 		id->nlbaf = 0;
@@ -107,7 +111,7 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 	case NVME_ID_CNS_NS_ACTIVE_LIST: {
 		unsigned k = 0;
 		for (unsigned i = 1; i <= s->o.nr_ns; i++)
-			if (i > c->nsid)
+			if (i > c->nsid && s->ns[i - 1].active)
 				buf->list[k++] = i;
 		break;
 	}
@@ -156,9 +160,16 @@ static uint16_t sim_features(struct sim *s, const struct nvme_sqe *c, bool set, 
 			s->irq_coalesce = c->cdw11 & 0xffff;
 		*dw0 = s->irq_coalesce;
 		return 0;
+	case NVME_FEAT_ASYNC_EVENT:
+		if (set) {
+			pthread_mutex_lock(&s->lock);
+			s->aec = c->cdw11 & SIM_AEC_SUPPORTED;
+			pthread_mutex_unlock(&s->lock);
+		}
+		*dw0 = s->aec;
+		return 0;
 	case NVME_FEAT_ARBITRATION:
 	case NVME_FEAT_POWER_MGMT:
-	case NVME_FEAT_ASYNC_EVENT:
 		*dw0 = 0;
 		return 0;
 	default:
@@ -181,11 +192,17 @@ static void sim_smart(struct sim *s, const struct sim_stats *st, struct nvme_sma
 	uint64_t moved = (st->bytes_read + st->bytes_written) >> 30;
 	uint16_t k = (uint16_t)(310 + (moved < 20 ? moved : 20));
 
+	uint8_t cw = s->crit_warn;
+
+	/* an injected warning shows in the values it is about */
+	if (cw & NVME_SMART_CRIT_TEMPERATURE)
+		k = (uint16_t)(SIM_WCTEMP_K + 5);
 	memset(sl, 0, sizeof(*sl));
+	sl->critical_warning = cw;
 	sl->temperature[0] = (uint8_t)(k & 0xff);
 	sl->temperature[1] = (uint8_t)(k >> 8);
 	sl->temp_sensor[0] = k;
-	sl->avail_spare = 100;
+	sl->avail_spare = cw & NVME_SMART_CRIT_SPARE ? 5 : 100;
 	sl->spare_thresh = 10;
 	sl->percent_used = 0;
 	sim_u128(sl->data_units_read, (st->bytes_read / 512 + 999) / 1000);
@@ -247,6 +264,8 @@ static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 		sim_get_stats(s, &st); /* takes s->lock itself */
 	pthread_mutex_lock(&s->lock);
 	switch (lid) {
+	case NVME_LOG_CHANGED_NS:
+		break; /* sim_event_log_read fills it */
 	case NVME_LOG_ERROR: {
 		/* newest first, as the spec orders them */
 		unsigned n = s->error_count < SIM_ERRLOG ? (unsigned)s->error_count : SIM_ERRLOG;
@@ -276,6 +295,8 @@ static uint16_t sim_get_log(struct sim *s, const struct nvme_sqe *c)
 		free(buf);
 		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_LOG_PAGE);
 	}
+	/* RAE (cdw10 bit 15): the host keeps the event masked */
+	sim_event_log_read(s, lid, c->cdw10 & NVME_LOG_RAE, buf, len);
 	pthread_mutex_unlock(&s->lock);
 	ret = sim_to_host(s, c, buf, len);
 	free(buf);
@@ -368,16 +389,35 @@ static uint16_t sim_delete_cq(struct sim *s, uint16_t qid)
 	return 0;
 }
 
-/* Report a pending event on a held Async Event Request, if any. */
+/* Report pending events on held Async Event Requests: the oldest event
+ * whose log page is not masked first; reporting it masks its page. */
 void sim_aer_flush(struct sim *s)
 {
 	struct sim_sq *sq = &s->sq[0];
+	bool posted = false;
 
-	if (!s->pending_event || !s->nr_aer || !s->cq[0].valid || sim_cq_full(&s->cq[0], 1))
-		return;
-	sim_complete(s, 0, sq, s->aer_cid[--s->nr_aer], 0, s->pending_event, false);
-	s->pending_event = 0;
-	sim_irq(s, &s->cq[0]);
+	while (s->nr_aer && s->cq[0].valid && sim_running(s) && !sim_cq_full(&s->cq[0], 1)) {
+		uint32_t dw0 = 0;
+		pthread_mutex_lock(&s->lock);
+		for (unsigned i = 0; i < s->nr_ev; i++) {
+			uint8_t lid = (uint8_t)(s->ev[i] >> 16);
+			if (lid < 32 && (s->ev_masked & (1u << lid)))
+				continue;
+			dw0 = s->ev[i];
+			memmove(&s->ev[i], &s->ev[i + 1], (s->nr_ev - i - 1) * sizeof(s->ev[0]));
+			s->nr_ev--;
+			if (lid < 32)
+				s->ev_masked |= 1u << lid;
+			break;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (!dw0)
+			break;
+		sim_complete(s, 0, sq, s->aer_cid[--s->nr_aer], 0, dw0, false);
+		posted = true;
+	}
+	if (posted)
+		sim_irq(s, &s->cq[0]);
 }
 
 /* Returns true when the command completes now (false: held, as AER). */
@@ -420,6 +460,10 @@ bool sim_admin(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint1
 			*status = NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_ASYNC_LIMIT);
 			break;
 		}
+		/* the hook sees it before it is held: a status completes it now
+		 * (a device answering Invalid Opcode, say) */
+		if (s->o.admin_hook && (*status = s->o.admin_hook(s->o.hook_arg, c, 0, dw0)))
+			return true;
 		s->aer_cid[s->nr_aer++] = c->cid;
 		return false;
 	default:
@@ -440,8 +484,9 @@ static void sim_reset_queues(struct sim *s)
 	}
 	memset(s->sq, 0, sizeof(s->sq));
 	memset(s->cq, 0, sizeof(s->cq));
-	s->nr_aer = 0;
-	s->pending_event = 0;
+	s->nr_aer = 0; /* held AERs end with the queues; events wait for new ones */
+	s->ev_masked = 0;
+	s->aec = 0;    /* the feature's default: events not enabled */
 	s->nr_queues_granted = 0;
 	/* a feature without a saved value is back at its default; a cache
 	 * enabled again is empty (disabling it made everything durable) */
@@ -783,6 +828,7 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 
 		if ((rc = sim_ns_open(ns, &o->ns[i])))
 			goto fail;
+		ns->active = true;
 		/* allocated now: the command path never allocates */
 		if (s->o.vwc && ns->backing != SIM_BACKING_NULL &&
 		    (rc = sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd)))

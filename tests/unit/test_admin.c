@@ -1099,6 +1099,84 @@ START_TEST(t_inject)
 }
 END_TEST
 
+/* warn and ns-*: SMART critical warnings and namespace changes, which the
+ * engine hears of through its asynchronous events */
+START_TEST(t_inject_events)
+{
+	json_object *o;
+	double t0;
+	struct nvme_ctrl_aen_stats st;
+
+	start();
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
+	        "\"warning\":\"temperature\"}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "warning")), "temperature");
+	json_object_put(o);
+	t0 = now();
+	do {
+		nvme_ctrl_aen_stats_get(ctrl, &st);
+		ck_assert_msg(now() - t0 < 10, "no SMART event");
+	} while (st.events[NVME_AEN_SMART] != 1);
+	ck_assert_uint_eq(st.critical_warning, NVME_SMART_CRIT_TEMPERATURE);
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	expect_ok(o);
+	ck_assert_uint_eq((uint64_t)json_object_get_int64(get(o, "critical_warning")), NVME_SMART_CRIT_TEMPERATURE);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
+	        "\"warning\":\"clear\"}");
+	expect_ok(o);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
+	ck_assert_uint_eq((uint64_t)json_object_get_int64(get(o, "critical_warning")), 0);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
+	        "\"warning\":\"hot\"}");
+	expect_error(o, "inject warn needs \"warning\": spare, temperature");
+	json_object_put(o);
+
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-add\","
+	        "\"nsid\":2,\"bytes\":4194304}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "nsid")), 2);
+	ck_assert_int_eq(json_object_get_int64(get(o, "bytes")), 4194304);
+	json_object_put(o);
+	t0 = now();
+	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->nr_ns, __ATOMIC_ACQUIRE) != 2)
+		ck_assert_msg(now() - t0 < 10, "namespace 2 not seen");
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-add\","
+	        "\"nsid\":2,\"bytes\":4194304}");
+	expect_error(o, "inject ns-add: namespace 2 of nvme0: exists already");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-resize\","
+	        "\"nsid\":2,\"bytes\":8388608}");
+	expect_ok(o);
+	json_object_put(o);
+	t0 = now();
+	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].nlba, __ATOMIC_ACQUIRE) != 2048)
+		ck_assert_msg(now() - t0 < 10, "namespace 2 did not grow");
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
+	        "\"nsid\":2}");
+	expect_ok(o);
+	json_object_put(o);
+	t0 = now();
+	while (!__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].removed, __ATOMIC_ACQUIRE))
+		ck_assert_msg(now() - t0 < 10, "namespace 2 not removed");
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
+	        "\"nsid\":2}");
+	expect_error(o, "no such namespace");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-add\","
+	        "\"nsid\":17,\"bytes\":4096}");
+	expect_error(o, "inject ns-add: \"nsid\" 17 is outside 0..16");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-resize\","
+	        "\"nsid\":1}");
+	expect_error(o, "inject ns-resize needs \"bytes\"");
+	json_object_put(o);
+}
+END_TEST
+
 /* The faults that take the device away, on a controller released from the
  * engine first (so that the engine does not react, and the test owns the
  * bus): the admin socket reaches the sim through ctx.sims all the same. */
@@ -2086,6 +2164,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_too_many_clients);
 	tcase_add_test(tc, t_recovery_views);
 	tcase_add_test(tc, t_inject);
+	tcase_add_test(tc, t_inject_events);
 	tcase_add_test(tc, t_inject_dead);
 	tcase_add_test(tc, t_inject_refused);
 	tcase_add_test(tc, t_attach);

@@ -210,6 +210,129 @@ START_TEST(t_registers)
 }
 END_TEST
 
+/* No completion waiting on q now (the CQE at its head is not new). */
+static bool cq_empty(struct host *h, struct q *q)
+{
+	sim_poll(h->s);
+	return NVME_CQE_PHASE(__atomic_load_n(&q->cq[q->head].status, __ATOMIC_ACQUIRE)) != q->phase;
+}
+
+static uint16_t aer(struct host *h)
+{
+	struct nvme_sqe c = {.opc = NVME_ADM_ASYNC_EVENT};
+	submit(h, &h->aq, &c);
+	return c.cid;
+}
+
+#define LOG_DW10(lid, len) NVME_LOG_CDW10(lid, (len) / 4 - 1)
+
+/* Asynchronous events: AEC, held AERs completed by events, masking until
+ * the log page is read without RAE, the changed namespace list cleared on
+ * read, the AER limit, events not enabled, namespaces added and removed. */
+START_TEST(t_async_events)
+{
+	struct host h;
+	struct sim_opts o = opts(4096, SIM_BACKING_RAM, false);
+	struct nvme_cqe e;
+	uint32_t dw0;
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	uint32_t aec = NVME_SMART_CRIT_ALL | NVME_AEC_NS_ATTR | NVME_AEC_FW_ACTIVATE;
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_ASYNC_EVENT, 0, &dw0), 0);
+	ck_assert_uint_eq(dw0, 0); /* nothing enabled after a reset */
+	ck_assert_int_eq(adm(&h, NVME_ADM_SET_FEATURES, 0, 0, NVME_FEAT_ASYNC_EVENT, aec | 0xffff0000u, NULL), 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_ASYNC_EVENT, 0, &dw0), 0);
+	ck_assert_uint_eq(dw0, aec); /* what it does not support is not kept */
+
+	/* a warning completes the held AER */
+	uint16_t a = aer(&h);
+	ck_assert(cq_empty(&h, &h.aq));
+	ck_assert_int_eq(sim_inject_warning(h.s, NVME_SMART_CRIT_SPARE, true), 0);
+	ck_assert_int_eq(reap(&h, &h.aq, &e), 0);
+	ck_assert_uint_eq(e.cid, a);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	ck_assert_uint_eq(e.dw0, NVME_AER_DW0(NVME_AER_TYPE_SMART, NVME_AER_SMART_SPARE, NVME_LOG_SMART));
+
+	/* another event on the same log is masked until that log is read */
+	a = aer(&h);
+	ck_assert_int_eq(sim_inject_warning(h.s, NVME_SMART_CRIT_TEMPERATURE, true), 0);
+	ck_assert(cq_empty(&h, &h.aq));
+	ck_assert_uint_eq(sim_events_pending(h.s), 1);
+	struct nvme_smart_log *sl = pg(&h, 4096);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_LOG_PAGE, NVME_NSID_ALL, io(&h, sl),
+			     LOG_DW10(NVME_LOG_SMART, 512) | NVME_LOG_RAE, 0, NULL), 0);
+	ck_assert_uint_eq(sl->critical_warning, NVME_SMART_CRIT_SPARE | NVME_SMART_CRIT_TEMPERATURE);
+	ck_assert_uint_eq(sl->avail_spare, 5);
+	ck_assert_uint_eq(sl->temperature[0] | sl->temperature[1] << 8, 343 + 5); /* WCTEMP + 5 K */
+	ck_assert(cq_empty(&h, &h.aq)); /* RAE: still masked */
+	ck_assert_uint_eq(sim_events_pending(h.s), 1);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_LOG_PAGE, NVME_NSID_ALL, io(&h, sl),
+			     LOG_DW10(NVME_LOG_SMART, 512), 0, NULL), 0);
+	ck_assert_int_eq(reap(&h, &h.aq, &e), 0);
+	ck_assert_uint_eq(e.cid, a);
+	ck_assert_uint_eq(e.dw0, NVME_AER_DW0(NVME_AER_TYPE_SMART, NVME_AER_SMART_TEMPERATURE, NVME_LOG_SMART));
+	ck_assert_uint_eq(sim_events_pending(h.s), 0);
+
+	/* a namespace added: the notice, the list (cleared on read), Identify */
+	a = aer(&h);
+	ck_assert_int_eq(sim_ns_add(h.s, 2, 1u << 20), 0);
+	ck_assert_int_eq(reap(&h, &h.aq, &e), 0);
+	ck_assert_uint_eq(e.cid, a);
+	ck_assert_uint_eq(e.dw0, NVME_AER_DW0(NVME_AER_TYPE_NOTICE, NVME_AER_NOTICE_NS_CHANGED,
+					      NVME_LOG_CHANGED_NS));
+	uint32_t *list = pg(&h, 4096);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_LOG_PAGE, NVME_NSID_ALL, io(&h, list),
+			     LOG_DW10(NVME_LOG_CHANGED_NS, 4096), 0, NULL), 0);
+	ck_assert_uint_eq(list[0], 2);
+	ck_assert_uint_eq(list[1], 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_LOG_PAGE, NVME_NSID_ALL, io(&h, list),
+			     LOG_DW10(NVME_LOG_CHANGED_NS, 4096), 0, NULL), 0);
+	ck_assert_uint_eq(list[0], 0);
+	struct nvme_id_ns *ns = pg(&h, 4096);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), 0);
+	ck_assert_uint_eq(ns->nsze, (1u << 20) / 4096);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 0, io(&h, list), NVME_ID_CNS_NS_ACTIVE_LIST, 0, NULL), 0);
+	ck_assert_uint_eq(list[0], 1);
+	ck_assert_uint_eq(list[1], 2);
+	ck_assert_uint_eq(list[2], 0);
+
+	/* resized, then removed: two changes of one NSID list it once */
+	ck_assert_int_eq(sim_ns_resize(h.s, 2, 2u << 20), 0);
+	ck_assert_int_eq(sim_ns_remove(h.s, 2), 0);
+	ck_assert_int_eq(sim_ns_remove(h.s, 2), -ENOENT);
+	a = aer(&h);
+	ck_assert_int_eq(reap(&h, &h.aq, &e), 0);
+	ck_assert_uint_eq(e.cid, a);
+	ck_assert_int_eq(adm(&h, NVME_ADM_GET_LOG_PAGE, NVME_NSID_ALL, io(&h, list),
+			     LOG_DW10(NVME_LOG_CHANGED_NS, 4096), 0, NULL), 0);
+	ck_assert_uint_eq(list[0], 2);
+	ck_assert_uint_eq(list[1], 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), 0);
+	ck_assert_uint_eq(ns->nsze, 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 0, io(&h, list), NVME_ID_CNS_NS_ACTIVE_LIST, 0, NULL), 0);
+	ck_assert_uint_eq(list[1], 0);
+
+	/* four held at most: the fifth is refused at once */
+	for (int i = 0; i < 4; i++)
+		aer(&h);
+	ck_assert(cq_empty(&h, &h.aq));
+	ck_assert_int_eq(adm(&h, NVME_ADM_ASYNC_EVENT, 0, 0, 0, 0, NULL),
+			 NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_ASYNC_LIMIT));
+
+	/* not enabled: not raised at all */
+	ck_assert_int_eq(adm(&h, NVME_ADM_SET_FEATURES, 0, 0, NVME_FEAT_ASYNC_EVENT, 0, NULL), 0);
+	ck_assert_int_eq(sim_inject_warning(h.s, NVME_SMART_CRIT_RELIABILITY, true), 0);
+	ck_assert_int_eq(sim_ns_add(h.s, 3, 1u << 20), 0);
+	ck_assert(cq_empty(&h, &h.aq));
+	ck_assert_uint_eq(sim_events_pending(h.s), 0);
+	ck_assert_int_eq(sim_inject_warning(h.s, 0x20, true), -EINVAL);
+	ck_assert_int_eq(sim_ns_add(h.s, 3, 1u << 20), -EEXIST);
+	ck_assert_int_eq(sim_ns_add(h.s, 4, 1000), -EINVAL);
+	ck_assert_int_eq(sim_ns_add(h.s, SIM_MAX_NS + 1, 1u << 20), -EINVAL);
+	host_fini(&h);
+}
+END_TEST
+
 START_TEST(t_identify_queues)
 {
 	struct host h;
@@ -222,7 +345,10 @@ START_TEST(t_identify_queues)
 	ck_assert(memcmp(id->mn, "nvmefs software controller", 26) == 0);
 	ck_assert_uint_eq(id->sqes, 0x66);
 	ck_assert_uint_eq(id->cqes, 0x44);
-	ck_assert_uint_eq(id->nn, 1);
+	/* NN: every NSID a namespace may be added at (sim_ns_add) */
+	ck_assert_uint_eq(id->nn, SIM_MAX_NS);
+	ck_assert_uint_eq(id->aerl, 3);
+	ck_assert_uint_eq(id->oaes & (NVME_OAES_NS_ATTR | NVME_OAES_FW_ACTIVATE), NVME_OAES_NS_ATTR | NVME_OAES_FW_ACTIVATE);
 	ck_assert_uint_eq(id->oncs & (NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES), NVME_ONCS_DSM | NVME_ONCS_WRITE_ZEROES);
 	ck_assert_uint_eq(id->vwc & 1, 1);
 	struct nvme_id_ns *ns = pg(&h, 4096);
@@ -230,7 +356,11 @@ START_TEST(t_identify_queues)
 	ck_assert_uint_eq(ns->nsze, (64u << 20) / 4096);
 	ck_assert_uint_eq(ns->lbaf[ns->flbas & 0xf].lbads, 12);
 	ck_assert_uint_eq(ns->dlfeat & 7, 1);
-	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), NVME_SC_INVALID_NS);
+	/* an inactive NSID up to NN: a zero-filled structure; beyond NN: invalid */
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 2, io(&h, ns), NVME_ID_CNS_NS, 0, NULL), 0);
+	ck_assert_uint_eq(ns->nsze, 0);
+	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, SIM_MAX_NS + 1, io(&h, ns), NVME_ID_CNS_NS, 0, NULL),
+			 NVME_SC_INVALID_NS);
 	uint32_t *list = pg(&h, 4096);
 	ck_assert_int_eq(adm(&h, NVME_ADM_IDENTIFY, 0, io(&h, list), NVME_ID_CNS_NS_ACTIVE_LIST, 0, NULL), 0);
 	ck_assert_uint_eq(list[0], 1);
@@ -1076,6 +1206,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, t_registers);
 	tcase_add_test(tc, t_identify_queues);
+	tcase_add_test(tc, t_async_events);
 	tcase_add_loop_test(tc, t_rw_roundtrip, 0, sizeof(rw_cases) / sizeof(rw_cases[0]));
 	tcase_add_test(tc, t_errors);
 	tcase_add_test(tc, t_null_and_file);
