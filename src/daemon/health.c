@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
 
 #include "admin_priv.h"
 #include "log.h"
@@ -42,6 +44,28 @@ static void health_fail(struct health_slot *s, int err)
 	s->v.failures++;
 }
 
+/* One line per change of the critical warning bits, whatever read saw it
+ * (an event's or the timer's): set bits as errors, cleared ones as info. */
+static void health_warn_log(struct health_slot *s, uint8_t was, uint8_t now)
+{
+	const char *name = nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]);
+	char set[96] = "", clr[96] = "";
+
+	for (unsigned b = 0; b < HEALTH_WARN_NR; b++) {
+		char *to = now & (1u << b) ? set : clr;
+
+		if (!((was ^ now) & (1u << b)))
+			continue;
+		snprintf(to + strlen(to), sizeof(set) - strlen(to), "%s%s", *to ? ", " : "",
+		         health_warning_names[b]);
+	}
+	if (*set)
+		log_err("%s: SMART critical warning: %s (critical_warning 0x%02x)", name, set, now);
+	if (*clr)
+		log_info("%s: SMART critical warning cleared: %s (critical_warning 0x%02x)", name,
+		         clr, now);
+}
+
 static void health_done(void *arg, int err, const void *buf, size_t len)
 {
 	struct health_slot *s = arg;
@@ -53,6 +77,10 @@ static void health_done(void *arg, int err, const void *buf, size_t len)
 	if (err) {
 		health_fail(s, err);
 	} else {
+		uint8_t was = s->v.valid ? s->v.smart.critical_warning : 0;
+
+		if (was != nh.critical_warning)
+			health_warn_log(s, was, nh.critical_warning);
 		s->v.smart = nh;
 		s->v.valid = true;
 		s->v.read_at = time(NULL);

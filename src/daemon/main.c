@@ -84,16 +84,13 @@
 #include "fstate.h"
 #include "fuse_proto.h"
 #include "fuse_fs.h"
+#include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "nvme.h"
 #include "options.h"
 #include "sim.h"
 #include "upgrade.h"
-
-/* Namespace events come with the engine's aen.c: until an engine has it,
- * the reference is weak and left null (no events). */
-#pragma weak nvme_ctrl_set_aen_cb
 
 #define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
 #define POOL_MIB_MAX 4096u
@@ -140,6 +137,7 @@ struct dctrl {
 	pthread_mutex_t aen_mu;
 	struct nvme_ns_change *aen_q;
 	unsigned aen_n, aen_cap;
+	unsigned aen_other;       /* 1 << enum nvme_aen_kind of the other events */
 	ev_async aen;
 };
 
@@ -605,8 +603,7 @@ static int ctrl_watch(struct daemon *d, unsigned i)
 	ev_async_init(&dc->aen, ctrl_aen_cb);
 	dc->aen.data = dc;
 	ev_async_start(d->loop, &dc->aen);
-	if (nvme_ctrl_set_aen_cb) /* an engine without events: none come */
-		nvme_ctrl_set_aen_cb(d->ctrls[i], ctrl_aen, dc);
+	nvme_ctrl_set_aen_cb(d->ctrls[i], ctrl_aen, dc);
 	if (dc->sim)
 		return 0;
 	dc->req_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -632,8 +629,7 @@ static void ctrl_unwatch(struct daemon *d, unsigned i)
 		return;
 	nvme_ctrl_set_event_cb(d->ctrls[i], NULL, NULL);
 	ev_async_stop(d->loop, &dc->event);
-	if (nvme_ctrl_set_aen_cb)
-		nvme_ctrl_set_aen_cb(d->ctrls[i], NULL, NULL);
+	nvme_ctrl_set_aen_cb(d->ctrls[i], NULL, NULL);
 	ev_async_stop(d->loop, &dc->aen);
 	ev_async_stop(d->loop, &dc->attach_done);
 	free(dc->aen_q);
@@ -1006,14 +1002,22 @@ static int daemon_detach(void *arg, unsigned i, char *err, size_t errlen)
 /* ---- namespace events ---- */
 
 /* The engine's event callback, on its admin thread: copy the namespace
- * changes for the loop. */
+ * changes for the loop; note the other kinds for it (a SMART event makes
+ * the health cache read the log again, which logs a warning once). */
 static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev)
 {
 	struct dctrl *dc = arg;
 	bool post = false;
 
 	(void)c;
-	if (ev->kind != NVME_AEN_NS_CHANGED || !ev->nr_changes)
+	if (ev->kind != NVME_AEN_NS_CHANGED) {
+		pthread_mutex_lock(&dc->aen_mu);
+		dc->aen_other |= 1u << ev->kind;
+		pthread_mutex_unlock(&dc->aen_mu);
+		ev_async_send(dc->d->loop, &dc->aen);
+		return;
+	}
+	if (!ev->nr_changes)
 		return;
 	pthread_mutex_lock(&dc->aen_mu);
 	if (dc->aen_n + ev->nr_changes > dc->aen_cap) {
@@ -1087,16 +1091,30 @@ static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents)
 	struct dctrl *dc = w->data;
 	struct daemon *d = dc->d;
 	struct nvme_ns_change *q;
-	unsigned n;
+	unsigned n, other;
 
 	(void)loop;
 	(void)revents;
 	pthread_mutex_lock(&dc->aen_mu);
 	q = dc->aen_q;
 	n = dc->aen_n;
+	other = dc->aen_other;
 	dc->aen_q = NULL;
 	dc->aen_n = dc->aen_cap = 0;
+	dc->aen_other = 0;
 	pthread_mutex_unlock(&dc->aen_mu);
+	if (other & (1u << NVME_AEN_FW_ACTIVATE))
+		log_warn("%s: firmware activation starting (asynchronous event): I/O may pause "
+			 "while the controller switches firmware",
+			 d->names[dc->idx]);
+	if (other & (1u << NVME_AEN_ERROR))
+		log_info("%s: the controller logged an error (asynchronous event): see nvmefsctl "
+			 "error-log %s",
+			 d->names[dc->idx], d->names[dc->idx]);
+	/* the log read with the event cleared it; the cache reads it again for
+	 * status and metrics (and logs a change of the warnings once) */
+	if (other & (1u << NVME_AEN_SMART | 1u << NVME_AEN_ERROR))
+		(void)health_refresh(admin_health(d->admin), dc->idx);
 	for (unsigned k = 0; d->fs && k < n; k++)
 		if (ns_change_apply(d, dc->idx, &q[k]))
 			table_changed_mark(d, "a namespace added, removed or grown");

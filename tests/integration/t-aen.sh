@@ -1,88 +1,36 @@
 #!/bin/sh
 # t-aen.sh - asynchronous events and namespace changes through a running
-# nvmefsd over the software controller: nvmefsctl inject warn raises a SMART
-# event the engine reads (its log says so, smart-log shows the warning and
-# the values it is about, clear takes it back); inject ns-add, ns-resize
-# (grow, then a refused shrink) and ns-remove raise Namespace Attribute
-# Changed events the engine follows (its log names each change); the usage
-# errors of the new injections; the mount keeps serving I/O throughout.
-set -u
-ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-D=$BUILD/nvmefsd
-# NVMEFS_STRACE_DIR: traced as in lib.sh
-[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(. "$ROOT/tests/integration/lib.sh" && echo "$D")
+# nvmefsd over the software controller, seen by the engine, the files, the
+# health cache and the metrics:
+# - nvmefsctl inject warn raises a SMART event the engine reads (its log
+#   says so, smart-log shows the warning and the values it is about); within
+#   a second status and the metrics show each warning, and the log names it
+#   once; a cleared warning raises no event (as the spec says): the next
+#   timed read (health_interval = 1) takes it out of the metrics;
+# - inject ns-add, ns-resize (grow, then a refused shrink) and ns-remove
+#   raise Namespace Attribute Changed events that the engine follows (its
+#   log names each change) and the mount follows: a new file appears and
+#   holds what is written to it; a grown file's size follows and I/O past
+#   the old end works; a shrink is refused with a clear line and the file's
+#   I/O fails with EIO; a removed file leaves the directory and a handle
+#   open on it fails with EIO; namespace 1's data stay intact throughout;
+# - the usage errors of the new injections.
+. "$(dirname "$0")/lib.sh"
+lib_init
 C=$BUILD/nvmefsctl
-[ -x "$D" ] && [ -x "$C" ] || { echo "no $D or $C: build them first"; exit 1; }
-command -v python3 > /dev/null || { echo "skip: python3 is needed to check the JSON"; exit 77; }
-[ -c /dev/fuse ] || { echo "skip: no /dev/fuse"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (FUSE mount, setpriv)"; exit 77; }
-
-TMP=$(mktemp -d /tmp/t-aen.XXXXXX)
-# searchable by everyone, so that only the socket's own mode keeps others out
-chmod 755 "$TMP"
-MNT=$TMP/mnt
+[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
+command -v python3 > /dev/null || skip "python3 is needed to check the JSON"
 SOCK=$TMP/admin.sock
-CONF=$TMP/nvmefs.conf
-LOG=$TMP/nvmefsd.log
 NS=$MNT/nvme0n1
-PID=
-fails=0
-
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2> /dev/null; then
-		kill -TERM "$PID"
-		i=0
-		while kill -0 "$PID" 2> /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -0 "$PID" 2> /dev/null && { echo "nvmefsd ignored SIGTERM for 10 s"; kill -KILL "$PID"; }
-	fi
-	mountpoint -q "$MNT" 2> /dev/null && fusermount3 -u "$MNT" 2> /dev/null
-	[ -n "${KEEP:-}" ] && { echo "kept $TMP"; return; }
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
 mkdir "$MNT"
-cat > "$CONF" << EOF
-[daemon]
-mountpoint = $MNT
-admin_socket = $SOCK
-# the admin group: uid/gid 65534 is not in it
-file_group = root
-fuse_transport = ${FUSE_TRANSPORT:-auto}
-[engine]
-queues = 1
-queue_depth = 64
-cq_budget = 16
+DAEMON_EXTRA="health_interval = 1"
+conf_write << EOF
 [controller nvme0]
 device = sim
 size = 64M
 block_size = 4096
 EOF
-
-"$D" -f -c "$CONF" > "$LOG" 2>&1 &
-PID=$!
-i=0
-while [ ! -S "$SOCK" ] || [ ! -e "$NS" ]; do
-	if ! kill -0 "$PID" 2> /dev/null; then
-		wait "$PID"
-		echo "nvmefsd exited ($?) before its admin socket and mount appeared:"
-		cat "$LOG"
-		PID=
-		exit 1
-	fi
-	i=$((i + 1))
-	if [ $i -gt 100 ]; then
-		cat "$LOG"
-		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support (or is stuck in start-up: its log is above)"; exit 77; }
-		echo "FAIL: $NS did not appear within 10 s"
-		exit 1
-	fi
-	sleep 0.1
-done
+daemon_start nvme0n1 || { fail "start"; finish; }
 
 ctl() { "$C" -s "$SOCK" "$@"; }
 
@@ -102,27 +50,67 @@ expect_log() {
 	return 0
 }
 
-io_ok() {
-	dd if="$NS" of=/dev/null bs=4096 count=16 iflag=direct 2> "$TMP/dd" ||
-		fail "$1: reading $NS failed: $(cat "$TMP/dd")"
+# within TENTHS CMD...: CMD succeeds within TENTHS tenths of a second
+within() {
+	n=$1
+	shift
+	i=0
+	until "$@"; do
+		i=$((i + 1))
+		[ $i -gt "$n" ] && return 1
+		sleep 0.1
+	done
 }
 
-# ---- a SMART critical warning ----
+# crit WARNING: the metric of that critical warning bit
+crit() {
+	ctl metrics | awk -v w="warning=\"$1\"" '
+		index($1, "nvmefs_controller_critical_warning{") == 1 && index($1, w) { print $2; exit }'
+}
+crit_is() { [ "$(crit "$1")" = "$2" ]; }
+listed() { ls "$MNT" | grep -qx "$1"; }
+unlisted() { ! listed "$1"; }
+size_is() { [ "$(stat -c %s "$1")" = "$2" ]; }
+
+# namespace 1's data must survive every event below
+io_ok() {
+	cmp -n $((4 << 20)) "$TMP/ns1" "$NS" 2> "$TMP/dd" ||
+		fail "$1: namespace 1 does not read back what was written: $(cat "$TMP/dd")"
+}
+head -c $((4 << 20)) /dev/urandom > "$TMP/ns1"
+dd if="$TMP/ns1" of="$NS" bs=1M oflag=direct conv=notrunc status=none || fail "write namespace 1"
+crit_is spare 0 || fail "a spare warning at start: $(crit spare)"
+
+# ---- SMART critical warnings ----
 out=$(ctl inject nvme0 warn spare 2>&1) || fail "inject warn spare: $out"
 [ "$out" = "nvme0: warn spare injected; controller live" ] || fail "inject warn spare printed: $out"
 expect_log 'nvme0: SMART/health event \(info 0x02\): critical warning 0x01' "warn spare"
+within 10 crit_is spare 1 || fail "the spare warning is not in the metrics 1 s on: $(crit spare)"
+ctl status --json > "$TMP/st.json" || fail "status after warn"
+[ "$(json "$TMP/st.json" 'd["controllers"][0]["health"]["critical_warnings"]')" = "['spare']" ] ||
+	fail "status after warn spare: $(json "$TMP/st.json" 'd["controllers"][0]["health"]')"
 ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after warn"
 [ "$(json "$TMP/s.json" 'd["critical_warning"], d["avail_spare"], d["spare_thresh"]')" = "(1, 5, 10)" ] ||
 	fail "smart-log after warn spare: $(cat "$TMP/s.json")"
 ctl inject nvme0 warn temperature > /dev/null || fail "inject warn temperature"
 expect_log 'nvme0: SMART/health event \(info 0x01\): critical warning 0x03' "warn temperature"
+within 10 crit_is temperature 1 || fail "the temperature warning is not in the metrics 1 s on"
 ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after warn temperature"
 [ "$(json "$TMP/s.json" 'd["critical_warning"], d["temperature"]')" = "(3, 348)" ] ||
 	fail "smart-log after warn temperature: $(cat "$TMP/s.json")"
+[ "$(grep -c "nvme0: SMART critical warning: spare " "$LOG")" = 1 ] ||
+	fail "the spare warning was logged $(grep -c "SMART critical warning: spare " "$LOG") times, not once"
+[ "$(grep -c "nvme0: SMART critical warning: temperature " "$LOG")" = 1 ] ||
+	fail "the temperature warning was not logged once"
 ctl inject nvme0 warn clear > /dev/null || fail "inject warn clear"
 ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after clear"
 [ "$(json "$TMP/s.json" 'd["critical_warning"], d["avail_spare"]')" = "(0, 100)" ] ||
 	fail "smart-log after warn clear: $(cat "$TMP/s.json")"
+# no event for a cleared warning: the next timed read sees it
+within 30 crit_is spare 0 && within 10 crit_is temperature 0 ||
+	fail "the cleared warnings stay in the metrics 3 s on"
+grep -q "nvme0: SMART critical warning cleared: spare, temperature" "$LOG" ||
+	fail "the clearing is not logged"
 io_ok "after the warnings"
 
 # ---- namespaces: added, grown, shrunk (refused), removed ----
@@ -130,12 +118,38 @@ out=$(ctl inject nvme0 ns-add 2 4M 2>&1) || fail "inject ns-add: $out"
 [ "$out" = "nvme0: ns-add namespace 2, 4194304 bytes injected; controller live" ] ||
 	fail "inject ns-add printed: $out"
 expect_log 'nvme0: namespace 2 attached \(1024 blocks of 4096 bytes\)' "ns-add"
+expect_log 'nvme0: namespace 2 added: file nvme0n2' "ns-add in the mount"
+within 10 listed nvme0n2 || fail "nvme0n2 not listed 1 s after ns-add"
+size_is "$MNT/nvme0n2" $((4 << 20)) || fail "nvme0n2 is $(stat -c %s "$MNT/nvme0n2") bytes"
+head -c $((1 << 20)) /dev/urandom > "$TMP/ns2"
+dd if="$TMP/ns2" of="$MNT/nvme0n2" bs=64k oflag=direct conv=notrunc status=none || fail "write nvme0n2"
+cmp -n $((1 << 20)) "$TMP/ns2" "$MNT/nvme0n2" || fail "nvme0n2 does not read back"
+# grown: the size follows, I/O past the old end works
 ctl inject nvme0 ns-resize 1 128M > /dev/null || fail "inject ns-resize 1 128M"
 expect_log 'nvme0: namespace 1 grew from 16384 to 32768 blocks' "ns-resize grow"
+within 10 size_is "$NS" $((128 << 20)) || fail "nvme0n1 is $(stat -c %s "$NS") bytes 1 s after growing"
+dd if="$TMP/ns2" of="$NS" bs=64k seek=$((100 << 4)) oflag=direct conv=notrunc status=none ||
+	fail "write past the old end of nvme0n1"
+dd if="$NS" bs=64k skip=$((100 << 4)) count=16 iflag=direct status=none | cmp - "$TMP/ns2" ||
+	fail "read past the old end of nvme0n1"
+# shrunk: refused; the file keeps its size, its I/O fails with EIO
 ctl inject nvme0 ns-resize 2 2M > /dev/null || fail "inject ns-resize 2 2M"
 expect_log 'nvme0: namespace 2 shrank from 1024 to 512 blocks: refused' "ns-resize shrink"
+size_is "$MNT/nvme0n2" $((4 << 20)) || fail "the refused shrink changed nvme0n2's size"
+dd if="$MNT/nvme0n2" of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd" &&
+	fail "a read of the shrunk namespace worked"
+grep -q "Input/output error" "$TMP/dd" || fail "shrunk namespace read: $(cat "$TMP/dd")"
+# removed: out of the directory; a handle open on it fails with EIO
+exec 7< "$MNT/nvme0n2" || fail "open nvme0n2"
 ctl inject nvme0 ns-remove 2 > /dev/null || fail "inject ns-remove 2"
 expect_log 'nvme0: namespace 2 was detached' "ns-remove"
+expect_log 'nvme0: namespace 2 removed: file gone' "ns-remove in the mount"
+within 10 unlisted nvme0n2 || fail "nvme0n2 still listed 1 s after ns-remove"
+[ -e "$MNT/nvme0n2" ] && fail "nvme0n2 can still be found by name"
+dd bs=4k count=1 of=/dev/null iflag=direct <&7 2> "$TMP/dd" &&
+	fail "a read through a handle of the removed namespace worked"
+grep -q "Input/output error" "$TMP/dd" || fail "removed namespace read: $(cat "$TMP/dd")"
+exec 7<&-
 io_ok "after the namespace changes"
 ctl stats --json > /dev/null || fail "stats after the namespace changes"
 
@@ -159,6 +173,8 @@ refused "namespace 2 of nvme0: no such namespace" inject nvme0 ns-remove 2
 refused "inject ns-remove takes NSID" inject nvme0 ns-remove
 ctl --help | grep -q "ns-add NSID SIZE" || fail "--help does not show ns-add"
 
-kill -0 "$PID" 2> /dev/null || fail "nvmefsd died"
-[ $fails = 0 ] || { echo "--- nvmefsd log:"; cat "$LOG"; exit 1; }
-echo "t-aen: ok"
+daemon_alive || fail "nvmefsd died"
+daemon_stop
+[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+finish
