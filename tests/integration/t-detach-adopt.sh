@@ -5,9 +5,11 @@
 # run would number them and their handles afresh), so the daemon replaces
 # its state record: nvmefsctl restart is refused with the reason, and after
 # kill -9 the next run refuses the connection (digest) and mounts afresh,
-# serving both files with the data written before.
+# serving both files with the data written before.  /dev/fuse only: an
+# io_uring connection is never adopted (t-crash-adopt checks that refusal).
 . "$(dirname "$0")/lib.sh"
 lib_init
+[ "${FUSE_TRANSPORT:-auto}" = uring ] && skip "io_uring connections are not adopted (t-crash-adopt checks the refusal)"
 . "$(dirname "$0")/fdstore-lib.sh"
 conf_write <<EOC
 [controller nvme0]

@@ -136,6 +136,7 @@ admin_socket = $W/admin.sock
 file_owner = 0
 file_group = 0
 log_level = info
+health_interval = 1
 [engine]
 queues = 1
 cpus = 1
@@ -155,6 +156,36 @@ head -c $((4 << 20)) /dev/urandom > $W/data
 t "dd 4 MiB O_DIRECT at 40 MiB" ok "" $DD if=$W/data of="$F" bs=1M seek=40 oflag=direct conv=notrunc status=none
 cmp_back() { $DD if="$F" bs=1M skip=40 count=4 iflag=direct status=none | $CMP - $W/data; }
 t "cmp" ok "" cmp_back
+
+echo "== (0) SMART critical warnings raised by QEMU (asynchronous events)"
+# crit WARNING: the state-set gauge of that warning bit in the metrics
+crit() {
+	ctl metrics | awk -v w="warning=\"$1\"" '
+		index($1, "nvmefs_controller_critical_warning{") == 1 && index($1, w) { print $2; exit }'
+}
+# crit_wait WARNING VALUE: until the metric says VALUE (10 s at most);
+# prints the milliseconds it took
+crit_wait() {
+	w0=$(ms)
+	i=0
+	while [ "$(crit $1)" != "$2" ] && [ $i -lt 200 ]; do usleep 50000; i=$((i + 1)); done
+	echo "measure: critical warning $1 = $(crit $1) after $(($(ms) - w0)) ms"
+	[ "$(crit $1)" = "$2" ]
+}
+c "no critical warning at start" [ "$(crit spare)" = 0 ]
+aers=$(ctl stats --json | awk -F: '/"aers_armed"/ { v = $2 + 0; print v; exit }')
+c "the daemon keeps AERs armed on QEMU's controller (got '$aers')" [ "${aers:-0}" -gt 0 ]
+c "host set smart_critical_warning = 1 (spare)" ask_host warn-spare
+c "spare below threshold in the metrics" crit_wait spare 1
+t "status names the warning" ok '"critical_warnings": \[' ctl status --json
+t "smart-log shows it" ok "^critical_warning +: (0x)?0*1$" ctl smart-log nvme0
+c "host set smart_critical_warning = 3 (spare, temperature)" ask_host warn-temp
+c "temperature warning in the metrics" crit_wait temperature 1
+c "the log names each warning once" sh -c "[ \$(grep -c 'critical warning.*spare' $LOG) = 1 ] &&
+	[ \$(grep -c 'critical warning.*temperature' $LOG) = 1 ]"
+c "host cleared smart_critical_warning" ask_host warn-clear
+# no event clears a warning: the next timed read (health_interval = 1) does
+c "cleared in the metrics by the next health read" crit_wait spare 0
 
 echo "== (a) commands slower than io_timeout_ms"
 fio_bg 30
@@ -316,10 +347,10 @@ fsize() { stat -c %s "$F"; }
 
 echo "== (d) the controller back with its namespace in another format: attach refused"
 sz0=$(fsize)
-t "attach while the device is gone: refused" fail "cannot open $BDF through VFIO" ctl attach nvme0
+t "attach while the device is gone: refused" fail "cannot open $BDF through VFIO" ctl attach --wait nvme0
 c "host plugged the controller in again, its namespace with 4 KiB blocks" ask_host replug-4k
 plugged_back 4096
-t "attach: refused, the namespaces changed" fail "the namespaces changed" ctl attach nvme0
+t "attach: refused, the namespaces changed" fail "the namespaces changed" ctl attach --wait nvme0
 grep -E "namespace 1|re-attached" "$LOG" | sed 's/^/    daemon: /'
 c "the daemon says which namespace changed" grep -q "nvme0: namespace 1 changed size or format" "$LOG"
 c "the daemon is still up" alive $DPID
@@ -332,7 +363,7 @@ echo "== (e) the original namespace back: attach"
 c "host removed the controller and added it with 512-byte blocks" ask_host swap-512
 plugged_back 512
 t0=$(ms)
-t "attach" ok "nvme0: attached, live" ctl attach nvme0
+t "attach" ok "nvme0: attached, live" ctl attach --wait nvme0
 t1=$(ms)
 echo "measure: attach took $((t1 - t0)) ms"
 t "the data written before the removal reads back" ok "" cmp_back
@@ -352,7 +383,7 @@ echo "== (f) 4 KiB blocks again, attach refused, then SIGTERM"
 c "host removed the controller and added it with 4 KiB blocks" ask_host swap-4k
 c "the daemon let go of it (status $(state))" [ "$(state)" = removed ]
 plugged_back 4096
-t "attach: refused again" fail "the namespaces changed" ctl attach nvme0
+t "attach: refused again" fail "the namespaces changed" ctl attach --wait nvme0
 t "a read fails with EIO" fail "Input/output error" $DD if="$F" of=/dev/null bs=4k count=1 skip=10240 iflag=direct
 kill -TERM $DPID
 i=0

@@ -76,6 +76,9 @@ plug() {
 		sleep 0.2
 	done
 }
+warn() { # the controller's SMART critical warning bits
+	$Q qom-set "{\"path\": \"/machine/peripheral/nvme0\", \"property\": \"smart_critical_warning\", \"value\": $1}" >> "$HOSTLOG" 2>&1
+}
 throttle() { # IOPS (0: off)
 	$Q block_set_io_throttle "{\"device\": \"nvm1\", \"bps\": 0, \"bps_rd\": 0, \"bps_wr\": 0, \"iops\": $1, \"iops_rd\": 0, \"iops_wr\": 0}" >> "$HOSTLOG" 2>&1
 }
@@ -85,12 +88,16 @@ GPID=$!
 # answer the guest's requests until it ends
 done_reqs=
 while kill -0 "$GPID" 2>/dev/null; do
-	for req in throttle-on throttle-off aer-cor aer-nonfatal remove replug-4k swap-512 aer-again swap-4k; do
+	for req in warn-spare warn-temp warn-clear throttle-on throttle-off aer-cor aer-nonfatal remove replug-4k swap-512 aer-again swap-4k; do
 		case " $done_reqs " in *" $req "*) continue ;; esac
 		grep -q "^@@HOST $req@@" "$LOG" || continue
 		done_reqs="$done_reqs $req"
 		echo "host: $req at $(date +%T.%N)" >> "$HOSTLOG"
 		case $req in
+		# QEMU's NVMe model raises a SMART event for each bit newly set
+		warn-spare) warn 1 ;;
+		warn-temp) warn 3 ;;
+		warn-clear) warn 0 ;;
 		throttle-on) throttle 1 ;;
 		throttle-off) throttle 0 ;;
 		# at the root port: QEMU's NVMe model has no AER capability, and its
