@@ -747,6 +747,23 @@ static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
 	return o;
 }
 
+/* stats: the asynchronous events of a controller */
+static json_object *recov_aen_json(const struct nvme_ctrl *ctrl)
+{
+	static const char *const kinds[] = {"error", "smart", "ns_changed", "fw_activate", "other"};
+	json_object *o = json_object_new_object();
+	struct nvme_ctrl_aen_stats e;
+
+	nvme_ctrl_aen_stats_get(ctrl, &e);
+	jset_u64(o, "aers_armed", e.aers_armed);
+	for (unsigned k = 0; k <= NVME_AEN_OTHER; k++)
+		jset_u64(o, kinds[k], e.events[k]);
+	jset_u64(o, "aer_errors", e.aer_errors);
+	jset_u64(o, "ns_changes", e.ns_changes);
+	jset_int(o, "critical_warning", e.critical_warning);
+	return o;
+}
+
 /* status: each controller's state, and its last attach */
 static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
 {
@@ -775,6 +792,7 @@ static json_object *recov_stats_ctrls(const struct admin *a)
 		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
 		jset_str(c, "state", recov_state(a, i));
 		jset(c, "recovery", recov_rstats_json(&r));
+		jset(c, "events", recov_aen_json(a->ctx.ctrls[i]));
 		json_object_array_add(cs, c);
 	}
 	return cs;

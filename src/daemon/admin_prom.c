@@ -13,6 +13,7 @@
 #include "health.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -320,6 +321,38 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 
 /* ---- the writers ---- */
 
+/* asynchronous events: requests armed now, events by kind */
+static void prom_write_aen(struct admin *a, FILE *f)
+{
+	static const char *const kinds[] = {"error", "smart", "ns_changed", "fw_activate", "other"};
+	unsigned nc = a->ctx.nr_ctrls;
+
+	fputs("# HELP nvmefs_ctrl_aers_armed Asynchronous Event Requests outstanding on the "
+	      "controller.\n# TYPE nvmefs_ctrl_aers_armed gauge\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		struct nvme_ctrl_aen_stats e;
+
+		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e);
+		fputs("nvmefs_ctrl_aers_armed{", f);
+		prom_ctrl_labels(f, a, c);
+		fprintf(f, "} %" PRIu64 "\n", e.aers_armed);
+	}
+	fputs("# HELP nvmefs_ctrl_async_events_total Asynchronous events the controller "
+	      "reported, by kind.\n# TYPE nvmefs_ctrl_async_events_total counter\n",
+	      f);
+	for (unsigned c = 0; c < nc; c++) {
+		struct nvme_ctrl_aen_stats e;
+
+		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e);
+		for (unsigned k = 0; k <= NVME_AEN_OTHER; k++) {
+			fputs("nvmefs_ctrl_async_events_total{", f);
+			prom_ctrl_labels(f, a, c);
+			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], e.events[k]);
+		}
+	}
+}
+
 /* per-controller state, recovery counters and longest reset; left out
  * when there is no memory for the snapshot */
 static void prom_write_ctrls(struct admin *a, FILE *f)
@@ -349,6 +382,7 @@ static void prom_write_ctrls(struct admin *a, FILE *f)
 		}
 	}
 	prom_table(f, prom_ctrl, PROM_NT(prom_ctrl), &objs);
+	prom_write_aen(a, f);
 	fputs("# HELP nvmefs_ctrl_reset_max_seconds Duration of the longest reset.\n"
 	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
 	      f);

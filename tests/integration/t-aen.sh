@@ -102,6 +102,11 @@ ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after warn tempera
 	fail "the spare warning was logged $(grep -c "SMART critical warning: spare " "$LOG") times, not once"
 [ "$(grep -c "nvme0: SMART critical warning: temperature " "$LOG")" = 1 ] ||
 	fail "the temperature warning was not logged once"
+ctl stats --json > "$TMP/stats.json" || fail "stats after the warnings"
+[ "$(json "$TMP/stats.json" '(lambda e: (e["smart"], e["aers_armed"] > 0, e["aer_errors"]))(d["controllers"][0]["events"])')" = "(2, True, 0)" ] ||
+	fail "stats events after two warnings: $(json "$TMP/stats.json" 'd["controllers"][0]["events"]')"
+ctl metrics | grep -q '^nvmefs_ctrl_async_events_total{controller="nvme0".*kind="smart"} 2$' ||
+	fail "the metrics do not count two SMART events: $(ctl metrics | grep async_events)"
 ctl inject nvme0 warn clear > /dev/null || fail "inject warn clear"
 ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after clear"
 [ "$(json "$TMP/s.json" 'd["critical_warning"], d["avail_spare"]')" = "(0, 100)" ] ||
