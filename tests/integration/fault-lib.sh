@@ -108,8 +108,8 @@ fio_keep() {
 	fk=$FIO_KEEP/$(date +%H%M%S).$$
 	mkdir -p "$fk"
 	cp "$TMP"/fio.err "$TMP"/fio.json "$LOG" "$fk"/ 2>/dev/null
-	# verify_dump writes *.received / *.expected in fio's working directory
-	for f in "$TMP"/*.received "$TMP"/*.expected; do
+	# verify_dump writes *.received, *.expected, *.hdr_fail in the working directory
+	for f in "$TMP"/*.received "$TMP"/*.expected "$TMP"/*.hdr_fail; do
 		[ -f "$f" ] && mv "$f" "$fk"/
 	done
 	echo "fio output kept in $fk"

@@ -9,13 +9,17 @@
 # TimeoutStopSec; unmount.  fio must end by itself, with no verify mismatch.
 # Then the same with a controller that is not hung, only slow: the stop
 # waits for its commands and exits 0.
-# STOP_BOUND_PHASES (default "1 2") runs only the phases named, and
-# STOP_BOUND_DELAY_MS (1500) is the second phase's delay per command, for
-# scripts/soak-stop-bound (with FIO_EXTRA and FIO_KEEP, see fault-lib.sh).
+# STOP_BOUND_PHASES (default "1 2") runs only the phases named;
+# STOP_BOUND_DELAY_MS (1500) is the second phase's delay per command and
+# STOP_BOUND_SLEEPS ("2 1") its seconds of fio before the delay and of the
+# delay before the stop: for scripts/soak-stop-bound (with FIO_EXTRA and
+# FIO_KEEP, see fault-lib.sh).
 . "$(dirname "$0")/fault-lib.sh"
 IO_TIMEOUT=600000
 PHASES=${STOP_BOUND_PHASES:-1 2}
 DELAY_MS=${STOP_BOUND_DELAY_MS:-1500}
+set -- ${STOP_BOUND_SLEEPS:-2 1}
+PRE_S=$1 HOLD_S=$2
 fault_start
 dd_cmp || fail "baseline dd + cmp"
 
@@ -56,9 +60,9 @@ phase2() {
 	# slow, not hung: every command completes within 2 s; the stop drains
 	daemon_start nvme0n1 || { fail "restart"; finish; }
 	fio_start 30
-	sleep 2
+	sleep "$PRE_S"
 	ctl inject nvme0 delay "$DELAY_MS" > /dev/null || fail "inject delay"
-	sleep 1
+	sleep "$HOLD_S"
 	stop_within 60
 	dt=$STOP_MS rc=$DAEMON_RC
 	echo "measure: stop with a slow controller ($DELAY_MS ms per command): ${dt} ms, exit $rc"
