@@ -11,9 +11,12 @@
 #   ctl_state              the controller's state (live/resetting/removed/failed)
 #   wait_state STATE SECS  poll until the state is STATE, else fail
 #   fio_start SECS         fio randrw crc32c verify_fatal on the first 32 MiB,
-#                          in the background (FIO_PID), hard deadline SECS + 60
+#                          in the background (FIO_PID), hard deadline SECS + 60;
+#                          FIO_EXTRA: more fio options (e.g. --verify_dump=1)
 #   fio_wait               wait for it; FIO_ERR = fio's error (0, 5 = EIO, ...);
-#                          fails on any verify mismatch whatever the error
+#                          fails on any verify mismatch whatever the error;
+#                          FIO_KEEP=dir: on a mismatch fio's output, its dumps
+#                          and the daemon log are copied there
 #   probe_start / probe_stop  4 KiB O_DIRECT reads at 60 MiB every 50 ms into
 #                          $TMP/probe ("ms rc" lines, ms since the epoch)
 #   probe_gap T0_MS        ms from T0_MS to the first successful probe read
@@ -86,12 +89,30 @@ rstat() {
 
 fio_start() {
 	rm -f "$TMP/fio.json" "$TMP/fio.err"
+	rm -f "$TMP"/*.received "$TMP"/*.expected
+	# in TMP: verify_dump leaves its files in the working directory
+	cd "$TMP" || return
 	timeout -s KILL $(($1 + 60)) fio --name=verify --filename="$F" --ioengine=libaio \
 		--direct=1 --rw=randrw --bsrange=4k-64k --iodepth=8 --numjobs=2 \
 		--runtime="$1" --time_based --size=16M --offset_increment=16M \
 		--verify=crc32c --verify_backlog=32 --verify_fatal=1 --verify_state_save=0 \
-		--output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
+		--output-format=json --output="$TMP/fio.json" ${FIO_EXTRA:-} > "$TMP/fio.err" 2>&1 &
 	FIO_PID=$!
+	cd - > /dev/null
+}
+
+# fio_keep: copy fio's output, its verify dumps and the daemon log to
+# $FIO_KEEP/<time>.<pid>/ (when FIO_KEEP is set)
+fio_keep() {
+	[ -n "${FIO_KEEP:-}" ] || return 0
+	fk=$FIO_KEEP/$(date +%H%M%S).$$
+	mkdir -p "$fk"
+	cp "$TMP"/fio.err "$TMP"/fio.json "$LOG" "$fk"/ 2>/dev/null
+	# verify_dump writes *.received, *.expected, *.hdr_fail in the working directory
+	for f in "$TMP"/*.received "$TMP"/*.expected "$TMP"/*.hdr_fail; do
+		[ -f "$f" ] && mv "$f" "$fk"/
+	done
+	echo "fio output kept in $fk"
 }
 
 fio_wait() {
@@ -104,6 +125,7 @@ fio_wait() {
 	if grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' "$TMP/fio.err" "$TMP/fio.json" 2>/dev/null; then
 		fail "fio saw a verify mismatch"
 		grep -Ei 'verify|magic|crc32c' "$TMP/fio.err" | head -5
+		fio_keep
 	fi
 	FIO_ERR=$(python3 - "$TMP/fio.json" <<'PY'
 import json, sys
@@ -121,7 +143,7 @@ for j in d["jobs"]:
 print(max(errs))
 PY
 )
-	[ "$FIO_ERR" = 84 ] && fail "fio error 84 (EILSEQ): verify mismatch"
+	[ "$FIO_ERR" = 84 ] && { fail "fio error 84 (EILSEQ): verify mismatch"; fio_keep; }
 	[ "$FIO_ERR" = unreadable ] && { fail "fio output unreadable (exit $FIO_RC)"; cat "$TMP/fio.err"; }
 	echo "fio: exit $FIO_RC, error $FIO_ERR"
 }

@@ -9,44 +9,66 @@
 # TimeoutStopSec; unmount.  fio must end by itself, with no verify mismatch.
 # Then the same with a controller that is not hung, only slow: the stop
 # waits for its commands and exits 0.
+# STOP_BOUND_PHASES (default "1 2") runs only the phases named;
+# STOP_BOUND_DELAY_MS (1500) is the second phase's delay per command and
+# STOP_BOUND_SLEEPS ("2 1") its seconds of fio before the delay and of the
+# delay before the stop: for scripts/soak-stop-bound (with FIO_EXTRA and
+# FIO_KEEP, see fault-lib.sh).
 . "$(dirname "$0")/fault-lib.sh"
 IO_TIMEOUT=600000
+PHASES=${STOP_BOUND_PHASES:-1 2}
+DELAY_MS=${STOP_BOUND_DELAY_MS:-1500}
+set -- ${STOP_BOUND_SLEEPS:-2 1}
+PRE_S=$1 HOLD_S=$2
 fault_start
 dd_cmp || fail "baseline dd + cmp"
 
-fio_start 60
-sleep 2
-ctl inject nvme0 hang > /dev/null || fail "inject hang"
-sleep 1
-# the bound main.c states (drain 30 + cancel 25 + reactors 5 + shutdown 45 s); the
-# unit's TimeoutStopSec is 120
-stop_within 110
-dt=$STOP_MS rc=$DAEMON_RC
-echo "measure: stop with a hung controller and io_timeout_ms 600000: ${dt} ms, exit $rc"
-[ "$rc" = 1 ] || fail "exit $rc after cancelling requests, want 1"
-[ "$dt" -lt 105000 ] || fail "the stop took ${dt} ms, more than its 105 s bound"
-grep -q "ending the commands outstanding" "$LOG" || fail "no cancel logged"
-grep -q "stop: ending [0-9]* command(s) still outstanding" "$LOG" || fail "the engine did not say what it ended"
-fio_wait
-# EIO for the requests the daemon had taken (their commands cancelled);
-# ENOTCONN or ECONNABORTED for those the kernel still held at the unmount
-# (over io_uring a request that reaches an entry after the stop waits there)
-case $FIO_ERR in
-5 | 103 | 107) ;;
-*) fail "fio error $FIO_ERR, want EIO (5), or ECONNABORTED/ENOTCONN at the unmount" ;;
+case " $PHASES " in
+*" 1 "*) ;;
+*)
+	# the first phase's end: the daemon stopped, the mount gone
+	fault_stop
+	;;
 esac
-fuse_mounted && fail "still mounted after the stop"
+phase1() {
+	fio_start 60
+	sleep 2
+	ctl inject nvme0 hang > /dev/null || fail "inject hang"
+	sleep 1
+	# the bound main.c states (drain 30 + cancel 25 + reactors 5 + shutdown 45 s); the
+	# unit's TimeoutStopSec is 120
+	stop_within 110
+	dt=$STOP_MS rc=$DAEMON_RC
+	echo "measure: stop with a hung controller and io_timeout_ms 600000: ${dt} ms, exit $rc"
+	[ "$rc" = 1 ] || fail "exit $rc after cancelling requests, want 1"
+	[ "$dt" -lt 105000 ] || fail "the stop took ${dt} ms, more than its 105 s bound"
+	grep -q "ending the commands outstanding" "$LOG" || fail "no cancel logged"
+	grep -q "stop: ending [0-9]* command(s) still outstanding" "$LOG" || fail "the engine did not say what it ended"
+	fio_wait
+	# EIO for the requests the daemon had taken (their commands cancelled);
+	# ENOTCONN or ECONNABORTED for those the kernel still held at the unmount
+	# (over io_uring a request that reaches an entry after the stop waits there)
+	case $FIO_ERR in
+	5 | 103 | 107) ;;
+	*) fail "fio error $FIO_ERR, want EIO (5), or ECONNABORTED/ENOTCONN at the unmount" ;;
+	esac
+	fuse_mounted && fail "still mounted after the stop"
+}
+case " $PHASES " in *" 1 "*) phase1 ;; esac
 
-# slow, not hung: every command completes within 2 s; the stop drains
-daemon_start nvme0n1 || { fail "restart"; finish; }
-fio_start 30
-sleep 2
-ctl inject nvme0 delay 1500 > /dev/null || fail "inject delay"
-sleep 1
-stop_within 60
-dt=$STOP_MS rc=$DAEMON_RC
-echo "measure: stop with a slow controller (1.5 s per command): ${dt} ms, exit $rc"
-[ "$rc" = 0 ] || fail "exit $rc with a slow controller, want 0 (every request answered by the device)"
-fio_wait
-fuse_mounted && fail "still mounted after the second stop"
+phase2() {
+	# slow, not hung: every command completes within 2 s; the stop drains
+	daemon_start nvme0n1 || { fail "restart"; finish; }
+	fio_start 30
+	sleep "$PRE_S"
+	ctl inject nvme0 delay "$DELAY_MS" > /dev/null || fail "inject delay"
+	sleep "$HOLD_S"
+	stop_within 60
+	dt=$STOP_MS rc=$DAEMON_RC
+	echo "measure: stop with a slow controller ($DELAY_MS ms per command): ${dt} ms, exit $rc"
+	[ "$rc" = 0 ] || fail "exit $rc with a slow controller, want 0 (every request answered by the device)"
+	fio_wait
+	fuse_mounted && fail "still mounted after the second stop"
+}
+case " $PHASES " in *" 2 "*) phase2 ;; esac
 finish
