@@ -2,6 +2,9 @@
 # t-vfio-recovery: nvmefsd over VFIO on QEMU's NVMe controller behind a
 # hot-pluggable PCIe root port, faults made from the host through QMP while
 # fio verifies in the guest (tests/vm/guest-recovery.sh), in one boot:
+#   (0) SMART critical warnings set through QOM (smart_critical_warning):
+#       each raises an asynchronous event the daemon shows in its metrics
+#       and status within seconds; cleared by the next timed read;
 #   (a) the namespace throttled by QEMU's block layer (block_set_io_throttle,
 #       1 IOPS) until commands have outlasted io_timeout_ms: no verify
 #       mismatch, no hang, the data intact afterwards;
@@ -77,7 +80,8 @@ plug() {
 	done
 }
 warn() { # the controller's SMART critical warning bits
-	$Q qom-set "{\"path\": \"/machine/peripheral/nvme0\", \"property\": \"smart_critical_warning\", \"value\": $1}" >> "$HOSTLOG" 2>&1
+	$Q qom-set "{\"path\": \"/machine/peripheral/nvme0\", \"property\": \"smart_critical_warning\", \"value\": $1}" >> "$HOSTLOG" 2>&1 ||
+		echo "host: qom-set smart_critical_warning failed" >> "$HOSTLOG"
 }
 throttle() { # IOPS (0: off)
 	$Q block_set_io_throttle "{\"device\": \"nvm1\", \"bps\": 0, \"bps_rd\": 0, \"bps_wr\": 0, \"iops\": $1, \"iops_rd\": 0, \"iops_wr\": 0}" >> "$HOSTLOG" 2>&1
@@ -151,6 +155,8 @@ expect "$LOG" '^ok: the guest.s removal completed' "the removal did not complete
 grep -q '^host: .*failed\|^host: no ' "$HOSTLOG" && fail "a QMP request failed (see the host side above)"
 n=$(grep -c '^"OK id: rp1 ' "$HOSTLOG")
 [ "$n" = 3 ] || fail "pcie_aer_inject_error at rp1 was not taken three times (got $n OK replies)"
+expect "$LOG" '^ok: spare below threshold in the metrics' "QEMU's SMART warning event was not seen"
+expect "$LOG" '^ok: cleared in the metrics by the next health read' "the cleared warning stayed"
 expect "$LOG" '^ok: the daemon logged the PCIe error and reset the controller' "no reset after the PCIe error"
 expect "$LOG" '^ok: the daemon was not told of the correctable error' "a correctable PCIe error reached the daemon"
 expect "$LOG" '^ok: fio ended \(no hang\), no verify mismatch, no error but' "fio across the AER reset"
