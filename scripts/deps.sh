@@ -27,14 +27,31 @@ for p in $PKGS; do
 	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
 	case "$s" in *" installed") ;; *) missing="$missing $p" ;; esac
 done
-[ -z "$missing" ] && exit 0
+# promtool lints the metrics in the tests: taken out of Debian's prometheus
+# package rather than installing it, which would start a Prometheus server
+want_promtool=no
+case "${1:-all}" in build) ;; *) command -v promtool >/dev/null || want_promtool=yes ;; esac
+[ -z "$missing" ] && [ $want_promtool = no ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then
-	echo "deps.sh: missing packages:$missing (run as root to install them)" >&2
+	echo "deps.sh: missing:$missing$([ $want_promtool = yes ] && echo " promtool") (run as root to install them)" >&2
 	exit 1
 fi
-echo "deps.sh: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if [ -n "$missing" ]; then
+	echo "deps.sh: installing$missing" >&2
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+if [ $want_promtool = yes ]; then
+	echo "deps.sh: installing promtool (from the prometheus package, into /usr/local/bin)" >&2
+	d=$(mktemp -d)
+	chmod 755 "$d" # apt-get download fetches as the _apt user
+	(cd "$d" && apt-get download -qq prometheus >/dev/null &&
+		dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x -C "$d" ./usr/bin/promtool) &&
+		install -m 0755 "$d/usr/bin/promtool" /usr/local/bin/promtool
+	rc=$?
+	rm -rf "$d"
+	[ $rc = 0 ] || { echo "deps.sh: promtool could not be installed" >&2; exit 1; }
+fi

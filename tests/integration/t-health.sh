@@ -5,7 +5,7 @@
 # injected media error), error-log (the failed read's entry), fw-log (slot 1
 # holds the daemon's version), effects-log (the sim's Commands Supported and
 # Effects) and list, in human and --json form; the health cache in status
-# and metrics (promtool checks the text when installed); and a device that
+# and metrics (promtool checks the text); and a device that
 # does not answer: smart-log waits for it while status from another client
 # is answered at once.
 . "$(dirname "$0")/lib.sh"
@@ -157,10 +157,11 @@ for m in media_errors_total data_read_bytes_total data_written_bytes_total power
 	grep -Eq "^nvmefs_controller_$m\{controller=\"nvme0\"\} [0-9]+$" "$TMP/prom" || fail "metrics: nvmefs_controller_$m"
 	grep -q "^# TYPE nvmefs_controller_$m counter$" "$TMP/prom" || fail "metrics: nvmefs_controller_$m is no counter"
 done
+# scripts/deps.sh test installs promtool
 if command -v promtool > /dev/null; then
 	promtool check metrics < "$TMP/prom" > "$TMP/lint" 2>&1 || fail "promtool check metrics: $(cat "$TMP/lint")"
 else
-	echo "promtool not installed: the metrics text is not linted"
+	fail "promtool is not installed (scripts/deps.sh test installs it): the metrics are not linted"
 fi
 
 # ---- a device that does not answer holds smart-log, not the daemon ----
