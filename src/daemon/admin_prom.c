@@ -321,36 +321,36 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 
 /* ---- the writers ---- */
 
-/* asynchronous events: requests armed now, events by kind */
+/* asynchronous events: requests armed now, events by kind (one snapshot
+ * of each controller for both) */
 static void prom_write_aen(struct admin *a, FILE *f)
 {
 	static const char *const kinds[] = {"error", "smart", "ns_changed", "fw_activate", "other"};
 	unsigned nc = a->ctx.nr_ctrls;
+	struct nvme_ctrl_aen_stats *e = calloc(nc ? nc : 1, sizeof(*e));
 
+	if (!e)
+		return;
+	for (unsigned c = 0; c < nc; c++)
+		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e[c]);
 	fputs("# HELP nvmefs_ctrl_aers_armed Asynchronous Event Requests outstanding on the "
 	      "controller.\n# TYPE nvmefs_ctrl_aers_armed gauge\n",
 	      f);
 	for (unsigned c = 0; c < nc; c++) {
-		struct nvme_ctrl_aen_stats e;
-
-		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e);
 		fputs("nvmefs_ctrl_aers_armed{", f);
 		prom_ctrl_labels(f, a, c);
-		fprintf(f, "} %" PRIu64 "\n", e.aers_armed);
+		fprintf(f, "} %" PRIu64 "\n", e[c].aers_armed);
 	}
 	fputs("# HELP nvmefs_ctrl_async_events_total Asynchronous events the controller "
 	      "reported, by kind.\n# TYPE nvmefs_ctrl_async_events_total counter\n",
 	      f);
-	for (unsigned c = 0; c < nc; c++) {
-		struct nvme_ctrl_aen_stats e;
-
-		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e);
+	for (unsigned c = 0; c < nc; c++)
 		for (unsigned k = 0; k <= NVME_AEN_OTHER; k++) {
 			fputs("nvmefs_ctrl_async_events_total{", f);
 			prom_ctrl_labels(f, a, c);
-			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], e.events[k]);
+			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], e[c].events[k]);
 		}
-	}
+	free(e);
 }
 
 /* per-controller state, recovery counters and longest reset; left out

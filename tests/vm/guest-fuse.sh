@@ -9,6 +9,7 @@
 # Checks: dd+cmp buffered and O_DIRECT, nvmefsctl smart-log, fw-log,
 # error-log and list, fio crc32c verify, unaligned writes
 # against a model, I/O at and past the end, fsync, punch hole / zero range,
+# (with MARKER_IN) detach, the kernel driver reading the marker, attach,
 # SIGTERM with dd in flight.  Prints "checks: N ok, M not ok"; exit 1 on a
 # failed check.  Environment: NS_SIZE (bytes, required: the expected
 # st_size), QUEUES (default 2) and CPUS (default: every CPU) for [engine],
@@ -183,6 +184,24 @@ trim() {
 	$DD if="$F" bs=1M skip=128 count=1 iflag=direct status=none | $CMP - /dev/zero -n 1048576
 }
 t "fallocate -p / -z read back as zeroes, the rest untouched" ok "" trim
+
+# --- one controller serviced while the daemon runs (the second run): detach
+# releases the VFIO device, the kernel's nvme driver takes it and reads the
+# first run's marker, then it goes back to vfio-pci and attach serves the
+# same file with its data
+if [ "$MARKER_IN" != - ]; then
+	t "detach" ok "^nvme0: detached, 1 file gone" $CTL detach nvme0
+	c "... its file is gone" sh -c "! ls $MNT | grep -qx nvme0n1"
+	t "vfio-bind --unbind gives it to nvme while nvmefsd runs" ok "bound to nvme \(was vfio-pci\)" \
+		vfio-bind --unbind $BDF
+	c "... /dev/nvme0n1 is there" wait_path /dev/nvme0n1
+	got=$($DD if=/dev/nvme0n1 bs=512 skip=400000 count=1 iflag=direct 2>/dev/null | head -n 1)
+	c "the kernel driver reads the first run's marker (got '$got')" [ "$got" = "$MARKER_IN" ]
+	t "vfio-bind takes it back" ok "bound to vfio-pci \(was nvme\)" vfio-bind $BDF
+	t "attach --wait" ok "nvme0: attached, live" $CTL attach --wait nvme0
+	c "... the file is back" [ -f "$F" ]
+	t "cmp O_DIRECT after attach" ok "" cmp_direct
+fi
 
 if [ "$MARKER_OUT" != - ]; then
 	t "marker written with fsync" ok "" sh -c "echo '$MARKER_OUT' | $DD of='$F' bs=512 seek=400000 conv=notrunc,fsync status=none"

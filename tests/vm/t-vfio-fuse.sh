@@ -2,7 +2,9 @@
 # t-vfio-fuse: nvmefsd over VFIO on QEMU's NVMe controller, checked through
 # its FUSE file in the guest (tests/vm/guest-fuse.sh): dd+cmp buffered and
 # O_DIRECT, fio crc32c verify, unaligned writes, I/O at and past the end,
-# fsync, punch hole / zero range, SIGTERM with I/O in flight.  Two daemon
+# fsync, punch hole / zero range, SIGTERM with I/O in flight; in the second
+# run the controller is detached, read by the kernel's nvme driver while the
+# daemon runs, and attached again.  Two daemon
 # runs in one boot, polling then interrupts; the second finds the marker the
 # first wrote.  Then the controller goes back to the kernel nvme driver,
 # which must read the marker the second run wrote.  Host /usr is shared
@@ -51,8 +53,11 @@ expect "$LOG" "^vmrun: $BDF: bound to vfio-pci" "the controller was not bound to
 expect "$LOG" 'daemon: .*QEMU NVMe Ctrl' "the daemon did not identify QEMU's controller"
 [ "$(grep -c '^== mode .* done$' "$LOG")" = 2 ] || fail "not both daemon runs finished"
 [ "$(grep -cE '^checks: [0-9]+ ok, 0 not ok' "$LOG")" = 3 ] || fail "a summary is missing or has failures"
-# 16 checks in the first run, 17 in the second (the marker), 3 after unbinding
-[ "$(grep -c '^ok: ' "$LOG")" = 46 ] || fail "expected 46 checks, got $(grep -c '^ok: ' "$LOG")"
+# 16 checks in the first run, 26 in the second (the marker, detach and
+# attach), 3 after unbinding
+[ "$(grep -c '^ok: ' "$LOG")" = 55 ] || fail "expected 55 checks, got $(grep -c '^ok: ' "$LOG")"
+expect "$LOG" "^ok: the kernel driver reads the first run's marker" "detach did not give the device to the kernel driver"
+expect "$LOG" "^ok: cmp O_DIRECT after attach" "attach after detach did not serve the data"
 [ "$(grep -c '^ok: fio randrw' "$LOG")" = 2 ] || fail "fio did not verify in both modes"
 expect "$LOG" "^ok: the kernel driver reads the marker" "the kernel driver did not see nvmefs's data"
 grep -q '^NOT OK' "$LOG" && fail "a check failed"
