@@ -1108,6 +1108,10 @@ START_TEST(t_inject_events)
 	struct nvme_ctrl_aen_stats st;
 
 	start();
+	/* a namespace change posts a call to the qpair's reactor (emptying its
+	 * namespace cache), as in the daemon, whose reactors all run */
+	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
+	reactor_running = true;
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
 	        "\"warning\":\"temperature\"}");
 	expect_ok(o);
