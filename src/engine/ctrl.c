@@ -119,7 +119,7 @@ int nvme_ctrl_enable(struct nvme_ctrl *c)
 	                   "waiting for the controller to become ready");
 	if (rc == 0) {
 		pthread_mutex_lock(&c->admin_lock);
-		c->admin_ready = true;
+		__atomic_store_n(&c->admin_ready, true, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&c->admin_lock);
 	}
 	return rc;
@@ -164,7 +164,7 @@ void nvme_ctrl_admin_abandon(struct nvme_ctrl *c, int err, bool release)
 	unsigned n = 0;
 	pthread_mutex_lock(&c->admin_lock);
 	if (release)
-		c->admin_ready = false;
+		__atomic_store_n(&c->admin_ready, false, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < NVME_ADMIN_SLOTS; i++) {
 		struct nvme_admin_slot *sl = &c->slots[i];
 		if (!sl->busy)

@@ -79,7 +79,8 @@ struct nvme_ctrl {
 	struct nvme_dma_region admin_mem; /* ASQ | ACQ */
 	uint64_t admin_iova;
 	bool admin_mapped;
-	bool admin_ready; /* enabled and the admin queue programmed */
+	bool admin_ready; /* enabled and the admin queue programmed (admin_lock; stored
+	                     atomically: the recovery thread peeks without the lock) */
 	struct nvme_sqe *asq;
 	volatile struct nvme_cqe *acq;
 	uint16_t asq_tail, asq_head, acq_head;

@@ -298,7 +298,7 @@ static int isolate(struct nvme_ctrl *c)
 	}
 	pthread_mutex_unlock(&c->qp_lock);
 	pthread_mutex_lock(&c->admin_lock);
-	c->admin_ready = false;
+	__atomic_store_n(&c->admin_ready, false, __ATOMIC_RELAXED);
 	if (c->admin_mapped && nvme_dma_unmap(bus, &c->admin_mem, c->admin_iova) < 0)
 		rc = -EIO;
 	else
@@ -362,7 +362,7 @@ enum { DOWN_DISABLED = 0, DOWN_ISOLATED = 1 };
 static int take_down(struct nvme_ctrl *c, uint32_t wait_ms, bool flr)
 {
 	pthread_mutex_lock(&c->admin_lock);
-	c->admin_ready = false;
+	__atomic_store_n(&c->admin_ready, false, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->admin_lock);
 	int rc = nvme_ctrl_disable(c, wait_ms);
 	/* RDY clear is disabled; one that keeps CFS is reset as well when a
