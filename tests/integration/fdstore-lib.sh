@@ -76,8 +76,9 @@ resent_now() {
 # request nobody resends cannot hold it for good.  Output in $TMP/fio.json
 # and $TMP/fio.err.
 fio_start() {
+	# never a plain file in the mountpoint directory once unmounted (fault-lib.sh)
 	timeout -k 5 "$3" fio --name="$1" --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 \
-		--iodepth=32 --bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M \
+		--allow_file_create=0 --iodepth=32 --bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M \
 		--verify=crc32c --rate=,"$2"k --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
 		--randseed=$((SEED + 1000)) --output-format=json --output="$TMP/fio.json" \
 		> "$TMP/fio.err" 2>&1 &

@@ -181,7 +181,7 @@ sim_stat() {
 fio_verify() {
 	command -v fio >/dev/null || { fail "fio missing"; return 1; }
 	out=$TMP/fio.json
-	fio --name=verify --filename="$1" --ioengine=libaio --direct=1 --rw=randrw \
+	fio --name=verify --filename="$1" --ioengine=libaio --direct=1 --allow_file_create=0 --rw=randrw \
 		--bsrange=4k-128k --iodepth="${5:-16}" --numjobs="${4:-2}" --runtime="$2" \
 		--time_based --size="$3M" --offset_increment="$3M" --verify=crc32c --verify_state_save=0 \
 		--verify_backlog=64 --verify_fatal=1 --output-format=json --output="$out" \

@@ -65,7 +65,7 @@ stalling() {
 # load0: nvme0, QD 16 of 4-64 KiB reads and writes, errors allowed, until
 # stop0 (120 s at most)
 load0() {
-	timeout -s KILL 180 fio --name=load0 --filename="$F" --ioengine=libaio \
+	timeout -s KILL 180 fio --name=load0 --filename="$F" --ioengine=libaio --allow_file_create=0 \
 		--direct=1 --rw=randrw --bsrange=4k-64k --iodepth=16 --size=32M \
 		--runtime=120 --time_based --continue_on_error=all \
 		--output="$TMP/load0.out" > /dev/null 2>&1 &
