@@ -31,8 +31,9 @@
  * of its own (attach_thread), the loop learns how it ended (attach_done_cb).
  * nvmefsctl detach (daemon_detach) takes a live controller away on purpose:
  * its files go from the mount (open handles fail with EIO), its volatile
- * write cache is flushed, it is removed as above, and its VFIO device is
- * released; attach brings the files back in their inodes.
+ * write cache is flushed, it is shut down (CC.SHN, nvme_ctrl_detach) and
+ * removed as above, and its VFIO device is released; attach brings the
+ * files back in their inodes.
  *
  * Namespace events (nvme_ctrl_set_aen_cb, on an engine thread) are copied
  * and posted to the loop (ctrl_aen_cb), which adds, removes or grows the
@@ -214,14 +215,15 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 		log_msg(lvl,
 			"stats: %s: sim reads=%llu writes=%llu flushes=%llu write_zeroes=%llu dsm=%llu "
 			"bytes_read=%llu bytes_written=%llu dma_errors=%llu invalid_cmds=%llu "
-			"fua_writes=%llu wc_dirty_blocks=%llu wc_destaged=%llu powerfails=%llu",
+			"fua_writes=%llu wc_dirty_blocks=%llu wc_destaged=%llu powerfails=%llu "
+			"shutdowns=%llu",
 			d->names[i], (unsigned long long)st.reads, (unsigned long long)st.writes,
 			(unsigned long long)st.flushes, (unsigned long long)st.write_zeroes,
 			(unsigned long long)st.dsm, (unsigned long long)st.bytes_read,
 			(unsigned long long)st.bytes_written, (unsigned long long)st.dma_errors,
 			(unsigned long long)st.invalid_cmds, (unsigned long long)st.fua_writes,
 			(unsigned long long)st.wc_dirty_blocks, (unsigned long long)st.wc_destaged,
-			(unsigned long long)st.powerfails);
+			(unsigned long long)st.powerfails, (unsigned long long)st.shutdowns);
 	}
 	if (d->fs) {
 		fusefs_stats_get(d->fs, &fst);
@@ -470,9 +472,10 @@ static void on_session_exit(void *arg)
 
 /* ---- removal and attach ---- */
 
-/* Take controller dc out of the engine (idempotent).  A VFIO bus is closed
+/* Take controller dc out of the engine (idempotent); orderly: a detach,
+ * which shuts a live controller down (CC.SHN) first.  A VFIO bus is closed
  * so that the kernel can finish the removal; a sim's bus is kept. */
-static void ctrl_remove(struct dctrl *dc, const char *why)
+static void ctrl_remove(struct dctrl *dc, const char *why, bool orderly)
 {
 	struct daemon *d = dc->d;
 	struct nvme_ctrl *c = d->ctrls[dc->idx];
@@ -481,7 +484,7 @@ static void ctrl_remove(struct dctrl *dc, const char *why)
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = nvme_ctrl_remove(c, why, &bus);
+	rc = orderly ? nvme_ctrl_detach(c, why, &bus) : nvme_ctrl_remove(c, why, &bus);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc) {
 		log_err("%s: removal (%s) failed: %s", d->names[dc->idx], why, strerror(-rc));
@@ -513,7 +516,7 @@ static void ctrl_event_cb(struct ev_loop *loop, ev_async *w, int revents)
 	(void)loop;
 	(void)revents;
 	if (s == NVME_CTRL_REMOVED) {
-		ctrl_remove(dc, "the device stopped answering");
+		ctrl_remove(dc, "the device stopped answering", false);
 		return;
 	}
 	if (s != dc->seen) {
@@ -550,7 +553,7 @@ static void req_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
 	efd_drain(dc->req_efd);
 	log_warn("%s: the kernel asks for the device back (hot removal or unbind)",
 		 dc->d->names[dc->idx]);
-	ctrl_remove(dc, "device removal requested");
+	ctrl_remove(dc, "device removal requested", false);
 }
 
 static void err_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -847,7 +850,7 @@ static int daemon_attach(void *arg, unsigned i, char *err, size_t errlen)
 		return -EBUSY;
 	}
 	if (s == NVME_CTRL_FAILED) /* still holds its device: release it first */
-		ctrl_remove(dc, "attach after a failed reset");
+		ctrl_remove(dc, "attach after a failed reset", false);
 	dc->attach_bus = NULL;
 	if (dc->sim) {
 		if (!dc->kept) {
@@ -957,8 +960,9 @@ static int ctrl_flush(struct daemon *d, unsigned i)
 }
 
 /* nvmefsctl detach (admin_ctx.detach): controller i's files go (handles
- * fail with EIO from now on), its write cache is flushed, it is removed
- * and its device released; the others go on.  The number of files gone. */
+ * fail with EIO from now on), its write cache is flushed, it is shut down
+ * and removed and its device released; the others go on.  The number of
+ * files gone. */
 static int daemon_detach(void *arg, unsigned i, char *err, size_t errlen)
 {
 	struct daemon *d = arg;
@@ -987,7 +991,7 @@ static int daemon_detach(void *arg, unsigned i, char *err, size_t errlen)
 			log_warn("%s: detach: flushing the write cache: %s", d->names[i],
 				 strerror(-rc));
 	}
-	ctrl_remove(dc, "detached (nvmefsctl detach)");
+	ctrl_remove(dc, "detached (nvmefsctl detach)", true);
 	s = nvme_ctrl_state(c);
 	if (s != NVME_CTRL_REMOVED) {
 		/* the files are gone; the device is still held (removal failed) */

@@ -200,6 +200,14 @@ void nvme_ctrl_set_event_cb(struct nvme_ctrl *c, nvme_ctrl_event_cb cb, void *ar
  * removed.  Idempotent: on a controller without a bus *bus_out = NULL. */
 int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out);
 
+/* nvme_ctrl_remove for a controller taken away on purpose (nvmefsctl
+ * detach): a LIVE one that still answers gets CC.SHN normal first and is
+ * waited for until CSTS.SHST says complete, at most min(RTD3E, 10 s) (then
+ * logged, and disabled anyway); then as a removal: what is still in
+ * flight when it is disabled fails with -EIO. */
+#define NVME_DETACH_SHN_MAX_MS 10000u
+int nvme_ctrl_detach(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out);
+
 /* Re-attach a controller that nvme_ctrl_remove released (a FAILED one must be
  * removed first: -EBUSY while it holds a bus) on a freshly opened bus:
  * bring-up, same namespaces required (same nsid set, sizes and formats: else

@@ -761,7 +761,10 @@ void recov_check_health(struct nvme_ctrl *c, uint64_t now)
 
 /* ---- removal and re-attach ---- */
 
-int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
+static int shutdown_notify(struct nvme_ctrl *c, uint32_t shn, uint32_t wait_ms);
+
+static int remove_ctrl(struct nvme_ctrl *c, const char *why, bool orderly,
+                       struct nvme_bus **bus_out)
 {
 	*bus_out = NULL;
 	pthread_mutex_lock(&c->reset_lock); /* a reset in progress finishes first */
@@ -770,16 +773,33 @@ int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus
 		pthread_mutex_unlock(&c->reset_lock);
 		return 0;
 	}
+	bool live = nvme_ctrl_state(c) == NVME_CTRL_LIVE;
 	if (recov_set_state(c, NVME_CTRL_REMOVED)) {
 		RST_ADD(removals, 1);
 		log_warn("%s: removing the controller: %s", c->name, why ? why : "requested");
 	}
 	/* still answering: disable it first, so nothing in flight can be
 	 * written; then cut it off whatever happened, since the bus is handed
-	 * back; and only then end the commands */
+	 * back; and only then end the commands.  A detach tells a live
+	 * controller first that it is shut down in order (its cache saved, no
+	 * unsafe shutdown counted), as a stop does. */
 	int down = DOWN_ISOLATED;
-	if (!c->isolated && nvme_ctrl_csts(c) != 0xffffffffu)
+	if (!c->isolated && nvme_ctrl_csts(c) != 0xffffffffu) {
+		if (orderly && live) {
+			uint32_t wait = c->shutdown_timeout_ms < NVME_DETACH_SHN_MAX_MS
+			                    ? c->shutdown_timeout_ms
+			                    : NVME_DETACH_SHN_MAX_MS;
+			uint64_t t0 = nvme_now_ns();
+			int rc = shutdown_notify(c, NVME_CC_SHN_NORMAL, wait);
+			if (rc == 0)
+				log_info("%s: shut down (CC.SHN normal) in %.1f ms", c->name,
+				         (double)(nvme_now_ns() - t0) / 1e6);
+			else
+				log_warn("%s: shutdown incomplete (%s); disabling anyway", c->name,
+				         strerror(-rc));
+		}
 		down = take_down(c, STOP_DISABLE_MS, false);
+	}
 	if (down != -EIO && isolate(c) < 0)
 		down = -EIO;
 	int rc = end_commands(c, down == -EIO ? -EIO : DOWN_ISOLATED, true, -ENODEV);
@@ -799,6 +819,16 @@ int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus
 	*bus_out = bus;
 	pthread_mutex_unlock(&c->reset_lock);
 	return 0;
+}
+
+int nvme_ctrl_remove(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
+{
+	return remove_ctrl(c, why, false, bus_out);
+}
+
+int nvme_ctrl_detach(struct nvme_ctrl *c, const char *why, struct nvme_bus **bus_out)
+{
+	return remove_ctrl(c, why, true, bus_out);
 }
 
 int nvme_ctrl_attach(struct nvme_ctrl *c, struct nvme_bus *bus)

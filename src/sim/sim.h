@@ -313,6 +313,7 @@ struct sim_stats {
 	uint64_t invalid_doorbells; /* doorbell to a missing queue / bad value */
 	uint64_t write_zeroes_deac; /* Write Zeroes with DEAC set */
 	uint64_t resets;        /* controller disables (CC.EN 1 -> 0) and function resets */
+	uint64_t shutdowns;     /* shutdown notifications (CC.SHN set, normal or abrupt) */
 	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 	uint64_t fua_writes;    /* Write and Write Zeroes commands with FUA completed */
 	uint64_t wc_dirty_blocks; /* now: blocks in the volatile write caches, not durable */

@@ -191,6 +191,7 @@ struct sim {
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
 	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
+	uint64_t shutdowns;        /* CC.SHN 00b -> normal or abrupt */
 	uint64_t powerfails, pf_lost, pf_kept; /* s->lock */
 
 	/* completions held back by sim_fault_delay (s->lock) */

@@ -891,6 +891,7 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 		st->wc_destaged += sim_wc_destaged(&s->ns[i].wc);
 	}
 	st->resets = s->resets;
+	st->shutdowns = s->shutdowns;
 	st->stalled = s->nr_stalled;
 	st->powerfails = s->powerfails;
 	st->pf_blocks_lost = s->pf_lost;

@@ -540,6 +540,7 @@ static void sim_write_cc(struct sim *s, uint32_t val)
 	s->cc = val;
 	if ((val & NVME_CC_SHN_MASK) && !(old & NVME_CC_SHN_MASK)) {
 		/* orderly shutdown: make everything durable, then report complete */
+		s->shutdowns++;
 		sim_flush_all(s);
 		SIM_SET(s->csts, (s->csts & ~NVME_CSTS_SHST_MASK) | NVME_CSTS_SHST_CMPLT);
 	}

@@ -4,7 +4,7 @@
 # crc32c verify runs on nvme1's file the whole time while nvme0 is:
 #   detached: its file leaves the mount (ls, lookup, nvmefsctl namespaces),
 #     a handle open on it fails every request with EIO (read, write, fstat),
-#     the controller is removed and the detach is logged;
+#     the controller is shut down (CC.SHN) and removed, both logged;
 #   attached with --wait: the file is back, with the data written before
 #     the detach, in the same inode; the handle opened before the detach
 #     still fails (it is stale, close included), a new open works;
@@ -95,6 +95,8 @@ h "read new: ok"
 h "inode attached: $ino0"
 h "close stale: EIO"
 grep -q "nvme0: removed (detached (nvmefsctl detach))" "$LOG" || fail "the detach is not logged"
+# shut down in order (CC.SHN) before it was removed: the engine logs it
+grep -q "nvme0: shut down (CC.SHN normal) in" "$LOG" || fail "the detach did not shut nvme0 down"
 grep -q "nvme0: attached: 1 file back" "$LOG" || fail "the attach is not logged"
 
 # the data written before the detach is there
@@ -119,6 +121,9 @@ while [ "$(ctl_state_of nvme0 attach)" != live ] && [ $i -lt 300 ]; do sleep 0.1
 [ "$(ctl_state_of nvme0 attach)" = live ] || fail "attach not live: $(ctl_state_of nvme0 attach)"
 [ "$(ctl_state_of nvme0 state)" = live ] || fail "nvme0 not live after attach"
 [ -f "$A" ] || fail "nvme0n1 not back after the second attach"
+n=$(grep -c "nvme0: shut down (CC.SHN normal) in" "$LOG")
+[ "$n" = 2 ] || fail "$n shutdowns of nvme0 logged for two detaches"
+grep -q "nvme1: shut down" "$LOG" && fail "nvme1 was shut down"
 timeout 30 dd if="$A" of="$TMP/back" bs=1M skip=8 count=4 iflag=direct status=none ||
 	fail "read nvme0 after the second attach"
 cmp -s "$TMP/before" "$TMP/back" || fail "nvme0's data differs after the second attach"

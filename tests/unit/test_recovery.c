@@ -32,6 +32,7 @@ struct rec_opts {
 	bool interrupts;
 	unsigned retry_ms; /* first retry of a failed bring-up (0: the engine's 1 s) */
 	_Atomic bool *shrink_ns1; /* when set: Identify reports namespace 1 smaller */
+	bool vwc;                 /* a volatile write cache (sim_opts.vwc) */
 };
 
 static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
@@ -55,6 +56,7 @@ static void rig_open_rec(struct rig *g, const struct rec_opts *o)
 	so->threaded = o->threaded;
 	so->ready_delay_ms = o->ready_delay_ms;
 	so->nr_ns = 2;
+	so->vwc = o->vwc;
 	if (o->shrink_ns1) {
 		so->identify_hook = shrink_hook;
 		so->hook_arg = o->shrink_ns1;
@@ -728,6 +730,59 @@ START_TEST(t_remove_live)
 }
 END_TEST
 
+/* ---- a detach shuts a live controller down in order (CC.SHN) before it
+ * is removed: what sat in its volatile cache survives a power cut while
+ * detached; a removal only disables, and the same cut loses it ---- */
+START_TEST(t_detach_shutdown)
+{
+	struct rig g;
+	struct rec_opts o = {.mode = NVME_MODE_POLL,
+	                     .reactors = 1,
+	                     .timeout_ms = 5000,
+	                     .retries = 3,
+	                     .threaded = true,
+	                     .vwc = true};
+	rig_open_rec(&g, &o);
+	struct sim_stats ss;
+	put_pattern(&g, 0, 300, 8192, 41); /* written, never flushed */
+	sim_get_stats(g.sim[0], &ss);
+	ck_assert_uint_gt(ss.wc_dirty_blocks, 0);
+	uint64_t shn0 = ss.shutdowns, rst0 = ss.resets;
+	struct nvme_bus *bus = NULL;
+	ck_assert_int_eq(nvme_ctrl_detach(g.c[0], "test", &bus), 0);
+	ck_assert_ptr_eq(bus, sim_bus(g.sim[0]));
+	ck_assert_int_eq(nvme_ctrl_state(g.c[0]), NVME_CTRL_REMOVED);
+	sim_get_stats(g.sim[0], &ss);
+	ck_assert_uint_eq(ss.shutdowns, shn0 + 1);
+	ck_assert_uint_gt(ss.resets, rst0); /* then disabled */
+	ck_assert_uint_eq(ss.wc_dirty_blocks, 0);
+	ck_assert_int_eq(sim_fault_powerfail(g.sim[0], 0), 0);
+	ck_assert_int_eq(sim_power_on(g.sim[0]), 0);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], bus), 0);
+	check_pattern(&g, 0, 300, 8192, 41);
+
+	/* the same with a removal: no shutdown, the cut takes the cache */
+	put_pattern(&g, 0, 300, 8192, 42);
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &bus), 0);
+	sim_get_stats(g.sim[0], &ss);
+	ck_assert_uint_eq(ss.shutdowns, shn0 + 1);
+	ck_assert_uint_gt(ss.wc_dirty_blocks, 0);
+	ck_assert_int_eq(sim_fault_powerfail(g.sim[0], 0), 0);
+	ck_assert_int_eq(sim_power_on(g.sim[0]), 0);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], bus), 0);
+	check_pattern(&g, 0, 300, 8192, 41);
+
+	/* a controller that is not LIVE is not told: removed, then detached */
+	ck_assert_int_eq(nvme_ctrl_remove(g.c[0], "test", &bus), 0);
+	ck_assert_int_eq(nvme_ctrl_detach(g.c[0], "test", &bus), 0);
+	ck_assert_ptr_null(bus);
+	sim_get_stats(g.sim[0], &ss);
+	ck_assert_uint_eq(ss.shutdowns, shn0 + 1);
+	ck_assert_int_eq(nvme_ctrl_attach(g.c[0], sim_bus(g.sim[0])), 0);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- a reset that fails: FAILED, in-flight EIO, new -ENODEV ---- */
 START_TEST(t_reset_fails)
 {
@@ -1202,6 +1257,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_buffer_invariant, 0, 4);
 	tcase_add_loop_test(tc, t_removal_reattach, 0, 2);
 	tcase_add_test(tc, t_remove_live);
+	tcase_add_test(tc, t_detach_shutdown);
 	tcase_add_test(tc, t_reset_fails);
 	tcase_add_test(tc, t_two_reactors);
 	tcase_add_loop_test(tc, t_admin_async, 0, 2);
