@@ -16,7 +16,8 @@
 #   vm           every tests/vm/t-*.sh (VFIO on QEMU's NVMe model in a guest)
 # A test script exits 0 (pass), 77 (skip: says why) or anything else (fail).
 # Ends with "N passed, N failed, N skipped" and exits 1 if anything failed.
-# TESTS=pattern runs only the tests whose name matches (grep -E).
+# TESTS=pattern runs only the tests whose name matches (grep -E); a test script
+# running past SCRIPT_TIMEOUT seconds (900) is ended and fails.
 # Under ThreadSanitizer and valgrind the unit tests see NVMEFS_TEST_SLOW=1:
 # the tests that run timed fault sequences stretch their timeouts and run
 # fewer of them.
@@ -78,9 +79,12 @@ run_scripts() { # label build files...
 		log=$LOGDIR/$(echo "$n" | tr / _).log
 		echo "---- $n"
 		start=$(date +%s)
-		BUILD=$build ROOT=$ROOT sh "$s" > "$log" 2>&1
+		# a test that hangs (on a mount nobody serves, say) fails after
+		# SCRIPT_TIMEOUT seconds instead of holding the whole run
+		BUILD=$build ROOT=$ROOT timeout -k 30 "${SCRIPT_TIMEOUT:-900}" sh "$s" > "$log" 2>&1
 		rc=$?
 		dt=$(( $(date +%s) - start ))
+		[ $rc = 124 ] && echo "timed out after ${SCRIPT_TIMEOUT:-900} s (SCRIPT_TIMEOUT)" >> "$log"
 		case $rc in
 		0) PASS=$((PASS + 1)); tail -n 3 "$log"; echo "PASS: $n (${dt}s)" ;;
 		77) SKIP=$((SKIP + 1)); echo "SKIP: $n: $(tail -n 1 "$log")" ;;
