@@ -60,20 +60,13 @@ static pid_t child;
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-	/* One write per line: the daemon appends to the same log, and a line
-	 * written in pieces can be split by one of its own (a test greps lines). */
-	char line[512];
 	va_list ap;
-	int n = snprintf(line, sizeof(line), "fdstore: ");
 
+	fputs("fdstore: ", stderr);
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	line[n++] = '\n';
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		return;
+	fputc('\n', stderr);
 }
 
 static bool same_fd(int a, int b)
