@@ -42,6 +42,15 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 want() { [ -z "${TESTS:-}" ] || echo "$1" | grep -Eq "$TESTS"; }
 
+# why NAME HOW LOG: a failed script's first failure lines, repeated in the
+# summary at the end (the end of a long run's output is what gets read)
+WHY=$(mktemp /tmp/nvmefs-why.XXXXXX)
+trap 'rm -f "$WHY"' EXIT
+why() {
+	echo "$1 ($2):" >> "$WHY"
+	grep -E '^FAIL|timed out|:[FE]:|ERROR: ' "$3" | head -n 3 | cut -c 1-300 | sed 's/^/    /' >> "$WHY"
+}
+
 run_unit() { # dir label [wrapper...]
 	dir=$1 label=$2
 	shift 2
@@ -64,6 +73,7 @@ run_unit() { # dir label [wrapper...]
 		if [ $rc != 0 ] || [ -z "$line" ]; then
 			[ -z "$line" ] && FAIL=$((FAIL + 1))
 			FAILED="$FAILED $n"; echo "FAIL: $n (exit $rc)"
+			why "$n" "exit $rc" "$log"
 		else
 			echo "PASS: $n"
 		fi
@@ -88,7 +98,8 @@ run_scripts() { # label build files...
 		case $rc in
 		0) PASS=$((PASS + 1)); tail -n 3 "$log"; echo "PASS: $n (${dt}s)" ;;
 		77) SKIP=$((SKIP + 1)); echo "SKIP: $n: $(tail -n 1 "$log")" ;;
-		*) FAIL=$((FAIL + 1)); FAILED="$FAILED $n"; tail -n 40 "$log"; echo "FAIL: $n (exit $rc, ${dt}s)" ;;
+		*) FAIL=$((FAIL + 1)); FAILED="$FAILED $n"; tail -n 40 "$log"; echo "FAIL: $n (exit $rc, ${dt}s)"
+		   why "$n" "exit $rc after ${dt} s" "$log" ;;
 		esac
 	done
 }
@@ -118,6 +129,7 @@ run_fuzz() { # every target for FUZZ_SECONDS on a scratch corpus (seeds untouche
 				[ -f "$a" ] && cp "$a" "$LOGDIR/" && echo "artifact: $LOGDIR/$(basename "$a")"
 			done
 			echo "FAIL: $n (exit $rc)"
+			why "$n" "exit $rc" "$log"
 		fi
 		rm -rf "$work"
 	done
@@ -161,18 +173,21 @@ for suite in "$@"; do
 			echo "SKIP: integration-uring: cannot set $sw (needs root)"
 			SKIP=$((SKIP + 1)); continue
 		fi
-		trap 'echo "$old" > $sw' EXIT
+		trap 'echo "$old" > $sw; rm -f "$WHY"' EXIT
 		export FUSE_TRANSPORT=uring
 		run_scripts integration-uring "$BUILD" "$HERE"/integration/t-*.sh
 		unset FUSE_TRANSPORT
 		echo "$old" > $sw
-		trap - EXIT ;;
+		trap 'rm -f "$WHY"' EXIT ;;
 	integration-san) run_scripts integration-san "$BUILD_SAN" "$HERE"/integration/t-*.sh ;;
 	vm) run_scripts vm "$BUILD" "$HERE"/vm/t-*.sh ;;
 	*) echo "run.sh: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done
 echo "===="
-[ -n "$FAILED" ] && echo "failed:$FAILED"
+if [ -n "$FAILED" ]; then
+	head -n 40 "$WHY"
+	echo "failed:$FAILED"
+fi
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" = 0 ]

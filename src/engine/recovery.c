@@ -759,9 +759,20 @@ void recov_check_health(struct nvme_ctrl *c, uint64_t now)
 	}
 }
 
-/* ---- removal and re-attach ---- */
+/* CC.SHN (normal or abrupt) and wait for SHST complete, at most wait_ms. */
+static int shutdown_notify(struct nvme_ctrl *c, uint32_t shn, uint32_t wait_ms)
+{
+	uint32_t cc = nvme_bus_read32(c->bus, NVME_REG_CC);
+	if (cc == 0xffffffffu)
+		return -ENODEV;
+	if (!(cc & NVME_CC_EN))
+		return -EINVAL; /* nothing enabled to shut down */
+	nvme_bus_write32(c->bus, NVME_REG_CC, (cc & ~NVME_CC_SHN_MASK) | shn);
+	return nvme_ctrl_wait_csts(c, NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT, wait_ms, false,
+	                           "waiting for shutdown to complete");
+}
 
-static int shutdown_notify(struct nvme_ctrl *c, uint32_t shn, uint32_t wait_ms);
+/* ---- removal and re-attach ---- */
 
 static int remove_ctrl(struct nvme_ctrl *c, const char *why, bool orderly,
                        struct nvme_bus **bus_out)
@@ -905,19 +916,6 @@ out:
 }
 
 /* ---- the bounded stop ---- */
-
-/* CC.SHN (normal or abrupt) and wait for SHST complete, at most wait_ms. */
-static int shutdown_notify(struct nvme_ctrl *c, uint32_t shn, uint32_t wait_ms)
-{
-	uint32_t cc = nvme_bus_read32(c->bus, NVME_REG_CC);
-	if (cc == 0xffffffffu)
-		return -ENODEV;
-	if (!(cc & NVME_CC_EN))
-		return -EINVAL; /* nothing enabled to shut down */
-	nvme_bus_write32(c->bus, NVME_REG_CC, (cc & ~NVME_CC_SHN_MASK) | shn);
-	return nvme_ctrl_wait_csts(c, NVME_CSTS_SHST_MASK, NVME_CSTS_SHST_CMPLT, wait_ms, false,
-	                           "waiting for shutdown to complete");
-}
 
 static void stop_asked(struct nvme_ctrl *c, unsigned what)
 {

@@ -286,15 +286,26 @@ int main(int argc, char **argv)
 			struct pollfd p[2 + STORE_MAX] = {{.fd = sock, .events = POLLIN},
 							  {.fd = sfd, .events = POLLIN}};
 
-			for (unsigned i = 0; i < nr_kept; i++)
+			unsigned polled = nr_kept;
+
+			for (unsigned i = 0; i < polled; i++)
 				p[2 + i] = (struct pollfd){.fd = store[i].poll ? store[i].fd : -1};
-			if (poll(p, 2 + nr_kept, -1) < 0 && errno != EINTR)
+			if (poll(p, 2 + polled, -1) < 0 && errno != EINTR)
 				return 1;
-			for (unsigned i = nr_kept; i-- > 0;)
-				if (p[2 + i].revents & (POLLHUP | POLLERR))
-					drop(i, "POLLHUP/POLLERR");
-			if (p[0].revents & POLLIN)
+			/* messages first, as systemd orders them: an FDSTOREREMOVE
+			 * sent before the connection ended is what removed the fd */
+			while (poll(&(struct pollfd){.fd = sock, .events = POLLIN}, 1, 0) == 1)
 				receive(sock);
+			/* (receive may have removed entries: find each by its fd) */
+			for (unsigned k = 0; k < polled; k++) {
+				if (!(p[2 + k].revents & (POLLHUP | POLLERR)))
+					continue;
+				for (unsigned i = 0; i < nr_kept; i++)
+					if (store[i].fd == p[2 + k].fd) {
+						drop(i, "POLLHUP/POLLERR");
+						break;
+					}
+			}
 			if (!(p[1].revents & POLLIN))
 				continue;
 			struct signalfd_siginfo si;

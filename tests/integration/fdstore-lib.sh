@@ -40,6 +40,18 @@ store_stop() {
 	SPID= DPID=
 }
 
+# mnt_state: the FUSE mounts on $MNT (connection, type, alive or not) and
+# what the daemon logged of aborting and detaching, for a failure message
+mnt_state() {
+	awk -v m="$MNT" '$5 == m { for (i = 7; i <= NF; i++) if ($i == "-") { print $3, $(i + 1); break } }' \
+		/proc/self/mountinfo | while read -r dev t; do
+		c=${dev#0:}
+		if [ -d /sys/fs/fuse/connections/"$c" ]; then a=alive; else a=dead; fi
+		printf '%s ' "mount of connection $c ($t, $a);"
+	done
+	grep -E "aborted, [0-9]+ mount|cannot unmount|cannot abort|nobody serves" "$LOG" | tail -n 2 | tr '\n' ' '
+}
+
 # files_within SECONDS PATH: PATH appears (the daemon did not hang)
 files_within() {
 	i=0

@@ -74,7 +74,28 @@ lib_init() {
 	LOG=$TMP/daemon.log
 	: > "$LOG"
 	trap lib_cleanup EXIT
-	trap 'exit 1' INT TERM
+	trap 'exit 1' INT
+	trap 'lib_hung; exit 1' TERM
+}
+
+# run.sh's timeout ends a hung script with SIGTERM (to its whole process
+# group, the daemon too): first, what everything was waiting on
+lib_hung() {
+	echo "FAIL: ended by SIGTERM (a hang?): the state at that moment"
+	ps -eo pid,ppid,stat,wchan:28,etime,args 2>/dev/null |
+		grep -E 'nvmefsd|fdstore|fio|dd |cmp|qemu| sh ' | grep -v grep | head -n 30
+	for p in $(pgrep -f "$D" 2>/dev/null); do
+		for t in /proc/"$p"/task/*; do
+			echo "thread $(basename "$t") $(cat "$t/comm" 2>/dev/null):" \
+				"$(tr '\n' ' ' < "$t/stack" 2>/dev/null | cut -c 1-200)"
+		done
+	done
+	grep -E ' - fuse' /proc/self/mountinfo
+	for c in /sys/fs/fuse/connections/*; do
+		[ -e "$c/waiting" ] && echo "fuse connection $(basename "$c"): $(cat "$c/waiting") waiting"
+	done
+	echo "daemon log:"
+	tail -n 40 "$LOG"
 }
 
 conf_write() {
@@ -115,6 +136,8 @@ daemon_start() {
 	i=0
 	while [ $i -lt 100 ]; do
 		ok=1
+		# the mount, not a file left in the bare directory
+		fuse_mounted || ok=0
 		for n in "$@"; do [ -f "$MNT/$n" ] || ok=0; done
 		[ $ok = 1 ] && { transport_check; return; }
 		if ! daemon_alive; then

@@ -19,7 +19,9 @@ daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 head -c $((4 << 20)) /dev/urandom > "$TMP/head"
 dd if="$TMP/head" of="$F" bs=1M conv=notrunc,fsync status=none || fail "first write"
-(while :; do dd if=/dev/urandom of="$F" bs=128k seek=64 count=256 oflag=direct conv=notrunc \
+# nocreat: a dd starting after the unmount must not create a plain file in
+# the bare mountpoint directory
+(while :; do dd if=/dev/urandom of="$F" bs=128k seek=64 count=256 oflag=direct conv=notrunc,nocreat \
 	status=none 2>/dev/null || break; done) &
 W=$!
 (while :; do dd if="$F" of=/dev/null bs=1M iflag=direct status=none 2>/dev/null || break; done) &
