@@ -90,8 +90,13 @@ run_scripts() { # label build files...
 		echo "---- $n"
 		start=$(date +%s)
 		# a test that hangs (on a mount nobody serves, say) fails after
-		# SCRIPT_TIMEOUT seconds instead of holding the whole run
-		BUILD=$build ROOT=$ROOT timeout -k 30 "${SCRIPT_TIMEOUT:-900}" sh "$s" > "$log" 2>&1
+		# SCRIPT_TIMEOUT seconds instead of holding the whole run.  An
+		# integration script gets SIGUSR1, which the daemon answers with
+		# a stats line, so that the script's trap (lib.sh) can still see
+		# what the daemon's threads wait on; KILL 30 s later
+		sig=TERM
+		case $label in integration*) sig=USR1 ;; esac
+		BUILD=$build ROOT=$ROOT timeout -s $sig -k 30 "${SCRIPT_TIMEOUT:-900}" sh "$s" > "$log" 2>&1
 		rc=$?
 		dt=$(( $(date +%s) - start ))
 		[ $rc = 124 ] && echo "timed out after ${SCRIPT_TIMEOUT:-900} s (SCRIPT_TIMEOUT)" >> "$log"

@@ -75,15 +75,16 @@ lib_init() {
 	: > "$LOG"
 	trap lib_cleanup EXIT
 	trap 'exit 1' INT
-	trap 'lib_hung; exit 1' TERM
+	trap 'lib_hung; exit 1' TERM USR1
 }
 
-# run.sh's timeout ends a hung script with SIGTERM (to its whole process
-# group, the daemon too): first, what everything was waiting on
+# run.sh's timeout ends a hung script with SIGUSR1 to its whole process
+# group (the daemon logs a stats line and goes on; dd, cmp and the like
+# die): first, what everything was waiting on
 lib_hung() {
-	echo "FAIL: ended by SIGTERM (a hang?): the state at that moment"
+	echo "FAIL: ended by a signal (SCRIPT_TIMEOUT: a hang?): the state at that moment"
 	ps -eo pid,ppid,stat,wchan:28,etime,args 2>/dev/null |
-		grep -E 'nvmefsd|fdstore|fio|dd |cmp|qemu| sh ' | grep -v grep | head -n 30
+		grep -E 'nvmefsd|fdstore|fio|dd |cmp|qemu| sh ' | grep -v -E 'grep|kthreadd' | head -n 30
 	for p in $(pgrep -f "$D" 2>/dev/null); do
 		for t in /proc/"$p"/task/*; do
 			echo "thread $(basename "$t") $(cat "$t/comm" 2>/dev/null):" \
