@@ -298,7 +298,7 @@ static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			"for the service manager to restart the daemon (the connection stays in "
 			"its fd store; they are resent)",
 			fusefs_inflight(d->fs));
-		_exit(1);
+		_exit(OPT_EXIT_FAILURE);
 	} else if (!d->cancelling) {
 		log_warn("%u request(s) still in flight at the drain deadline: ending the commands "
 			 "outstanding on the controllers",
@@ -472,6 +472,35 @@ static void on_session_exit(void *arg)
 
 /* ---- removal and attach ---- */
 
+/* STATUS= for systemctl status: what is served, and every controller that
+ * is not live ("serving 3 namespaces at /srv/nvme; nvme1 removed").  Kept
+ * current from the main loop while serving; the stop sets its own. */
+static void status_format(struct daemon *d, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "serving %u namespace%s at %s", d->nr_ns,
+				    d->nr_ns == 1 ? "" : "s", d->cfg->daemon.mountpoint);
+
+	for (unsigned i = 0; i < d->nr_ctrls && n < len; i++) {
+		const struct dctrl *dc = &d->dc[i];
+
+		if (dc->detached)
+			n += (size_t)snprintf(buf + n, len - n, "; %s detached", d->names[i]);
+		else if (dc->seen != NVME_CTRL_LIVE)
+			n += (size_t)snprintf(buf + n, len - n, "; %s %s", d->names[i],
+					      nvme_ctrl_state_name(dc->seen));
+	}
+}
+
+static void status_update(struct daemon *d)
+{
+	char buf[1024];
+
+	if (!d->started || d->stopping)
+		return;
+	status_format(d, buf, sizeof(buf));
+	notify_status("%s", buf);
+}
+
 /* Take controller dc out of the engine (idempotent); orderly: a detach,
  * which shuts a live controller down (CC.SHN) first.  A VFIO bus is closed
  * so that the kernel can finish the removal; a sim's bus is kept. */
@@ -504,6 +533,7 @@ static void ctrl_remove(struct dctrl *dc, const char *why, bool orderly)
 		bus->ops->close(bus);
 	}
 	dc->seen = NVME_CTRL_REMOVED;
+	status_update(d);
 }
 
 /* Log a state change once, and remove a controller the engine found gone. */
@@ -523,6 +553,7 @@ static void ctrl_event_cb(struct ev_loop *loop, ev_async *w, int revents)
 		log_info("%s: %s -> %s", d->names[dc->idx], nvme_ctrl_state_name(dc->seen),
 			 nvme_ctrl_state_name(s));
 		dc->seen = s;
+		status_update(d);
 	}
 }
 
@@ -761,6 +792,7 @@ static void attach_finish(struct dctrl *dc)
 		dc->attach_bus = NULL;
 		dc->attach_state = "failed";
 		log_err("%s: attach failed: %s", d->names[dc->idx], dc->attach_err);
+		status_update(d);
 		return;
 	}
 	if (dc->sim)
@@ -778,6 +810,7 @@ static void attach_finish(struct dctrl *dc)
 	} else {
 		log_info("%s: attached", d->names[dc->idx]);
 	}
+	status_update(d);
 }
 
 static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -1889,8 +1922,10 @@ static int run(struct daemon *d)
 	log_info("ready: %u namespace%s at %s, %u reactor%s, %s mode", d->nr_ns,
 		 d->nr_ns == 1 ? "" : "s", cd->mountpoint, d->nr_reactors,
 		 d->nr_reactors == 1 ? "" : "s", cfg_mode_name(d->cfg->engine.mode));
-	notify_ready("serving %u namespace%s at %s", d->nr_ns, d->nr_ns == 1 ? "" : "s",
-		     cd->mountpoint);
+	char status[1024];
+
+	status_format(d, status, sizeof(status));
+	notify_ready("%s", status);
 	ev_run(d->loop, 0);
 	return 0;
 }
@@ -1932,12 +1967,12 @@ int main(int argc, char **argv)
 	d.config_path = o.config;
 	rc = cfg_load(o.config, &d.cfg, stderr);
 	if (rc)
-		return 1;
+		return OPT_EXIT_CONFIG;
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
 	rc = run(&d);
 	teardown(&d);
 	if (d.abandoned)
-		_exit(1); /* threads still run: no atexit handler, no freeing */
+		_exit(OPT_EXIT_ABANDONED); /* threads still run: no atexit handler, no freeing */
 	if (d.restarting && rc == 0) {
 		log_info("restart: controllers shut down, exec %s", d.binary);
 		fflush(stderr);
@@ -1950,10 +1985,14 @@ int main(int argc, char **argv)
 			"daemon (the connection stays in its fd store)",
 			d.binary, strerror(-rc));
 		cfg_free(d.cfg);
-		return 1;
+		return OPT_EXIT_FAILURE;
 	}
-	if (rc == 0)
+	if (rc == 0 && d.gave_up)
+		log_warn("stopped, after ending with EIO the requests the drain could not wait "
+			 "for: exit status %d",
+			 OPT_EXIT_ABANDONED);
+	else if (rc == 0)
 		log_info("stopped");
 	cfg_free(d.cfg);
-	return rc || d.gave_up ? 1 : 0;
+	return rc ? OPT_EXIT_FAILURE : d.gave_up ? OPT_EXIT_ABANDONED : OPT_EXIT_OK;
 }

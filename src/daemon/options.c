@@ -103,7 +103,7 @@ int opt_parse(int argc, char **argv, struct opt *o)
 usage:
 	opt_usage(stderr, prog);
 	o->action = OPT_EXIT;
-	o->exit_code = 2;
+	o->exit_code = OPT_EXIT_USAGE;
 	return -EINVAL;
 }
 
@@ -112,8 +112,8 @@ int opt_check_config(const char *path)
 	struct cfg *cfg;
 
 	if (cfg_load(path, &cfg, stderr))
-		return 1;
+		return OPT_EXIT_CONFIG;
 	cfg_print(cfg, stdout);
 	cfg_free(cfg);
-	return fflush(stdout) ? 1 : 0;
+	return fflush(stdout) ? OPT_EXIT_FAILURE : OPT_EXIT_OK;
 }

@@ -9,6 +9,8 @@
  *   -h, --help          usage on stdout, exit 0
  *   -V, --version       version on stdout, exit 0
  * A bad option or a stray argument prints usage on stderr: exit 2.
+ * The exit statuses (nvmefsd(8), EXIT STATUS) are distinct per cause, so
+ * that a service manager can tell them apart (RestartPreventExitStatus=).
  */
 #ifndef NVMEFS_OPTIONS_H
 #define NVMEFS_OPTIONS_H
@@ -17,6 +19,15 @@
 #include <stdio.h>
 
 #define OPT_DEFAULT_CONFIG NVMEFS_SYSCONFDIR "/nvmefs/nvmefs.conf"
+
+enum opt_exit {
+	OPT_EXIT_OK = 0,        /* stopped cleanly; --help, --version, a valid --check-config */
+	OPT_EXIT_FAILURE = 1,   /* start-up or a restart in place failed; --check-adopt: no */
+	OPT_EXIT_USAGE = 2,     /* a bad option or a stray argument */
+	OPT_EXIT_ABANDONED = 3, /* a stop ended requests with EIO or left a reactor or a
+	                         * controller it could not stop */
+	OPT_EXIT_CONFIG = 78,   /* the config is invalid or unreadable (sysexits' EX_CONFIG) */
+};
 
 enum opt_action {
 	OPT_RUN,          /* start the daemon */
@@ -40,7 +51,8 @@ struct opt {
 int opt_parse(int argc, char **argv, struct opt *o);
 
 /* Loads path; prints the effective config on stdout and returns 0, or prints
- * every error on stderr and returns 1: an exit status. */
+ * every error on stderr and returns OPT_EXIT_CONFIG (OPT_EXIT_FAILURE if
+ * stdout cannot be written): an exit status. */
 int opt_check_config(const char *path);
 
 void opt_usage(FILE *out, const char *prog);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # t-config.sh - nvmefsd --check-config on every example in tests/config, the
 # shipped etc/nvmefs.conf, and the command-line options.
-#   NAME.conf with NAME.expect: exit 1, exactly the expected lines on stderr
+#   NAME.conf with NAME.expect: exit 78, exactly the expected lines on stderr
 #   (@ONLINE@ stands for this machine's online CPU list), nothing on stdout.
 #   valid-*.conf: exit 0, nothing on stderr, and the printed effective config
 #   passes --check-config itself and prints the same settings again.
@@ -31,7 +31,7 @@ for f in *.conf; do
 	rc=$?
 	if [ -f "$name.expect" ]; then
 		sed "s/@ONLINE@/$ONLINE/g" "$name.expect" > "$TMP/want"
-		[ $rc = 1 ] || fail "$f: exit $rc, want 1"
+		[ $rc = 78 ] || fail "$f: exit $rc, want 78"
 		cmp -s "$TMP/err" "$TMP/want" ||
 			{ fail "$f: stderr differs"; diff "$TMP/want" "$TMP/err"; }
 		[ -s "$TMP/out" ] && fail "$f: printed a config although invalid"
@@ -58,7 +58,7 @@ grep -qx 'device = sim' "$TMP/out" || fail "etc/nvmefs.conf: no sim controller p
 
 "$D" --check-config -c "$TMP/missing.conf" > "$TMP/out" 2> "$TMP/err"
 rc=$?
-[ $rc = 1 ] || fail "missing file: exit $rc, want 1"
+[ $rc = 78 ] || fail "missing file: exit $rc, want 78"
 grep -q "^$TMP/missing.conf: cannot open: No such file or directory$" "$TMP/err" ||
 	fail "missing file: message: $(cat "$TMP/err")"
 

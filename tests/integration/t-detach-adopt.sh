@@ -5,7 +5,8 @@
 # run would number them and their handles afresh), so the daemon replaces
 # its state record: nvmefsctl restart is refused with the reason, and after
 # kill -9 the next run refuses the connection (digest) and mounts afresh,
-# serving both files with the data written before.  /dev/fuse only: an
+# serving both files with the data written before.  STATUS= follows the
+# detach and the attach.  /dev/fuse only: an
 # io_uring connection is never adopted (t-crash-adopt checks that refusal).
 . "$(dirname "$0")/lib.sh"
 lib_init
@@ -33,8 +34,16 @@ head -c $((1 << 20)) /dev/urandom > "$TMP/b"
 dd if="$TMP/a" of="$MNT/nvme0n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write a"
 dd if="$TMP/b" of="$MNT/nvme1n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write b"
 
+# STATUS= (systemctl status) follows: ready, detached, attached again
+st="fdstore: STATUS=serving 2 namespaces at $MNT"
+served=$(grep -c "^$st\$" "$LOG")
+[ "$served" -ge 1 ] || fail "no STATUS=serving line at READY=1"
 ctl detach nvme0 > "$TMP/out" 2>&1 || fail "detach: $(cat "$TMP/out")"
+wait_for "^fdstore: STATUS=serving 1 namespace at $MNT; nvme0 detached\$" 1 5 ||
+	fail "STATUS= after the detach: $(grep 'STATUS=' "$LOG" | tail -n 1)"
 ctl attach --wait nvme0 > "$TMP/out" 2>&1 || fail "attach: $(cat "$TMP/out")"
+wait_for "^$st\$" $((served + 1)) 5 ||
+	fail "STATUS= after the attach: $(grep 'STATUS=' "$LOG" | tail -n 1)"
 grep -q "namespace table changed at run time (a controller detached): a run after a crash will mount afresh" "$LOG" ||
 	fail "the state record was not replaced"
 ctl restart > "$TMP/out" 2>&1 && fail "restart after a detach succeeded"

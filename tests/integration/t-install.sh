@@ -57,6 +57,14 @@ else
 	fi
 fi
 
+# the unit does not restart after a usage or config error (nvmefsd(8)): the
+# statuses it lists are options.h's
+usage=$(sed -n 's/^\tOPT_EXIT_USAGE = \([0-9]*\),.*/\1/p' "$ROOT/src/daemon/options.h")
+config=$(sed -n 's/^\tOPT_EXIT_CONFIG = \([0-9]*\),.*/\1/p' "$ROOT/src/daemon/options.h")
+prevent=$(sed -n 's/^RestartPreventExitStatus=//p' "$U")
+[ -n "$usage" ] && [ -n "$config" ] && [ "$prevent" = "$usage $config" ] ||
+	fail "RestartPreventExitStatus=$prevent, want the usage ($usage) and config ($config) statuses"
+
 if command -v systemd-analyze >/dev/null; then
 	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||
 		fail "systemd-analyze verify"

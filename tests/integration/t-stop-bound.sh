@@ -5,7 +5,7 @@
 # aborts them.  With fio writing and reading with verify and the controller
 # hung, SIGTERM must: drain for at most 30 s, then end the commands on the
 # controller (abrupt shutdown, disable), so that fio gets EIO instead of
-# waiting; exit 1 (requests were cancelled) well inside the unit's
+# waiting; exit 3 (requests were cancelled) well inside the unit's
 # TimeoutStopSec; unmount.  fio must end by itself, with no verify mismatch.
 # Then the same with a controller that is not hung, only slow: the stop
 # waits for its commands and exits 0.
@@ -40,7 +40,9 @@ phase1() {
 	stop_within 110
 	dt=$STOP_MS rc=$DAEMON_RC
 	echo "measure: stop with a hung controller and io_timeout_ms 600000: ${dt} ms, exit $rc"
-	[ "$rc" = 1 ] || fail "exit $rc after cancelling requests, want 1"
+	[ "$rc" = 3 ] || fail "exit $rc after cancelling requests, want 3"
+	grep -q "stopped, after ending with EIO the requests the drain could not wait for: exit status 3" "$LOG" ||
+		fail "the exit status's reason was not logged"
 	[ "$dt" -lt 105000 ] || fail "the stop took ${dt} ms, more than its 105 s bound"
 	grep -q "ending the commands outstanding" "$LOG" || fail "no cancel logged"
 	grep -q "stop: ending [0-9]* command(s) still outstanding" "$LOG" || fail "the engine did not say what it ended"
