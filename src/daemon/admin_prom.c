@@ -277,24 +277,23 @@ static const uint64_t prom_le_ns[] = {
 };
 #define PROM_NLE (sizeof(prom_le_ns) / sizeof(prom_le_ns[0]))
 
-/* Histogram h (the engine's buckets) as Prometheus series name{labels,le}. */
-static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h)
+/* Histogram h (the engine's buckets) as Prometheus series name{labels,le};
+ * sum_ns is the exact sum of what h counts (kept beside it). */
+static void prom_hist(FILE *f, const char *name, const char *labels, const uint64_t *h,
+                      uint64_t sum_ns)
 {
-	uint64_t cum[PROM_NLE] = {0}, count = 0, lower = 0;
-	double sum = 0;
+	uint64_t cum[PROM_NLE] = {0}, count = 0;
+	double sum = (double)sum_ns / 1e9;
 
 	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
 		uint64_t upper = nvme_lat_bucket_ns(b);
 
 		if (h[b]) {
 			count += h[b];
-			sum += (double)h[b] * ((double)lower + (double)upper) / 2e9;
 			for (unsigned k = 0; k < PROM_NLE; k++)
 				if (upper <= prom_le_ns[k])
 					cum[k] += h[b];
 		}
-		if (upper > lower)
-			lower = upper;
 	}
 	for (unsigned k = 0; k < PROM_NLE; k++)
 		fprintf(f, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, prom_le_ns[k] / 1e9,
@@ -305,7 +304,8 @@ static void prom_hist(FILE *f, const char *name, const char *labels, const uint6
 }
 
 /* One queue pair's latency histogram, labelled like its counters. */
-static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c, const uint64_t *h)
+static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
+                         const struct nvme_qpair_stats *st)
 {
 	char *labels = NULL;
 	size_t len = 0;
@@ -315,7 +315,7 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 		return;
 	prom_qlabels(m, a, r, c);
 	if (fclose(m) == 0)
-		prom_hist(f, "nvmefs_qpair_latency_seconds", labels, h);
+		prom_hist(f, "nvmefs_qpair_latency_seconds", labels, st->lat_ns, st->lat_sum_ns);
 	free(labels);
 }
 
@@ -452,7 +452,8 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	    f);
 	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
 		snprintf(lab, sizeof(lab), "op=\"%s\"", admin_fuse_op_names[i]);
-		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns);
+		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns,
+		          st->op[i].sum_ns);
 	}
 	free(st);
 	return 0;
@@ -629,6 +630,15 @@ int admin_prom_write(struct admin *a, FILE *f)
 	      "# TYPE nvmefs_uptime_seconds gauge\n",
 	      f);
 	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
+	/* the image's start: its counters begin at zero then (a restart in
+	 * place keeps the pid but not the counters), which is what scrapers
+	 * read this for */
+	if (a->ctx.start_time) {
+		fputs("# HELP process_start_time_seconds Start time of the daemon since the Unix "
+		      "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n",
+		      f);
+		fprintf(f, "process_start_time_seconds %lld\n", (long long)a->ctx.start_time);
+	}
 
 	prom_table(f, prom_qpair, PROM_NT(prom_qpair), &qpairs);
 	fputs(
@@ -663,7 +673,7 @@ int admin_prom_write(struct admin *a, FILE *f)
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++)
 			if (qpair_at(a, r, c))
-				prom_latency(f, a, r, c, st[r * nc + c].lat_ns);
+				prom_latency(f, a, r, c, &st[r * nc + c]);
 	free(st);
 	prom_write_ctrls(a, f);
 	prom_write_health(a, f);

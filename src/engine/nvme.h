@@ -624,6 +624,7 @@ struct nvme_qpair_stats {
 	/* recovery */
 	uint64_t timeouts, aborts_sent, aborts_ok, resubmitted, failed_after_retries;
 	uint64_t lat_ns[NVME_LAT_BUCKETS];
+	uint64_t lat_sum_ns; /* the exact sum of the latencies lat_ns counts */
 };
 
 struct nvme_reactor_stats {

@@ -228,6 +228,7 @@ finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status, 
 	trk_put(qp, t);
 	STAT_INC(qp->ctr.completed);
 	STAT_INC(qp->st.lat_ns[nvme_lat_bucket_inline(lat)]);
+	STAT_ADD(qp->st.lat_sum_ns, lat);
 	if (__builtin_expect(status != 0, 0))
 		count_error(qp, status);
 	else if (opc == NVME_CMD_READ)

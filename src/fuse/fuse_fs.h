@@ -293,6 +293,7 @@ struct fusefs_op_stats {
 	/* time from taking the request to answering it, in the engine's
 	 * buckets: nvme_lat_percentile(lat_ns, 99.0) */
 	uint64_t lat_ns[NVME_LAT_BUCKETS];
+	uint64_t sum_ns; /* the exact sum of the times lat_ns counts */
 };
 
 struct fusefs_stats {

@@ -397,6 +397,7 @@ static void count_op(struct sched *s, uint8_t op, uint64_t bytes, int errnum, ui
 	sched_stat_add(&os->count, 1);
 	sched_stat_add(&os->bytes, bytes);
 	sched_stat_add(&os->lat_ns[nvme_lat_bucket(ns)], 1);
+	sched_stat_add(&os->sum_ns, ns);
 	if (errnum) {
 		sched_stat_add(&os->errors, 1);
 		ST_ADD(s, errors, 1);
@@ -627,6 +628,7 @@ void sched_stats_add(const struct sched *s, struct fusefs_stats *out)
 		SUM(op[o].errors);
 		for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++)
 			SUM(op[o].lat_ns[b]);
+		SUM(op[o].sum_ns);
 	}
 #undef SUM
 }

@@ -513,6 +513,20 @@ START_TEST(t_config_metrics)
 	ck_assert_ptr_nonnull(strstr(text, line));
 	ck_assert_ptr_nonnull(strstr(text, "le=\"+Inf\"} 2\n"));
 	ck_assert_ptr_nonnull(strstr(text, "class=\"media\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE process_start_time_seconds gauge\n"));
+	snprintf(line, sizeof(line), "\nprocess_start_time_seconds %lld\n",
+	         (long long)ctx.start_time);
+	ck_assert_msg(strstr(text, line), "no %s", line + 1);
+	/* _sum is the engine's exact sum of the two latencies */
+	struct nvme_qpair_stats qs;
+
+	nvme_qpair_stats_get(qpair, &qs);
+	ck_assert_uint_gt(qs.lat_sum_ns, 0);
+	snprintf(line, sizeof(line),
+	         "\nnvmefs_qpair_latency_seconds_sum{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} "
+	         "%.9f\n",
+	         (double)qs.lat_sum_ns / 1e9);
+	ck_assert_msg(strstr(text, line), "no %s", line + 1);
 	json_object_put(o);
 }
 END_TEST
@@ -1609,6 +1623,9 @@ static void fake_fuse_stats(void *arg, struct fusefs_stats *st)
 	st->op[FUSEFS_OP_READ].errors = 1;
 	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(10000)] = 9;  /* 10 us */
 	st->op[FUSEFS_OP_READ].lat_ns[nvme_lat_bucket(1000000)] = 1; /* 1 ms */
+	/* what the sched keeps beside the buckets: the exact sum, not one
+	 * the buckets' bounds could give */
+	st->op[FUSEFS_OP_READ].sum_ns = 9 * 10123 + 1000456;
 	st->op[FUSEFS_OP_PUNCH].count = 4;
 	st->op[FUSEFS_OP_PUNCH].bytes = 1 << 20;
 }
@@ -1682,6 +1699,8 @@ START_TEST(t_fuse_stats)
 	    text, "\nnvmefs_fuse_request_latency_seconds_bucket{op=\"read\",le=\"0.002\"} 10\n"));
 	ck_assert_ptr_nonnull(
 	    strstr(text, "\nnvmefs_fuse_request_latency_seconds_count{op=\"read\"} 10\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "\nnvmefs_fuse_request_latency_seconds_sum{op=\"read\"} 0.001091563\n"));
 	json_object_put(o);
 }
 END_TEST
