@@ -15,6 +15,7 @@ SYSCONFDIR ?= /etc
 BINDIR = $(PREFIX)/bin
 SBINDIR = $(PREFIX)/sbin
 MANDIR = $(PREFIX)/share/man
+COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR ?= /lib/systemd/system
 CONF ?= etc/nvmefs.conf
 
@@ -200,6 +201,9 @@ install: all
 	install -m 755 $(B)/nvmefsd $(DESTDIR)$(SBINDIR)/nvmefsd
 	install -m 755 $(B)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefsctl
 	install -m 755 $(B)/nvmefs-perf $(DESTDIR)$(BINDIR)/nvmefs-perf
+	install -m 755 scripts/vfio-bind $(DESTDIR)$(SBINDIR)/vfio-bind
+	install -d $(DESTDIR)$(COMPLETIONDIR)
+	install -m 644 contrib/bash-completion/nvmefsctl $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf ] || \
 		install -m 644 etc/nvmefs.conf $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf
 	if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
@@ -207,13 +211,14 @@ install: all
 		for u in systemd/*.service; do \
 			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		done; fi
-	for s in 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
+	for s in 1 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done; done
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/nvmefsd $(DESTDIR)$(BINDIR)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefs-perf
+	rm -f $(DESTDIR)$(SBINDIR)/vfio-bind $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
 	for u in systemd/*.service; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
-	for s in 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
+	for s in 1 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf"
 
 format:

@@ -10,10 +10,19 @@ fail() { echo "FAIL: $*"; exit 1; }
 M="make -s -C $ROOT -o all B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
 
 $M install >/dev/null
-for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf etc/nvmefs/nvmefs.conf \
-	lib/systemd/system/nvmefs.service share/man/man8/nvmefsd.8 share/man/man8/nvmefsctl.8 \
-	share/man/man5/nvmefs.conf.5; do
+for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind etc/nvmefs/nvmefs.conf \
+	lib/systemd/system/nvmefs.service share/bash-completion/completions/nvmefsctl; do
 	[ -f "$P/$f" ] || fail "missing $f"
+done
+# every man page of the tree, and one for each program installed
+for m in "$ROOT"/docs/man/*.[158]; do
+	s=${m##*.}
+	[ -f "$P/share/man/man$s/$(basename "$m")" ] || fail "missing man page $(basename "$m")"
+done
+for p in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind; do
+	n=$(basename "$p")
+	ls "$P"/share/man/man[18]/"$n".[18] > /dev/null 2>&1 || fail "$p has no man page"
+	[ -x "$P/$p" ] || fail "$p not executable"
 done
 [ -x "$P/sbin/nvmefsd" ] || fail "nvmefsd not executable"
 grep -q "^ExecStart=$P/sbin/nvmefsd -f -c $P/etc/nvmefs/nvmefs.conf\$" "$P/lib/systemd/system/nvmefs.service" ||
