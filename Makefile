@@ -17,6 +17,9 @@ SBINDIR = $(PREFIX)/sbin
 MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
 UNITDIR ?= /lib/systemd/system
+# node_exporter's textfile collector directory (Debian's
+# prometheus-node-exporter reads this one), for nvmefs-metrics.service
+TEXTFILEDIR ?= /var/lib/prometheus/node-exporter
 CONF ?= etc/nvmefs.conf
 
 ifeq ($(SAN),1)
@@ -208,8 +211,8 @@ install: all
 		install -m 644 etc/nvmefs.conf $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf
 	if [ -d systemd ] && ls systemd/*.service >/dev/null 2>&1; then \
 		install -d $(DESTDIR)$(UNITDIR) && \
-		for u in systemd/*.service; do \
-			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+		for u in systemd/*.service systemd/*.timer; do \
+			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g; s|@TEXTFILEDIR@|$(TEXTFILEDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		done; fi
 	for s in 1 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done; done
@@ -217,7 +220,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/nvmefsd $(DESTDIR)$(BINDIR)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefs-perf
 	rm -f $(DESTDIR)$(SBINDIR)/vfio-bind $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
-	for u in systemd/*.service; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	for u in systemd/*.service systemd/*.timer; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	for s in 1 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf"
 

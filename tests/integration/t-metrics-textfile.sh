@@ -1,0 +1,57 @@
+#!/bin/sh
+# t-metrics-textfile.sh - nvmefs-metrics.service as make install writes it:
+# its ExecStart, run as systemd would run it against a running daemon, leaves
+# node_exporter's textfile collector a whole nvmefs.prom that promtool
+# accepts, and nothing else; run again, it replaces the file; with the
+# daemon gone it fails and leaves the last file as it was.  Both units
+# (service and timer) verify.
+. "$(dirname "$0")/lib.sh"
+lib_init
+command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"
+P=$TMP/p
+TF=$P/textfile
+mkdir -p "$TF"
+make -s -C "$ROOT" -o all B="$BUILD" PREFIX="$P" SYSCONFDIR="$P/etc" UNITDIR="$P/lib/systemd/system" \
+	TEXTFILEDIR="$TF" install > /dev/null || { fail "make install"; finish; }
+S=$P/lib/systemd/system/nvmefs-metrics.service
+[ -f "$S" ] && [ -f "$P/lib/systemd/system/nvmefs-metrics.timer" ] || { fail "units not installed"; finish; }
+grep -q "@" "$S" && fail "a placeholder left in $S: $(grep @ "$S")"
+if command -v systemd-analyze > /dev/null; then
+	(cd "$P/lib/systemd/system" && MANPATH=$P/share/man systemd-analyze verify nvmefs-metrics.service \
+		nvmefs-metrics.timer) > "$TMP/verify" 2>&1 || fail "systemd-analyze verify: $(cat "$TMP/verify")"
+fi
+
+conf_write <<EOC
+[controller nvme0]
+device = sim
+size = 16M
+backing = ram
+EOC
+cp "$CONF" "$P/etc/nvmefs/nvmefs.conf"
+CONF=$P/etc/nvmefs/nvmefs.conf
+daemon_start nvme0n1 || { fail "start"; finish; }
+dd if=/dev/zero of="$MNT/nvme0n1" bs=64k count=4 oflag=direct conv=notrunc status=none || fail "write"
+
+# ExecStart as systemd runs it: $$ is its escape of $
+cmd=$(sed -n 's/^ExecStart=//p' "$S" | sed 's/\$\$/$/g')
+run_unit() { eval "$cmd"; }
+run_unit || fail "ExecStart failed against a running daemon"
+[ -s "$TF/nvmefs.prom" ] || { fail "no $TF/nvmefs.prom"; finish; }
+promtool check metrics < "$TF/nvmefs.prom" > "$TMP/lint" 2>&1 || fail "promtool: $(cat "$TMP/lint")"
+grep -q '^nvmefs_fuse_requests_total{op="write"} [1-9]' "$TF/nvmefs.prom" ||
+	fail "the writes are not in the file"
+[ "$(ls "$TF")" = nvmefs.prom ] || fail "left in the directory: $(ls "$TF")"
+ino=$(stat -c %i "$TF/nvmefs.prom")
+sleep 1
+run_unit || fail "second run failed"
+[ "$(stat -c %i "$TF/nvmefs.prom")" != "$ino" ] || fail "the file was rewritten in place, not renamed over"
+[ "$(ls "$TF")" = nvmefs.prom ] || fail "left after the second run: $(ls "$TF")"
+
+daemon_stop
+cp "$TF/nvmefs.prom" "$TMP/last"
+run_unit 2> "$TMP/err" && fail "ExecStart succeeded without a daemon"
+cmp -s "$TF/nvmefs.prom" "$TMP/last" || fail "the last file changed when the daemon was gone"
+[ "$(ls "$TF")" = nvmefs.prom ] || fail "left after a failed run: $(ls "$TF")"
+grep -q "cannot connect" "$TMP/err" || fail "no reason on stderr: $(cat "$TMP/err")"
+echo "textfile: $(grep -c '^nvmefs_' "$TF/nvmefs.prom") series, promtool accepts them"
+finish
