@@ -131,7 +131,9 @@ $(B)/tools/%: bench/%.c $(LIBS)
 deps:
 	@sh scripts/deps.sh all
 
-run: deps
+# only what building and running need (no QEMU, clang, valgrind, fio)
+run:
+	@sh scripts/deps.sh run
 	$(MAKE) all
 	$(B)/nvmefsd -f -c $(CONF)
 

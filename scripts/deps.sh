@@ -2,7 +2,9 @@
 # deps.sh - install, idempotently, every Debian package nvmefs needs to build,
 # run and test.  apt-get update runs once, and only when something is missing.
 #
-# Usage: scripts/deps.sh [build|test|vm|bench|all]   (default: all)
+# Usage: scripts/deps.sh [run|build|test|vm|bench|all]   (default: all)
+#   run (= build): what building and running the daemon needs, no more
+#   (make run); the test, VM and benchmark tools come with make check
 set -eu
 
 BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev libnuma-dev \
@@ -14,12 +16,12 @@ VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 
 case "${1:-all}" in
-build) PKGS="$BUILD" ;;
+run | build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD $TEST" ;;
 vm) PKGS="$BUILD $TEST $VM" ;;
 bench) PKGS="$BUILD $TEST $BENCH" ;;
 all) PKGS="$BUILD $TEST $VM $BENCH" ;;
-*) echo "usage: $0 [build|test|vm|bench|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [run|build|test|vm|bench|all]" >&2; exit 2 ;;
 esac
 
 missing=
@@ -30,7 +32,7 @@ done
 # promtool lints the metrics in the tests: taken out of Debian's prometheus
 # package rather than installing it, which would start a Prometheus server
 want_promtool=no
-case "${1:-all}" in build) ;; *) command -v promtool >/dev/null || want_promtool=yes ;; esac
+case "${1:-all}" in run | build) ;; *) command -v promtool >/dev/null || want_promtool=yes ;; esac
 [ -z "$missing" ] && [ $want_promtool = no ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

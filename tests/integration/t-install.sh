@@ -75,6 +75,19 @@ prevent=$(sed -n 's/^RestartPreventExitStatus=//p' "$U")
 [ -n "$usage" ] && [ -n "$config" ] && [ "$prevent" = "$usage $config" ] ||
 	fail "RestartPreventExitStatus=$prevent, want the usage ($usage) and config ($config) statuses"
 
+# make run installs what building and running need, not the test, VM or
+# benchmark tools (scripts/deps.sh run)
+runpkgs=$(sh -c '. /dev/stdin; echo $BUILD' <<EOS
+$(sed -n '/^BUILD="/,/"$/p' "$ROOT/scripts/deps.sh")
+EOS
+)
+[ -n "$runpkgs" ] || fail "cannot read deps.sh's BUILD list"
+for p in $runpkgs; do
+	case $p in qemu* | clang* | valgrind | fio | nbdkit | gnuplot*) fail "make run would install $p" ;; esac
+done
+grep -q '^run:$' "$ROOT/Makefile" && grep -q '^	@sh scripts/deps.sh run$' "$ROOT/Makefile" ||
+	fail "make run does not install with deps.sh run"
+
 if command -v systemd-analyze >/dev/null; then
 	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||
 		fail "systemd-analyze verify"
