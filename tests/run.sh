@@ -48,7 +48,7 @@ WHY=$(mktemp /tmp/nvmefs-why.XXXXXX)
 trap 'rm -f "$WHY"' EXIT
 why() {
 	echo "$1 ($2):" >> "$WHY"
-	grep -E '^FAIL|timed out|:[FE]:|ERROR: ' "$3" | head -n 3 | cut -c 1-300 | sed 's/^/    /' >> "$WHY"
+	grep -E '^FAIL|^timed out after|:[FE]:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|^SUMMARY: ' "$3" | head -n 3 | cut -c 1-300 | sed 's/^/    /' >> "$WHY"
 }
 
 run_unit() { # dir label [wrapper...]

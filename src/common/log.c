@@ -1,11 +1,28 @@
 /* log.c - see log.h */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <systemd/sd-journal.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_NAMES_MAX 64
+#define LOG_NAME_LEN  64
 
 static enum log_level log_level = LOG_LVL_INFO;
+static const char *log_ident = "nvmefsd";
+static char log_names[LOG_NAMES_MAX][LOG_NAME_LEN];
+static unsigned log_nr_names;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static bool log_stream; /* fd 2 is the journal's stream */
+static bool log_to_journal; /* ... and its native socket is there */
 
 void log_set_level(enum log_level lvl)
 {
@@ -17,21 +34,92 @@ enum log_level log_get_level(void)
 	return log_level;
 }
 
+void log_set_ident(const char *ident)
+{
+	log_ident = ident;
+}
+
+void log_set_ctrl_names(const char *const *names, unsigned n)
+{
+	log_nr_names = 0;
+	for (unsigned i = 0; i < n && log_nr_names < LOG_NAMES_MAX; i++)
+		if (names[i] && strlen(names[i]) < LOG_NAME_LEN)
+			strcpy(log_names[log_nr_names++], names[i]);
+}
+
+/* systemd's own test: JOURNAL_STREAM is "DEV:INODE" of the stream it
+ * connected fd 2 to; an inherited variable with fd 2 redirected elsewhere
+ * does not count.  The native socket must be there too: sd_journal_send
+ * drops a record silently (returns 0) when it is missing. */
+#define LOG_JOURNAL_SOCKET "/run/systemd/journal/socket"
+static void log_decide(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	log_stream = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(2, &st) == 0 &&
+		     (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+	log_to_journal = log_stream && access(LOG_JOURNAL_SOCKET, W_OK) == 0;
+}
+
+/* The controller a message is about: the name it begins with, before ':' */
+static const char *log_ctrl_of(const char *line)
+{
+	for (unsigned i = 0; i < log_nr_names; i++) {
+		size_t n = strlen(log_names[i]);
+
+		if (strncmp(line, log_names[i], n) == 0 && line[n] == ':')
+			return log_names[i];
+	}
+	return NULL;
+}
+
+static int log_journal(int prio, const char *line)
+{
+	const char *ctrl = log_ctrl_of(line);
+
+	if (ctrl)
+		return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", prio,
+				       "SYSLOG_IDENTIFIER=%s", log_ident, "CONTROLLER=%s", ctrl, NULL);
+	return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", prio, "SYSLOG_IDENTIFIER=%s",
+			       log_ident, NULL);
+}
+
 void log_msg(enum log_level lvl, const char *fmt, ...)
 {
 	static const int syslog_prio[] = {3, 4, 6, 7};
 	static const char *const tag[] = {"error", "warning", "info", "debug"};
-	char line[1024];
+	char line[1024], out[1200];
+	struct timespec ts;
+	struct tm tm;
 	va_list ap;
+	int n;
 
 	if (lvl > log_level)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* one fputs per line, so lines from reactors do not interleave */
-	if (getenv("JOURNAL_STREAM"))
-		fprintf(stderr, "<%d>%s\n", syslog_prio[lvl], line);
-	else
-		fprintf(stderr, "nvmefsd: %s: %s\n", tag[lvl], line);
+	pthread_once(&log_once, log_decide);
+	if (log_to_journal && log_journal(syslog_prio[lvl], line) >= 0)
+		return;
+	if (log_stream) {
+		n = snprintf(out, sizeof(out), "<%d>%s\n", syslog_prio[lvl], line);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = snprintf(out, sizeof(out), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s: %s\n",
+			     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			     tm.tm_sec, ts.tv_nsec / 1000000, log_ident, tag[lvl], line);
+	}
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(out)) {
+		n = sizeof(out) - 1;
+		out[n - 1] = '\n';
+	}
+	/* one write per line, so lines from reactors do not interleave */
+	if (write(2, out, (size_t)n) < 0)
+		return;
 }

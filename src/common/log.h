@@ -1,8 +1,20 @@
-/* log.h - one-line messages to stderr (journald captures it under systemd).
+/* log.h - one-line messages, to the journal under systemd, else to stderr.
  *
  * log_level is process-wide and set once at start-up.  Messages below it are
- * dropped.  Under systemd (JOURNAL_STREAM set) each line carries a <N> syslog
- * priority prefix so the journal keeps the level.
+ * dropped.  Where a message goes is decided at its first use:
+ *   - stderr is the journal (JOURNAL_STREAM names the device and inode of
+ *     fd 2, as systemd sets it) and journald's native socket is there at
+ *     the first message: a record through sd_journal_send with
+ *     MESSAGE, PRIORITY (syslog's), SYSLOG_IDENTIFIER (nvmefsd, or the
+ *     program named by log_set_ident) and, for a message that begins with a
+ *     controller's name and a colon ("nvme1: reset ..."), CONTROLLER=name;
+ *     if the journal refuses it, or its socket was missing, the line goes to
+ *     stderr with a <N> priority prefix, which the journal's stream reader
+ *     understands;
+ *   - otherwise (a terminal, a file, a pipe): "TIME IDENT: LEVEL: message"
+ *     on stderr, TIME being UTC in ISO 8601 with milliseconds.
+ * Thread-safe: each message is one write (or one journal datagram), so lines
+ * from different threads do not interleave.
  */
 #ifndef NVMEFS_LOG_H
 #define NVMEFS_LOG_H
@@ -11,6 +23,12 @@ enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_set_level(enum log_level lvl);
 enum log_level log_get_level(void);
+/* The program name in lines and SYSLOG_IDENTIFIER (default "nvmefsd"); the
+ * string must outlive the process's logging.  Call before the first message. */
+void log_set_ident(const char *ident);
+/* The controllers' names, for CONTROLLER= (copied; at most 64, each
+ * shorter than 64 bytes; others are ignored).  Call before threads log. */
+void log_set_ctrl_names(const char *const *names, unsigned n);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)

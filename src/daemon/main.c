@@ -1930,6 +1930,17 @@ static int run(struct daemon *d)
 	return 0;
 }
 
+/* The journal's CONTROLLER= field comes from these names (log.h). */
+static void log_names(const struct cfg *cfg)
+{
+	const char *names[CFG_MAX_CTRLS];
+	unsigned n = 0;
+
+	for (; n < cfg->nr_ctrls && n < CFG_MAX_CTRLS; n++)
+		names[n] = cfg->ctrls[n].name;
+	log_set_ctrl_names(names, n);
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d;
@@ -1969,6 +1980,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return OPT_EXIT_CONFIG;
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
+	log_names(d.cfg);
 	rc = run(&d);
 	teardown(&d);
 	if (d.abandoned)

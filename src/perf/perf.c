@@ -842,6 +842,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_set_level((enum log_level)cfg->daemon.log_level);
+	log_set_ident("nvmefs-perf");
 
 	cs = calloc(cfg->nr_ctrls ? cfg->nr_ctrls : 1, sizeof(*cs));
 	if (!cs)
