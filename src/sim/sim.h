@@ -178,7 +178,8 @@ void sim_fault_duplicate(struct sim *s, unsigned n);
  * set leaves it set (and the controller not ready). */
 void sim_fault_cfs(struct sim *s);
 
-/* Stop (true) / resume (false) fetching commands, admin ones included.
+/* Stop (true) / resume (false) fetching commands, admin ones included: no
+ * command is fetched after this returns, even by a pass already running.
  * Doorbells are still accepted; resuming processes what was submitted
  * meanwhile.  A controller reset ends the hang (and drops what was queued). */
 void sim_fault_hang(struct sim *s, bool hang);

@@ -601,6 +601,11 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 	sq->tail = (uint16_t)tail;
 	cq->head = (uint16_t)sim_db_read(s, nvme_cq_hdbl_off(sq->cqid, dstrd));
 	while (sq->head != sq->tail && !sim_cq_full(cq, 1)) {
+		/* a hang set while this pass runs holds every command not yet
+		 * fetched, not only the next pass's (a command submitted after
+		 * sim_fault_hang returned is never run) */
+		if (atomic_load_explicit(&s->f_hang, memory_order_relaxed))
+			break;
 		struct nvme_sqe c = sq->ring[sq->head];
 		uint16_t status = 0;
 		uint32_t dw0 = 0;
