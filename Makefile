@@ -99,7 +99,7 @@ $(foreach m,$(MODULES),$(eval $(call lib_rule,$(m))))
 $(B)/nvmefsd: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 $(B)/nvmefsctl: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/cli/*.c)) $(LIBS)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) -lncursesw
 $(B)/nvmefs-perf: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/perf/*.c)) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
 

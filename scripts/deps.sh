@@ -8,7 +8,7 @@
 set -eu
 
 BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev libnuma-dev \
-	libinih-dev libjson-c-dev libsystemd-dev libmount-dev check"
+	libinih-dev libjson-c-dev libsystemd-dev libmount-dev libncurses-dev check"
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
 # strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec
 TEST="clang libclang-rt-14-dev e2fsprogs fio util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"

@@ -25,15 +25,13 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "ctl.h"
+#include "iostat.h"
 
 #define CTL_DEFAULT_SOCKET "/run/nvmefsd.sock"
-#define CTL_TIMEOUT_MS     10000
-#define CTL_REPLY_MAX      (64u << 20)
 
-enum { EXIT_OK = 0, EXIT_DAEMON = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
-
-static const char *prog = "nvmefsctl";
-static volatile sig_atomic_t stop_flag;
+const char *prog = "nvmefsctl";
+volatile sig_atomic_t stop_flag;
 
 static void usage(FILE *f)
 {
@@ -47,6 +45,17 @@ static void usage(FILE *f)
 	    "  stats [-w SECONDS]   counters per queue pair and totals; with -w, rates\n"
 	    "                       over every interval until Ctrl-C (like iostat -x)\n"
 	    "  stats --prometheus   the counters in Prometheus text format (= metrics)\n"
+	    "  iostat [-x] [INTERVAL [COUNT]]\n"
+	    "                       per namespace file: r/s, w/s, rkB/s, wkB/s, r_await,\n"
+	    "                       w_await (ms), aqu-sz, %%util, as iostat; -x adds\n"
+	    "                       discards, flushes, request sizes and p99 latencies;\n"
+	    "                       the first report since start, then one per INTERVAL\n"
+	    "                       (--json: one JSON object per report)\n"
+	    "  top [INTERVAL [COUNT]]\n"
+	    "                       live view (every 1 s): reactors' busy %%, IOPS, queue\n"
+	    "                       depth; namespaces' IOPS, MB/s, p50/p99; controllers'\n"
+	    "                       state, resets, temperature.  Keys: q quit, s n i b l\n"
+	    "                       sort.  Plain reports when stdout is not a terminal\n"
 	    "  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
 	    "  namespaces           the namespace files\n"
 	    "  identify CONTROLLER  the controller's identify data\n"
@@ -84,6 +93,7 @@ static void usage(FILE *f)
 	    "  -j, --json           print the daemon's reply as JSON\n"
 	    "  -w, --watch SECONDS  stats: print rates every SECONDS\n"
 	    "  -p, --prometheus     stats: Prometheus text format\n"
+	    "  -x, --extended       iostat: the extended columns\n"
 	    "  -h, --help           this help\n"
 	    "  -V, --version        the version\n"
 	    "\n"
@@ -98,242 +108,6 @@ static int usage_error(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry '%s --help'.\n", prog);
 	return EXIT_USAGE;
-}
-
-/* ---- talking to the daemon ---- */
-
-static int ctl_connect(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd, e;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "%s: cannot connect to %s: path too long\n", prog, path);
-		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
-		return -1;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
-	e = errno;
-	close(fd);
-	switch (e) {
-	case ENOENT:
-		fprintf(stderr, "%s: cannot connect to %s: no such socket (is nvmefsd running?)\n",
-		        prog, path);
-		break;
-	case EACCES:
-	case EPERM:
-		fprintf(stderr,
-		        "%s: cannot connect to %s: access denied (the socket is for root "
-		        "and the daemon's admin_group and operator_group)\n",
-		        prog, path);
-		break;
-	case ECONNREFUSED:
-		fprintf(stderr,
-		        "%s: cannot connect to %s: nobody listens (connection refused: "
-		        "nvmefsd is not running, the socket file is stale)\n",
-		        prog, path);
-		break;
-	default:
-		fprintf(stderr, "%s: cannot connect to %s: %s\n", prog, path, strerror(e));
-	}
-	return -1;
-}
-
-static int send_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -errno;
-		s += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Read one reply line into a new string, within CTL_TIMEOUT_MS. */
-static int recv_line(int fd, char **out)
-{
-	size_t len = 0, cap = 0;
-	char *buf = NULL;
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		long left;
-		ssize_t n;
-		int r;
-
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = CTL_TIMEOUT_MS -
-		       ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left <= 0) {
-			free(buf);
-			return -ETIMEDOUT;
-		}
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR) {
-			if (stop_flag) {
-				free(buf);
-				return -EINTR;
-			}
-			continue;
-		}
-		if (r < 0) {
-			free(buf);
-			return -errno;
-		}
-		if (r == 0)
-			continue;
-		if (cap - len < 4096) {
-			char *nb;
-
-			cap = cap ? cap * 2 : 65536;
-			if (cap > CTL_REPLY_MAX || !(nb = realloc(buf, cap + 1))) {
-				free(buf);
-				return -E2BIG;
-			}
-			buf = nb;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			free(buf);
-			return -errno;
-		}
-		if (n == 0) {
-			free(buf);
-			return -ECONNRESET;
-		}
-		len += (size_t)n;
-		if (memchr(buf + len - n, '\n', (size_t)n)) {
-			buf[len] = '\0';
-			*strchr(buf, '\n') = '\0';
-			*out = buf;
-			return 0;
-		}
-	}
-}
-
-/* Send the request object req (consumed) and parse the reply.  Returns an
- * exit code; on EXIT_OK *rep is the reply (ok true). */
-static int ctl_exchange(const char *sock, json_object *req, json_object **rep)
-{
-	json_object *r, *ok, *err;
-	const char *s;
-	char *line = NULL;
-	int fd, ret;
-
-	s = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-	fd = ctl_connect(sock);
-	if (fd < 0) {
-		json_object_put(req);
-		return EXIT_CONNECT;
-	}
-	ret = s ? send_all(fd, s, strlen(s)) : -ENOMEM;
-	if (!ret)
-		ret = send_all(fd, "\n", 1);
-	json_object_put(req);
-	if (!ret)
-		ret = recv_line(fd, &line);
-	close(fd);
-	if (ret == -EINTR)
-		return EXIT_OK;
-	if (ret) {
-		fprintf(stderr, "%s: %s: no reply from the daemon: %s\n", prog, sock,
-		        ret == -ECONNRESET ? "connection closed" : strerror(-ret));
-		return EXIT_DAEMON;
-	}
-	r = json_tokener_parse(line);
-	if (!r || !json_object_is_type(r, json_type_object) ||
-	    !json_object_object_get_ex(r, "ok", &ok)) {
-		fprintf(stderr, "%s: %s: the daemon's reply is not a JSON object: %.200s\n", prog,
-		        sock, line);
-		json_object_put(r);
-		free(line);
-		return EXIT_DAEMON;
-	}
-	free(line);
-	if (!json_object_get_boolean(ok)) {
-		fprintf(stderr, "%s: the daemon says: %s\n", prog,
-		        json_object_object_get_ex(r, "error", &err) ? json_object_get_string(err)
-		                                                    : "error (no message)");
-		json_object_put(r);
-		return EXIT_DAEMON;
-	}
-	*rep = r;
-	return EXIT_OK;
-}
-
-/* Send {"cmd": cmd[, "controller": ctrl]}: see ctl_exchange. */
-static int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep)
-{
-	json_object *req = json_object_new_object();
-
-	json_object_object_add(req, "cmd", json_object_new_string(cmd));
-	if (ctrl)
-		json_object_object_add(req, "controller", json_object_new_string(ctrl));
-	return ctl_exchange(sock, req, rep);
-}
-
-/* ---- reading replies ---- */
-
-static json_object *jget(json_object *o, const char *k)
-{
-	json_object *v = NULL;
-
-	if (!o || !json_object_object_get_ex(o, k, &v))
-		return NULL;
-	return v;
-}
-
-static const char *jstr(json_object *o, const char *k)
-{
-	json_object *v = jget(o, k);
-
-	return v ? json_object_get_string(v) : "-";
-}
-
-static uint64_t ju64(json_object *o, const char *k)
-{
-	json_object *v = jget(o, k);
-
-	return v ? json_object_get_uint64(v) : 0;
-}
-
-static bool jbool(json_object *o, const char *k)
-{
-	json_object *v = jget(o, k);
-
-	return v && json_object_get_boolean(v);
-}
-
-static double jdbl(json_object *o, const char *k)
-{
-	json_object *v = jget(o, k);
-
-	return v ? json_object_get_double(v) : NAN;
-}
-
-static size_t jlen(json_object *a)
-{
-	return a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
-}
-
-static json_object *jidx(json_object *a, size_t i)
-{
-	return json_object_array_get_idx(a, i);
 }
 
 static void put_num(char *b, size_t n, double v, int prec)
@@ -961,35 +735,17 @@ static void show_rates(json_object *a, json_object *b)
 	fflush(stdout);
 }
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_flag = 1;
-}
-
-/* Sleep for secs unless a signal ends it. */
-static void nap(double secs)
-{
-	struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
-
-	while (!stop_flag && nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static int watch_stats(const char *sock, double interval, bool json)
 {
-	struct sigaction sa = {.sa_handler = on_signal};
 	json_object *prev = NULL, *cur;
 	int ret;
 
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	ctl_catch_signals();
 	ret = ctl_call(sock, "stats", NULL, &prev);
 	if (ret)
 		return ret;
 	while (!stop_flag) {
-		nap(interval);
+		ctl_nap(interval);
 		if (stop_flag)
 			break;
 		cur = NULL;
@@ -1249,16 +1005,17 @@ int main(int argc, char **argv)
 	    {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
 	    {"prometheus", no_argument, NULL, 'p'},   {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},      {"wait", no_argument, NULL, 'W'},
-	    {NULL, 0, NULL, 0},
+	    {"extended", no_argument, NULL, 'x'},     {NULL, 0, NULL, 0},
 	};
 	const char *sock = NULL, *conf = NULL, *cmd, *wire, *ctrl = NULL;
 	char sockbuf[PATH_MAX];
-	bool json = false, prom = false, wait = false;
-	double watch = 0;
+	bool json = false, prom = false, wait = false, ext = false;
+	double watch = 0, interval = 0;
+	unsigned long long count = 0;
 	json_object *rep = NULL;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "s:c:jw:phV", lopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:c:jw:phVx", lopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			sock = optarg;
@@ -1283,6 +1040,9 @@ int main(int argc, char **argv)
 		}
 		case 'W':
 			wait = true;
+			break;
+		case 'x':
+			ext = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1323,8 +1083,29 @@ int main(int argc, char **argv)
 		wait = true; /* attach CTRL --wait */
 		optind++;
 	}
+	if (!strcmp(cmd, "iostat") || !strcmp(cmd, "top")) {
+		/* [INTERVAL [COUNT]], as iostat and top -d -n take them */
+		char *end;
+
+		if (optind < argc) {
+			errno = 0;
+			interval = strtod(argv[optind], &end);
+			if (errno || end == argv[optind] || *end ||
+			    !(interval >= 0.1 && interval <= 86400))
+				return usage_error("INTERVAL %s: seconds from 0.1 to 86400",
+				                   argv[optind]);
+			optind++;
+		}
+		if (optind < argc) {
+			if (parse_num(argv[optind], 10, 1000000000, &count) || !count)
+				return usage_error("COUNT %s: a number from 1", argv[optind]);
+			optind++;
+		}
+	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (ext && strcmp(cmd, "iostat"))
+		return usage_error("%s", "-x goes with iostat only");
 	if ((watch > 0 || prom) && strcmp(cmd, "stats"))
 		return usage_error("%s", "-w and --prometheus go with stats only");
 	if (watch > 0 && prom)
@@ -1334,7 +1115,7 @@ int main(int argc, char **argv)
 	    strcmp(cmd, "metrics") && strcmp(cmd, "attach") && strcmp(cmd, "inject") &&
 	    strcmp(cmd, "smart-log") && strcmp(cmd, "error-log") && strcmp(cmd, "fw-log") &&
 	    strcmp(cmd, "effects-log") && strcmp(cmd, "list") && strcmp(cmd, "restart") &&
-	    strcmp(cmd, "detach"))
+	    strcmp(cmd, "detach") && strcmp(cmd, "iostat") && strcmp(cmd, "top"))
 		return usage_error("unknown command '%s'", cmd);
 	if (conf) {
 		if (socket_from_config(conf, sockbuf, sizeof(sockbuf)) < 0)
@@ -1346,6 +1127,10 @@ int main(int argc, char **argv)
 
 	if (watch > 0)
 		return watch_stats(sock, watch, json);
+	if (!strcmp(cmd, "iostat"))
+		return io_iostat(sock, ext, json, interval, count);
+	if (!strcmp(cmd, "top"))
+		return io_top(sock, interval > 0 ? interval : 1.0, count);
 	wire = prom ? "metrics" : cmd;
 	if (rep) { /* inject: the request is built */
 		json_object *req = rep;

@@ -103,6 +103,7 @@ struct nvme_ctrl;
 struct nvme_reactor;
 struct nvme_qpair;
 struct fusefs_stats;
+struct fusefs_ns_stats;
 struct cpumap_cpu;
 struct admin;
 struct sim;
@@ -161,6 +162,9 @@ struct admin_ctx {
 	 * session), called on the loop's thread.  NULL: no front end; "stats"
 	 * and "metrics" then leave it out. */
 	void (*fuse_stats)(void *arg, struct fusefs_stats *out);
+	/* One shown file's figures (fusefs_ns_stats_get), same argument;
+	 * -ENOENT when it is not shown.  NULL: none kept. */
+	int (*fuse_ns_stats)(void *arg, const char *name, struct fusefs_ns_stats *out);
 	void *fuse_stats_arg;
 	/* sims[i]: the software controller behind ctrls[i], NULL for a PCI
 	 * function (sims NULL: none).  It outlives a removal of the

@@ -63,6 +63,24 @@ static const struct admin_ns *admin_ns_view(const struct admin *a, unsigned *nr)
 	return a->ctx.ns;
 }
 
+struct fusefs_ns_stats *admin_ns_stats_snap(struct admin *a, const struct admin_ns **view,
+                                            unsigned *nr)
+{
+	struct fusefs_ns_stats *st;
+
+	*view = admin_ns_view(a, nr);
+	if (!a->ctx.fuse_ns_stats || !*nr) {
+		*nr = 0;
+		return NULL;
+	}
+	st = calloc(*nr, sizeof(*st));
+	if (!st)
+		return NULL;
+	for (unsigned i = 0; i < *nr; i++)
+		(void)a->ctx.fuse_ns_stats(a->ctx.fuse_stats_arg, (*view)[i].name, &st[i]);
+	return st;
+}
+
 /* recovery views, defined with inject and attach below */
 static const char *recov_state(const struct admin *a, unsigned i);
 static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c);
@@ -301,6 +319,68 @@ static json_object *lat_json(const uint64_t *h)
 	return lat;
 }
 
+/* The engine's histogram as its non-empty buckets, [upper bound in ns,
+ * count] each, in order: two snapshots' difference gives any interval's
+ * distribution (nvmefsctl iostat's percentiles). */
+static json_object *buckets_json(const uint64_t *h)
+{
+	json_object *arr = json_object_new_array();
+
+	for (unsigned b = 0; b < NVME_LAT_BUCKETS; b++) {
+		json_object *pair;
+
+		if (!h[b])
+			continue;
+		pair = json_object_new_array();
+		json_object_array_add(pair, json_object_new_uint64(nvme_lat_bucket_ns(b)));
+		json_object_array_add(pair, json_object_new_uint64(h[b]));
+		json_object_array_add(arr, pair);
+	}
+	return arr;
+}
+
+/* The "namespaces" array of the stats reply: each file shown now with its
+ * requests by kind; NULL without a front end keeping them. */
+static json_object *ns_stats_json(struct admin *a)
+{
+	const struct admin_ns *view;
+	unsigned nr;
+	struct fusefs_ns_stats *st = admin_ns_stats_snap(a, &view, &nr);
+	json_object *arr;
+
+	if (!st)
+		return NULL;
+	arr = json_object_new_array();
+	for (unsigned i = 0; i < nr; i++) {
+		json_object *o = json_object_new_object(), *ops = json_object_new_object();
+
+		jset_str(o, "name", view[i].name);
+		jset_str(o, "controller", view[i].ctrl < a->ctx.nr_ctrls
+		                              ? nvme_ctrl_name(a->ctx.ctrls[view[i].ctrl])
+		                              : NULL);
+		jset_int(o, "nsid", view[i].nsid);
+		jset_u64(o, "inflight", st[i].inflight);
+		jset_u64(o, "busy_ns", st[i].busy_ns);
+		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
+			const struct fusefs_nsop_stats *op = &st[i].op[k];
+			json_object *oo = json_object_new_object();
+
+			jset_u64(oo, "count", op->count);
+			jset_u64(oo, "bytes", op->bytes);
+			jset_u64(oo, "errors", op->errors);
+			jset_u64(oo, "sum_ns", op->sum_ns);
+			jset_u64(oo, "queue_ns", op->queue_ns);
+			jset(oo, "latency_us", lat_json(op->lat_ns));
+			jset(oo, "buckets", buckets_json(op->lat_ns));
+			jset(ops, admin_fuse_op_names[k], oo);
+		}
+		jset(o, "ops", ops);
+		json_object_array_add(arr, o);
+	}
+	free(st);
+	return arr;
+}
+
 /* The "fuse" object of the stats reply, or NULL without a front end. */
 static json_object *fuse_stats_json(struct admin *a)
 {
@@ -379,6 +459,9 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		rtot.sleeps += rst.sleeps;
 		rtot.wakeups += rst.wakeups;
 		rtot.calls += rst.calls;
+		rtot.busy_ns += rst.busy_ns;
+		rtot.idle_ns += rst.idle_ns;
+		rtot.busy_passes += rst.busy_passes;
 		jset_int(ro, "id", nvme_reactor_id(re));
 		jset_int(ro, "cpu", nvme_reactor_cpu(re));
 		jset_int(ro, "node", nvme_reactor_node(re));
@@ -386,6 +469,9 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		jset_u64(ro, "sleeps", rst.sleeps);
 		jset_u64(ro, "wakeups", rst.wakeups);
 		jset_u64(ro, "calls", rst.calls);
+		jset_u64(ro, "busy_ns", rst.busy_ns);
+		jset_u64(ro, "idle_ns", rst.idle_ns);
+		jset_u64(ro, "busy_passes", rst.busy_passes);
 		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
 			struct nvme_qpair *qp = qpair_at(a, r, c);
 			json_object *q;
@@ -415,13 +501,18 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		jset_u64(t, "sleeps", rtot.sleeps);
 		jset_u64(t, "wakeups", rtot.wakeups);
 		jset_u64(t, "calls", rtot.calls);
+		jset_u64(t, "busy_ns", rtot.busy_ns);
+		jset_u64(t, "idle_ns", rtot.idle_ns);
+		jset_u64(t, "busy_passes", rtot.busy_passes);
 		jset(rep, "totals", t);
 	}
 	{
-		json_object *fo = fuse_stats_json(a);
+		json_object *fo = fuse_stats_json(a), *no = ns_stats_json(a);
 
 		if (fo)
 			jset(rep, "fuse", fo);
+		if (no)
+			jset(rep, "namespaces", no);
 	}
 	free(tot);
 	free(s);

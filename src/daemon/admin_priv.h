@@ -124,6 +124,13 @@ extern const char *const admin_errc_names[NVME_ERRC_NR];
 extern const char *const admin_fuse_op_names[FUSEFS_OP_NR];
 extern const char *const admin_fuse_wait_names[FUSEFS_WAIT_NR];
 
+/* The figures of every file shown now, in the view's order: *view and
+ * *nr as admin_ns_view gives them, and an array of *nr (the caller frees
+ * it).  NULL with *nr 0: no front end or none kept; NULL otherwise: no
+ * memory.  A file that went between the view and its figures has zeros. */
+struct fusefs_ns_stats *admin_ns_stats_snap(struct admin *a, const struct admin_ns **view,
+                                            unsigned *nr);
+
 /* ---- small helpers the three files use ---- */
 
 static inline double mono_now(void)

@@ -4,7 +4,8 @@
  * Every integer counter and integer gauge is a row of a table (struct
  * prom_metric) written by prom_table, for the objects it has a series for:
  * the queue pairs, the controllers, the reactors, the FUSE wait reasons and
- * operations, or the daemon alone.  Histograms, floating-point values and
+ * operations, or the daemon alone.  The nvmefs_namespace_* series (one per
+ * file shown, labelled namespace and controller) are written by hand too.  Histograms, floating-point values and
  * one-hot gauges (controller state, FUSE transport) are written by hand.
  * The nvmefs_controller_* series come from the health cache (health.h): a
  * controller whose SMART log was never read has none but its info.
@@ -182,6 +183,8 @@ static const struct prom_metric prom_reactor[] = {
      "counter"},
     {"nvmefs_reactor_calls_total", "Functions run on the reactor for other threads.",
      RC_FIELD(calls), "counter"},
+    {"nvmefs_reactor_busy_passes_total", "Reactor passes that did work.", RC_FIELD(busy_passes),
+     "counter"},
 };
 
 static const struct prom_metric prom_ctrl[] = {
@@ -406,7 +409,120 @@ static int prom_write_reactors(struct admin *a, FILE *f)
 	for (unsigned r = 0; r < nr; r++)
 		nvme_reactor_stats_get(a->ctx.reactors[r], &rs[r]);
 	prom_table(f, prom_reactor, PROM_NT(prom_reactor), &objs);
+	fputs("# HELP nvmefs_reactor_busy_seconds_total Time of reactor passes that did work "
+	      "(reaped a completion, ran a call, took a request).\n"
+	      "# TYPE nvmefs_reactor_busy_seconds_total counter\n",
+	      f);
+	for (unsigned r = 0; r < nr; r++) {
+		fputs("nvmefs_reactor_busy_seconds_total{", f);
+		prom_reactor_labels(f, a, r);
+		fprintf(f, "} %.9f\n", rs[r].busy_ns / 1e9);
+	}
+	fputs("# HELP nvmefs_reactor_idle_seconds_total Reactor time not busy: passes that found "
+	      "nothing, the loop between passes, sleeping.\n"
+	      "# TYPE nvmefs_reactor_idle_seconds_total counter\n",
+	      f);
+	for (unsigned r = 0; r < nr; r++) {
+		fputs("nvmefs_reactor_idle_seconds_total{", f);
+		prom_reactor_labels(f, a, r);
+		fprintf(f, "} %.9f\n", rs[r].idle_ns / 1e9);
+	}
 	free(rs);
+	return 0;
+}
+
+/* a namespace's labels: namespace="NAME",controller="CTRL" */
+static void prom_ns_labels(FILE *f, const struct admin *a, const struct admin_ns *n)
+{
+	fputs("namespace=\"", f);
+	prom_label(f, n->name);
+	fputs("\",controller=\"", f);
+	prom_label(f, n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : "");
+	fputc('"', f);
+}
+
+/* A per-namespace, per-kind series: the uint64_t at off in each kind's
+ * figures, or (secs) that many ns as seconds. */
+static void prom_ns_ops(FILE *f, struct admin *a, const struct admin_ns *view,
+                        const struct fusefs_ns_stats *st, unsigned nr, const char *name,
+                        const char *help, size_t off, bool secs)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (unsigned i = 0; i < nr; i++)
+		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
+			uint64_t v = *(const uint64_t *)((const char *)&st[i].op[k] + off);
+
+			fprintf(f, "%s{", name);
+			prom_ns_labels(f, a, &view[i]);
+			if (secs)
+				fprintf(f, ",op=\"%s\"} %.9f\n", admin_fuse_op_names[k], v / 1e9);
+			else
+				fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", admin_fuse_op_names[k], v);
+		}
+}
+
+/* Per namespace: requests, bytes, errors, time waiting in the daemon and
+ * latency by kind, requests in flight, busy time (node_exporter's
+ * node_disk_* in spirit). */
+static int prom_write_ns(struct admin *a, FILE *f)
+{
+	const struct admin_ns *view;
+	unsigned nr;
+	struct fusefs_ns_stats *st = admin_ns_stats_snap(a, &view, &nr);
+
+	if (!st)
+		return nr ? -ENOMEM : 0;
+#define NO_FIELD(x) offsetof(struct fusefs_nsop_stats, x)
+	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_requests_total",
+	            "Requests on the namespace file answered, by kind.", NO_FIELD(count), false);
+	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_request_bytes_total",
+	            "Bytes of the answered requests (read, written, or the range of a punch or "
+	            "zero).",
+	            NO_FIELD(bytes), false);
+	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_request_errors_total",
+	            "Requests on the namespace file answered with an error.", NO_FIELD(errors),
+	            false);
+	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_queue_seconds_total",
+	            "Time requests waited in the daemon (DMA memory, range lock, queue slot) "
+	            "before their device commands.",
+	            NO_FIELD(queue_ns), true);
+#undef NO_FIELD
+	fputs("# HELP nvmefs_namespace_inflight Requests on the namespace file taken, not "
+	      "answered.\n# TYPE nvmefs_namespace_inflight gauge\n",
+	      f);
+	for (unsigned i = 0; i < nr; i++) {
+		fputs("nvmefs_namespace_inflight{", f);
+		prom_ns_labels(f, a, &view[i]);
+		fprintf(f, "} %" PRIu64 "\n", st[i].inflight);
+	}
+	fputs("# HELP nvmefs_namespace_busy_seconds_total Time a reactor had a request of the "
+	      "namespace in flight, summed over the reactors.\n"
+	      "# TYPE nvmefs_namespace_busy_seconds_total counter\n",
+	      f);
+	for (unsigned i = 0; i < nr; i++) {
+		fputs("nvmefs_namespace_busy_seconds_total{", f);
+		prom_ns_labels(f, a, &view[i]);
+		fprintf(f, "} %.9f\n", st[i].busy_ns / 1e9);
+	}
+	fputs("# HELP nvmefs_namespace_request_latency_seconds Namespace request latency, taken "
+	      "to answered.\n# TYPE nvmefs_namespace_request_latency_seconds histogram\n",
+	      f);
+	for (unsigned i = 0; i < nr; i++)
+		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
+			char *lab = NULL;
+			size_t len = 0;
+			FILE *m = open_memstream(&lab, &len);
+
+			if (!m)
+				break;
+			prom_ns_labels(m, a, &view[i]);
+			fprintf(m, ",op=\"%s\"", admin_fuse_op_names[k]);
+			if (fclose(m) == 0)
+				prom_hist(f, "nvmefs_namespace_request_latency_seconds", lab,
+				          st[i].op[k].lat_ns, st[i].op[k].sum_ns);
+			free(lab);
+		}
+	free(st);
 	return 0;
 }
 
@@ -680,5 +796,7 @@ int admin_prom_write(struct admin *a, FILE *f)
 	ret = prom_write_reactors(a, f);
 	if (!ret)
 		ret = prom_write_fuse(a, f);
+	if (!ret)
+		ret = prom_write_ns(a, f);
 	return ret;
 }

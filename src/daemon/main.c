@@ -1376,6 +1376,11 @@ static void admin_fuse_stats(void *arg, struct fusefs_stats *out)
 	fusefs_stats_get(arg, out);
 }
 
+static int admin_fuse_ns_stats(void *arg, const char *name, struct fusefs_ns_stats *out)
+{
+	return fusefs_ns_stats_get(arg, name, out);
+}
+
 static int start_admin(struct daemon *d)
 {
 	struct admin_ctx ctx;
@@ -1410,6 +1415,7 @@ static int start_admin(struct daemon *d)
 		ctx.nr_fuse_cpus = d->nr_cpu_map;
 	}
 	ctx.fuse_stats = admin_fuse_stats;
+	ctx.fuse_ns_stats = admin_fuse_ns_stats;
 	ctx.fuse_stats_arg = d->fs;
 	ctx.sims = d->sims;
 	ctx.attach = daemon_attach;

@@ -333,7 +333,9 @@ struct nvme_reactor {
 	struct nvme_ctrl_pool cpools[NVME_REACTOR_MAX_QPAIRS];
 	unsigned ncpools;
 	uint64_t now_ns; /* cached at the start of each pass */
+	uint64_t pass_end_ns; /* when the last pass ended: the gap to now_ns is idle */
 	bool in_pass;
+	bool worked; /* this pass did work: its time is busy */
 	enum nvme_poll_mode mode; /* effective (hybrid/interrupt may fall back to poll) */
 	struct nvme_qpair *qps[NVME_REACTOR_MAX_QPAIRS];
 	unsigned nqps;

@@ -125,7 +125,10 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 	(void)revents;
 	struct nvme_reactor *r = w->data;
 	r->now_ns = nvme_now_ns(); /* one clock read per pass, shared by every I/O in it */
+	if (r->pass_end_ns)
+		STAT_ADD(r->st.idle_ns, r->now_ns - r->pass_end_ns);
 	r->in_pass = true;
+	r->worked = false;
 	STAT_INC(r->st.passes);
 	if (r->hook)
 		r->hook(r->hook_arg);
@@ -137,12 +140,14 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 	unsigned start = r->rr++ % n;
 	for (unsigned k = 0; k < n; k++) {
 		struct nvme_qpair *qp = r->qps[(start + k) % n];
+		unsigned got = 0;
 		if (r->mode == NVME_MODE_INTERRUPT) {
-			if (qp->napi_polling && nvme_qpair_reap(qp, 0) < qp->cq_budget)
+			if (qp->napi_polling && (got = nvme_qpair_reap(qp, 0)) < qp->cq_budget)
 				qp->napi_polling = false;
 		} else if (r->polling) {
-			nvme_qpair_reap(qp, 0);
+			got = nvme_qpair_reap(qp, 0);
 		}
+		r->worked |= got != 0;
 	}
 }
 
@@ -151,6 +156,7 @@ static void drain_calls(struct nvme_reactor *r)
 	struct nvme_call *c;
 	while ((c = mpsc_pop(r)) != NULL) {
 		STAT_INC(r->st.calls);
+		r->worked = true;
 		c->fn(c->arg);
 		free(c);
 	}
@@ -186,7 +192,22 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 	if (!r->polling)
 		STAT_INC(r->st.sleeps);
+	if (!r->in_pass)
+		return; /* the loop's first prepare comes before any check */
 	r->in_pass = false;
+	/* the second clock read of a pass: what the pass took is busy or idle */
+	r->pass_end_ns = nvme_now_ns();
+	if (r->worked) {
+		STAT_ADD(r->st.busy_ns, r->pass_end_ns - r->now_ns);
+		STAT_INC(r->st.busy_passes);
+	} else {
+		STAT_ADD(r->st.idle_ns, r->pass_end_ns - r->now_ns);
+	}
+}
+
+void nvme_reactor_note_work(struct nvme_reactor *r)
+{
+	r->worked = true;
 }
 
 static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
@@ -208,6 +229,7 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return; /* spurious: another pass already consumed it */
 	STAT_INC(qp->st.interrupts);
 	STAT_INC(r->st.wakeups);
+	r->worked = true;
 	if (nvme_qpair_reap(qp, 0) >= qp->cq_budget && r->mode == NVME_MODE_INTERRUPT) {
 		/* more may be waiting: keep reaping on the next passes, fairly */
 		qp->napi_polling = true;

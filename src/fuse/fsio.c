@@ -111,10 +111,12 @@ static struct rq *rq_new(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_n
 	struct rq *q;
 
 	if (!sq) {
-		sched_count(rx->sched, stat_op, 0, ENOMEM);
+		sched_count(rx->sched, fsio_ns_stats(rx, ns), stat_op, 0, ENOMEM);
 		fw_reply_err(r, ENOMEM);
 		return NULL;
 	}
+	if (ns->st)
+		sched_rq_ns(sq, &ns->st[rx->idx]);
 	q = RQ(sq);
 	q->r = *r;
 	q->rx = rx;

@@ -18,6 +18,7 @@
 #define NVMEFS_FUSE_IO_H
 
 #include "fusefs_priv.h"
+#include "fsns.h"
 #include "fwire.h"
 
 #define FUSEFS_ZBUF_MAX (1u << 20) /* zero buffer when Write Zeroes is missing */
@@ -43,6 +44,13 @@ void fsio_fsync(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns);
 /* mode: PUNCH_HOLE|KEEP_SIZE or ZERO_RANGE(|KEEP_SIZE); off < end <= size. */
 void fsio_fallocate(struct fusefs_rx *rx, struct fw_req *r, struct fusefs_ns *ns, int mode,
 		    uint64_t off, uint64_t end);
+
+/* The figures rx keeps of ns, or NULL when the table keeps none. */
+static inline struct sched_ns_stats *fsio_ns_stats(const struct fusefs_rx *rx,
+						   const struct fusefs_ns *ns)
+{
+	return ns && ns->st ? &ns->st[rx->idx] : NULL;
+}
 
 /* Engine errno -> what a caller of read(2)/write(2) understands. */
 int fsio_map_err(int err);

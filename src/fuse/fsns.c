@@ -2,6 +2,7 @@
 #include "fsns.h"
 
 #include <errno.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +10,14 @@
 #include "log.h"
 #include "nvme.h"
 
-int fsns_init(struct fsns_table *t, unsigned cap)
+int fsns_init(struct fsns_table *t, unsigned cap, unsigned nr_stats)
 {
 	memset(t, 0, sizeof(*t));
 	t->slot = calloc(cap ? cap : 1, sizeof(*t->slot));
 	if (!t->slot)
 		return -ENOMEM;
 	t->cap = cap;
+	t->nr_stats = nr_stats;
 	atomic_init(&t->nr, 0);
 	pthread_mutex_init(&t->wlock, NULL);
 	return 0;
@@ -50,6 +52,18 @@ int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 		goto out;
 	}
 	ns = &t->slot[k];
+	if (t->nr_stats) {
+		/* a slot's figures live as long as the table: a removed
+		 * namespace keeps them, and a late request may still count */
+		size_t len = t->nr_stats * sizeof(*ns->st);
+
+		ns->st = aligned_alloc(alignof(struct sched_ns_stats), len);
+		if (!ns->st) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		memset(ns->st, 0, len);
+	}
 	snprintf(ns->name, sizeof(ns->name), "%sn%u", cname, ni->nsid);
 	ns->d.name = ns->name;
 	ns->d.ctrl = ctrl;
@@ -149,14 +163,14 @@ struct fusefs_ns *fsns_lookup(struct fsns_table *t, const char *name, uint64_t *
 }
 
 int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigned nr_ctrls,
-	       unsigned spare, struct fsns_table *t)
+	       unsigned spare, unsigned nr_stats, struct fsns_table *t)
 {
 	unsigned n = 0;
 	int rc;
 
 	for (unsigned c = 0; c < nr_ctrls; c++)
 		n += nvme_ctrl_get_info(ctrls[c])->nr_ns;
-	rc = fsns_init(t, n + spare);
+	rc = fsns_init(t, n + spare, nr_stats);
 	if (rc)
 		return rc;
 	for (unsigned c = 0; c < nr_ctrls; c++) {
@@ -195,8 +209,10 @@ void fsns_free(struct fsns_table *t)
 	if (!t->slot)
 		return;
 	n = fsns_count(t);
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		rlock_destroy(&t->slot[i].lock);
+		free(t->slot[i].st);
+	}
 	free(t->slot);
 	t->slot = NULL;
 	pthread_mutex_destroy(&t->wlock);

@@ -32,6 +32,7 @@
 
 #include "fuse_fs.h"
 #include "rlock.h"
+#include "rqsched.h"
 
 #define FUSEFS_NAME_MAX 64
 #define FSNS_SPARE 256 /* slots for namespaces added at run time */
@@ -51,11 +52,15 @@ struct fusefs_ns {
 	atomic_uint state;      /* enum fsns_state */
 	atomic_uint gen;        /* handle generation: bumped by each removal */
 	struct rlock lock;      /* writes and fallocate, shared by the reactors */
+	/* its figures, one per reactor (the table's nr_stats), each written by
+	 * its reactor only; NULL when the table keeps none */
+	struct sched_ns_stats *st;
 };
 
 struct fsns_table {
 	struct fusefs_ns *slot; /* cap of them */
 	unsigned cap;
+	unsigned nr_stats;      /* figures kept per namespace: one per reactor */
 	atomic_uint nr;         /* slots in use, published with release */
 	pthread_mutex_t wlock;  /* writers */
 };
@@ -65,19 +70,21 @@ struct fsns_ctrl_feat {
 	bool vwc, dsm, wzeroes;
 };
 
-/* An empty table of cap slots.  Undone by fsns_free. */
-int fsns_init(struct fsns_table *t, unsigned cap);
+/* An empty table of cap slots whose namespaces keep nr_stats sets of
+ * figures each (0: none).  Undone by fsns_free. */
+int fsns_init(struct fsns_table *t, unsigned cap, unsigned nr_stats);
 /* Every namespace of ctrls[0..nr_ctrls) with an LBA size of 512 B..64 KiB
  * (others are logged and left out), in a table of that many slots plus
- * spare ones.  Undone by fsns_free. */
+ * spare ones, nr_stats sets of figures each.  Undone by fsns_free. */
 int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigned nr_ctrls,
-	       unsigned spare, struct fsns_table *t);
+	       unsigned spare, unsigned nr_stats, struct fsns_table *t);
 void fsns_free(struct fsns_table *t);
 
 /* Add namespace ni of controller ctrl (named cname) in the next slot, file
  * <cname>n<nsid>; its inode in *ino.  -EEXIST when that namespace is
  * present or detached already, -EINVAL for an LBA size outside 512 B..64 KiB or no
- * blocks, -ENOSPC when every slot was used. */
+ * blocks, -ENOSPC when every slot was used, -ENOMEM for no memory for its
+ * figures. */
 int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 	     const struct fsns_ctrl_feat *f, const struct nvme_ns_info *ni, uint64_t *ino);
 /* Mark the present namespace of inode ino removed (for good) or detached

@@ -49,11 +49,17 @@ static struct fusefs_ns *io_ns(struct fusefs *fs, uint64_t ino, uint64_t fh, int
 	return ns;
 }
 
-/* Answer a counted request at once. */
+/* Answer a counted request at once (ns: its namespace, when known). */
+static void reply_ns_err(struct fusefs_rx *rx, struct fusefs_ns *ns, struct fw_req *r,
+			 uint8_t op, int errnum)
+{
+	sched_count(rx->sched, fsio_ns_stats(rx, ns), op, 0, errnum);
+	fw_reply_err(r, errnum);
+}
+
 static void reply_err(struct fusefs_rx *rx, struct fw_req *r, uint8_t op, int errnum)
 {
-	sched_count(rx->sched, op, 0, errnum);
-	fw_reply_err(r, errnum);
+	reply_ns_err(rx, NULL, r, op, errnum);
 }
 
 /* ---- attributes and directory ---- */
@@ -240,12 +246,12 @@ static void op_read(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg 
 		return;
 	}
 	if (off > INT64_MAX) {
-		reply_err(rx, r, FUSEFS_OP_READ, EINVAL);
+		reply_ns_err(rx, ns, r, FUSEFS_OP_READ, EINVAL);
 		return;
 	}
 	nsz = fsns_size(ns);
 	if (off >= nsz || size == 0) {
-		sched_count(rx->sched, FUSEFS_OP_READ, 0, 0);
+		sched_count(rx->sched, fsio_ns_stats(rx, ns), FUSEFS_OP_READ, 0, 0);
 		fw_reply_buf(r, NULL, 0);
 		return;
 	}
@@ -269,18 +275,18 @@ static void op_write(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 	}
 	nsz = fsns_size(ns);
 	if (off > INT64_MAX) {
-		reply_err(rx, r, FUSEFS_OP_WRITE, EINVAL);
+		reply_ns_err(rx, ns, r, FUSEFS_OP_WRITE, EINVAL);
 		return;
 	}
 	if (size == 0) {
-		sched_count(rx->sched, FUSEFS_OP_WRITE, 0, 0);
+		sched_count(rx->sched, fsio_ns_stats(rx, ns), FUSEFS_OP_WRITE, 0, 0);
 		fw_reply_write(r, 0);
 		return;
 	}
 	/* as on a block device (blkdev_write_iter): at or past the end
 	 * ENOSPC, across it a short write of what fits */
 	if (off >= nsz) {
-		reply_err(rx, r, FUSEFS_OP_WRITE, ENOSPC);
+		reply_ns_err(rx, ns, r, FUSEFS_OP_WRITE, ENOSPC);
 		return;
 	}
 	if (size > nsz - off)
@@ -306,7 +312,7 @@ static void op_fsync(struct fusefs_rx *rx, struct fw_req *r, const struct fw_msg
 	SCHED_STAT_ADD(rx->sched, fsyncs, 1);
 	/* without a volatile write cache a completed write is durable */
 	if (!ns->vwc) {
-		reply_err(rx, r, FUSEFS_OP_FLUSH, 0);
+		reply_ns_err(rx, ns, r, FUSEFS_OP_FLUSH, 0);
 		return;
 	}
 	fsio_fsync(rx, r, ns);
@@ -331,11 +337,11 @@ static void op_fallocate(struct fusefs_rx *rx, struct fw_req *r, const struct fw
 	 * unaligned range is not refused: its partial blocks are zeroed by
 	 * read-modify-write (docs/fuse.md). */
 	if (mode & ~(uint32_t)(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE)) {
-		reply_err(rx, r, op, EOPNOTSUPP);
+		reply_ns_err(rx, ns, r, op, EOPNOTSUPP);
 		return;
 	}
 	if (off > INT64_MAX || length == 0 || length > INT64_MAX || off >= nsz) {
-		reply_err(rx, r, op, EINVAL);
+		reply_ns_err(rx, ns, r, op, EINVAL);
 		return;
 	}
 	end = off + length;
@@ -343,14 +349,14 @@ static void op_fallocate(struct fusefs_rx *rx, struct fw_req *r, const struct fw
 		end = UINT64_MAX;
 	if (end > nsz) {
 		if (!(mode & FALLOC_FL_KEEP_SIZE)) {
-			reply_err(rx, r, op, EINVAL);
+			reply_ns_err(rx, ns, r, op, EINVAL);
 			return;
 		}
 		end = nsz;
 	}
 	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && mode != FALLOC_FL_ZERO_RANGE &&
 	    mode != (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
-		reply_err(rx, r, op, EOPNOTSUPP);
+		reply_ns_err(rx, ns, r, op, EOPNOTSUPP);
 		return;
 	}
 	fsio_fallocate(rx, r, ns, (int)mode, off, end);
@@ -443,9 +449,11 @@ void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct
 	 * answered with the unique exactly as received */
 	r->unique = m->h.unique;
 	r->opcode = op;
+	if (rx->r)
+		nvme_reactor_note_work(rx->r); /* the pass counts as busy */
 	SCHED_STAT_ADD(rx->sched, resent_requests, (m->h.unique & FUSE_UNIQUE_RESEND) != 0);
 	if (rc != FW_OK || !counted_by_ops(op))
-		sched_count(rx->sched, FUSEFS_OP_OTHER, 0, rc == FW_OK ? 0 : -rc);
+		sched_count(rx->sched, NULL, FUSEFS_OP_OTHER, 0, rc == FW_OK ? 0 : -rc);
 	if (rc != FW_OK) {
 		SCHED_STAT_ADD(rx->sched, bad_requests, rc == FW_BAD);
 		/* no answer to what expects none, nor to a request without id */

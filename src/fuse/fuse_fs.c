@@ -86,6 +86,19 @@ void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out)
 	out->transport = fusefs_transport_active(fs);
 }
 
+int fusefs_ns_stats_get(struct fusefs *fs, const char *name, struct fusefs_ns_stats *out)
+{
+	uint64_t ino;
+	struct fusefs_ns *ns = fsns_lookup(&fs->ns, name, &ino);
+
+	memset(out, 0, sizeof(*out));
+	if (!ns)
+		return -ENOENT;
+	for (unsigned i = 0; ns->st && i < fs->ns.nr_stats; i++)
+		sched_ns_stats_add(&ns->st[i], out);
+	return 0;
+}
+
 enum fusefs_transport fusefs_transport_active(const struct fusefs *fs)
 {
 	return atomic_load(&((struct fusefs *)fs)->transport);
@@ -147,7 +160,7 @@ int fusefs_digest(const struct fusefs_opts *o, uint64_t *out)
 	struct fsns_table t;
 	struct fusefs_ns_desc *d;
 	unsigned nr;
-	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, 0, &t);
+	int err = fsns_build(o->ctrls, o->ctrl_names, o->nr_ctrls, 0, 0, &t);
 
 	if (err)
 		return err;
@@ -325,7 +338,8 @@ unsigned fusefs_ns_capacity(const struct fusefs *fs)
 
 static int build_namespaces(struct fusefs *fs)
 {
-	int err = fsns_build(fs->o.ctrls, fs->o.ctrl_names, fs->o.nr_ctrls, FSNS_SPARE, &fs->ns);
+	int err = fsns_build(fs->o.ctrls, fs->o.ctrl_names, fs->o.nr_ctrls, FSNS_SPARE,
+			     fs->o.nr_reactors, &fs->ns);
 
 	if (err)
 		return err;

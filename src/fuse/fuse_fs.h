@@ -327,4 +327,30 @@ struct fusefs_stats {
  * thread, approximate while running. */
 void fusefs_stats_get(const struct fusefs *fs, struct fusefs_stats *out);
 
+/* One namespace's requests of one kind (read, write, flush, punch, zero),
+ * those answered without a device command included (an error found in the
+ * request, a flush without a volatile write cache). */
+struct fusefs_nsop_stats {
+	uint64_t count, bytes, errors;
+	uint64_t sum_ns;   /* the exact sum of the times lat_ns counts */
+	/* of sum_ns, the time spent waiting in the daemon (for DMA memory, an
+	 * overlapping write's range, a submission queue slot); the rest is
+	 * service: the device's commands and the copies */
+	uint64_t queue_ns;
+	uint64_t lat_ns[NVME_LAT_BUCKETS]; /* taking the request to answering it */
+};
+
+#define FUSEFS_NSOP_NR FUSEFS_OP_OTHER /* the kinds a namespace counts */
+
+struct fusefs_ns_stats {
+	uint64_t inflight; /* requests taken, not answered */
+	/* the time each reactor had at least one of its requests in flight,
+	 * summed over the reactors (iostat's io_ticks, per reactor) */
+	uint64_t busy_ns;
+	struct fusefs_nsop_stats op[FUSEFS_NSOP_NR];
+};
+/* The figures of the file name shows now, summed over the reactors; any
+ * thread, approximate while running.  -ENOENT: no such file. */
+int fusefs_ns_stats_get(struct fusefs *fs, const char *name, struct fusefs_ns_stats *out);
+
 #endif

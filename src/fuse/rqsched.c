@@ -130,6 +130,7 @@ static void wait_begin(struct sched_rq *q, unsigned why)
 	struct sched *s = q->s;
 
 	q->wait = (uint8_t)(why + 1);
+	q->t_wait = now_ns(); /* read only by requests that wait */
 	ST_ADD(s, parked[why], 1);
 	ST_ADD(s, waits[why], 1);
 	if (why == FUSEFS_WAIT_LOCK) {
@@ -145,6 +146,7 @@ static void wait_end(struct sched_rq *q)
 	if (q->wait) {
 		ST_ADD(q->s, parked[q->wait - 1], (uint64_t)-1);
 		q->wait = 0;
+		q->wait_ns += now_ns() - q->t_wait;
 	}
 }
 
@@ -180,7 +182,7 @@ int sched_create(const struct sched_env *env, const struct sched_opts *o, struct
 	return 0;
 }
 
-static void rq_release(struct sched_rq *q);
+static void rq_release(struct sched_rq *q, uint64_t now);
 static void granted(struct sched_rq *q);
 static void granted_cb(void *arg);
 
@@ -198,7 +200,7 @@ unsigned sched_destroy(struct sched *s, int errnum)
 		q->locked = false;
 		wait_end(q);
 		q->abort(q, errnum);
-		rq_release(q);
+		rq_release(q, 0);
 		n++;
 	}
 	while (s->cache) {
@@ -343,12 +345,24 @@ void sched_payload_lent(struct sched_rq *q, size_t off, const void *src, size_t 
 	q->bounce_lent = true;
 }
 
-/* Release everything q holds and recycle it; no statistics, no kick. */
-static void rq_release(struct sched_rq *q)
+/* The namespace's request count one less; now: the time, 0 if not read
+ * yet. */
+static void ns_leave(struct sched_ns_stats *n, uint64_t now)
+{
+	sched_stat_add(&n->st.inflight, (uint64_t)-1);
+	if (n->st.inflight == 0)
+		sched_stat_add(&n->st.busy_ns, (now ? now : now_ns()) - n->busy_t0);
+}
+
+/* Release everything q holds and recycle it; no statistics, no kick.  now:
+ * the time if the caller has it, else 0. */
+static void rq_release(struct sched_rq *q, uint64_t now)
 {
 	struct sched *s = q->s;
 	struct rlock_ent *g;
 
+	if (q->nst)
+		ns_leave(q->nst, now);
 	if (q->locked) {
 		q->locked = false;
 		g = rlock_release(q->lock, &q->le);
@@ -404,18 +418,63 @@ static void count_op(struct sched *s, uint8_t op, uint64_t bytes, int errnum, ui
 	}
 }
 
-void sched_count(struct sched *s, uint8_t op, uint64_t bytes, int errnum)
+static void count_ns(struct sched_ns_stats *n, uint8_t op, uint64_t bytes, int errnum,
+		     uint64_t ns, uint64_t queue_ns)
+{
+	struct fusefs_nsop_stats *os;
+
+	if (op >= FUSEFS_NSOP_NR)
+		return;
+	os = &n->st.op[op];
+	sched_stat_add(&os->count, 1);
+	sched_stat_add(&os->bytes, bytes);
+	sched_stat_add(&os->errors, errnum != 0);
+	sched_stat_add(&os->sum_ns, ns);
+	sched_stat_add(&os->queue_ns, queue_ns);
+	sched_stat_add(&os->lat_ns[nvme_lat_bucket(ns)], 1);
+}
+
+void sched_count(struct sched *s, struct sched_ns_stats *nst, uint8_t op, uint64_t bytes,
+		 int errnum)
 {
 	count_op(s, op, bytes, errnum, 0);
+	if (nst)
+		count_ns(nst, op, bytes, errnum, 0, 0);
+}
+
+void sched_rq_ns(struct sched_rq *q, struct sched_ns_stats *nst)
+{
+	q->nst = nst;
+	if (nst->st.inflight == 0)
+		__atomic_store_n(&nst->busy_t0, q->t0, __ATOMIC_RELAXED);
+	sched_stat_add(&nst->st.inflight, 1);
+}
+
+void sched_ns_stats_add(const struct sched_ns_stats *nst, struct fusefs_ns_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&nst->st;
+	uint64_t *dst = (uint64_t *)out;
+	uint64_t t0, now = now_ns();
+
+	static_assert(sizeof(nst->st) % 8 == 0, "namespace figures are u64 words");
+	for (size_t i = 0; i < sizeof(nst->st) / 8; i++)
+		dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	/* a busy period still running counts up to now */
+	t0 = __atomic_load_n(&nst->busy_t0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&nst->st.inflight, __ATOMIC_RELAXED) && t0 && now > t0)
+		out->busy_ns += now - t0;
 }
 
 void sched_finish(struct sched_rq *q, int errnum)
 {
 	struct sched *s = q->s;
+	uint64_t now = now_ns();
 
-	count_op(s, q->op, q->bytes, errnum, now_ns() - q->t0);
+	count_op(s, q->op, q->bytes, errnum, now - q->t0);
 	wait_end(q);
-	rq_release(q);
+	if (q->nst)
+		count_ns(q->nst, q->op, q->bytes, errnum, now - q->t0, q->wait_ns);
+	rq_release(q, now);
 	room_check(s);
 	sched_kick(s);
 }

@@ -125,6 +125,14 @@ struct sched_opts {
 
 struct sched;
 
+/* One namespace's figures on one scheduler: written by the scheduler's
+ * thread with plain read-and-store (no atomic read-modify-write), read by
+ * any thread with relaxed loads and summed over the schedulers. */
+struct sched_ns_stats {
+	struct fusefs_ns_stats st;
+	uint64_t busy_t0; /* when st.inflight last went from 0 to 1 */
+} __attribute__((aligned(64)));
+
 struct sched_rq {
 	/* set by the caller between sched_rq_new and sched_start */
 	size_t mem;               /* DMA bytes (0: none) */
@@ -144,6 +152,7 @@ struct sched_rq {
 	uint8_t op;               /* enum fusefs_op, for the statistics */
 	uint16_t dom;             /* slot domain: whose trackers it submits to */
 	uint64_t bytes;           /* for the statistics */
+	struct sched_ns_stats *nst; /* the namespace's (sched_rq_ns), or NULL */
 	/* the scheduler's */
 	void *dma;                /* the DMA buffer once taken */
 	struct sched *s;
@@ -154,6 +163,7 @@ struct sched_rq {
 	size_t bounce_len, bounce_off;
 	bool bounce_lent;         /* bounce is the transport's, not ours */
 	uint64_t t0, t_lock;
+	uint64_t t_wait, wait_ns; /* the current wait's start; all waits' time */
 	uint8_t wait;             /* enum fusefs_wait + 1, 0: not waiting */
 	bool locked;
 	bool stall_counted;
@@ -177,6 +187,10 @@ bool sched_accepting(struct sched *s);
 
 /* A zeroed request of o.rq_size bytes (NULL: at the cap or no memory). */
 struct sched_rq *sched_rq_new(struct sched *s, uint8_t op);
+/* q is a request of the namespace whose figures on this scheduler are
+ * nst: counted in flight there from now until it is released, and its
+ * answer counted there too (op < FUSEFS_NSOP_NR). */
+void sched_rq_ns(struct sched_rq *q, struct sched_ns_stats *nst);
 /* Where a write's payload of len bytes goes: into the DMA buffer at off if
  * memory could be taken now (and no one of its domain waits for memory),
  * else into a bounce buffer that sched copies to off once the DMA buffer is
@@ -198,8 +212,13 @@ void sched_finish(struct sched_rq *q, int errnum);
 /* Retry waiting requests: each loop pass and after completions. */
 void sched_kick(struct sched *s);
 
-/* Count a request that was answered at once, without a sched_rq. */
-void sched_count(struct sched *s, uint8_t op, uint64_t bytes, int errnum);
+/* Count a request that was answered at once, without a sched_rq; also in
+ * nst, its namespace's figures, unless NULL. */
+void sched_count(struct sched *s, struct sched_ns_stats *nst, uint8_t op, uint64_t bytes,
+		 int errnum);
+/* Add nst's figures to *out (any thread; relaxed reads; a busy period
+ * still running counts up to now). */
+void sched_ns_stats_add(const struct sched_ns_stats *nst, struct fusefs_ns_stats *out);
 /* Front-end counters of other kinds (fusefs_stats fields by name). */
 #define SCHED_STAT_ADD(s, f, n) sched_stat_add(&sched_stats_raw(s)->f, (n))
 struct fusefs_stats *sched_stats_raw(struct sched *s);

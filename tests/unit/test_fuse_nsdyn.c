@@ -33,7 +33,7 @@ START_TEST(t_add_lookup)
 	struct fusefs_ns *ns;
 	uint64_t ino, i2;
 
-	ck_assert_int_eq(fsns_init(&t, 4), 0);
+	ck_assert_int_eq(fsns_init(&t, 4, 0), 0);
 	ck_assert_int_eq(fsns_add(&t, 0, "nvme0", &feat, &a, &ino), 0);
 	ck_assert_uint_eq(ino, 2);
 	ck_assert_int_eq(fsns_add(&t, 1, "nvme1", &feat, &b, &i2), 0);
@@ -71,7 +71,7 @@ START_TEST(t_remove_stale)
 	struct fusefs_ns *ns;
 	uint64_t ino, again, fh;
 
-	ck_assert_int_eq(fsns_init(&t, 4), 0);
+	ck_assert_int_eq(fsns_init(&t, 4, 0), 0);
 	ck_assert_int_eq(fsns_add(&t, 0, "nvme0", &feat, &a, &ino), 0);
 	ns = fsns_by_ino(&t, ino);
 	fh = fsns_gen(ns); /* an open */
@@ -104,7 +104,7 @@ START_TEST(t_detach_revive)
 	struct fusefs_ns *ns;
 	uint64_t ino, back, fh_old;
 
-	ck_assert_int_eq(fsns_init(&t, 2), 0);
+	ck_assert_int_eq(fsns_init(&t, 2, 0), 0);
 	ck_assert_int_eq(fsns_add(&t, 0, "nvme0", &feat, &a, &ino), 0);
 	ns = fsns_by_ino(&t, ino);
 	fh_old = fsns_gen(ns);
@@ -130,7 +130,7 @@ START_TEST(t_resize_full)
 	struct nvme_ns_info a = nsi(1, 1000, 512), b = nsi(2, 1, 512);
 	uint64_t ino, i2;
 
-	ck_assert_int_eq(fsns_init(&t, 1), 0);
+	ck_assert_int_eq(fsns_init(&t, 1, 0), 0);
 	ck_assert_int_eq(fsns_add(&t, 0, "nvme0", &feat, &a, &ino), 0);
 	ck_assert_int_eq(fsns_resize(&t, ino, 2000 * 512), 0);
 	ck_assert_uint_eq(fsns_size(fsns_by_ino(&t, ino)), 2000 * 512);
@@ -198,7 +198,7 @@ START_TEST(t_concurrent_reader)
 	pthread_t th;
 	uint64_t ino;
 
-	ck_assert_int_eq(fsns_init(&ct, CAP), 0);
+	ck_assert_int_eq(fsns_init(&ct, CAP, 0), 0);
 	atomic_store(&done, false);
 	bad[0] = '\0';
 	ck_assert_int_eq(pthread_create(&th, NULL, reader, NULL), 0);

@@ -1,0 +1,201 @@
+#!/bin/sh
+# t-iostat.sh - the per-namespace and per-reactor figures against what fio
+# measured in the same run: stats --json (counts, bytes, latency sums and
+# raw buckets) exactly against fio's totals and within the engine's bucket
+# resolution against its latencies; iostat --json and top's rates within a
+# tolerance of fio's IOPS while fio runs; flush and punch counted; the
+# metrics' namespace series and promtool check metrics; top on a terminal
+# (ncurses, under script(1)) and plain; reactor busy time in poll mode when
+# idle and under load.
+. "$(dirname "$0")/lib.sh"
+lib_init
+command -v fio > /dev/null || { fail "fio is not installed"; finish; }
+CTL="$BUILD/nvmefsctl"
+ncpu=$(nproc)
+QUEUES=1
+CPUS=0
+[ "$ncpu" -ge 2 ] && { QUEUES=2; CPUS=0-1; }
+conf_write <<EOC
+[controller nvme0]
+device = sim
+size = 64M
+backing = ram
+EOC
+F=$MNT/nvme0n1
+daemon_start nvme0n1 || { fail "start"; finish; }
+sock=$TMP/admin.sock
+
+# ---- totals: a fixed randrw job against the stats before and after ----
+"$CTL" -s "$sock" stats --json > "$TMP/s0.json" || fail "stats before"
+fio --name=mix --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
+	--rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --size=32M --io_size=16M \
+	--randseed=42 --output-format=json --output="$TMP/fio-mix.json" > "$TMP/fio.err" 2>&1 ||
+	{ cat "$TMP/fio.err"; fail "fio randrw"; }
+"$CTL" -s "$sock" stats --json > "$TMP/s1.json" || fail "stats after"
+python3 - "$TMP/s0.json" "$TMP/s1.json" "$TMP/fio-mix.json" <<'PY' || fail "stats against fio's totals"
+import json, sys
+s0, s1 = (json.load(open(p)) for p in sys.argv[1:3])
+t = open(sys.argv[3]).read(); f = json.loads(t[t.index("{"):])["jobs"][0]
+def ns(s):
+    return [n for n in s["namespaces"] if n["name"] == "nvme0n1"][0]
+a, b = ns(s0), ns(s1)
+bad = 0
+for op in ("read", "write"):
+    d = {k: b["ops"][op][k] - a["ops"][op][k] for k in ("count", "bytes", "sum_ns", "errors")}
+    hist = {}
+    for le, c in b["ops"][op]["buckets"]: hist[le] = c
+    for le, c in a["ops"][op]["buckets"]: hist[le] -= c
+    hn = sum(hist.values())
+    fo = f[op]
+    print("%s: daemon %d requests %d bytes mean %.1f us; fio %d ios %d bytes clat mean %.1f us p99 %.1f us" % (
+        op, d["count"], d["bytes"], d["sum_ns"] / max(d["count"], 1) / 1e3, fo["total_ios"],
+        fo["io_bytes"], fo["clat_ns"]["mean"] / 1e3, fo["clat_ns"]["percentile"]["99.000000"] / 1e3))
+    # each 4 KiB O_DIRECT request is one FUSE request: the counts are exact
+    if d["count"] != fo["total_ios"] or d["bytes"] != fo["io_bytes"] or d["errors"]:
+        print("FAIL: %s: counts differ from fio's" % op); bad += 1
+    if hn != d["count"]:
+        print("FAIL: %s: the raw buckets count %d, the counter %d" % (op, hn, d["count"])); bad += 1
+    # the daemon's time is part of what fio waits for
+    mean = d["sum_ns"] / max(d["count"], 1)
+    if not (0 < mean <= fo["clat_ns"]["mean"]):
+        print("FAIL: %s: daemon mean %.0f ns, fio's %.0f ns" % (op, mean, fo["clat_ns"]["mean"])); bad += 1
+    # p99 from the buckets (upper bounds, within 12.5%) against fio's
+    want, acc, p99 = 0.99 * hn, 0, 0
+    for le in sorted(hist):
+        acc += hist[le]
+        if acc >= want: p99 = le; break
+    if not (0 < p99 <= fo["clat_ns"]["percentile"]["99.000000"] * 1.125 + 2000):
+        print("FAIL: %s: daemon p99 %d ns, fio's %d ns" % (op, p99, fo["clat_ns"]["percentile"]["99.000000"])); bad += 1
+if b["inflight"] != 0:
+    print("FAIL: %d requests in flight after fio" % b["inflight"]); bad += 1
+if b["busy_ns"] <= a["busy_ns"]:
+    print("FAIL: busy time did not grow"); bad += 1
+sys.exit(1 if bad else 0)
+PY
+
+# ---- flush and punch reach the namespace's figures ----
+"$CTL" -s "$sock" stats --json > "$TMP/s2.json"
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd); os.close(fd)' "$F" ||
+	fail "fsync"
+fallocate --punch-hole --keep-size -o 1M -l 64K "$F" || fail "punch"
+"$CTL" -s "$sock" stats --json > "$TMP/s3.json"
+python3 - "$TMP/s2.json" "$TMP/s3.json" <<'PY' || fail "flush and punch counts"
+import json, sys
+a, b = ([n for n in json.load(open(p))["namespaces"] if n["name"] == "nvme0n1"][0] for p in sys.argv[1:])
+fl = b["ops"]["flush"]["count"] - a["ops"]["flush"]["count"]
+pu = b["ops"]["punch"]["count"] - a["ops"]["punch"]["count"]
+pb = b["ops"]["punch"]["bytes"] - a["ops"]["punch"]["bytes"]
+print("flushes %d, punches %d (%d bytes)" % (fl, pu, pb))
+sys.exit(0 if fl >= 1 and pu == 1 and pb == 65536 else 1)
+PY
+
+# ---- rates while fio runs: iostat --json and top against fio's IOPS ----
+fio --name=rate --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
+	--rw=randread --bs=4k --iodepth=8 --size=32M --time_based --runtime=7 \
+	--output-format=json --output="$TMP/fio-rate.json" > "$TMP/fio.err" 2>&1 &
+FIO=$!
+sleep 1.5
+"$CTL" -s "$sock" iostat --json 2 2 > "$TMP/iostat.jsonl" || fail "iostat --json"
+"$CTL" -s "$sock" top 2 2 > "$TMP/top.txt" || fail "top (plain)"
+wait $FIO || { cat "$TMP/fio.err"; fail "fio randread"; }
+python3 - "$TMP/iostat.jsonl" "$TMP/top.txt" "$TMP/fio-rate.json" <<'PY' || fail "rates against fio"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+t = open(sys.argv[3]).read(); f = json.loads(t[t.index("{"):])["jobs"][0]["read"]
+bad = 0
+if len(lines) != 2 or not lines[0]["since_start"] or lines[1]["since_start"]:
+    print("FAIL: iostat --json 2 2 gave %d reports" % len(lines)); sys.exit(1)
+r = [n for n in lines[1]["namespaces"] if n["name"] == "nvme0n1"][0]
+print("fio %.0f IOPS, clat mean %.3f ms; iostat r/s %.0f r_await %.3f ms r_p99 %.3f ms aqu-sz %.2f %%util %.1f interval %.2f s" % (
+    f["iops"], f["clat_ns"]["mean"] / 1e6, r["r_s"], r["r_await_ms"], r["r_p99_ms"], r["aqu_sz"],
+    r["util_pct"], lines[1]["interval_s"]))
+if abs(r["r_s"] - f["iops"]) > 0.25 * f["iops"]:
+    print("FAIL: iostat r/s %.0f against fio's %.0f IOPS" % (r["r_s"], f["iops"])); bad += 1
+if not (0 < r["r_await_ms"] <= f["clat_ns"]["mean"] / 1e6 * 1.25):
+    print("FAIL: r_await %.3f ms against fio's %.3f ms" % (r["r_await_ms"], f["clat_ns"]["mean"] / 1e6)); bad += 1
+if not (0 < r["aqu_sz"] <= 8.5) or not (0 < r["util_pct"] <= 100):
+    print("FAIL: aqu-sz %.2f (fio keeps 8 in flight) or %%util %.1f" % (r["aqu_sz"], r["util_pct"])); bad += 1
+if r["w_s"] != 0:
+    print("FAIL: writes counted during a read-only job"); bad += 1
+# top's plain frames: the second has rates over its interval
+top = open(sys.argv[2]).read()
+frames = [fr for fr in top.split("nvmefs top - ") if fr.strip()]
+if len(frames) != 2 or "NAMESPACE" not in frames[1] or "REACTOR" not in frames[1] or "CONTROLLER" not in frames[1]:
+    print("FAIL: top 2 2 printed %d frames:\n%s" % (len(frames), top)); sys.exit(1)
+row = [l.split() for l in frames[1].splitlines() if l.startswith("nvme0n1 ")][0]
+if abs(float(row[2]) - f["iops"]) > 0.25 * f["iops"]:
+    print("FAIL: top r/s %s against fio's %.0f IOPS" % (row[2], f["iops"])); bad += 1
+busy = [float(l.split()[3]) for l in frames[1].splitlines() if l.split() and l.split()[0].isdigit() and len(l.split()) == 8]
+print("top: r/s %s, reactors busy %s" % (row[2], busy))
+if not busy or max(busy) <= 0:
+    print("FAIL: no reactor busy under load"); bad += 1
+ctl = [l for l in frames[1].splitlines() if l.startswith("nvme0 ")]
+if not ctl or ctl[0].split()[1] != "live":
+    print("FAIL: the controller row: %s" % ctl); bad += 1
+sys.exit(1 if bad else 0)
+PY
+
+# ---- iostat text, top on a terminal ----
+"$CTL" -s "$sock" iostat -x > "$TMP/iostat.txt" || fail "iostat -x"
+grep -q "r_await" "$TMP/iostat.txt" && grep -q "^nvme0n1 " "$TMP/iostat.txt" ||
+	fail "iostat -x output: $(cat "$TMP/iostat.txt")"
+"$CTL" -s "$sock" -x top 1 1 > /dev/null 2>&1 && fail "-x with top was taken"
+if command -v script > /dev/null; then
+	TERM=xterm script -qec "$CTL -s $sock top 1 2" /dev/null > "$TMP/tty.txt" 2>&1 ||
+		fail "top on a terminal: $(cat "$TMP/tty.txt")"
+	# ncurses drew it: escape sequences and the tables
+	grep -q "$(printf '\033')\[" "$TMP/tty.txt" && grep -q "NAMESPACE" "$TMP/tty.txt" &&
+		grep -q "nvme0n1" "$TMP/tty.txt" || fail "top on a terminal drew no view"
+fi
+
+# ---- metrics ----
+"$CTL" -s "$sock" metrics > "$TMP/metrics" || fail "metrics"
+if command -v promtool > /dev/null; then
+	promtool check metrics < "$TMP/metrics" > "$TMP/lint" 2>&1 || fail "promtool: $(cat "$TMP/lint")"
+fi
+for m in 'nvmefs_namespace_requests_total{namespace="nvme0n1",controller="nvme0",op="read"}' \
+	'nvmefs_namespace_request_latency_seconds_count{namespace="nvme0n1",controller="nvme0",op="write"}' \
+	'nvmefs_namespace_busy_seconds_total{namespace="nvme0n1",controller="nvme0"}' \
+	'nvmefs_reactor_busy_seconds_total{reactor="0",cpu="0"}'; do
+	v=$(grep -F "$m " "$TMP/metrics" | awk '{print $2}')
+	python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "${v:-0}" ||
+		fail "metric $m is ${v:-missing}"
+done
+daemon_stop
+
+# ---- reactor load in poll mode: idle is not busy ----
+MODE=poll QUEUES=1 CPUS=0 conf_write <<EOC
+[controller nvme0]
+device = sim
+size = 64M
+backing = ram
+EOC
+daemon_start nvme0n1 || { fail "start (poll)"; finish; }
+sleep 1
+"$CTL" -s "$sock" stats --json > "$TMP/p0.json"
+sleep 2
+"$CTL" -s "$sock" stats --json > "$TMP/p1.json"
+fio --name=load --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
+	--rw=randread --bs=4k --iodepth=16 --size=32M --time_based --runtime=2 \
+	--output-format=json --output="$TMP/fio-poll.json" > "$TMP/fio.err" 2>&1 || fail "fio (poll)"
+"$CTL" -s "$sock" stats --json > "$TMP/p2.json"
+python3 - "$TMP/p0.json" "$TMP/p1.json" "$TMP/p2.json" <<'PY' || fail "reactor busy in poll mode"
+import json, sys
+s = [json.load(open(p))["reactors"][0] for p in sys.argv[1:]]
+def frac(a, b):
+    busy = b["busy_ns"] - a["busy_ns"]; idle = b["idle_ns"] - a["idle_ns"]
+    return busy / max(busy + idle, 1), b["passes"] - a["passes"]
+idle, passes = frac(s[0], s[1])
+load, _ = frac(s[1], s[2])
+print("poll mode: idle %.1f%% busy over %d passes; under fio %.1f%% busy" % (idle * 100, passes, load * 100))
+bad = 0
+if passes < 1000:
+    print("FAIL: a polling reactor made only %d passes in 2 s" % passes); bad += 1
+if idle > 0.2:
+    print("FAIL: an idle polling reactor counts %.0f%% busy" % (idle * 100)); bad += 1
+if not load > idle or load <= 0.05:
+    print("FAIL: under load %.1f%% busy, idle %.1f%%" % (load * 100, idle * 100)); bad += 1
+sys.exit(1 if bad else 0)
+PY
+daemon_stop
+finish
