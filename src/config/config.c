@@ -4,9 +4,12 @@
  * front of it counts lines (Debian's libinih is built without
  * INI_HANDLER_LINENO), records section headers (inih does not report empty
  * sections) and reports malformed lines itself, so that every bad line is
- * reported rather than only the first.  Validate: each section's keys are
- * checked against a table, then cross-key rules; errors are gathered and
- * printed sorted by line.
+ * reported rather than only the first.  Validate: one table, keys[], holds
+ * every key (section, name, type, field, range, default, help); a table pass
+ * takes each section's keys by their type and fills in defaults, then each
+ * section's cross-key rules run (cq_budget < queue_depth, queues <= CPUs,
+ * size against block_size, the backing pattern, a PCI device at most once).
+ * Errors are gathered and printed sorted by line.
  */
 #include "config.h"
 
@@ -17,6 +20,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -320,66 +324,6 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-static bool get_uint(struct ctx *c, const struct kv *kv, unsigned lo, unsigned hi, unsigned *out)
-{
-	uint64_t v;
-
-	if (!parse_u64(kv->val, &v) || v < lo || v > hi) {
-		err_kv(c, kv, "must be %u..%u", lo, hi);
-		return false;
-	}
-	*out = (unsigned)v;
-	return true;
-}
-
-static bool get_bool(struct ctx *c, const struct kv *kv, bool *out)
-{
-	static const char *const yes[] = {"yes", "true", "on", "1"};
-	static const char *const no[] = {"no", "false", "off", "0"};
-
-	for (unsigned i = 0; i < 4; i++) {
-		if (!strcasecmp(kv->val, yes[i])) {
-			*out = true;
-			return true;
-		}
-		if (!strcasecmp(kv->val, no[i])) {
-			*out = false;
-			return true;
-		}
-	}
-	err_kv(c, kv, "must be yes or no");
-	return false;
-}
-
-/* names[] is NULL-terminated; allowed is the message */
-static bool get_enum(struct ctx *c, const struct kv *kv, const char *const *names,
-                     const char *allowed, int *out)
-{
-	for (int i = 0; names[i]; i++) {
-		if (!strcmp(kv->val, names[i])) {
-			*out = i;
-			return true;
-		}
-	}
-	err_kv(c, kv, "must be %s", allowed);
-	return false;
-}
-
-static bool get_path(struct ctx *c, const struct kv *kv, size_t max, char *out)
-{
-	size_t n = strlen(kv->val);
-
-	if (kv->val[0] != '/' || n >= max) {
-		if (max == PATH_MAX)
-			err_kv(c, kv, "must be an absolute path");
-		else
-			err_kv(c, kv, "must be an absolute path of at most %zu bytes", max - 1);
-		return false;
-	}
-	memcpy(out, kv->val, n + 1);
-	return true;
-}
-
 int cfg_parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n)
 {
 	*n = 0;
@@ -558,103 +502,104 @@ static bool backing_pattern_ok(const char *s, bool *has_n)
 	return true;
 }
 
-static bool get_id(struct ctx *c, const struct kv *kv, bool user, char *name, unsigned *id)
+/* A user or group name known here, or a numeric id below UINT32_MAX. */
+static bool lookup_id(const char *val, bool user, unsigned *id)
 {
 	char buf[4096];
 	uint64_t v;
 	int rc;
 
-	if (strlen(kv->val) >= CFG_NAME_MAX || !kv->val[0])
-		goto bad;
-	if (parse_u64(kv->val, &v)) {
+	if (strlen(val) >= CFG_NAME_MAX || !val[0])
+		return false;
+	if (parse_u64(val, &v)) {
 		if (v >= UINT32_MAX)
-			goto bad;
+			return false;
 		*id = (unsigned)v;
+	} else if (user && !strcmp(val, "root")) {
+		*id = 0; /* uid 0 whatever the user database says (a static guest has none) */
 	} else if (user) {
 		struct passwd pw, *res = NULL;
 
-		rc = getpwnam_r(kv->val, &pw, buf, sizeof(buf), &res);
+		rc = getpwnam_r(val, &pw, buf, sizeof(buf), &res);
 		if (rc || !res)
-			goto bad;
+			return false;
 		*id = (unsigned)res->pw_uid;
 	} else {
 		struct group gr, *res = NULL;
 
-		rc = getgrnam_r(kv->val, &gr, buf, sizeof(buf), &res);
+		rc = getgrnam_r(val, &gr, buf, sizeof(buf), &res);
 		if (rc || !res)
-			goto bad;
+			return false;
 		*id = (unsigned)res->gr_gid;
 	}
-	strcpy(name, kv->val);
 	return true;
-bad:
-	if (user)
-		err_kv(c, kv, "must be a user name known to this system or a numeric uid");
-	else
-		err_kv(c, kv, "must be a group name known to this system or a numeric gid");
-	return false;
 }
 
-/* ---- phase 2: sections and keys ---- */
+/* ---- the key table ---- */
 
-enum {
-	D_MOUNTPOINT,
-	D_ADMIN_SOCKET,
-	D_FILE_MODE,
-	D_FILE_OWNER,
-	D_FILE_GROUP,
-	D_ALLOW_OTHER,
-	D_LOG_LEVEL,
-	D_FUSE_TRANSPORT,
-	D_FUSE_QUEUE_DEPTH,
-	D_ADMIN_GROUP,
-	D_OPERATOR_GROUP,
-	D_HEALTH_INTERVAL,
-	D_NKEYS
-};
-static const char *const daemon_keys[] = {
-    "mountpoint",       "admin_socket", "file_mode",      "file_owner",
-    "file_group",       "allow_other",  "log_level",      "fuse_transport",
-    "fuse_queue_depth", "admin_group",  "operator_group", "health_interval",
-    NULL,
+/* How a value is written and where it goes; off and off2 are offsets into
+ * the struct of the key's section (cfg_daemon, cfg_engine, cfg_controller). */
+enum key_type {
+	KT_UINT,    /* decimal lo..hi: unsigned at off */
+	KT_UINT2,   /* lo or hi, nothing between: unsigned at off */
+	KT_BOOL,    /* yes/true/on/1 or no/false/off/0, any case: bool at off */
+	KT_ENUM,    /* one of names[]: its index into the enum at off */
+	KT_PATH,    /* absolute, shorter than max: char[max] at off */
+	KT_MODE,    /* octal 0000..0777: mode_t at off */
+	KT_USER,    /* user name or uid: the name at off (char[CFG_NAME_MAX]), the id at off2 */
+	KT_GROUP,   /* group name or gid: the same */
+	KT_CPUS,    /* CPU list of at most hi CPUs: unsigned[] at off, the count at off2 */
+	KT_SIZE,    /* bytes, K/M/G/T suffix: uint64_t at off */
+	KT_DEVICE,  /* sim or a PCI address: char[32] at off, bool sim at off2 */
+	KT_BACKING, /* ram, null or a file pattern: enum cfg_backing at off, the path at off2 */
 };
 
-enum {
-	E_QUEUES,
-	E_QUEUE_DEPTH,
-	E_CQ_BUDGET,
-	E_CPUS,
-	E_MODE,
-	E_IO_TIMEOUT_MS,
-	E_IO_RETRIES,
-	E_NUMA,
-	E_DMA_ISOLATION,
-	E_NKEYS
-};
-static const char *const engine_keys[] = {
-    "queues",        "queue_depth", "cq_budget", "cpus", "mode",
-    "io_timeout_ms", "io_retries",  "numa",      "dma_isolation", NULL,
+struct key {
+	struct cfg_key k; /* what cfg_key() shows */
+	enum key_type type;
+	size_t off, off2;
+	unsigned lo, hi;
+	const char *const *names; /* KT_ENUM, NULL-terminated */
+	size_t max;               /* KT_PATH: bytes of the field, NUL included */
 };
 
-/* C_NAMESPACES.. are the software controller's own keys */
-enum {
-	C_DEVICE,
-	C_NAMESPACES,
-	C_SIZE,
-	C_BLOCK_SIZE,
-	C_BACKING,
-	C_EXEC,
-	C_MDTS,
-	C_MAX_QUEUES,
-	C_WRITE_CACHE,
-	C_NKEYS
-};
-static const char *const ctrl_keys[] = {
-    "device", "namespaces", "size",       "block_size",  "backing",
-    "exec",   "mdts",       "max_queues", "write_cache", NULL,
-};
+/* Index of each row: the cross-key rules after the table pass name keys by it.
+ * The order within a section is the order of the "allowed:" lists. */
+enum key_id {
+	K_MOUNTPOINT,
+	K_ADMIN_SOCKET,
+	K_FILE_MODE,
+	K_FILE_OWNER,
+	K_FILE_GROUP,
+	K_ALLOW_OTHER,
+	K_LOG_LEVEL,
+	K_FUSE_TRANSPORT,
+	K_FUSE_QUEUE_DEPTH,
+	K_ADMIN_GROUP,
+	K_OPERATOR_GROUP,
+	K_HEALTH_INTERVAL,
 
-#define MAX_KEYS 12 /* the most keys of a section: [daemon] */
+	K_QUEUES,
+	K_QUEUE_DEPTH,
+	K_CQ_BUDGET,
+	K_CPUS,
+	K_MODE,
+	K_IO_TIMEOUT_MS,
+	K_IO_RETRIES,
+	K_NUMA,
+	K_DMA_ISOLATION,
+
+	K_DEVICE,
+	K_NAMESPACES,
+	K_SIZE,
+	K_BLOCK_SIZE,
+	K_BACKING,
+	K_EXEC,
+	K_MDTS,
+	K_MAX_QUEUES,
+	K_WRITE_CACHE,
+	K_NKEYS
+};
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
 static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
@@ -663,19 +608,312 @@ static const char *const exec_names[] = {"inline", "thread", NULL};
 static const char *const write_cache_names[] = {"volatile", "none", NULL};
 static const char *const fuse_transport_names[] = {"auto", "uring", "classic", NULL};
 
-static const char *const *sec_keys(enum sec_kind k)
+/* KT_ENUM stores an index through an unsigned *; KT_USER/KT_GROUP an id */
+_Static_assert(sizeof(enum cfg_log_level) == sizeof(unsigned) &&
+                   sizeof(enum cfg_mode) == sizeof(unsigned) &&
+                   sizeof(enum cfg_dma_isolation) == sizeof(unsigned) &&
+                   sizeof(enum cfg_backing) == sizeof(unsigned) &&
+                   sizeof(enum cfg_exec) == sizeof(unsigned) &&
+                   sizeof(enum cfg_write_cache) == sizeof(unsigned) &&
+                   sizeof(enum cfg_fuse_transport) == sizeof(unsigned),
+               "an enum field is not the size of an unsigned");
+_Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsigned) &&
+                   sizeof(mode_t) == sizeof(unsigned),
+               "an id or mode field is not the size of an unsigned");
+/* admin_socket's range says 107 bytes */
+#define CFG_SUN_PATH 108
+_Static_assert(sizeof(((struct sockaddr_un *)0)->sun_path) == CFG_SUN_PATH,
+               "sun_path is not 108 bytes: fix admin_socket's range");
+
+#define CFG_STR(x)  #x
+#define CFG_XSTR(x) CFG_STR(x)
+
+#define DMN(f) offsetof(struct cfg_daemon, f)
+#define ENG(f) offsetof(struct cfg_engine, f)
+#define CTL(f) offsetof(struct cfg_controller, f)
+
+#define KEY(sec, nm, kind, dflt, hlp)                                                              \
+	.k.section = CFG_SEC_##sec, .k.name = nm, .k.def_kind = CFG_DEF_##kind, .k.def = dflt,     \
+	.k.help = hlp
+/* the range is lo..hi, or rng when the key has more rules */
+#define UINT(field, l, h)                                                                          \
+	.type = KT_UINT, .off = field, .lo = l, .hi = h, .k.range = CFG_XSTR(l) ".." CFG_XSTR(h)
+#define UINT_R(field, l, h, rng) .type = KT_UINT, .off = field, .lo = l, .hi = h, .k.range = rng
+#define UINT2(field, l, h)                                                                         \
+	.type = KT_UINT2, .off = field, .lo = l, .hi = h, .k.range = CFG_XSTR(l) " or " CFG_XSTR(h)
+#define BOOL(field)           .type = KT_BOOL, .off = field, .k.range = "yes or no"
+#define ENUM(field, nms, rng) .type = KT_ENUM, .off = field, .names = nms, .k.range = rng
+#define PATH(field, mx, rng)  .type = KT_PATH, .off = field, .max = mx, .k.range = rng
+#define IDS(t, name, id, rng) .type = t, .off = name, .off2 = id, .k.range = rng
+#define USER(name, id)                                                                             \
+	IDS(KT_USER, name, id, "a user name known to this system or a numeric uid")
+#define GROUP(name, id)                                                                            \
+	IDS(KT_GROUP, name, id, "a group name known to this system or a numeric gid")
+
+static const struct key keys[K_NKEYS] = {
+    [K_MOUNTPOINT] = {KEY(DAEMON, "mountpoint", VALUE, "/run/nvmefs",
+                          "directory where each namespace appears as the file NAMEn<nsid>"),
+                      PATH(DMN(mountpoint), PATH_MAX, "an absolute path")},
+    [K_ADMIN_SOCKET] = {KEY(DAEMON, "admin_socket", VALUE, "/run/nvmefsd.sock",
+                            "UNIX socket of the admin interface (nvmefsctl)"),
+                        PATH(DMN(admin_socket), CFG_SUN_PATH,
+                             "an absolute path of at most 107 bytes")},
+    [K_FILE_MODE] = {KEY(DAEMON, "file_mode", VALUE, "0660",
+                         "permission bits of the namespace files"),
+                     .type = KT_MODE, .off = DMN(file_mode), .k.range = "an octal mode 0000..0777"},
+    [K_FILE_OWNER] = {KEY(DAEMON, "file_owner", VALUE, "root", "owner of the namespace files"),
+                      USER(DMN(file_owner), DMN(uid))},
+    [K_FILE_GROUP] = {KEY(DAEMON, "file_group", VALUE, "disk", "group of the namespace files"),
+                      GROUP(DMN(file_group), DMN(gid))},
+    [K_ALLOW_OTHER] = {KEY(DAEMON, "allow_other", VALUE, "yes",
+                           "let users other than root open the files (FUSE allow_other)"),
+                       BOOL(DMN(allow_other))},
+    [K_LOG_LEVEL] = {KEY(DAEMON, "log_level", VALUE, "info", "the least severe message logged"),
+                     ENUM(DMN(log_level), log_level_names, "error, warn, info or debug")},
+    [K_FUSE_TRANSPORT] = {KEY(DAEMON, "fuse_transport", VALUE, "auto",
+                              "how FUSE requests reach the daemon: io_uring or /dev/fuse"),
+                          ENUM(DMN(fuse_transport), fuse_transport_names,
+                               "auto, uring or classic")},
+    /* checked and printed with classic too, where it is unused */
+    [K_FUSE_QUEUE_DEPTH] = {KEY(DAEMON, "fuse_queue_depth", VALUE, "16",
+                                "entries per FUSE io_uring queue"),
+                            UINT(DMN(fuse_queue_depth), 1, 256)},
+    /* unset: root only (the admin socket is 0600) */
+    [K_ADMIN_GROUP] = {KEY(DAEMON, "admin_group", UNSET, "unset",
+                           "group that may run nvmefsctl's read-only commands"),
+                       GROUP(DMN(admin_group), DMN(admin_gid))},
+    [K_OPERATOR_GROUP] = {KEY(DAEMON, "operator_group", UNSET, "unset",
+                              "group that may run every nvmefsctl command"),
+                          GROUP(DMN(operator_group), DMN(operator_gid))},
+    /* a day at most: a slower poll is no poll */
+    [K_HEALTH_INTERVAL] = {KEY(DAEMON, "health_interval", VALUE, "60",
+                               "seconds between SMART log reads, 0: off"),
+                           UINT(DMN(health_interval), 0, 86400)},
+
+    [K_QUEUES] = {KEY(ENGINE, "queues", DERIVED, "the number of CPUs in cpus",
+                      "I/O queue pairs per controller, one reactor each"),
+                  UINT(ENG(queues), 1, 64)},
+    [K_QUEUE_DEPTH] = {KEY(ENGINE, "queue_depth", VALUE, "256", "entries per I/O queue"),
+                       UINT(ENG(queue_depth), 2, 4096)},
+    [K_CQ_BUDGET] = {KEY(ENGINE, "cq_budget", DERIVED, "64",
+                         "completions reaped per queue per pass (queue_depth / 2 if smaller)"),
+                     UINT_R(ENG(cq_budget), 1, 255, "1..255 (below queue_depth)")},
+    [K_CPUS] = {KEY(ENGINE, "cpus", DERIVED, "every online CPU", "CPUs to run reactors on"),
+                .type = KT_CPUS, .off = ENG(cpus), .off2 = ENG(nr_cpus), .hi = CFG_MAX_CPUS,
+                .k.range = "a list of CPU numbers and ranges, e.g. 0-3,8"},
+    [K_MODE] = {KEY(ENGINE, "mode", VALUE, "hybrid", "how reactors wait for completions"),
+                ENUM(ENG(mode), mode_names, "poll, interrupt or hybrid")},
+    [K_IO_TIMEOUT_MS] = {KEY(ENGINE, "io_timeout_ms", VALUE, "5000",
+                             "milliseconds before a command is aborted"),
+                         UINT(ENG(io_timeout_ms), 100, 600000)},
+    [K_IO_RETRIES] = {KEY(ENGINE, "io_retries", VALUE, "3",
+                          "resubmissions of a command after a reset or Abort"),
+                      UINT(ENG(io_retries), 0, 10)},
+    [K_NUMA] = {KEY(ENGINE, "numa", VALUE, "yes",
+                    "allocate on the NUMA node of each reactor's CPU"),
+                BOOL(ENG(numa))},
+    [K_DMA_ISOLATION] = {KEY(ENGINE, "dma_isolation", VALUE, "controller",
+                             "which DMA buffers a controller's device can reach"),
+                         ENUM(ENG(dma_isolation), dma_isolation_names, "controller or shared")},
+
+    [K_DEVICE] = {KEY(CONTROLLER, "device", REQUIRED, NULL,
+                      "sim, the software controller, or a PCI function bound to vfio-pci"),
+                  .type = KT_DEVICE, .off = CTL(device), .off2 = CTL(sim),
+                  .k.range = "sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. 0000:01:00.0)"},
+    [K_NAMESPACES] = {KEY(CONTROLLER, "namespaces", VALUE, "1", "namespaces of the controller"),
+                      UINT(CTL(namespaces), 1, CFG_NS_MAX), .k.sim_only = true},
+    [K_SIZE] = {KEY(CONTROLLER, "size", VALUE, "1G",
+                    "bytes per namespace, a multiple of block_size"),
+                .type = KT_SIZE, .off = CTL(size), .k.sim_only = true,
+                .k.range = "a number of bytes with an optional K, M, G or T suffix (powers of "
+                           "1024), e.g. 1G"},
+    [K_BLOCK_SIZE] = {KEY(CONTROLLER, "block_size", VALUE, "4096", "bytes per logical block"),
+                      UINT2(CTL(block_size), 512, 4096), .k.sim_only = true},
+    [K_BACKING] = {KEY(CONTROLLER, "backing", VALUE, "ram",
+                       "where the data lives: memory, nowhere, or a file per namespace"),
+                   .type = KT_BACKING, .off = CTL(backing), .off2 = CTL(backing_path),
+                   .k.sim_only = true,
+                   .k.range = "ram, null or an absolute file path (%c controller name, %n nsid, "
+                              "%% a %)"},
+    [K_EXEC] = {KEY(CONTROLLER, "exec", VALUE, "inline",
+                    "where commands run: at the doorbell write or on the controller's thread"),
+                ENUM(CTL(exec), exec_names, "inline or thread"), .k.sim_only = true},
+    [K_MDTS] = {KEY(CONTROLLER, "mdts", VALUE, "7",
+                    "maximum transfer, log2 of 4 KiB pages, 0: no limit"),
+                UINT(CTL(mdts), 0, 10), .k.sim_only = true},
+    [K_MAX_QUEUES] = {KEY(CONTROLLER, "max_queues", VALUE, "64",
+                          "I/O queue pairs the controller grants"),
+                      UINT(CTL(max_queues), 1, 64), .k.sim_only = true},
+    [K_WRITE_CACHE] = {KEY(CONTROLLER, "write_cache", VALUE, "volatile",
+                           "a volatile write cache (durable after Flush or FUA) or none"),
+                       ENUM(CTL(write_cache), write_cache_names, "volatile or none"),
+                       .k.sim_only = true},
+};
+#undef KEY
+#undef UINT
+#undef UINT_R
+#undef UINT2
+#undef BOOL
+#undef ENUM
+#undef PATH
+#undef IDS
+#undef USER
+#undef GROUP
+
+const struct cfg_key *cfg_key(size_t i)
 {
-	switch (k) {
-	case SEC_DAEMON:
-		return daemon_keys;
-	case SEC_ENGINE:
-		return engine_keys;
-	case SEC_CTRL:
-		return ctrl_keys;
-	default:
-		return NULL;
+	return i < K_NKEYS ? &keys[i].k : NULL;
+}
+
+static enum cfg_section sec_section(enum sec_kind k)
+{
+	return k == SEC_DAEMON   ? CFG_SEC_DAEMON
+	       : k == SEC_ENGINE ? CFG_SEC_ENGINE
+	                         : CFG_SEC_CONTROLLER;
+}
+
+/* Takes val as the value of key k into its field in base.  kv is the line
+ * it came from, for the message; NULL for a default, which reports nothing. */
+static bool take(struct ctx *c, const struct key *k, const struct kv *kv, const char *val,
+                 void *base)
+{
+	void *p = (char *)base + k->off, *p2 = (char *)base + k->off2;
+	uint64_t v;
+
+	switch (k->type) {
+	case KT_UINT:
+		if (!parse_u64(val, &v) || v < k->lo || v > k->hi)
+			break;
+		*(unsigned *)p = (unsigned)v;
+		return true;
+	case KT_UINT2:
+		if (!parse_u64(val, &v) || (v != k->lo && v != k->hi))
+			break;
+		*(unsigned *)p = (unsigned)v;
+		return true;
+	case KT_BOOL: {
+		static const char *const yes[] = {"yes", "true", "on", "1"};
+		static const char *const no[] = {"no", "false", "off", "0"};
+
+		for (unsigned i = 0; i < 4; i++) {
+			if (!strcasecmp(val, yes[i]) || !strcasecmp(val, no[i])) {
+				*(bool *)p = !strcasecmp(val, yes[i]);
+				return true;
+			}
+		}
+		break;
+	}
+	case KT_ENUM:
+		for (unsigned i = 0; k->names[i]; i++) {
+			if (!strcmp(val, k->names[i])) {
+				*(unsigned *)p = i;
+				return true;
+			}
+		}
+		break;
+	case KT_PATH: {
+		size_t n = strlen(val);
+
+		if (val[0] != '/' || n >= k->max)
+			break;
+		memcpy(p, val, n + 1);
+		return true;
+	}
+	case KT_MODE: {
+		unsigned m = 0;
+
+		if (!*val || strspn(val, "01234567") != strlen(val))
+			break;
+		for (const char *s = val; *s && m <= 0777; s++)
+			m = m * 8 + (unsigned)(*s - '0');
+		if (m > 0777)
+			break;
+		*(mode_t *)p = m;
+		return true;
+	}
+	case KT_USER:
+	case KT_GROUP:
+		if (!lookup_id(val, k->type == KT_USER, p2))
+			break;
+		strcpy(p, val);
+		return true;
+	case KT_CPUS: {
+		int rc = cfg_parse_cpu_list(val, p, k->hi, p2);
+
+		if (rc == -E2BIG) {
+			if (kv)
+				err_kv(c, kv, "must list at most %u CPUs", k->hi);
+			return false;
+		}
+		if (rc)
+			break;
+		return true;
+	}
+	case KT_SIZE:
+		if (!parse_size(val, &v))
+			break;
+		*(uint64_t *)p = v;
+		return true;
+	case KT_DEVICE:
+		if (!strcmp(val, "sim")) {
+			*(bool *)p2 = true;
+			strcpy(p, "sim");
+			return true;
+		}
+		if (!parse_pci(val, p, sizeof(((struct cfg_controller *)0)->device)))
+			break;
+		*(bool *)p2 = false;
+		return true;
+	case KT_BACKING: {
+		bool has_n;
+
+		if (!strcmp(val, "ram") || !strcmp(val, "null")) {
+			*(unsigned *)p = val[0] == 'r' ? CFG_BACKING_RAM : CFG_BACKING_NULL;
+			((char *)p2)[0] = '\0';
+			return true;
+		}
+		/* %n's presence is a cross-key rule (namespaces), checked later */
+		if (val[0] != '/' || strlen(val) >= PATH_MAX || !backing_pattern_ok(val, &has_n))
+			break;
+		*(unsigned *)p = CFG_BACKING_FILE;
+		strcpy(p2, val);
+		return true;
+	}
+	}
+	if (kv)
+		err_kv(c, kv, "must be %s", k->k.range);
+	return false;
+}
+
+/* The default of key k into base, for a key not given.  A derived default
+ * is set by the section's own rules after the table pass. */
+static void set_default(struct ctx *c, const struct key *k, void *base)
+{
+	switch (k->k.def_kind) {
+	case CFG_DEF_VALUE:
+		if (take(c, k, NULL, k->k.def, base))
+			break;
+		/* a name default (file_group = disk) need not exist on every system */
+		if (k->type == KT_USER || k->type == KT_GROUP)
+			add_err(c, CFG_NOLINE,
+			        "%s: %s: the default %s %s is unknown here; set %s", c->name,
+			        k->k.name, k->type == KT_USER ? "user" : "group", k->k.def,
+			        k->k.name);
+		else
+			add_err(c, CFG_NOLINE, "%s: %s: bad default %s", c->name, k->k.name,
+			        k->k.def);
+		break;
+	case CFG_DEF_UNSET: /* a name key: no name, id -1 */
+		*((char *)base + k->off) = '\0';
+		*(unsigned *)((char *)base + k->off2) = (unsigned)-1;
+		break;
+	case CFG_DEF_DERIVED:
+	case CFG_DEF_REQUIRED:
+		break;
 	}
 }
+
+/* ---- phase 2: sections and keys ---- */
 
 static const char *sec_label(const struct sec *s)
 {
@@ -686,28 +924,25 @@ static const char *sec_label(const struct sec *s)
  * Reports unknown and repeated keys. */
 static void gather(struct ctx *c, int si, const struct kv **slot)
 {
-	const char *const *keys = sec_keys(c->secs[si].kind);
-	unsigned nkeys = 0;
+	enum cfg_section sec = sec_section(c->secs[si].kind);
 
-	while (keys[nkeys])
-		nkeys++;
-	for (unsigned k = 0; k < MAX_KEYS; k++)
-		slot[k] = NULL;
 	for (unsigned i = 0; i < c->nkvs; i++) {
 		const struct kv *kv = &c->kvs[i];
 		unsigned k;
 
 		if (kv->sec != si)
 			continue;
-		for (k = 0; k < nkeys; k++)
-			if (!strcmp(kv->key, keys[k]))
+		for (k = 0; k < K_NKEYS; k++)
+			if (keys[k].k.section == sec && !strcmp(kv->key, keys[k].k.name))
 				break;
-		if (k == nkeys) {
+		if (k == K_NKEYS) {
 			char allowed[256] = "";
 
-			for (unsigned j = 0; j < nkeys; j++) {
-				strcat(allowed, j ? ", " : "");
-				strcat(allowed, keys[j]);
+			for (unsigned j = 0; j < K_NKEYS; j++) {
+				if (keys[j].k.section != sec)
+					continue;
+				strcat(allowed, allowed[0] ? ", " : "");
+				strcat(allowed, keys[j].k.name);
 			}
 			err_kv(c, kv, "unknown key in [%s]; allowed: %s", sec_label(&c->secs[si]),
 			       allowed);
@@ -719,6 +954,45 @@ static void gather(struct ctx *c, int si, const struct kv **slot)
 			continue;
 		}
 		slot[k] = kv;
+	}
+}
+
+/* The table pass over one section (si < 0: absent): each key given is taken
+ * by its type, each key not given gets its default.  ok[k]: key k was given
+ * and is valid.  A software controller's keys are refused on a PCI
+ * controller, whose fields for them stay clear. */
+static void take_section(struct ctx *c, enum cfg_section sec, int si, void *base,
+                         const struct kv **slot, bool *ok)
+{
+	for (unsigned k = 0; k < K_NKEYS; k++) {
+		slot[k] = NULL;
+		ok[k] = false;
+	}
+	if (si >= 0)
+		gather(c, si, slot);
+	for (unsigned k = 0; k < K_NKEYS; k++) {
+		const struct key *key = &keys[k];
+		const struct cfg_controller *ctl = base;
+
+		if (key->k.section != sec)
+			continue;
+		/* device is the controller's first row: known by now */
+		if (key->k.sim_only && ok[K_DEVICE] && !ctl->sim) {
+			if (slot[k])
+				err_kv(c, slot[k], "only for device = sim, not for a PCI device (%s)",
+				       ctl->device);
+			continue;
+		}
+		if (!slot[k]) {
+			set_default(c, key, base);
+			continue;
+		}
+		ok[k] = take(c, key, slot[k], slot[k]->val, base);
+		/* the field keeps its default, which the cross-key rules may read
+		 * (a name default is not looked up: its error would be noise) */
+		if (!ok[k] && key->k.def_kind == CFG_DEF_VALUE && key->type != KT_USER &&
+		    key->type != KT_GROUP)
+			take(c, key, NULL, key->k.def, base);
 	}
 }
 
@@ -797,317 +1071,123 @@ static void classify(struct ctx *c)
 
 static void do_daemon(struct ctx *c, int si)
 {
-	struct cfg_daemon *d = &c->cfg->daemon;
-	const struct kv *slot[MAX_KEYS];
-	const struct kv *kv;
-	int v;
+	const struct kv *slot[K_NKEYS];
+	bool ok[K_NKEYS];
 
-	if (si >= 0)
-		gather(c, si, slot);
-	else
-		memset(slot, 0, sizeof(slot));
+	/* the daemon's keys have no cross-key rules */
+	take_section(c, CFG_SEC_DAEMON, si, &c->cfg->daemon, slot, ok);
+}
 
-	strcpy(d->mountpoint, "/run/nvmefs");
-	if ((kv = slot[D_MOUNTPOINT]))
-		get_path(c, kv, sizeof(d->mountpoint), d->mountpoint);
-	strcpy(d->admin_socket, "/run/nvmefsd.sock");
-	if ((kv = slot[D_ADMIN_SOCKET]))
-		get_path(c, kv, sizeof(((struct sockaddr_un *)0)->sun_path), d->admin_socket);
+/* Each CPU of a valid cpus once and online. */
+static bool cpus_usable(struct ctx *c, const struct kv *kv, const struct cfg_engine *e)
+{
+	uint8_t seen[CFG_CPU_ID_MAX / 8 + 1] = {0};
 
-	d->file_mode = 0660;
-	if ((kv = slot[D_FILE_MODE])) {
-		const char *s = kv->val;
-		unsigned m = 0;
+	for (unsigned i = 0; i < e->nr_cpus; i++) {
+		unsigned cpu = e->cpus[i];
 
-		if (!*s || strspn(s, "01234567") != strlen(s))
-			m = 01000;
-		for (; *s && m <= 0777; s++)
-			m = m * 8 + (unsigned)(*s - '0');
-		if (m > 0777)
-			err_kv(c, kv, "must be an octal mode 0000..0777");
-		else
-			d->file_mode = m;
+		if (bit_test(seen, cpu)) {
+			err_kv(c, kv, "CPU %u is listed twice; each CPU at most once", cpu);
+			return false;
+		}
+		bit_set(seen, cpu);
+		if (!bit_test(c->online, cpu)) {
+			err_kv(c, kv, "CPU %u is not online (online CPUs: %s)", cpu, c->online_str);
+			return false;
+		}
 	}
-
-	strcpy(d->file_owner, "root");
-	d->uid = 0;
-	if ((kv = slot[D_FILE_OWNER])) {
-		unsigned id;
-
-		if (get_id(c, kv, true, d->file_owner, &id))
-			d->uid = id;
-	}
-	if ((kv = slot[D_FILE_GROUP])) {
-		unsigned id;
-
-		if (get_id(c, kv, false, d->file_group, &id))
-			d->gid = id;
-	} else {
-		struct group gr, *res = NULL;
-		char buf[4096];
-
-		strcpy(d->file_group, "disk");
-		if (getgrnam_r("disk", &gr, buf, sizeof(buf), &res) || !res)
-			add_err(c, CFG_NOLINE,
-			        "%s: file_group: the default group disk is unknown here; set "
-			        "file_group",
-			        c->name);
-		else
-			d->gid = res->gr_gid;
-	}
-	/* unset: root only (the admin socket is 0600) */
-	d->admin_gid = d->operator_gid = (gid_t)-1;
-	if ((kv = slot[D_ADMIN_GROUP])) {
-		unsigned id;
-
-		if (get_id(c, kv, false, d->admin_group, &id))
-			d->admin_gid = id;
-	}
-	if ((kv = slot[D_OPERATOR_GROUP])) {
-		unsigned id;
-
-		if (get_id(c, kv, false, d->operator_group, &id))
-			d->operator_gid = id;
-	}
-
-	d->allow_other = true;
-	if ((kv = slot[D_ALLOW_OTHER]))
-		get_bool(c, kv, &d->allow_other);
-	d->log_level = CFG_LOG_INFO;
-	if ((kv = slot[D_LOG_LEVEL]) &&
-	    get_enum(c, kv, log_level_names, "error, warn, info or debug", &v))
-		d->log_level = (enum cfg_log_level)v;
-	d->fuse_transport = CFG_FUSE_TRANSPORT_AUTO;
-	if ((kv = slot[D_FUSE_TRANSPORT]) &&
-	    get_enum(c, kv, fuse_transport_names, "auto, uring or classic", &v))
-		d->fuse_transport = (enum cfg_fuse_transport)v;
-	/* kept with classic too: the value is checked and printed the same way */
-	d->fuse_queue_depth = 16;
-	if ((kv = slot[D_FUSE_QUEUE_DEPTH]))
-		get_uint(c, kv, 1, 256, &d->fuse_queue_depth);
-	/* a day at most: a slower poll is no poll */
-	d->health_interval = 60;
-	if ((kv = slot[D_HEALTH_INTERVAL]))
-		get_uint(c, kv, 0, 86400, &d->health_interval);
+	return true;
 }
 
 static void do_engine(struct ctx *c, int si)
 {
 	struct cfg_engine *e = &c->cfg->engine;
-	const struct kv *slot[MAX_KEYS];
-	const struct kv *kv;
-	bool cpus_ok = true, depth_ok = true;
-	int v;
+	const struct kv *slot[K_NKEYS];
+	bool ok[K_NKEYS], cpus_ok, depth_ok;
 
-	if (si >= 0)
-		gather(c, si, slot);
-	else
-		memset(slot, 0, sizeof(slot));
+	take_section(c, CFG_SEC_ENGINE, si, e, slot, ok);
 
-	if ((kv = slot[E_CPUS])) {
-		int rc = cfg_parse_cpu_list(kv->val, e->cpus, CFG_MAX_CPUS, &e->nr_cpus);
-
-		e->cpus_set = true;
-		cpus_ok = false;
-		if (rc == -E2BIG) {
-			err_kv(c, kv, "must list at most %d CPUs", CFG_MAX_CPUS);
-		} else if (rc) {
-			err_kv(c, kv, "must be a list of CPU numbers and ranges, e.g. 0-3,8");
-		} else {
-			uint8_t seen[CFG_CPU_ID_MAX / 8 + 1] = {0};
-			unsigned i;
-
-			for (i = 0; i < e->nr_cpus; i++) {
-				unsigned cpu = e->cpus[i];
-
-				if (bit_test(seen, cpu)) {
-					err_kv(c, kv,
-					       "CPU %u is listed twice; each CPU at most once",
-					       cpu);
-					break;
-				}
-				bit_set(seen, cpu);
-				if (!bit_test(c->online, cpu)) {
-					err_kv(c, kv, "CPU %u is not online (online CPUs: %s)", cpu,
-					       c->online_str);
-					break;
-				}
-			}
-			cpus_ok = i == e->nr_cpus;
-		}
-	} else {
-		e->cpus_set = false;
+	/* cpus: every online CPU by default */
+	e->cpus_set = slot[K_CPUS] != NULL;
+	if (!e->cpus_set) {
 		e->nr_cpus = 0;
 		for (unsigned i = 0; i <= CFG_CPU_ID_MAX && e->nr_cpus < CFG_MAX_CPUS; i++)
 			if (bit_test(c->online, i))
 				e->cpus[e->nr_cpus++] = i;
+		cpus_ok = true;
+	} else {
+		cpus_ok = ok[K_CPUS] && cpus_usable(c, slot[K_CPUS], e);
 	}
 
-	e->queue_depth = 256;
-	if ((kv = slot[E_QUEUE_DEPTH]))
-		depth_ok = get_uint(c, kv, 2, 4096, &e->queue_depth);
-
-	/* the default budget stays below a small queue_depth */
-	e->cq_budget = e->queue_depth / 2 < 64 ? e->queue_depth / 2 : 64;
-	if ((kv = slot[E_CQ_BUDGET])) {
-		uint64_t b;
-
-		if (!parse_u64(kv->val, &b) || b < 1 || b > 255)
-			err_kv(c, kv, "must be 1..255 (below queue_depth)");
-		else if (depth_ok && b >= e->queue_depth)
-			err_kv(c, kv, "must be below queue_depth (%u)", e->queue_depth);
-		else
-			e->cq_budget = (unsigned)b;
+	/* cq_budget < queue_depth; the default budget stays below a small queue_depth */
+	depth_ok = !slot[K_QUEUE_DEPTH] || ok[K_QUEUE_DEPTH];
+	if (ok[K_CQ_BUDGET] && depth_ok && e->cq_budget >= e->queue_depth) {
+		err_kv(c, slot[K_CQ_BUDGET], "must be below queue_depth (%u)", e->queue_depth);
+		ok[K_CQ_BUDGET] = false;
 	}
+	if (!ok[K_CQ_BUDGET])
+		e->cq_budget = e->queue_depth / 2 < 64 ? e->queue_depth / 2 : 64;
 
-	e->queues = cpus_ok && e->nr_cpus < 64 ? e->nr_cpus : 64;
-	if ((kv = slot[E_QUEUES])) {
-		unsigned q;
-
-		if (get_uint(c, kv, 1, 64, &q)) {
-			if (cpus_ok && q > e->nr_cpus)
-				err_kv(c, kv,
-				       "must be at most %u, the number of CPUs in cpus (one "
-				       "reactor per CPU)",
-				       e->nr_cpus);
-			else
-				e->queues = q;
-		}
+	/* queues <= CPUs in cpus: one reactor per CPU */
+	if (ok[K_QUEUES] && cpus_ok && e->queues > e->nr_cpus) {
+		err_kv(c, slot[K_QUEUES],
+		       "must be at most %u, the number of CPUs in cpus (one reactor per CPU)",
+		       e->nr_cpus);
+		ok[K_QUEUES] = false;
 	}
-
-	e->mode = CFG_MODE_HYBRID;
-	if ((kv = slot[E_MODE]) && get_enum(c, kv, mode_names, "poll, interrupt or hybrid", &v))
-		e->mode = (enum cfg_mode)v;
-	e->io_timeout_ms = 5000;
-	if ((kv = slot[E_IO_TIMEOUT_MS]))
-		get_uint(c, kv, 100, 600000, &e->io_timeout_ms);
-	e->io_retries = 3;
-	if ((kv = slot[E_IO_RETRIES]))
-		get_uint(c, kv, 0, 10, &e->io_retries);
-	e->numa = true;
-	if ((kv = slot[E_NUMA]))
-		get_bool(c, kv, &e->numa);
-	e->dma_isolation = CFG_DMA_ISO_CONTROLLER;
-	if ((kv = slot[E_DMA_ISOLATION]) &&
-	    get_enum(c, kv, dma_isolation_names, "controller or shared", &v))
-		e->dma_isolation = (enum cfg_dma_isolation)v;
+	if (!ok[K_QUEUES])
+		e->queues = cpus_ok && e->nr_cpus < 64 ? e->nr_cpus : 64;
 }
 
 static void do_controller(struct ctx *c, int si)
 {
 	struct sec *s = &c->secs[si];
 	struct cfg_controller *ctl = &c->cfg->ctrls[s->ctrl];
-	const struct kv *slot[MAX_KEYS];
+	const struct kv *slot[K_NKEYS];
 	const struct kv *kv;
-	bool dev_ok = false, ns_ok = true, bs_ok = true;
-	int v;
+	bool ok[K_NKEYS], ns_ok, bs_ok;
 
-	gather(c, si, slot);
-	if ((kv = slot[C_DEVICE])) {
-		if (!strcmp(kv->val, "sim")) {
-			ctl->sim = true;
-			strcpy(ctl->device, "sim");
-			dev_ok = true;
-		} else if (parse_pci(kv->val, ctl->device, sizeof(ctl->device))) {
-			dev_ok = true;
-			for (unsigned j = 0; j < (unsigned)s->ctrl; j++) {
-				const struct cfg_controller *o = &c->cfg->ctrls[j];
+	take_section(c, CFG_SEC_CONTROLLER, si, ctl, slot, ok);
 
-				if (!o->sim && !strcmp(o->device, ctl->device)) {
-					err_kv(c, kv, "%s is already the device of [controller %s]",
-					       ctl->device, o->name);
-					break;
-				}
-			}
-		} else {
-			err_kv(c, kv,
-			       "must be sim or a PCI address DDDD:BB:DD.F or BB:DD.F (e.g. "
-			       "0000:01:00.0)");
-		}
-	} else {
+	if (!slot[K_DEVICE]) {
 		err_sec(c, s, "device is missing: give device = sim or a PCI address");
-	}
+	} else if (ok[K_DEVICE] && !ctl->sim) {
+		/* each PCI device at most once */
+		for (unsigned j = 0; j < (unsigned)s->ctrl; j++) {
+			const struct cfg_controller *o = &c->cfg->ctrls[j];
 
-	if (dev_ok && !ctl->sim) {
-		for (unsigned k = C_NAMESPACES; k < C_NKEYS; k++)
-			if ((kv = slot[k]))
-				err_kv(c, kv, "only for device = sim, not for a PCI device (%s)",
-				       ctl->device);
+			if (!o->sim && !strcmp(o->device, ctl->device)) {
+				err_kv(c, slot[K_DEVICE], "%s is already the device of [controller %s]",
+				       ctl->device, o->name);
+				break;
+			}
+		}
 		return;
 	}
 
 	/* a software controller (or a bad device: its keys are still checked) */
-	ctl->namespaces = 1;
-	if ((kv = slot[C_NAMESPACES]))
-		ns_ok = get_uint(c, kv, 1, CFG_NS_MAX, &ctl->namespaces);
-	ctl->block_size = 4096;
-	if ((kv = slot[C_BLOCK_SIZE])) {
-		uint64_t b;
-
-		bs_ok = parse_u64(kv->val, &b) && (b == 512 || b == 4096);
-		if (bs_ok)
-			ctl->block_size = (unsigned)b;
-		else
-			err_kv(c, kv, "must be 512 or 4096");
-	}
-	ctl->size = 1ull << 30;
-	if ((kv = slot[C_SIZE])) {
-		uint64_t sz;
-
-		if (!parse_size(kv->val, &sz))
-			err_kv(c, kv,
-			       "must be a number of bytes with an optional K, M, G or T suffix "
-			       "(powers of 1024), e.g. 1G");
-		else if (bs_ok && sz < ctl->block_size)
+	ns_ok = !slot[K_NAMESPACES] || ok[K_NAMESPACES];
+	bs_ok = !slot[K_BLOCK_SIZE] || ok[K_BLOCK_SIZE];
+	if ((kv = slot[K_SIZE]) && ok[K_SIZE] && bs_ok) {
+		if (ctl->size < ctl->block_size)
 			err_kv(c, kv, "must be at least one block (%u bytes)", ctl->block_size);
-		else if (bs_ok && sz % ctl->block_size)
+		else if (ctl->size % ctl->block_size)
 			err_kv(c, kv, "must be a multiple of block_size (%u)", ctl->block_size);
-		else
-			ctl->size = sz;
 	}
-	ctl->backing = CFG_BACKING_RAM;
-	ctl->backing_path[0] = '\0';
-	if ((kv = slot[C_BACKING])) {
-		bool has_n;
+	if ((kv = slot[K_BACKING]) && ok[K_BACKING] && ctl->backing == CFG_BACKING_FILE) {
 		char probe[PATH_MAX];
+		bool has_n;
 
-		if (!strcmp(kv->val, "ram")) {
+		backing_pattern_ok(ctl->backing_path, &has_n);
+		if (ns_ok && ctl->namespaces > 1 && !has_n) {
+			err_kv(c, kv, "must contain %%n when namespaces > 1 (one file per namespace)");
+		} else if (cfg_backing_file(ctl, ctl->namespaces, probe, sizeof(probe))) {
+			err_kv(c, kv, "must expand to a path shorter than %d bytes", PATH_MAX);
 			ctl->backing = CFG_BACKING_RAM;
-		} else if (!strcmp(kv->val, "null")) {
-			ctl->backing = CFG_BACKING_NULL;
-		} else if (kv->val[0] != '/' || strlen(kv->val) >= sizeof(ctl->backing_path) ||
-		           !backing_pattern_ok(kv->val, &has_n)) {
-			err_kv(c, kv,
-			       "must be ram, null or an absolute file path (%%c controller name, "
-			       "%%n nsid, %%%% a %%)");
-		} else if (ns_ok && ctl->namespaces > 1 && !has_n) {
-			err_kv(c, kv,
-			       "must contain %%n when namespaces > 1 (one file per namespace)");
-		} else {
-			ctl->backing = CFG_BACKING_FILE;
-			strcpy(ctl->backing_path, kv->val);
-			if (cfg_backing_file(ctl, ctl->namespaces, probe, sizeof(probe))) {
-				err_kv(c, kv, "must expand to a path shorter than %d bytes",
-				       PATH_MAX);
-				ctl->backing = CFG_BACKING_RAM;
-				ctl->backing_path[0] = '\0';
-			}
+			ctl->backing_path[0] = '\0';
 		}
 	}
-	ctl->exec = CFG_EXEC_INLINE;
-	if ((kv = slot[C_EXEC]) && get_enum(c, kv, exec_names, "inline or thread", &v))
-		ctl->exec = (enum cfg_exec)v;
-	ctl->mdts = 7;
-	if ((kv = slot[C_MDTS]))
-		get_uint(c, kv, 0, 10, &ctl->mdts);
-	ctl->max_queues = 64;
-	if ((kv = slot[C_MAX_QUEUES]))
-		get_uint(c, kv, 1, 64, &ctl->max_queues);
-	ctl->write_cache = CFG_WC_VOLATILE;
-	if ((kv = slot[C_WRITE_CACHE]) &&
-	    get_enum(c, kv, write_cache_names, "volatile or none", &v))
-		ctl->write_cache = (enum cfg_write_cache)v;
-	if (!dev_ok) {
+	if (!ok[K_DEVICE]) {
 		/* not known to be sim: keep the fields of a PCI controller clear */
 		ctl->sim = false;
 	}

@@ -99,6 +99,34 @@ struct cfg {
 	struct cfg_controller ctrls[CFG_MAX_CTRLS];
 };
 
+/* The keys of the file, one row each: the one source of their names,
+ * sections, defaults, ranges and help.  The parser takes every key through
+ * its row; etc/nvmefs.conf and nvmefs.conf(5) document the same keys with the
+ * same defaults (tests/unit/test_config.c checks both). */
+enum cfg_section { CFG_SEC_DAEMON, CFG_SEC_ENGINE, CFG_SEC_CONTROLLER };
+
+/* what a key's def says */
+enum cfg_def {
+	CFG_DEF_VALUE,    /* a value of the key, written as in the file */
+	CFG_DEF_UNSET,    /* "unset": the key's feature is off */
+	CFG_DEF_DERIVED,  /* words: the default follows from other keys or the machine */
+	CFG_DEF_REQUIRED, /* none (def is NULL): the section must give the key */
+};
+
+struct cfg_key {
+	enum cfg_section section; /* [controller NAME] for CFG_SEC_CONTROLLER */
+	const char *name;
+	enum cfg_def def_kind;
+	const char *def;          /* the default as the documents give it */
+	const char *range;        /* what a value must be: errors say "must be RANGE" */
+	const char *help;         /* one line */
+	bool sim_only;            /* a software controller's key (device = sim) */
+};
+
+/* Row i of the key table, in the order the parser lists a section's keys;
+ * NULL past the last row. */
+const struct cfg_key *cfg_key(size_t i);
+
 /* A CPU list such as "0-3,8" (the config's cpus, sysfs's online and
  * possible): the CPUs in the order given into cpus[].  Returns 0, or
  * -EINVAL (syntax, a number above CFG_CPU_ID_MAX), -E2BIG (more than max). */

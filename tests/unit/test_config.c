@@ -2,7 +2,9 @@
  *
  * Error messages are compared exactly: they are the user's interface.  The
  * example files in tests/config are found through NVMEFS_SRCDIR, this source
- * file's path, or the test binary's location, so the test runs from anywhere.
+ * file's path, or the test binary's location, so the test runs from anywhere;
+ * etc/nvmefs.conf and docs/man/nvmefs.conf.5, checked against the key table,
+ * are found from there.
  */
 #include <check.h>
 #include <dirent.h>
@@ -850,6 +852,369 @@ START_TEST(test_shipped_config)
 }
 END_TEST
 
+/* ---- the documents against the key table ---- */
+
+/* One key as a document gives it: its section, its name and, if it says
+ * so, its default (def[0] == '\0': none) or its value on a key line. */
+struct doc_key {
+	enum cfg_section sec;
+	char name[32];
+	char def[128];
+	char value[128]; /* etc/nvmefs.conf's uncommented KEY = VALUE lines */
+	bool active;
+	int line;
+};
+
+struct doc {
+	const char *path;
+	struct doc_key keys[128];
+	unsigned n;
+};
+
+static struct doc_key *doc_add(struct doc *d, enum cfg_section sec, const char *name,
+                               size_t len, int line)
+{
+	struct doc_key *k;
+
+	ck_assert_msg(d->n < sizeof(d->keys) / sizeof(d->keys[0]), "%s: too many keys", d->path);
+	k = &d->keys[d->n++];
+	memset(k, 0, sizeof(*k));
+	k->sec = sec;
+	snprintf(k->name, sizeof(k->name), "%.*s", (int)len, name);
+	k->line = line;
+	return k;
+}
+
+/* The default in text: what follows "Default:" up to "(", "," or a full
+ * stop (a "." before a blank or the end), trimmed; with comma, the commas
+ * do not stop it ("Defaults: root, disk").  "" when there is none. */
+static void doc_default(const char *text, bool plural, char *out, size_t len)
+{
+	const char *p = strstr(text, plural ? "Defaults:" : "Default:"), *e;
+
+	out[0] = '\0';
+	if (!p)
+		return;
+	p = strchr(p, ':') + 1;
+	while (*p == ' ')
+		p++;
+	for (e = p; *e && *e != '(' && (plural || *e != ','); e++)
+		if (*e == '.' && (e[1] == ' ' || e[1] == '\0'))
+			break;
+	while (e > p && e[-1] == ' ')
+		e--;
+	snprintf(out, len, "%.*s", (int)(e - p), p);
+}
+
+/* A comment block's default goes to the keys that follow it: "Default: X"
+ * to each, "Defaults: X, Y" one by one. */
+static void doc_block_done(struct doc *d, const char *text, unsigned first)
+{
+	char defs[256], *save = NULL, *tok;
+
+	doc_default(text, true, defs, sizeof(defs));
+	if (defs[0]) {
+		tok = strtok_r(defs, ",", &save);
+		for (unsigned i = first; i < d->n && tok; i++, tok = strtok_r(NULL, ",", &save)) {
+			while (*tok == ' ')
+				tok++;
+			snprintf(d->keys[i].def, sizeof(d->keys[i].def), "%s", tok);
+		}
+		return;
+	}
+	for (unsigned i = first; i < d->n; i++)
+		doc_default(text, false, d->keys[i].def, sizeof(d->keys[i].def));
+}
+
+static bool doc_section(const char *s, enum cfg_section *sec)
+{
+	if (!strncmp(s, "[daemon]", 8))
+		*sec = CFG_SEC_DAEMON;
+	else if (!strncmp(s, "[engine]", 8))
+		*sec = CFG_SEC_ENGINE;
+	else if (!strncmp(s, "[controller ", 12))
+		*sec = CFG_SEC_CONTROLLER;
+	else
+		return false;
+	return true;
+}
+
+/* etc/nvmefs.conf: a comment block documents the KEY = VALUE lines (or
+ * #KEY = VALUE examples) right after it; a blank line ends it.  From the
+ * comment that names [controller NAME] on, the controller keys are a list of
+ * "#   KEY  text" entries, continued by lines indented further. */
+static void doc_read_conf(struct doc *d)
+{
+	char *text = read_text(d->path), *line, *next;
+	char *block = calloc(1, strlen(text) + 1), *entry = calloc(1, strlen(text) + 1);
+	enum cfg_section sec = CFG_SEC_DAEMON;
+	bool in_sec = false, ctl_doc = false, keys_started = false;
+	unsigned first = 0;
+	int no = 0;
+	struct doc_key *cur = NULL; /* the controller list's entry being read */
+
+	ck_assert(block && entry);
+	for (line = text; line; line = next) {
+		const char *key = line + (line[0] == '#');
+		size_t klen = strspn(key, "abcdefghijklmnopqrstuvwxyz_");
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		no++;
+		if (cur && strncmp(line, "#    ", 5)) {
+			doc_default(entry, false, cur->def, sizeof(cur->def));
+			cur = NULL;
+		}
+		if (!line[0]) {
+			block[0] = '\0';
+			keys_started = false;
+			continue;
+		}
+		if (line[0] == '[') {
+			ck_assert_msg(doc_section(line, &sec), "%s:%d: unknown section", d->path, no);
+			in_sec = true;
+			ctl_doc = false;
+			block[0] = '\0';
+			keys_started = false;
+			continue;
+		}
+		if (klen && !strncmp(key + klen, " = ", 3)) {
+			struct doc_key *k;
+
+			ck_assert_msg(in_sec, "%s:%d: key before any section", d->path, no);
+			if (!keys_started)
+				first = d->n;
+			keys_started = true;
+			k = doc_add(d, sec, key, klen, no);
+			k->active = line[0] != '#';
+			snprintf(k->value, sizeof(k->value), "%s", key + klen + 3);
+			doc_block_done(d, block, first);
+			continue;
+		}
+		if (ctl_doc && !strncmp(line, "#   ", 4) && line[4] >= 'a' && line[4] <= 'z') {
+			klen = strspn(line + 4, "abcdefghijklmnopqrstuvwxyz_");
+			cur = doc_add(d, CFG_SEC_CONTROLLER, line + 4, klen, no);
+			strcpy(entry, line + 4 + klen);
+			continue;
+		}
+		if (cur) {
+			strcat(entry, " ");
+			strcat(entry, line + 1);
+			continue;
+		}
+		if (keys_started) {
+			block[0] = '\0';
+			keys_started = false;
+		}
+		if (strstr(line, "[controller NAME]"))
+			ctl_doc = true;
+		strcat(block, " ");
+		strcat(block, line + 1);
+	}
+	if (cur)
+		doc_default(entry, false, cur->def, sizeof(cur->def));
+	free(block);
+	free(entry);
+	free(text);
+}
+
+/* One line of groff as plain text: font macros' arguments (quoted ones
+ * whole), joined with blanks for .B and .I and without for the alternating
+ * ones (.BR, .IR, ...); \- as -, other escapes dropped. */
+static void man_text(const char *line, FILE *out)
+{
+	bool alt = false, first = true;
+	const char *p = line;
+
+	if (line[0] == '.') {
+		size_t m = strcspn(line, " ");
+
+		alt = m == 3;
+		p = line + m;
+	}
+	while (*p) {
+		bool quoted;
+
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		if (!first && !alt && line[0] == '.')
+			fputc(' ', out);
+		first = false;
+		quoted = *p == '"';
+		p += quoted;
+		for (; *p && (quoted ? *p != '"' : line[0] != '.' || *p != ' '); p++) {
+			if (*p != '\\') {
+				fputc(*p, out);
+				continue;
+			}
+			p++;
+			if (*p == '-' || *p == '\\')
+				fputc(*p, out);
+			else if (*p == 'f')
+				p += p[1] != '\0';
+			else if (*p == '(')
+				p += p[1] && p[2] ? 2 : 0;
+			else if (!*p)
+				break;
+		}
+		if (quoted && *p)
+			p++;
+	}
+	fputc(' ', out);
+}
+
+/* nvmefs.conf(5): under .SH "[daemon]", "[engine]" and "[controller NAME]",
+ * each ".TP" + ".B KEY" is a key; its text runs to the next .TP, .PP or .SH. */
+static void doc_read_man(struct doc *d)
+{
+	char *text = read_text(d->path), *line, *next, *body = NULL;
+	enum cfg_section sec = CFG_SEC_DAEMON;
+	bool in_sec = false, tag = false;
+	struct doc_key *cur = NULL;
+	FILE *f = NULL;
+	size_t len;
+	int no = 0;
+
+	for (line = text; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		no++;
+		if (!strncmp(line, ".TP", 3) || !strncmp(line, ".PP", 3) || !strncmp(line, ".SH", 3)) {
+			if (cur) {
+				fclose(f);
+				doc_default(body, false, cur->def, sizeof(cur->def));
+				free(body);
+				cur = NULL;
+			}
+			tag = !strncmp(line, ".TP", 3);
+			if (!strncmp(line, ".SH ", 4))
+				in_sec = doc_section(line + 4 + (line[4] == '"'), &sec);
+			continue;
+		}
+		if (tag && in_sec) {
+			size_t klen;
+
+			tag = false;
+			ck_assert_msg(!strncmp(line, ".B ", 3), "%s:%d: .TP without .B KEY", d->path,
+			              no);
+			klen = strspn(line + 3, "abcdefghijklmnopqrstuvwxyz_");
+			cur = doc_add(d, sec, line + 3, klen, no);
+			f = open_memstream(&body, &len);
+			ck_assert_ptr_nonnull(f);
+			continue;
+		}
+		if (cur)
+			man_text(line, f);
+	}
+	if (cur) {
+		fclose(f);
+		doc_default(body, false, cur->def, sizeof(cur->def));
+		free(body);
+	}
+	free(text);
+}
+
+static const char *const sec_names[] = {"[daemon]", "[engine]", "[controller NAME]"};
+
+/* Every key of the table in d, in its section, with the table's default
+ * ("unset" for an unset one, none for a required one) wherever d gives one,
+ * given at least once; every key of d in the table; an uncommented
+ * KEY = VALUE line in etc/nvmefs.conf holds the default.  Problems to out. */
+static void doc_check(const struct doc *d, FILE *out)
+{
+	const struct cfg_key *k;
+
+	for (size_t i = 0; (k = cfg_key(i)); i++) {
+		unsigned found = 0, with_def = 0;
+
+		for (unsigned j = 0; j < d->n; j++) {
+			const struct doc_key *e = &d->keys[j];
+
+			if (e->sec != k->section || strcmp(e->name, k->name))
+				continue;
+			found++;
+			if (e->active && k->def_kind == CFG_DEF_VALUE && strcmp(e->value, k->def))
+				fprintf(out, "%s:%d: %s = %s, not its default %s\n", d->path, e->line,
+				        e->name, e->value, k->def);
+			if (!e->def[0])
+				continue;
+			with_def++;
+			if (!k->def || strcmp(e->def, k->def))
+				fprintf(out, "%s:%d: %s %s: default \"%s\", the table's \"%s\"\n",
+				        d->path, e->line, sec_names[k->section], e->name, e->def,
+				        k->def ? k->def : "(none: required)");
+		}
+		if (!found)
+			fprintf(out, "%s: %s %s is not documented\n", d->path, sec_names[k->section],
+			        k->name);
+		else if (k->def && !with_def)
+			fprintf(out, "%s: %s %s: no default given (the table's: \"%s\")\n", d->path,
+			        sec_names[k->section], k->name, k->def);
+	}
+	for (unsigned j = 0; j < d->n; j++) {
+		const struct doc_key *e = &d->keys[j];
+
+		for (size_t i = 0; (k = cfg_key(i)); i++)
+			if (e->sec == k->section && !strcmp(e->name, k->name))
+				break;
+		if (!k)
+			fprintf(out, "%s:%d: %s %s is not a key of the table\n", d->path, e->line,
+			        sec_names[e->sec], e->name);
+	}
+}
+
+START_TEST(test_keys_documented)
+{
+	static struct doc conf, man;
+	char conf_path[PATH_MAX], man_path[PATH_MAX];
+	char *problems = NULL;
+	size_t len;
+	FILE *out = open_memstream(&problems, &len);
+
+	ck_assert_ptr_nonnull(out);
+	snprintf(conf_path, sizeof(conf_path), "%s/../../etc/nvmefs.conf", examples_dir());
+	snprintf(man_path, sizeof(man_path), "%s/../../docs/man/nvmefs.conf.5", examples_dir());
+	conf = (struct doc){.path = conf_path};
+	man = (struct doc){.path = man_path};
+	doc_read_conf(&conf);
+	doc_read_man(&man);
+	doc_check(&conf, out);
+	doc_check(&man, out);
+	fclose(out);
+	ck_assert_msg(!problems[0], "the documents and the key table differ:\n%s", problems);
+	free(problems);
+}
+END_TEST
+
+/* The table's own rules: names unique in a section, every row with a range
+ * and help, a default unless required, the sections in order. */
+START_TEST(test_key_table)
+{
+	const struct cfg_key *k, *o;
+	size_t n = 0;
+
+	for (size_t i = 0; (k = cfg_key(i)); i++, n++) {
+		ck_assert_msg(k->name && k->range && k->range[0] && k->help && k->help[0],
+		              "row %zu", i);
+		ck_assert_msg((k->def == NULL) == (k->def_kind == CFG_DEF_REQUIRED), "%s", k->name);
+		ck_assert_msg(k->def_kind != CFG_DEF_UNSET || !strcmp(k->def, "unset"), "%s",
+		              k->name);
+		if (i)
+			ck_assert_msg(cfg_key(i - 1)->section <= k->section, "%s out of order", k->name);
+		for (size_t j = 0; j < i; j++) {
+			o = cfg_key(j);
+			ck_assert_msg(o->section != k->section || strcmp(o->name, k->name),
+			              "%s twice", k->name);
+		}
+	}
+	ck_assert_uint_ge(n, 30);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -880,6 +1245,8 @@ int main(void)
 	tc = tcase_create("files");
 	tcase_add_test(tc, test_example_files);
 	tcase_add_test(tc, test_shipped_config);
+	tcase_add_test(tc, test_key_table);
+	tcase_add_test(tc, test_keys_documented);
 	suite_add_tcase(s, tc);
 
 	sr = srunner_create(s);

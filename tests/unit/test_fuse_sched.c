@@ -19,6 +19,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rqsched.h"
 
@@ -616,6 +617,65 @@ START_TEST(t_destroy_abandons)
 		free(x);
 	}
 	rlock_destroy(&lk);
+}
+END_TEST
+
+/* A namespace's figures: in flight from sched_rq_ns to the release (an
+ * abort included), counted by kind when answered, queue time only for
+ * the one that waited, busy time while any is in flight, answers without a
+ * request (sched_count) counted too. */
+START_TEST(t_ns_stats)
+{
+	static struct sched_ns_stats nst;
+	struct fusefs_ns_stats out;
+
+	reset();
+	memset(&nst, 0, sizeof(nst));
+	setup_rx(0, 8192, 8, 0);
+	struct trq *a = mk(0, 1, 8192, NULL, 0, 0, 1);
+	struct trq *b = mk(0, 2, 4096, NULL, 0, 0, 1);
+	sched_rq_ns(&a->sq, &nst);
+	sched_rq_ns(&b->sq, &nst);
+	sched_start(&a->sq);
+	sched_start(&b->sq); /* waits for a's memory */
+	memset(&out, 0, sizeof(out));
+	sched_ns_stats_add(&nst, &out);
+	ck_assert_uint_eq(out.inflight, 2);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].count, 0);
+	struct timespec ts = {0, 2000000};
+	nanosleep(&ts, NULL); /* b waits at least 2 ms */
+	complete(0);          /* a answered; b runs */
+	complete(0);          /* b answered */
+	memset(&out, 0, sizeof(out));
+	sched_ns_stats_add(&nst, &out);
+	ck_assert_uint_eq(out.inflight, 0);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].count, 2);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].bytes, 8192 + 4096);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].errors, 0);
+	ck_assert_uint_ge(out.op[FUSEFS_OP_WRITE].queue_ns, 2000000);
+	ck_assert_uint_ge(out.op[FUSEFS_OP_WRITE].sum_ns, out.op[FUSEFS_OP_WRITE].queue_ns);
+	ck_assert_uint_ge(out.busy_ns, 2000000);
+	ck_assert_uint_ge(out.op[FUSEFS_OP_WRITE].sum_ns, out.busy_ns);
+	uint64_t n = 0;
+	for (unsigned i = 0; i < NVME_LAT_BUCKETS; i++)
+		n += out.op[FUSEFS_OP_WRITE].lat_ns[i];
+	ck_assert_uint_eq(n, 2);
+	/* an answer without a request, with an error */
+	sched_count(rxs[0].s, &nst, FUSEFS_OP_READ, 0, EINVAL);
+	/* an aborted request leaves flight uncounted as an answer */
+	struct trq *c = mk(0, 3, 0, NULL, 0, 0, 1);
+	sched_rq_ns(&c->sq, &nst);
+	memset(&out, 0, sizeof(out));
+	sched_ns_stats_add(&nst, &out);
+	ck_assert_uint_eq(out.inflight, 1);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_READ].count, 1);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_READ].errors, 1);
+	sched_close(rxs[0].s);
+	ck_assert_uint_eq(sched_destroy(rxs[0].s, EIO), 1);
+	memset(&out, 0, sizeof(out));
+	sched_ns_stats_add(&nst, &out);
+	ck_assert_uint_eq(out.inflight, 0);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].count, 2);
 }
 END_TEST
 
@@ -1239,6 +1299,7 @@ int main(void)
 	tcase_add_test(tc, t_never_fits);
 	tcase_add_test(tc, t_bounce_budget);
 	tcase_add_test(tc, t_destroy_abandons);
+	tcase_add_test(tc, t_ns_stats);
 	tcase_add_test(tc, t_dom_slot_isolation);
 	tcase_add_test(tc, t_dom_fifo);
 	tcase_add_test(tc, t_dom_memory_bound);
