@@ -315,6 +315,39 @@ static void show_recovery(json_object *r)
 	}
 }
 
+/* Per namespace file and kind since start: count, bytes, errors, mean and
+ * percentile latencies, the share of it spent waiting in the daemon. */
+static void show_ns_stats(json_object *ns)
+{
+	static const char *const kinds[] = {"read", "write", "flush", "punch", "zero"};
+
+	if (!jlen(ns))
+		return;
+	printf("\n%-14s %-6s %12s %10s %8s %9s %9s %9s %7s %9s\n", "NAMESPACE", "OP", "COUNT",
+	       "BYTES", "ERRORS", "MEANus", "P50us", "P99us", "QUEUE%", "INFLIGHT");
+	for (size_t i = 0; i < jlen(ns); i++) {
+		json_object *n = jidx(ns, i);
+
+		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			json_object *o = jget(jget(n, "ops"), kinds[k]), *lat = jget(o, "latency_us");
+			double cnt = (double)ju64(o, "count"), sum = (double)ju64(o, "sum_ns");
+			char by[32], mean[32], q[32];
+
+			put_num(mean, sizeof(mean), cnt > 0 ? sum / cnt / 1e3 : NAN, 1);
+			put_num(q, sizeof(q), sum > 0 ? (double)ju64(o, "queue_ns") / sum * 100 : NAN, 1);
+			printf("%-14s %-6s %12llu %10s %8llu %9s %9.1f %9.1f %7s", k ? "" : jstr(n, "name"),
+			       kinds[k], (unsigned long long)ju64(o, "count"),
+			       human_size(ju64(o, "bytes"), by, sizeof(by)),
+			       (unsigned long long)ju64(o, "errors"), mean, jdbl(lat, "p50"),
+			       jdbl(lat, "p99"), q);
+			if (k)
+				putchar('\n');
+			else
+				printf(" %9llu\n", (unsigned long long)ju64(n, "inflight"));
+		}
+	}
+}
+
 static void show_stats(json_object *r)
 {
 	json_object *rs = jget(r, "reactors"), *t = jget(r, "totals");
@@ -333,18 +366,22 @@ static void show_stats(json_object *r)
 		}
 	}
 	stats_row("total", "", "", t);
-	printf("\n%-7s %4s %4s %14s %12s %12s %10s\n", "REACTOR", "CPU", "NODE", "PASSES", "SLEEPS",
-	       "WAKEUPS", "CALLS");
+	printf("\n%-7s %4s %4s %14s %12s %12s %10s %7s\n", "REACTOR", "CPU", "NODE", "PASSES",
+	       "SLEEPS", "WAKEUPS", "CALLS", "BUSY%");
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *x = jidx(rs, i);
+		double busy = (double)ju64(x, "busy_ns"), idle = (double)ju64(x, "idle_ns");
+		char b[32];
 
-		printf("%-7s %4s %4s %14llu %12llu %12llu %10llu\n", jstr(x, "id"), jstr(x, "cpu"),
+		put_num(b, sizeof(b), busy + idle > 0 ? busy / (busy + idle) * 100 : NAN, 1);
+		printf("%-7s %4s %4s %14llu %12llu %12llu %10llu %7s\n", jstr(x, "id"), jstr(x, "cpu"),
 		       jstr(x, "node"), (unsigned long long)ju64(x, "passes"),
 		       (unsigned long long)ju64(x, "sleeps"),
 		       (unsigned long long)ju64(x, "wakeups"),
-		       (unsigned long long)ju64(x, "calls"));
+		       (unsigned long long)ju64(x, "calls"), b);
 	}
 	show_fuse_stats(jget(r, "fuse"));
+	show_ns_stats(jget(r, "namespaces"));
 	show_recovery(r);
 }
 
