@@ -10,8 +10,9 @@ set -eu
 BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev libnuma-dev \
 	libinih-dev libjson-c-dev libsystemd-dev libmount-dev libncurses-dev check"
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
-# strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec
-TEST="clang libclang-rt-14-dev e2fsprogs fio util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
+# strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec;
+# qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes)
+TEST="clang libclang-rt-14-dev e2fsprogs fio qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
 VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 

@@ -1,6 +1,7 @@
 /* log.c - see log.h */
 #include "log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -78,6 +79,46 @@ static const char *log_ctrl_of(const char *line)
 	}
 	return NULL;
 }
+
+/* The namespace file a message is about: "CTRL: namespace N ..." names
+ * CTRLnN, else a word CTRLnN of a known controller anywhere in it.  Into
+ * out (at least LOG_NAME_LEN + 12 bytes); false when it names none. */
+static bool log_ns_of(const char *line, const char *ctrl, char *out, size_t len)
+{
+	if (ctrl) {
+		const char *p = line + strlen(ctrl) + 1;
+		unsigned long nsid;
+		char *end;
+
+		if (strncmp(p, " namespace ", 11) == 0 && p[11] >= '1' && p[11] <= '9') {
+			nsid = strtoul(p + 11, &end, 10);
+			if (nsid <= UINT32_MAX && !isalnum((unsigned char)*end)) {
+				snprintf(out, len, "%sn%lu", ctrl, nsid);
+				return true;
+			}
+		}
+	}
+	for (unsigned i = 0; i < log_nr_names; i++) {
+		size_t n = strlen(log_names[i]);
+
+		for (const char *p = strstr(line, log_names[i]); p; p = strstr(p + 1, log_names[i])) {
+			const char *q = p + n;
+			size_t k = 1;
+
+			if ((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || *q != 'n' ||
+			    !isdigit((unsigned char)q[1]))
+				continue;
+			while (isdigit((unsigned char)q[k]))
+				k++;
+			if (isalnum((unsigned char)q[k]) || q[k] == '_' || n + k >= len)
+				continue;
+			memcpy(out, p, n + k);
+			out[n + k] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
 #endif
 
 /* NVMEFS_LOG_NO_JOURNAL: a build without libsystemd (the static test
@@ -90,7 +131,16 @@ static int log_journal(int prio, const char *line)
 	return -ENOSYS;
 #else
 	const char *ctrl = log_ctrl_of(line);
+	char ns[LOG_NAME_LEN + 12];
 
+	if (log_ns_of(line, ctrl, ns, sizeof(ns))) {
+		if (ctrl)
+			return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", prio,
+					       "SYSLOG_IDENTIFIER=%s", log_ident, "CONTROLLER=%s",
+					       ctrl, "NAMESPACE=%s", ns, NULL);
+		return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", prio,
+				       "SYSLOG_IDENTIFIER=%s", log_ident, "NAMESPACE=%s", ns, NULL);
+	}
 	if (ctrl)
 		return sd_journal_send("MESSAGE=%s", line, "PRIORITY=%d", prio,
 				       "SYSLOG_IDENTIFIER=%s", log_ident, "CONTROLLER=%s", ctrl, NULL);

@@ -7,7 +7,9 @@
  *     the first message: a record through sd_journal_send with
  *     MESSAGE, PRIORITY (syslog's), SYSLOG_IDENTIFIER (nvmefsd, or the
  *     program named by log_set_ident) and, for a message that begins with a
- *     controller's name and a colon ("nvme1: reset ..."), CONTROLLER=name;
+ *     controller's name and a colon ("nvme1: reset ..."), CONTROLLER=name,
+ *     and for one about a namespace ("nvme1: namespace 2 ..." or naming the
+ *     file nvme1n2 anywhere), NAMESPACE=nvme1n2;
  *     if the journal refuses it, or its socket was missing, the line goes to
  *     stderr with a <N> priority prefix, which the journal's stream reader
  *     understands;

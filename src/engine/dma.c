@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <numa.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,8 +43,10 @@ void nvme_dma_fault_huge_lock(bool on)
 	atomic_store(&huge_unlockable, false);
 }
 
-static void *try_huge(size_t hlen, int node)
+/* MAP_FAILED when hugepages are not to be had; *why then says which case. */
+static void *try_huge(size_t hlen, int node, const char **why)
 {
+	*why = "hugepages cannot be locked";
 	if (atomic_load(&huge_unlockable))
 		return MAP_FAILED;
 	void *p = MAP_FAILED;
@@ -51,8 +54,11 @@ static void *try_huge(size_t hlen, int node)
 	if (!atomic_load(&fault_huge_lock)) {
 		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
 		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-		if (p == MAP_FAILED)
-			return MAP_FAILED; /* none free: not an error, and may change */
+		if (p == MAP_FAILED) {
+			/* none free: not an error, and may change */
+			*why = "not enough free 2 MiB hugepages";
+			return MAP_FAILED;
+		}
 		bind_node(p, hlen, node);
 		if (mlock(p, hlen) == 0)
 			return p;
@@ -65,8 +71,14 @@ static void *try_huge(size_t hlen, int node)
 	return MAP_FAILED;
 }
 
-int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
+/* nvme_dma_alloc; *why (when not NULL) is set, on success with 4 KiB pages,
+ * to the reason hugepages were not used. */
+static int dma_alloc(size_t len, int node, struct nvme_dma_region *out, const char **why)
 {
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	*why = "smaller than a 2 MiB hugepage";
 	memset(out, 0, sizeof(*out));
 	out->node = numa_ok(node) ? node : -1;
 	if (len == 0)
@@ -79,7 +91,7 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	void *p = MAP_FAILED;
 	if (len >= HUGE_SIZE) {
 		size_t hlen = round_up(len, HUGE_SIZE);
-		p = try_huge(hlen, out->node);
+		p = try_huge(hlen, out->node, why);
 		if (p != MAP_FAILED) {
 			out->vaddr = p;
 			out->len = hlen;
@@ -113,6 +125,11 @@ int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
 	out->vaddr = p;
 	out->len = len;
 	return 0;
+}
+
+int nvme_dma_alloc(size_t len, int node, struct nvme_dma_region *out)
+{
+	return dma_alloc(len, node, out, NULL);
 }
 
 void nvme_dma_free(struct nvme_dma_region *r)
@@ -197,14 +214,37 @@ static void list_del(struct nvme_buf_pool *p, uint32_t i, unsigned o)
 	p->free_order[i] = 0;
 }
 
+/* One line per pool, at its creation: the pools are nearly all of the DMA
+ * memory, so this says whether the hugepages reserved for the daemon were
+ * taken, and on which node they had to be free. */
+static void pool_log(const struct nvme_dma_region *r, const char *why)
+{
+	char size[32], node[32];
+	if (r->len % (1u << 20) == 0)
+		snprintf(size, sizeof(size), "%zu MiB", r->len >> 20);
+	else
+		snprintf(size, sizeof(size), "%zu KiB", r->len >> 10);
+	if (r->node >= 0)
+		snprintf(node, sizeof(node), "NUMA node %d", r->node);
+	else
+		snprintf(node, sizeof(node), "any NUMA node");
+	if (r->huge)
+		log_info("dma: buffer pool of %s on %s: %zu 2 MiB hugepages", size, node,
+		         r->len / HUGE_SIZE);
+	else
+		log_info("dma: buffer pool of %s on %s: 4 KiB pages (%s)", size, node, why);
+}
+
 int nvme_pool_create(size_t bytes, int node, struct nvme_buf_pool **out)
 {
 	struct nvme_buf_pool *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	int rc = nvme_dma_alloc(bytes, node, &p->region);
+	const char *why;
+	int rc = dma_alloc(bytes, node, &p->region, &why);
 	if (rc < 0)
 		goto err_free;
+	pool_log(&p->region, why);
 	p->base = p->region.vaddr;
 	p->npages = (uint32_t)(p->region.len >> NVME_PAGE_SHIFT);
 	p->free_order = calloc(p->npages, 1);

@@ -17,6 +17,13 @@
  * flight is never chosen again until it completes, so every read has exactly
  * one expected content.  Every read is verified; mismatches make the exit
  * status 1.
+ *
+ * Progress: when stderr is a terminal, the main thread rewrites one line on
+ * it a few times a second (the fill pass, then the measured phase: how far,
+ * the rate, the time left) and erases it before the report.  The reactors
+ * only publish their counts with relaxed stores; when stderr is not a
+ * terminal the main thread sleeps on the phase semaphore as before and
+ * nothing of it is written.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,6 +108,9 @@ struct worker {
 	unsigned njobs;
 	uint64_t rng;
 	uint64_t issued, quota, ios, inflight;
+	uint64_t filled; /* fill pass: blocks written (or failed) */
+	/* ios and filled, for the progress line (relaxed: a snapshot) */
+	_Atomic uint64_t pub_ios, pub_filled;
 	enum phase phase;
 	atomic_bool stop;
 	atomic_int state;
@@ -114,6 +125,22 @@ static volatile sig_atomic_t got_signal;
 /* posted by a reactor at each phase change: the main thread sleeps on it
  * rather than polling, which would add its own instructions to a count */
 static sem_t progress;
+
+/* The progress line (main thread).  CSI K (erase to the end of the line)
+ * after each rewrite clears what a longer earlier line left. */
+#define PROG_TICK_NS 250000000L
+#define PROG_CLEAR "\r\033[K"
+static struct {
+	bool on;      /* stderr is a terminal: set before the reactors start */
+	bool dead;    /* a write failed (the terminal went away): no more lines */
+	bool shown;   /* a line is on the screen */
+	struct worker *ws;
+	unsigned nw;
+	uint64_t fill_blocks;       /* of every job of every worker */
+	struct timespec t0, run_t0; /* the reactors' start; every one in PH_RUN */
+	bool run_started;
+	struct timespec next;       /* the next rewrite */
+} prog;
 
 static void on_signal(int sig)
 {
@@ -377,8 +404,8 @@ static inline uint64_t pick_block(struct job *j, struct worker *w)
 static void job_error(struct job *j, const char *what, uint64_t blk, int err, uint16_t status)
 {
 	if (j->logged++ < MAX_LOGGED)
-		fprintf(stderr, "nvmefs-perf: reactor %u qid %u: %s block %" PRIu64 ": %s (status 0x%04x: %s)\n",
-			j->w->id, nvme_qpair_id(j->qp), what, blk, strerror(-err), status,
+		fprintf(stderr, "%snvmefs-perf: reactor %u qid %u: %s block %" PRIu64 ": %s (status 0x%04x: %s)\n",
+			prog.on ? PROG_CLEAR : "", j->w->id, nvme_qpair_id(j->qp), what, blk, strerror(-err), status,
 			nvme_status_str(status));
 }
 
@@ -484,8 +511,8 @@ static void io_done(void *arg, int err, uint16_t status)
 			if (bad >= 0) {
 				j->mismatches++;
 				if (j->logged++ < MAX_LOGGED)
-					fprintf(stderr, "nvmefs-perf: reactor %u qid %u: verify: block %" PRIu64
-						" (generation %u) differs at byte %ld\n", w->id,
+					fprintf(stderr, "%snvmefs-perf: reactor %u qid %u: verify: block %" PRIu64
+						" (generation %u) differs at byte %ld\n", prog.on ? PROG_CLEAR : "", w->id,
 						nvme_qpair_id(j->qp), s->blk, s->gen, bad * 8);
 			} else {
 				j->verified++;
@@ -498,6 +525,8 @@ static void io_done(void *arg, int err, uint16_t status)
 	}
 
 	if (__builtin_expect(w->phase == PH_FILL, 0)) {
+		w->filled++;
+		atomic_store_explicit(&w->pub_filled, w->filled, memory_order_relaxed);
 		/* a job with blocks left keeps its slots busy, so nothing in
 		 * flight means every slice is written */
 		submit(j, s);
@@ -506,6 +535,7 @@ static void io_done(void *arg, int err, uint16_t status)
 		return;
 	}
 	w->ios++;
+	atomic_store_explicit(&w->pub_ios, w->ios, memory_order_relaxed);
 	if (__builtin_expect(may_issue(w), 1))
 		submit(j, s);
 	else if (w->inflight == 0)
@@ -800,19 +830,149 @@ static int report(const struct cfg *cfg, struct worker *ws, unsigned nw, struct 
 	return tot.errors || tot.mismatches || tot.bogus ? 1 : 0;
 }
 
-/* Sleep until a reactor changes phase, a signal, or the deadline (NULL:
- * none).  false once the deadline has passed. */
-static bool wait_progress(const struct timespec *deadline)
-{
-	int rc = deadline ? sem_clockwait(&progress, CLOCK_MONOTONIC, deadline) : sem_wait(&progress);
-	return !(rc && errno == ETIMEDOUT);
-}
-
 static bool all_state_at_least(struct worker *ws, unsigned nw, int st)
 {
 	for (unsigned i = 0; i < nw; i++)
 		if (atomic_load(&ws[i].state) < st)
 			return false;
+	return true;
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static void ts_add_ns(struct timespec *t, long ns)
+{
+	t->tv_nsec += ns;
+	while (t->tv_nsec >= 1000000000L)
+		t->tv_sec++, t->tv_nsec -= 1000000000L;
+}
+
+/* "412 MiB", "1.0 GiB": binary units, as the report's MiB/s */
+static void fmt_bytes(char *b, size_t n, double v)
+{
+	if (v >= 1024.0 * 1024 * 1024)
+		snprintf(b, n, "%.1f GiB", v / (1024.0 * 1024 * 1024));
+	else if (v >= 10.0 * 1024 * 1024)
+		snprintf(b, n, "%.0f MiB", v / (1024.0 * 1024));
+	else if (v >= 1024.0 * 1024)
+		snprintf(b, n, "%.1f MiB", v / (1024.0 * 1024));
+	else
+		snprintf(b, n, "%.0f KiB", v / 1024.0);
+}
+
+static void fmt_eta(char *b, size_t n, double left_s)
+{
+	if (!(left_s >= 0) || left_s > 1e7)
+		snprintf(b, n, "eta -");
+	else
+		snprintf(b, n, "eta %.0f s", ceil(left_s));
+}
+
+static void prog_write(const char *line)
+{
+	char buf[512];
+	size_t len = strlen(line);
+	struct winsize wsz;
+	/* one line that never wraps, or the carriage return would rewrite
+	 * only its last row */
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &wsz) == 0 && wsz.ws_col > 1 && len >= wsz.ws_col)
+		len = wsz.ws_col - 1;
+	int n = snprintf(buf, sizeof(buf), "\r%.*s\033[K", (int)len, line);
+	if (n < 0)
+		return;
+	if (write(STDERR_FILENO, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1) < 0)
+		prog.dead = true;
+	else
+		prog.shown = true;
+}
+
+/* Rewrite the line: the fill pass while a reactor is in it, then the
+ * measured phase (by I/Os with -n, by time with -t). */
+static void prog_draw(const struct timespec *now)
+{
+	char line[256], a[32], b[32], r[32], eta[32];
+	uint64_t bs = o.bs;
+
+	if (!all_state_at_least(prog.ws, prog.nw, WS_RUN)) {
+		if (!o.verify || !prog.fill_blocks)
+			return;
+		uint64_t done = 0;
+		for (unsigned i = 0; i < prog.nw; i++)
+			done += atomic_load_explicit(&prog.ws[i].pub_filled, memory_order_relaxed);
+		double el = ts_diff(&prog.t0, now);
+		double rate = el > 0 ? (double)(done * bs) / el : 0;
+		fmt_bytes(a, sizeof(a), (double)(done * bs));
+		fmt_bytes(b, sizeof(b), (double)(prog.fill_blocks * bs));
+		fmt_bytes(r, sizeof(r), rate);
+		fmt_eta(eta, sizeof(eta),
+			rate > 0 ? (double)((prog.fill_blocks - done) * bs) / rate : -1);
+		snprintf(line, sizeof(line), "fill: %u%% %s/%s, %s/s, %s",
+			 (unsigned)(done * 100 / prog.fill_blocks), a, b, r, eta);
+		prog_write(line);
+		return;
+	}
+	if (!prog.run_started || all_state_at_least(prog.ws, prog.nw, WS_DONE))
+		return;
+	uint64_t ios = 0;
+	for (unsigned i = 0; i < prog.nw; i++)
+		ios += atomic_load_explicit(&prog.ws[i].pub_ios, memory_order_relaxed);
+	double el = ts_diff(&prog.run_t0, now);
+	double iops = el > 0 ? (double)ios / el : 0;
+	unsigned pct;
+	fmt_bytes(r, sizeof(r), iops * (double)bs);
+	if (o.nios) {
+		if (ios > o.nios)
+			ios = o.nios;
+		pct = (unsigned)(ios * 100 / o.nios);
+		fmt_bytes(a, sizeof(a), (double)(ios * bs));
+		fmt_bytes(b, sizeof(b), (double)(o.nios * bs));
+		fmt_eta(eta, sizeof(eta), iops > 0 ? (double)(o.nios - ios) / iops : -1);
+	} else {
+		double f = el / o.secs;
+		pct = (unsigned)(f >= 1 ? 100 : f * 100);
+		snprintf(a, sizeof(a), "%.1f s", el);
+		snprintf(b, sizeof(b), "%g s", o.secs);
+		fmt_eta(eta, sizeof(eta), o.secs - el > 0 ? o.secs - el : 0);
+	}
+	snprintf(line, sizeof(line), "%s%s: %u%% %s/%s, %s/s, %.0f IOPS, %s", wl_names[o.wl],
+		 o.verify ? " verify" : "", pct, a, b, r, iops, eta);
+	prog_write(line);
+}
+
+static void prog_erase(void)
+{
+	if (prog.shown && !prog.dead && write(STDERR_FILENO, PROG_CLEAR, strlen(PROG_CLEAR)) < 0)
+		prog.dead = true;
+	prog.shown = false;
+}
+
+/* Sleep until a reactor changes phase, a signal, or the deadline (NULL:
+ * none).  false once the deadline has passed.  With the progress line on,
+ * it also wakes for the line's next rewrite, and makes it. */
+static bool wait_progress(const struct timespec *deadline)
+{
+	if (!prog.on) {
+		int rc = deadline ? sem_clockwait(&progress, CLOCK_MONOTONIC, deadline)
+				  : sem_wait(&progress);
+		return !(rc && errno == ETIMEDOUT);
+	}
+	struct timespec until = prog.next, now;
+	if (deadline && ts_before(deadline, &until))
+		until = *deadline;
+	int rc = sem_clockwait(&progress, CLOCK_MONOTONIC, &until);
+	int e = errno;
+	clock_now(&now);
+	if (!ts_before(&now, &prog.next)) {
+		if (!prog.dead)
+			prog_draw(&now);
+		prog.next = now;
+		ts_add_ns(&prog.next, PROG_TICK_NS);
+	}
+	if (rc && e == ETIMEDOUT)
+		return !(deadline && !ts_before(&now, deadline));
 	return true;
 }
 
@@ -1008,6 +1168,15 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
+	prog.on = isatty(STDERR_FILENO);
+	prog.ws = ws;
+	prog.nw = nw;
+	for (unsigned i = 0; i < nw; i++)
+		for (unsigned k = 0; k < ws[i].njobs; k++)
+			prog.fill_blocks += ws[i].jobs[k].nblk;
+	clock_now(&prog.t0);
+	prog.next = prog.t0;
+	ts_add_ns(&prog.next, PROG_TICK_NS);
 	for (; started < nw; started++) {
 		rc = nvme_reactor_start(ws[started].r);
 		if (rc) {
@@ -1020,6 +1189,8 @@ int main(int argc, char **argv)
 		/* the clock of -t starts when every reactor is in its measured phase */
 		while (!got_signal && !all_state_at_least(ws, nw, WS_RUN))
 			wait_progress(NULL);
+		clock_now(&prog.run_t0);
+		prog.run_started = true;
 		if (o.nios) {
 			while (!got_signal && !all_state_at_least(ws, nw, WS_DONE))
 				wait_progress(NULL);
@@ -1034,6 +1205,7 @@ int main(int argc, char **argv)
 				;
 		}
 	}
+	prog_erase();
 	stop_all(ws, nw);
 	for (unsigned i = 0; i < started; i++)
 		nvme_reactor_join(ws[i].r);

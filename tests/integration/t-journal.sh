@@ -3,8 +3,9 @@
 # each line starts with a UTC timestamp (ISO 8601, milliseconds).  When
 # JOURNAL_STREAM names its stderr, as systemd sets it, every message is a
 # journal record (here received by a stand-in of journald's native socket)
-# with MESSAGE, PRIORITY and SYSLOG_IDENTIFIER, and CONTROLLER= on a message
-# about a controller; nothing then goes to stderr.  With the journal's
+# with MESSAGE, PRIORITY and SYSLOG_IDENTIFIER, CONTROLLER= on a message
+# about a controller and NAMESPACE= on one about a namespace (a namespace
+# added at run time); nothing then goes to stderr.  With the journal's
 # socket gone, the lines go to stderr with their <N> priority prefix.
 . "$(dirname "$0")/lib.sh"
 lib_init
@@ -54,6 +55,9 @@ DPID=$!
 i=0
 while ! grep -q "MESSAGE=ready: " "$TMP/journal" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 "$BUILD/nvmefsctl" -s "$TMP/admin.sock" detach fast_1 > /dev/null || fail "detach"
+"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject nvme0 ns-add 2 8M > /dev/null || fail "ns-add"
+i=0
+while ! grep -q "MESSAGE=nvme0: namespace 2 added" "$TMP/journal" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "journal: exit $DAEMON_RC"
 grep -q "MESSAGE=ready: 2 namespaces.*PRIORITY=6.*SYSLOG_IDENTIFIER=nvmefsd" "$TMP/journal" ||
@@ -62,6 +66,9 @@ grep -q "MESSAGE=fast_1: removed (detached.*PRIORITY=4.*SYSLOG_IDENTIFIER=nvmefs
 	fail "journal: the detach's warning has no CONTROLLER=fast_1: $(grep 'fast_1: removed' "$TMP/journal")"
 grep -q "MESSAGE=nvme0: .*CONTROLLER=nvme0" "$TMP/journal" || fail "journal: no CONTROLLER=nvme0 record"
 grep -q "MESSAGE=ready: .*CONTROLLER=" "$TMP/journal" && fail "journal: CONTROLLER= on a message about no controller"
+grep -q "MESSAGE=nvme0: namespace 2 added.*CONTROLLER=nvme0.*NAMESPACE=nvme0n2" "$TMP/journal" ||
+	fail "journal: the new namespace's record has no NAMESPACE=nvme0n2: $(grep 'namespace 2' "$TMP/journal")"
+grep -q "MESSAGE=ready: .*NAMESPACE=" "$TMP/journal" && fail "journal: NAMESPACE= on a message about no namespace"
 [ -s "$TMP/err" ] && fail "journal: lines went to stderr too: $(head -n 3 "$TMP/err")"
 n=$(wc -l < "$TMP/journal")
 
