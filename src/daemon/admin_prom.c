@@ -397,6 +397,18 @@ static void prom_write_ctrls(struct admin *a, FILE *f)
 	free(rs);
 }
 
+/* A per-reactor counter kept in ns (the uint64_t at off), as seconds. */
+static void prom_reactor_secs(FILE *f, const struct admin *a, const struct nvme_reactor_stats *rs,
+                              const char *name, const char *help, size_t off)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+		fprintf(f, "%s{", name);
+		prom_reactor_labels(f, a, r);
+		fprintf(f, "} %.9f\n", *(const uint64_t *)((const char *)&rs[r] + off) / 1e9);
+	}
+}
+
 static int prom_write_reactors(struct admin *a, FILE *f)
 {
 	unsigned nr = a->ctx.nr_reactors;
@@ -409,24 +421,14 @@ static int prom_write_reactors(struct admin *a, FILE *f)
 	for (unsigned r = 0; r < nr; r++)
 		nvme_reactor_stats_get(a->ctx.reactors[r], &rs[r]);
 	prom_table(f, prom_reactor, PROM_NT(prom_reactor), &objs);
-	fputs("# HELP nvmefs_reactor_busy_seconds_total Time of reactor passes that did work "
-	      "(reaped a completion, ran a call, took a request).\n"
-	      "# TYPE nvmefs_reactor_busy_seconds_total counter\n",
-	      f);
-	for (unsigned r = 0; r < nr; r++) {
-		fputs("nvmefs_reactor_busy_seconds_total{", f);
-		prom_reactor_labels(f, a, r);
-		fprintf(f, "} %.9f\n", rs[r].busy_ns / 1e9);
-	}
-	fputs("# HELP nvmefs_reactor_idle_seconds_total Reactor time not busy: passes that found "
-	      "nothing, the loop between passes, sleeping.\n"
-	      "# TYPE nvmefs_reactor_idle_seconds_total counter\n",
-	      f);
-	for (unsigned r = 0; r < nr; r++) {
-		fputs("nvmefs_reactor_idle_seconds_total{", f);
-		prom_reactor_labels(f, a, r);
-		fprintf(f, "} %.9f\n", rs[r].idle_ns / 1e9);
-	}
+	prom_reactor_secs(f, a, rs, "nvmefs_reactor_busy_seconds_total",
+	                  "Time of reactor passes that did work (reaped a completion, ran a call, "
+	                  "took a request).",
+	                  RC_FIELD(busy_ns));
+	prom_reactor_secs(f, a, rs, "nvmefs_reactor_idle_seconds_total",
+	                  "Reactor time not busy: passes that found nothing, the loop between "
+	                  "passes, sleeping.",
+	                  RC_FIELD(idle_ns));
 	free(rs);
 	return 0;
 }
