@@ -1175,7 +1175,7 @@ static int open_controllers(struct daemon *d)
 			.cq_budget = cfg->engine.cq_budget,
 			.io_timeout_ms = cfg->engine.io_timeout_ms,
 			.io_retries = cfg->engine.io_retries,
-			.interrupts = cfg->engine.mode != CFG_MODE_POLL,
+			.interrupts = cfg->engine.mode == CFG_MODE_INTERRUPT,
 		};
 		struct nvme_bus *bus = NULL;
 		struct sim *sim = NULL;
@@ -1333,11 +1333,15 @@ static int start_reactors(struct daemon *d)
 	 * by every controller), not in a pool. */
 	bool iso = e->dma_isolation == CFG_DMA_ISO_CONTROLLER && d->nr_ctrls > 1;
 	for (unsigned r = 0; r < n; r++) {
-		/* io_uring: each FUSE queue entry's payload lives in the pool */
+		/* io_uring: each FUSE queue entry's payload lives in the pool:
+		 * fuse_queue_depth of them for an online CPU's queue, one for
+		 * an offline CPU's (cpumap_queue_entries) */
 		size_t ring_bytes = d->transport == FUSEFS_TRANSPORT_CLASSIC || iso
 					    ? 0
-					    : (size_t)cpumap_count(d->cpu_map, d->nr_cpu_map, r) *
-						      d->cfg->daemon.fuse_queue_depth * FUSEFS_MAX_IO;
+					    : (size_t)cpumap_entries(d->cpu_topo, d->cpu_map,
+								     d->nr_cpu_map, r,
+								     d->cfg->daemon.fuse_queue_depth) *
+						      FUSEFS_MAX_IO;
 		size_t share = iso ? pool_bytes() / d->nr_ctrls : 0;
 		if (iso && share < ISO_POOL_MIN)
 			share = ISO_POOL_MIN;
@@ -1880,6 +1884,7 @@ static int run(struct daemon *d)
 		.queue_depth = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,
 		.cpu_map = d->cpu_map,
+		.cpus = d->cpu_topo,
 		.on_init = on_fuse_init,
 		.on_init_arg = d,
 		.on_exit = on_session_exit,

@@ -467,7 +467,8 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
  * reactor r: rings and trackers on r's NUMA node, r's DMA pool for c (the
  * shared one, or c's own under dma_isolation, made here) mapped for c's
  * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts
- * are on.
+ * are on and r runs in interrupt mode (poll and hybrid never sleep with a
+ * command in flight).
  * Call before nvme_reactor_start.  -EAGAIN when the controller is not live. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);

@@ -1130,7 +1130,10 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qid, c->dstrd));
 	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qid, c->dstrd));
 
-	if (c->opts.interrupts && r->opts.mode != NVME_MODE_POLL) {
+	/* only interrupt mode sleeps with commands in flight: hybrid polls
+	 * whenever one is, so a vector would only cost the device a signal
+	 * per completion and the loop a stale wake when it next sleeps */
+	if (c->opts.interrupts && r->opts.mode == NVME_MODE_INTERRUPT) {
 		if (qid < c->bus->nr_vectors) {
 			qp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 			if (qp->efd >= 0 && nvme_ctrl_wire_vector(c, qid, qp->efd) == 0) {

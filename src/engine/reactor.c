@@ -18,8 +18,8 @@
  *              reaps less than the budget, then the loop may sleep (NAPI).
  *   hybrid     poll while anything is in flight; block when nothing is.  No
  *              completion can arrive for a queue with nothing in flight, so
- *              this needs no interrupts; eventfds, when wired, are armed only
- *              while the loop sleeps.
+ *              its queues have no interrupt (qpair.c wires none): a wake
+ *              comes from the FUSE side or a call.
  */
 #include <errno.h>
 #include <numa.h>
@@ -96,21 +96,6 @@ static void set_polling(struct nvme_reactor *r, bool on)
 		ev_idle_start(r->loop, &r->idle_w);
 	else
 		ev_idle_stop(r->loop, &r->idle_w);
-	if (r->mode == NVME_MODE_HYBRID) {
-		/* eventfds armed only while sleeping: no read(2) per polled pass */
-		for (unsigned i = 0; i < r->nqps; i++) {
-			struct nvme_qpair *qp = r->qps[i];
-			if (qp->efd < 0)
-				continue;
-			if (on && qp->io_active) {
-				ev_io_stop(r->loop, &qp->io_w);
-				qp->io_active = false;
-			} else if (!on && !qp->io_active) {
-				ev_io_start(r->loop, &qp->io_w);
-				qp->io_active = true;
-			}
-		}
-	}
 }
 
 static void flush_all(struct nvme_reactor *r)
@@ -339,8 +324,7 @@ int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
 	if (qp->efd >= 0) {
 		ev_io_init(&qp->io_w, io_cb, qp->efd, EV_READ);
 		qp->io_w.data = qp;
-		if (r->mode == NVME_MODE_INTERRUPT ||
-		    (r->mode == NVME_MODE_HYBRID && !r->polling)) {
+		if (r->mode == NVME_MODE_INTERRUPT) {
 			ev_io_start(r->loop, &qp->io_w);
 			qp->io_active = true;
 		}

@@ -25,13 +25,13 @@ static int read_int(const char *path, int *v)
 	return rc;
 }
 
-/* "0-3,8-11": the highest number in the list, + 1 */
-static int possible_cpus(unsigned *n)
+/* A sysfs CPU list ("0-3,8-11") into a malloc'd array: -errno when the
+ * file cannot be read, -EINVAL when it does not parse or is empty. */
+static int read_cpu_list(const char *path, unsigned **out, unsigned *nr)
 {
 	char line[4096];
-	unsigned *cpus, nr = 0, max = 0;
-	FILE *f = fopen(SYS_CPU "/possible", "re");
-	int rc = -EINVAL;
+	unsigned *cpus;
+	FILE *f = fopen(path, "re");
 
 	if (!f)
 		return -errno;
@@ -42,15 +42,46 @@ static int possible_cpus(unsigned *n)
 	cpus = malloc((CFG_CPU_ID_MAX + 1) * sizeof(*cpus));
 	if (!cpus)
 		return -ENOMEM;
-	if (cfg_parse_cpu_list(line, cpus, CFG_CPU_ID_MAX + 1, &nr) == 0 && nr) {
-		for (unsigned i = 0; i < nr; i++)
-			if (cpus[i] + 1 > max)
-				max = cpus[i] + 1;
-		*n = max;
-		rc = 0;
+	if (cfg_parse_cpu_list(line, cpus, CFG_CPU_ID_MAX + 1, nr) != 0 || !*nr) {
+		free(cpus);
+		return -EINVAL;
 	}
+	*out = cpus;
+	return 0;
+}
+
+/* the highest possible CPU number, + 1 */
+static int possible_cpus(unsigned *n)
+{
+	unsigned *cpus, nr = 0, max = 0;
+	int rc = read_cpu_list(SYS_CPU "/possible", &cpus, &nr);
+
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < nr; i++)
+		if (cpus[i] + 1 > max)
+			max = cpus[i] + 1;
+	*n = max;
 	free(cpus);
-	return rc;
+	return 0;
+}
+
+int cpumap_read_online(bool *online, unsigned ncpu)
+{
+	unsigned *cpus, nr = 0;
+	int rc = read_cpu_list(SYS_CPU "/online", &cpus, &nr);
+
+	if (rc == -ENOMEM)
+		return rc;
+	for (unsigned c = 0; c < ncpu; c++)
+		online[c] = rc != 0;
+	if (rc)
+		return 0;
+	for (unsigned i = 0; i < nr; i++)
+		if (cpus[i] < ncpu)
+			online[cpus[i]] = true;
+	free(cpus);
+	return 0;
 }
 
 /* the node link under cpuN (node0, node1 ...), -1 when none */
@@ -75,15 +106,21 @@ static int cpu_node(unsigned c)
 int cpumap_read_topology(struct cpumap_cpu **out, unsigned *ncpu)
 {
 	struct cpumap_cpu *cpus;
+	bool *online;
 	unsigned n = 0;
 	int rc = possible_cpus(&n);
 
 	if (rc)
 		return rc;
 	cpus = calloc(n, sizeof(*cpus));
-	if (!cpus)
+	online = calloc(n, sizeof(*online));
+	if (!cpus || !online || cpumap_read_online(online, n)) {
+		free(cpus);
+		free(online);
 		return -ENOMEM;
+	}
 	for (unsigned c = 0; c < n; c++) {
+		cpus[c].online = online[c];
 		char path[96];
 
 		snprintf(path, sizeof(path), SYS_CPU "/cpu%u/topology/physical_package_id", c);
@@ -94,6 +131,7 @@ int cpumap_read_topology(struct cpumap_cpu **out, unsigned *ncpu)
 			cpus[c].core = -1;
 		cpus[c].node = cpu_node(c);
 	}
+	free(online);
 	*out = cpus;
 	*ncpu = n;
 	return 0;
@@ -126,6 +164,17 @@ unsigned cpumap_count(const unsigned *map, unsigned ncpu, unsigned r)
 
 	for (unsigned c = 0; c < ncpu; c++)
 		n += map[c] == r;
+	return n;
+}
+
+unsigned cpumap_entries(const struct cpumap_cpu *cpus, const unsigned *map, unsigned ncpu,
+			unsigned r, unsigned depth)
+{
+	unsigned n = 0;
+
+	for (unsigned c = 0; c < ncpu; c++)
+		if (map[c] == r)
+			n += cpumap_queue_entries(cpus, c, depth);
 	return n;
 }
 

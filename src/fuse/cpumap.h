@@ -12,17 +12,38 @@
 #ifndef NVMEFS_FUSE_CPUMAP_H
 #define NVMEFS_FUSE_CPUMAP_H
 
+#include <stdbool.h>
+
 /* One possible CPU; -1 where unknown (an offline CPU may have no topology). */
 struct cpumap_cpu {
 	int package; /* physical package (socket) */
 	int core;    /* core id within the package: siblings share it */
 	int node;    /* NUMA node */
+	bool online; /* when read: only an online CPU's callers send requests */
 };
 
 /* The number of possible CPUs as the kernel counts FUSE queues (the highest
- * possible CPU number + 1), and each one's topology from sysfs; *out is
- * malloc'd (free it).  0 or a negative errno. */
+ * possible CPU number + 1), and each one's topology and online state from
+ * sysfs; *out is malloc'd (free it).  0 or a negative errno. */
 int cpumap_read_topology(struct cpumap_cpu **out, unsigned *ncpu);
+
+/* online[c] for every c < ncpu, from sysfs's online list (every CPU when
+ * the list cannot be read: the kernel then has no CPU hotplug to speak of).
+ * 0, or -ENOMEM. */
+int cpumap_read_online(bool *online, unsigned ncpu);
+
+/* The FUSE queue entries a queue of CPU c wants: depth while c is online,
+ * else 1 (the kernel starts serving the ring only once every possible
+ * CPU's queue has an entry, and an offline CPU sends nothing). */
+static inline unsigned cpumap_queue_entries(const struct cpumap_cpu *cpus, unsigned c,
+					    unsigned depth)
+{
+	return !cpus || cpus[c].online ? depth : 1;
+}
+
+/* The entries of the queues map gives to reactor r (cpus NULL: all online). */
+unsigned cpumap_entries(const struct cpumap_cpu *cpus, const unsigned *map, unsigned ncpu,
+			unsigned r, unsigned depth);
 
 /* map[c] for every c < ncpu: the reactor (0..nr-1) serving CPU c's queue.
  * rcpu[r] is the CPU reactor r is pinned to, -1 when it is not pinned.

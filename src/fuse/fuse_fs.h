@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cpumap.h"
 #include "nvme.h"
 
 struct nvme_ctrl;
@@ -109,10 +110,14 @@ struct fusefs_opts {
 	/* uring: entries per FUSE queue (0: FUSEFS_QUEUE_DEPTH), each with a
 	 * payload buffer of FUSEFS_MAX_IO bytes from the serving reactor's DMA
 	 * pool; cpu_map[c] (nr_cpu_map entries, one per possible CPU) is the
-	 * reactor serving CPU c's queue (cpumap.h builds it) */
+	 * reactor serving CPU c's queue (cpumap.h builds it).  cpus (NULL: all
+	 * online) says which CPUs were online when the pools were sized: an
+	 * offline CPU's queue gets one entry until the CPU comes online
+	 * (cpumap_queue_entries; uring.h says what follows) */
 	unsigned queue_depth;
 	unsigned nr_cpu_map;
 	const unsigned *cpu_map;
+	const struct cpumap_cpu *cpus;
 
 	/* Adopt a connection instead of mounting: adopt_fd is /dev/fuse of a
 	 * connection already mounted at mountpoint, past INIT (whose outcome

@@ -5,17 +5,19 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "fsops.h"
 #include "fwire.h"
 #include "log.h"
+#include "cpumap.h"
 #include "nvme.h"
 
 #define RETRY_S 0.01 /* REGISTER before the kernel has taken INIT: again soon */
+#define ONLINE_S 1.0 /* how often an offline CPU's queue looks whether it came online */
 
 enum ent_state {
+	ENT_UNUSED,  /* no payload: its CPU was offline (cpumap_queue_entries) */
 	ENT_IDLE,    /* not with the kernel: to be registered */
 	ENT_KERNEL,  /* registered or answered-and-re-armed: waits for a request */
 	ENT_SERVING, /* a request is being served */
@@ -33,27 +35,30 @@ struct fur_ent {
 	uint16_t qid;
 	uint8_t state;
 	uint8_t op;           /* the command with the kernel: REGISTER or COMMIT */
+	/* the payload is DMA memory every controller of the reactor reaches
+	 * (its one pool): reads land in it and writes go out of it in place.
+	 * Else it is ordinary memory and the data is copied to and from the
+	 * request's own DMA buffer: under dma_isolation with several
+	 * controllers (no buffer belongs to every controller's pool), and for
+	 * the entries of a CPU that came online after the pools were sized */
+	bool payload_dma;
 } __attribute__((aligned(64)));
 
 struct fur_ring {
 	struct fusefs_rx *rx;
 	struct io_uring ring;
 	bool ring_ok;
-	int efd;
-	ev_io efd_w;
+	ev_io ring_w;         /* the ring's fd: readable while its CQ holds entries */
 	ev_timer retry_w;
+	ev_timer online_w;    /* while a queue has ENT_UNUSED entries */
 	unsigned nqueues;
+	unsigned depth;       /* queue k's entries: ents[k * depth ...] */
 	unsigned nent;
 	struct fur_ent *ents;
+	bool *online;         /* scratch for cpumap_read_online */
+	bool started;         /* fur_start ran: new entries are registered at once */
 	bool stopped;
-	bool flush_armed;
 	unsigned failed;      /* entries the kernel refused */
-	/* the payloads are DMA memory every controller of the reactor reaches
-	 * (its one pool): reads land in them and writes go out of them in
-	 * place.  Not under dma_isolation with several controllers: a payload
-	 * cannot belong to every controller's pool, so it is ordinary memory
-	 * and the data is copied to and from the request's own DMA buffer */
-	bool payload_dma;
 };
 
 static const struct fw_transport ring_transport;
@@ -145,9 +150,9 @@ static void take_request(struct fur_ring *g, struct fur_ent *e)
 	struct fw_req r = {
 		.t = &ring_transport,
 		.tctx = e,
-		.rbuf = e->ring->payload_dma ? e->payload : NULL,
-		.rbuf_len = e->ring->payload_dma ? FUSEFS_MAX_IO : 0,
-		.data_dma = e->ring->payload_dma,
+		.rbuf = e->payload_dma ? e->payload : NULL,
+		.rbuf_len = e->payload_dma ? FUSEFS_MAX_IO : 0,
+		.data_dma = e->payload_dma,
 	};
 	int rc;
 
@@ -236,15 +241,15 @@ void fur_reap(struct fusefs_rx *rx)
 		io_uring_cq_advance(&g->ring, n);
 }
 
-static void efd_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* The ring's fd polls readable while its CQ holds entries, so waking on it
+ * costs no read(2) (an eventfd registered with the ring would: one per wake)
+ * and reaping is what makes it quiet again. */
+static void ring_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fur_ring *g = w->data;
-	uint64_t v;
 
 	(void)loop;
 	(void)revents;
-	if (read(g->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
 	fur_reap(g->rx);
 }
 
@@ -267,6 +272,67 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	register_idle(g);
 }
 
+static void ent_buffers(struct fur_ent *e)
+{
+	e->iov[0].iov_base = &e->hdr;
+	e->iov[0].iov_len = sizeof(e->hdr);
+	e->iov[1].iov_base = e->payload;
+	e->iov[1].iov_len = FUSEFS_MAX_IO;
+	e->state = ENT_IDLE;
+}
+
+/* A CPU that was offline when the pools were sized has one entry.  Once it
+ * is online its callers send requests, and its queue gets the rest of its
+ * depth, in ordinary memory: the DMA pool keeps the room it was sized with
+ * for requests (these entries' data is copied, one copy per read or write).
+ * Returns whether a queue still waits for its CPU. */
+static bool grow_online(struct fur_ring *g)
+{
+	unsigned ncpu = g->rx->fs->o.nr_cpu_map;
+	bool waiting = false;
+
+	if (g->stopped || cpumap_read_online(g->online, ncpu))
+		return !g->stopped;
+	for (unsigned k = 0; k < g->nqueues; k++) {
+		struct fur_ent *q = &g->ents[k * g->depth];
+		unsigned added = 0;
+
+		if (q[g->depth - 1].state != ENT_UNUSED)
+			continue; /* its whole depth is there */
+		if (!g->online[q->qid]) {
+			waiting = true;
+			continue;
+		}
+		for (unsigned j = 0; j < g->depth; j++) {
+			if (q[j].state != ENT_UNUSED)
+				continue;
+			q[j].payload = aligned_alloc(4096, FUSEFS_MAX_IO);
+			if (!q[j].payload) {
+				waiting = true; /* again at the next look */
+				break;
+			}
+			ent_buffers(&q[j]);
+			added++;
+		}
+		if (added)
+			log_info("fuse: CPU %u is online: its FUSE queue gets %u more entries "
+				 "(ordinary memory)",
+				 q->qid, added);
+	}
+	if (g->started)
+		register_idle(g);
+	return waiting;
+}
+
+static void online_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct fur_ring *g = w->data;
+
+	(void)revents;
+	if (!grow_online(g))
+		ev_timer_stop(loop, w);
+}
+
 static void start_cb(void *arg)
 {
 	struct fusefs_rx *rx = arg;
@@ -275,23 +341,32 @@ static void start_cb(void *arg)
 
 	if (!g)
 		return;
+	g->started = true;
 	register_idle(g);
 	/* a refusal comes back at once: look before saying we are ready */
 	fur_reap(rx);
 	if (atomic_fetch_sub(&fs->rings_pending, 1) == 1 && !atomic_load(&fs->ring_failed)) {
-		unsigned nq = 0;
+		unsigned nq = 0, waiting = 0;
 
-		for (unsigned i = 0; i < fs->nr_rx; i++)
-			if (fs->rx[i].ring)
-				nq += fs->rx[i].ring->nqueues;
+		for (unsigned i = 0; i < fs->nr_rx; i++) {
+			struct fur_ring *o = fs->rx[i].ring;
+
+			if (!o)
+				continue;
+			nq += o->nqueues;
+			for (unsigned k = 0; k < o->nqueues; k++)
+				waiting += o->ents[(k + 1) * o->depth - 1].state == ENT_UNUSED;
+		}
 		atomic_store(&fs->transport, FUSEFS_TRANSPORT_URING);
 		/* a refusal on another reactor meanwhile: set_classic stored
 		 * CLASSIC after setting ring_failed, perhaps before us */
 		if (atomic_load(&fs->ring_failed))
 			atomic_store(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
 		else
-			log_info("fuse: serving over io_uring (%u FUSE queues, %u entries each)",
-				 nq, fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH);
+			log_info("fuse: serving over io_uring (%u FUSE queues, %u entries each; "
+				 "%u of offline CPUs, 1 entry each until the CPU is online)",
+				 nq, fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH,
+				 waiting);
 	}
 }
 
@@ -332,21 +407,22 @@ static void ring_free(struct fusefs_rx *rx)
 		return;
 	if (ev_is_active(&g->retry_w))
 		ev_timer_stop(nvme_reactor_loop(rx->r), &g->retry_w);
-	if (ev_is_active(&g->efd_w))
-		ev_io_stop(nvme_reactor_loop(rx->r), &g->efd_w);
+	if (ev_is_active(&g->online_w))
+		ev_timer_stop(nvme_reactor_loop(rx->r), &g->online_w);
+	if (ev_is_active(&g->ring_w))
+		ev_io_stop(nvme_reactor_loop(rx->r), &g->ring_w);
 	if (g->ring_ok)
 		io_uring_queue_exit(&g->ring);
-	if (g->efd >= 0)
-		close(g->efd);
 	for (unsigned i = 0; g->ents && i < g->nent; i++) {
 		if (!g->ents[i].payload)
 			continue;
-		if (g->payload_dma)
+		if (g->ents[i].payload_dma)
 			nvme_reactor_buf_free(rx->r, g->ents[i].payload, FUSEFS_MAX_IO);
 		else
 			free(g->ents[i].payload);
 	}
 	free(g->ents);
+	free(g->online);
 	free(g);
 	rx->ring = NULL;
 }
@@ -372,6 +448,7 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 	unsigned depth = fs->o.queue_depth ? fs->o.queue_depth : FUSEFS_QUEUE_DEPTH;
 	struct io_uring_params p;
 	struct fur_ring *g;
+	bool dma, waiting = false;
 	int err;
 
 	g = calloc(1, sizeof(*g));
@@ -379,20 +456,27 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 		return -ENOMEM;
 	rx->ring = g;
 	g->rx = rx;
-	g->efd = -1;
 	g->nqueues = nqueues;
+	g->depth = depth;
 	g->nent = nqueues * depth;
 	g->ents = aligned_alloc(64, sizeof(*g->ents) * g->nent);
-	if (!g->ents)
+	g->online = calloc(fs->o.nr_cpu_map, sizeof(*g->online));
+	if (!g->ents || !g->online)
 		return -ENOMEM;
 	memset(g->ents, 0, sizeof(*g->ents) * g->nent);
-	g->payload_dma = nvme_reactor_buf_common(rx->r);
+	dma = nvme_reactor_buf_common(rx->r);
 	for (unsigned i = 0; i < g->nent; i++) {
 		struct fur_ent *e = &g->ents[i];
 
 		e->ring = g;
 		e->qid = qids[i / depth];
-		if (!g->payload_dma) {
+		if (i % depth >= cpumap_queue_entries(fs->o.cpus, e->qid, depth)) {
+			e->state = ENT_UNUSED; /* its CPU is offline: grow_online */
+			waiting = true;
+			continue;
+		}
+		e->payload_dma = dma;
+		if (!dma) {
 			e->payload = aligned_alloc(4096, FUSEFS_MAX_IO);
 			if (!e->payload)
 				return -ENOMEM;
@@ -400,15 +484,16 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 			e->payload = nvme_reactor_buf_alloc(rx->r, FUSEFS_MAX_IO);
 		}
 		if (!e->payload) {
+			unsigned want = 0;
+
+			for (unsigned k = 0; k < nqueues; k++)
+				want += cpumap_queue_entries(fs->o.cpus, qids[k], depth);
 			log_err("fuse: reactor %u's DMA pool cannot hold its %u FUSE queue entries "
 				"(%u MiB): make it larger or lower fuse_queue_depth",
-				rx->idx, g->nent, g->nent * (FUSEFS_MAX_IO >> 20));
+				rx->idx, want, want * (FUSEFS_MAX_IO >> 20));
 			return -ENOMEM;
 		}
-		e->iov[0].iov_base = &e->hdr;
-		e->iov[0].iov_len = sizeof(e->hdr);
-		e->iov[1].iov_base = e->payload;
-		e->iov[1].iov_len = FUSEFS_MAX_IO;
+		ent_buffers(e);
 	}
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CLAMP;
@@ -421,21 +506,18 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 	}
 	g->ring_ok = true;
 	/* a poll-mode loop never sleeps: its pass hook reaps the ring every
-	 * pass, and an eventfd would only cost the kernel a write per CQE */
-	if (nvme_reactor_mode(rx->r) == NVME_MODE_POLL)
-		goto hooks;
-	g->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (g->efd < 0)
-		return -errno;
-	err = io_uring_register_eventfd(&g->ring, g->efd);
-	if (err < 0)
-		return err;
-	ev_io_init(&g->efd_w, efd_cb, g->efd, EV_READ);
-	g->efd_w.data = g;
-	ev_io_start(nvme_reactor_loop(rx->r), &g->efd_w);
-hooks:
+	 * pass, and watching the fd would cost a poll of it per pass */
+	if (nvme_reactor_mode(rx->r) != NVME_MODE_POLL) {
+		ev_io_init(&g->ring_w, ring_cb, g->ring.ring_fd, EV_READ);
+		g->ring_w.data = g;
+		ev_io_start(nvme_reactor_loop(rx->r), &g->ring_w);
+	}
 	ev_timer_init(&g->retry_w, retry_cb, RETRY_S, 0.);
 	g->retry_w.data = g;
+	ev_timer_init(&g->online_w, online_cb, ONLINE_S, ONLINE_S);
+	g->online_w.data = g;
+	if (waiting)
+		ev_timer_start(nvme_reactor_loop(rx->r), &g->online_w);
 	nvme_reactor_set_flush_hook(rx->r, flush_hook, rx);
 	return 0;
 }

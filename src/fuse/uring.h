@@ -3,8 +3,12 @@
  * The kernel keeps one FUSE queue per possible CPU and puts a request on the
  * queue of the CPU its caller runs on.  Reactor r serves the queues of the
  * CPUs that fusefs_opts.cpu_map gives it, all on one io_uring of its own
- * (SQE128, IORING_OP_URING_CMD on /dev/fuse).  Each queue has queue_depth
- * entries; an entry is a header buffer and a payload buffer of
+ * (SQE128, IORING_OP_URING_CMD on /dev/fuse).  Each queue of an online CPU
+ * has queue_depth entries, each queue of an offline CPU one (its callers
+ * send nothing, and the kernel serves the ring once every queue has an
+ * entry); when such a CPU comes online (looked at once a second) its queue
+ * gets the rest of its depth, in ordinary memory, with the copy that costs.
+ * An entry is a header buffer and a payload buffer of
  * FUSEFS_MAX_IO bytes from the reactor's DMA pool, so that a write's data
  * arrives in memory the device reads, and an aligned read's data is DMAed
  * into the buffer the kernel copies to the caller: no copy in user space.
@@ -17,8 +21,9 @@
  * and is answered and re-armed in one command (COMMIT_AND_FETCH); the
  * answers of one loop pass are submitted together by the reactor's flush
  * hook, the ring's completions are reaped by its pass hook and, while the
- * loop sleeps (interrupt and hybrid modes), woken by an eventfd registered
- * with the ring; a poll-mode loop has no eventfd and reaps every pass.
+ * loop sleeps (interrupt and hybrid modes), wake it through the ring's fd,
+ * which polls readable while the CQ holds entries (no eventfd to read); a
+ * poll-mode loop does not watch the fd and reaps every pass.
  * Entries come back with -ENOTCONN when the connection ends.  Prefix fur_.
  */
 #ifndef NVMEFS_FUSE_URING_H
