@@ -333,7 +333,13 @@ struct nvme_reactor {
 	struct nvme_ctrl_pool cpools[NVME_REACTOR_MAX_QPAIRS];
 	unsigned ncpools;
 	uint64_t now_ns; /* cached at the start of each pass */
-	uint64_t pass_end_ns; /* when the last pass ended: the gap to now_ns is idle */
+	/* Accounting with one clock read per pass while polling: the time
+	 * from mark_ns to the next pass's clock read is busy when mark_busy
+	 * (a polling pass that worked, with the zero-timeout poll after it),
+	 * else idle (a pass that found nothing, or a sleep: the clock is read
+	 * once more before sleeping).  0: nothing to account yet. */
+	uint64_t mark_ns;
+	bool mark_busy;
 	bool in_pass;
 	bool worked; /* this pass did work: its time is busy */
 	enum nvme_poll_mode mode; /* effective (hybrid/interrupt may fall back to poll) */

@@ -495,10 +495,14 @@ void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), v
  * the loop may block: the FUSE front end submits the answers of the pass to
  * its io_uring here, in one system call. */
 void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
-/* On the reactor thread: the pass did useful work (a hook took a request)
- * and counts as busy time.  Reaping a completion or running a call counts
- * without it. */
+/* On the reactor thread: the pass did useful work (a hook took requests)
+ * and counts as busy time; once per pass is enough.  Reaping a completion
+ * or running a call counts without it. */
 void nvme_reactor_note_work(struct nvme_reactor *r);
+/* On the reactor thread: the time (CLOCK_MONOTONIC ns) the current pass
+ * began, read once per pass and shared by everything the pass does; outside
+ * a pass, the clock read now. */
+uint64_t nvme_reactor_clock(struct nvme_reactor *r);
 
 /* Start the pinned thread running the loop.  nvme_reactor_run() runs the loop
  * on the calling thread instead (pinning it) until nvme_reactor_stop. */
@@ -636,9 +640,11 @@ struct nvme_reactor_stats {
 	uint64_t passes, sleeps, wakeups, calls;
 	/* Load, as spdk_top counts it: the time of passes that did work (reaped
 	 * a completion, ran a call, took a request) is busy; passes that found
-	 * nothing, the loop's own overhead between passes and sleeping are
-	 * idle.  busy_ns / (busy_ns + idle_ns) is the load in every mode: a
-	 * polling reactor with nothing to do is idle, not 100% busy. */
+	 * nothing and sleeping are idle.  The clock is read once per pass (and
+	 * once more before sleeping), so the loop's own step from one polling
+	 * pass to the next counts with the pass before it.  busy_ns / (busy_ns
+	 * + idle_ns) is the load in every mode: a polling reactor with nothing
+	 * to do is idle, not 100% busy. */
 	uint64_t busy_ns, idle_ns;
 	uint64_t busy_passes; /* passes that did work */
 };

@@ -104,14 +104,26 @@ static void flush_all(struct nvme_reactor *r)
 		nvme_qpair_flush_sq(r->qps[i]);
 }
 
+/* The time since the mark is busy or idle (see mark_ns); now is the new
+ * mark. */
+static void account(struct nvme_reactor *r, uint64_t now)
+{
+	if (r->mark_ns && now > r->mark_ns) {
+		if (r->mark_busy)
+			STAT_ADD(r->st.busy_ns, now - r->mark_ns);
+		else
+			STAT_ADD(r->st.idle_ns, now - r->mark_ns);
+	}
+	r->mark_ns = now;
+}
+
 static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 {
 	(void)loop;
 	(void)revents;
 	struct nvme_reactor *r = w->data;
 	r->now_ns = nvme_now_ns(); /* one clock read per pass, shared by every I/O in it */
-	if (r->pass_end_ns)
-		STAT_ADD(r->st.idle_ns, r->now_ns - r->pass_end_ns);
+	account(r, r->now_ns);
 	r->in_pass = true;
 	r->worked = false;
 	STAT_INC(r->st.passes);
@@ -172,6 +184,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		set_polling(r, any);
 	}
 	if (stopping && inflight == 0) {
+		r->in_pass = false; /* whoever asks for the time now reads the clock */
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
@@ -180,19 +193,25 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	if (!r->in_pass)
 		return; /* the loop's first prepare comes before any check */
 	r->in_pass = false;
-	/* the second clock read of a pass: what the pass took is busy or idle */
-	r->pass_end_ns = nvme_now_ns();
-	if (r->worked) {
-		STAT_ADD(r->st.busy_ns, r->pass_end_ns - r->now_ns);
+	if (r->worked)
 		STAT_INC(r->st.busy_passes);
-	} else {
-		STAT_ADD(r->st.idle_ns, r->pass_end_ns - r->now_ns);
-	}
+	r->mark_ns = r->now_ns;
+	r->mark_busy = r->worked;
+	if (r->polling)
+		return; /* the next pass's clock read ends this one */
+	/* about to sleep: the pass ends now, the sleep is idle */
+	account(r, nvme_now_ns());
+	r->mark_busy = false;
 }
 
 void nvme_reactor_note_work(struct nvme_reactor *r)
 {
 	r->worked = true;
+}
+
+uint64_t nvme_reactor_clock(struct nvme_reactor *r)
+{
+	return nvme_reactor_now(r);
 }
 
 static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)

@@ -93,6 +93,8 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 		struct fw_req r = {.t = &dev_transport, .tctx = rx};
 		int rc = fw_decode_dev(rx->dbuf, (size_t)n, &m);
 
+		if (i == 0 && rx->r)
+			nvme_reactor_note_work(rx->r); /* the pass counts as busy */
 		fsops_dispatch(rx, &r, rc, &m);
 		if (atomic_load(&rx->stopped))
 			break;

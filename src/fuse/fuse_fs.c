@@ -44,6 +44,13 @@ static int env_call(void *ctx, void (*fn)(void *arg), void *arg)
 	return nvme_reactor_call(rx->r, fn, arg);
 }
 
+static uint64_t env_now(void *ctx)
+{
+	struct fusefs_rx *rx = ctx;
+
+	return nvme_reactor_clock(rx->r);
+}
+
 /* What a buffer of len takes from the reactor's buddy pool. */
 static size_t env_cost(void *ctx, size_t len)
 {
@@ -471,6 +478,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 			.call = env_call,
 			.ctx = rx,
 			.buf_cost = env_cost,
+			.now = o->reactors[i] ? env_now : NULL,
 		};
 		struct sched_opts so = {
 			.rq_size = fsio_rq_size(),

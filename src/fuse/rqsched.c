@@ -48,12 +48,19 @@ struct sched {
 #define ST_ADD(s, f, n) sched_stat_add(&(s)->st.f, (n))
 #define ST_SET(s, f, v) __atomic_store_n(&(s)->st.f, (v), __ATOMIC_RELAXED)
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* On the scheduler's thread: env.now's time (a reactor's, read once per
+ * pass) or the clock's. */
+static uint64_t now_ns(const struct sched *s)
+{
+	return s->env.now ? s->env.now(s->env.ctx) : clock_ns();
 }
 
 static void push(struct rq_list *l, struct sched_rq *q)
@@ -130,7 +137,7 @@ static void wait_begin(struct sched_rq *q, unsigned why)
 	struct sched *s = q->s;
 
 	q->wait = (uint8_t)(why + 1);
-	q->t_wait = now_ns(); /* read only by requests that wait */
+	q->t_wait = now_ns(s); /* read only by requests that wait */
 	ST_ADD(s, parked[why], 1);
 	ST_ADD(s, waits[why], 1);
 	if (why == FUSEFS_WAIT_LOCK) {
@@ -146,7 +153,7 @@ static void wait_end(struct sched_rq *q)
 	if (q->wait) {
 		ST_ADD(q->s, parked[q->wait - 1], (uint64_t)-1);
 		q->wait = 0;
-		q->wait_ns += now_ns() - q->t_wait;
+		q->wait_ns += now_ns(q->s) - q->t_wait;
 	}
 }
 
@@ -193,6 +200,7 @@ unsigned sched_destroy(struct sched *s, int errnum)
 	if (!s)
 		return 0;
 	s->kicking = true; /* aborts must not run anything */
+	s->env.now = NULL; /* not on the scheduler's thread: read the clock */
 	while (s->all) {
 		struct sched_rq *q = s->all;
 
@@ -257,7 +265,7 @@ struct sched_rq *sched_rq_new(struct sched *s, uint8_t op)
 	memset(q, 0, s->o.rq_size);
 	q->s = s;
 	q->op = op;
-	q->t0 = now_ns();
+	q->t0 = now_ns(s);
 	q->anext = s->all;
 	if (s->all)
 		s->all->aprev = q;
@@ -347,11 +355,11 @@ void sched_payload_lent(struct sched_rq *q, size_t off, const void *src, size_t 
 
 /* The namespace's request count one less; now: the time, 0 if not read
  * yet. */
-static void ns_leave(struct sched_ns_stats *n, uint64_t now)
+static void ns_leave(const struct sched *s, struct sched_ns_stats *n, uint64_t now)
 {
 	sched_stat_add(&n->st.inflight, (uint64_t)-1);
 	if (n->st.inflight == 0)
-		sched_stat_add(&n->st.busy_ns, (now ? now : now_ns()) - n->busy_t0);
+		sched_stat_add(&n->st.busy_ns, (now ? now : now_ns(s)) - n->busy_t0);
 }
 
 /* Release everything q holds and recycle it; no statistics, no kick.  now:
@@ -362,7 +370,7 @@ static void rq_release(struct sched_rq *q, uint64_t now)
 	struct rlock_ent *g;
 
 	if (q->nst)
-		ns_leave(q->nst, now);
+		ns_leave(s, q->nst, now);
 	if (q->locked) {
 		q->locked = false;
 		g = rlock_release(q->lock, &q->le);
@@ -454,7 +462,7 @@ void sched_ns_stats_add(const struct sched_ns_stats *nst, struct fusefs_ns_stats
 {
 	const uint64_t *src = (const uint64_t *)&nst->st;
 	uint64_t *dst = (uint64_t *)out;
-	uint64_t t0, now = now_ns();
+	uint64_t t0, now = clock_ns(); /* any thread */
 
 	static_assert(sizeof(nst->st) % 8 == 0, "namespace figures are u64 words");
 	for (size_t i = 0; i < sizeof(nst->st) / 8; i++)
@@ -468,7 +476,7 @@ void sched_ns_stats_add(const struct sched_ns_stats *nst, struct fusefs_ns_stats
 void sched_finish(struct sched_rq *q, int errnum)
 {
 	struct sched *s = q->s;
-	uint64_t now = now_ns();
+	uint64_t now = now_ns(s);
 
 	count_op(s, q->op, q->bytes, errnum, now - q->t0);
 	wait_end(q);
@@ -508,7 +516,7 @@ static void after_mem(struct sched_rq *q)
 	}
 	if (q->lock) {
 		if (!rlock_acquire(q->lock, &q->le, q->lb0, q->lb1)) {
-			q->t_lock = now_ns();
+			q->t_lock = now_ns(q->s);
 			wait_begin(q, FUSEFS_WAIT_LOCK);
 			return; /* rlock_release hands it back */
 		}
@@ -523,7 +531,7 @@ static void granted(struct sched_rq *q)
 {
 	struct sched *s = q->s;
 
-	ST_ADD(s, lock_wait_ns, now_ns() - q->t_lock);
+	ST_ADD(s, lock_wait_ns, now_ns(s) - q->t_lock);
 	wait_end(q);
 	q->locked = true;
 	enqueue(&dom_of(q)->readyq, q, false);

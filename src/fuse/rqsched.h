@@ -105,6 +105,10 @@ struct sched_env {
 	/* bytes of the pool a buffer of len takes, for o.dom_mem_max (NULL:
 	 * len) */
 	size_t (*buf_cost)(void *ctx, size_t len);
+	/* CLOCK_MONOTONIC ns on the scheduler's thread, for the latencies and
+	 * waits it counts: a reactor's once-per-pass time (NULL: the clock,
+	 * read at every use) */
+	uint64_t (*now)(void *ctx);
 };
 
 #define SCHED_MAX_RQ 2048 /* the default bound of requests at once */

@@ -237,8 +237,10 @@ void fur_reap(struct fusefs_rx *rx)
 		handle_cqe(g, io_uring_cqe_get_data(cqe), cqe->res);
 		n++;
 	}
-	if (n)
+	if (n) {
 		io_uring_cq_advance(&g->ring, n);
+		nvme_reactor_note_work(rx->r); /* the pass counts as busy */
+	}
 }
 
 /* The ring's fd polls readable while its CQ holds entries, so waking on it

@@ -161,11 +161,25 @@ static size_t pow2_cost(void *ctx, size_t len)
 	return c;
 }
 
+/* A reactor's once-per-pass time, set by the test (fake_clock_on: given to
+ * the schedulers set up next as their env.now). */
+static bool fake_clock_on;
+static uint64_t fake_now;
+static unsigned fake_now_reads;
+
+static uint64_t fake_clock(void *ctx)
+{
+	(void)ctx;
+	fake_now_reads++;
+	return fake_now;
+}
+
 static void setup_rx_opts(unsigned i, size_t pool, unsigned slots, size_t bounce_max,
 			  unsigned nr_dom, size_t dom_mem_max, unsigned max_rq, bool pow2)
 {
 	struct fake_rx *rx = &rxs[i];
-	struct sched_env env = {pool_alloc, pool_free, fake_call, rx, pow2 ? pow2_cost : NULL};
+	struct sched_env env = {pool_alloc, pool_free, fake_call, rx, pow2 ? pow2_cost : NULL,
+				fake_clock_on ? fake_clock : NULL};
 	struct sched_opts o = {
 		.rq_size = sizeof(struct trq),
 		.max_rq = max_rq,
@@ -676,6 +690,43 @@ START_TEST(t_ns_stats)
 	sched_ns_stats_add(&nst, &out);
 	ck_assert_uint_eq(out.inflight, 0);
 	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].count, 2);
+}
+END_TEST
+
+/* With env.now (a reactor's pass time) every latency, queue time and busy
+ * time the scheduler counts comes from it, to the nanosecond. */
+START_TEST(t_env_clock)
+{
+	static struct sched_ns_stats nst;
+	struct fusefs_ns_stats out;
+
+	reset();
+	memset(&nst, 0, sizeof(nst));
+	fake_clock_on = true;
+	fake_now = 1000;
+	fake_now_reads = 0;
+	setup_rx(0, 8192, 8, 0);
+	fake_clock_on = false;
+	struct trq *a = mk(0, 1, 8192, NULL, 0, 0, 1);
+	struct trq *b = mk(0, 2, 4096, NULL, 0, 0, 1);
+	sched_rq_ns(&a->sq, &nst);
+	sched_rq_ns(&b->sq, &nst);
+	sched_start(&a->sq);
+	sched_start(&b->sq); /* waits for a's memory from 1000 */
+	fake_now = 4000;
+	complete(0); /* a: 3000 ns; b runs after 3000 ns of waiting */
+	fake_now = 9000;
+	complete(0); /* b: 8000 ns */
+	memset(&out, 0, sizeof(out));
+	sched_ns_stats_add(&nst, &out);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].count, 2);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].sum_ns, 3000 + 8000);
+	ck_assert_uint_eq(out.op[FUSEFS_OP_WRITE].queue_ns, 3000);
+	ck_assert_uint_eq(out.busy_ns, 8000);
+	ck_assert_uint_eq(st(0).op[FUSEFS_OP_WRITE].sum_ns, 3000 + 8000);
+	ck_assert_uint_gt(fake_now_reads, 0);
+	sched_close(rxs[0].s);
+	ck_assert_uint_eq(sched_destroy(rxs[0].s, EIO), 0);
 }
 END_TEST
 
@@ -1300,6 +1351,7 @@ int main(void)
 	tcase_add_test(tc, t_bounce_budget);
 	tcase_add_test(tc, t_destroy_abandons);
 	tcase_add_test(tc, t_ns_stats);
+	tcase_add_test(tc, t_env_clock);
 	tcase_add_test(tc, t_dom_slot_isolation);
 	tcase_add_test(tc, t_dom_fifo);
 	tcase_add_test(tc, t_dom_memory_bound);

@@ -381,6 +381,80 @@ START_TEST(t_calls)
 }
 END_TEST
 
+/* ---- load accounting and the pass clock ---- */
+struct loadt {
+	struct nvme_reactor *r;
+	_Atomic bool working;
+	unsigned clock_moved; /* passes whose clock changed within the pass */
+	unsigned passes;
+	uint64_t last;
+	bool went_back;
+};
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static void load_hook(void *arg)
+{
+	struct loadt *t = arg;
+	uint64_t c0 = nvme_reactor_clock(t->r);
+	if (c0 < t->last)
+		t->went_back = true;
+	t->last = c0;
+	t->passes++;
+	if (atomic_load(&t->working)) {
+		uint64_t end = mono_ns() + 20000;
+		while (mono_ns() < end) /* 20 us of "work" */
+			;
+		nvme_reactor_note_work(t->r);
+	}
+	if (nvme_reactor_clock(t->r) != c0)
+		t->clock_moved++;
+}
+/* A polling reactor: the clock is read once per pass (every use in a pass
+ * sees the same time, and it never goes back), passes that worked count as
+ * busy, the others as idle, and the two add up to the time it ran. */
+START_TEST(t_load_accounting)
+{
+	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 1u << 20};
+	static struct loadt t;
+	struct nvme_reactor_stats a, b, c;
+	struct timespec ts = {0, 150000000};
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(nvme_reactor_create(&ro, &t.r), 0);
+	nvme_reactor_set_pass_hook(t.r, load_hook, &t);
+	ck_assert_int_eq(nvme_reactor_start(t.r), 0);
+	nanosleep(&(struct timespec){0, 20000000}, NULL);
+	nvme_reactor_stats_get(t.r, &a);
+	uint64_t t0 = mono_ns();
+	atomic_store(&t.working, true);
+	nanosleep(&ts, NULL);
+	atomic_store(&t.working, false);
+	nvme_reactor_stats_get(t.r, &b);
+	nanosleep(&ts, NULL);
+	uint64_t t2 = mono_ns();
+	nvme_reactor_stats_get(t.r, &c);
+	nvme_reactor_stop(t.r);
+	nvme_reactor_join(t.r);
+	ck_assert_uint_gt(t.passes, 100);
+	ck_assert_uint_eq(t.clock_moved, 0);
+	ck_assert(!t.went_back);
+	/* working: nearly all busy; then nearly all idle (a shared machine
+	 * may preempt the thread: the bounds are loose, the split is not) */
+	uint64_t busy1 = b.busy_ns - a.busy_ns, idle1 = b.idle_ns - a.idle_ns;
+	uint64_t busy2 = c.busy_ns - b.busy_ns, idle2 = c.idle_ns - b.idle_ns;
+	ck_assert_uint_gt(busy1, 4 * idle1);
+	ck_assert_uint_gt(idle2, 4 * busy2);
+	ck_assert_uint_gt(b.busy_passes, a.busy_passes);
+	/* what was accounted is the time that passed, give or take a pass */
+	ck_assert_uint_le(busy1 + idle1 + busy2 + idle2, (t2 - t0) + 5000000);
+	ck_assert_uint_ge(busy1 + idle1 + busy2 + idle2, (t2 - t0) / 2);
+	nvme_reactor_destroy(t.r);
+}
+END_TEST
+
 /* ---- stop waits for in-flight I/O ---- */
 struct stopper {
 	struct nvme_reactor *r;
@@ -442,6 +516,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_fairness, 0, 4);
 	tcase_add_loop_test(tc, t_calls, 0, 3);
 	tcase_add_test(tc, t_stop_drains);
+	tcase_add_test(tc, t_load_accounting);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
