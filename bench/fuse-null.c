@@ -6,6 +6,11 @@
  *   classic (default): libfuse reads the session fd non-blocking from libev
  *     loops, and every request is answered from the thread that read it, the
  *     shape the nvmefs reactors use over /dev/fuse;
+ *   raw classic (-r): libfuse only mounts; THREADS readers, each pinned to a
+ *     CPU with a clone of the channel (FUSE_DEV_IOC_CLONE: its own list of
+ *     requests being processed), read blocking, decode with the project's
+ *     fwire and answer with one writev from the thread that read: the
+ *     fastest /dev/fuse server this file knows how to write;
  *   io_uring (-u): FUSE over io_uring (kernel 6.14+, fuse's enable_uring
  *     parameter set).  libfuse only mounts; INIT and whatever else comes over
  *     /dev/fuse (before the queues are ready, FORGET, INTERRUPT) are read raw
@@ -21,13 +26,15 @@
  * (1 MiB requests, async direct I/O, 1024 background requests, parallel
  * direct writes).
  *
- * Usage: fuse-null [-p] [-u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT
- *   -p          poll instead of sleeping (epoll, or the ring's wait)
+ * Usage: fuse-null [-p] [-r | -u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT
+ *   -p          poll instead of sleeping (epoll, read, or the ring's wait)
+ *   -r          /dev/fuse without libfuse's loop (see above)
  *   -u          serve over io_uring; fails when the kernel does not offer it
  *   -d DEPTH    -u: entries per FUSE queue (default 16)
  *   -s SIZE     size of MOUNTPOINT/null, bytes with an optional K/M/G/T suffix
  *               (binary units; default 1G)
- *   -t THREADS  classic: libev loops sharing the session fd (default 1)
+ *   -t THREADS  classic: libev loops (-r: readers) sharing the session fd
+ *               (default 1)
  * Runs in the foreground; SIGINT or SIGTERM unmounts and exits 0.  With -u
  * it prints, at exit, how many requests came over /dev/fuse and over each
  * queue's ring.
@@ -48,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -437,9 +445,14 @@ static void ring_drop(struct fw_req *r)
 
 static const struct fw_transport ring_transport = {.send = ring_send, .drop = ring_drop};
 
+struct rthread;
+static int rthread_fd(const struct rthread *t);
+
+/* r->tctx: the -r reader that read it, on whose clone the answer goes */
 static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
-	int err = fw_dev_answer(dev_fd, r->unique, error, iov, iovcnt);
+	int err = fw_dev_answer(r->tctx ? rthread_fd(r->tctx) : dev_fd, r->unique, error, iov,
+				iovcnt);
 
 	/* ENOENT: the request was interrupted meanwhile */
 	if (err && err != -ENOENT)
@@ -844,14 +857,14 @@ static void on_stop_signal(int sig)
 	stopping = 1;
 }
 
-/* INIT, over /dev/fuse: io_uring or nothing. */
-static int serve_init(struct fw_req *r, const struct fw_msg *m)
+/* INIT, over /dev/fuse; uring: io_uring or nothing. */
+static int serve_init(struct fw_req *r, const struct fw_msg *m, bool uring)
 {
 	const struct fw_init_want want = {
 		.max_write = MAX_IO,
 		.max_background = 1024,
 		.congestion_threshold = 768,
-		.uring = true,
+		.uring = uring,
 	};
 	struct fuse_init_out out;
 	int rc = fw_init_answer(&m->in.init, &want, &out);
@@ -863,7 +876,7 @@ static int serve_init(struct fw_req *r, const struct fw_msg *m)
 		fw_reply_err(r, EPROTO);
 		return -EPROTO;
 	}
-	if (!(fw_init_flags_out(&out) & FUSE_OVER_IO_URING)) {
+	if (uring && !(fw_init_flags_out(&out) & FUSE_OVER_IO_URING)) {
 		fprintf(stderr, "fuse-null: the kernel did not offer FUSE over io_uring: it needs "
 				"Linux 6.14+ and /sys/module/fuse/parameters/enable_uring set to Y "
 				"before the mount\n");
@@ -979,7 +992,7 @@ static int run_uring(void)
 				fw_reply_err(&r, EIO);
 				continue;
 			}
-			if (serve_init(&r, &m))
+			if (serve_init(&r, &m, true))
 				goto out;
 			inited = true;
 			/* the kernel took the answer in the write: the rings
@@ -1019,6 +1032,164 @@ out:
 	return ret;
 }
 
+/* ---- -r: /dev/fuse without libfuse's loop ---- */
+
+/* One reader: its own clone of the channel (its own processing list in the
+ * kernel, so answers do not contend with the other readers'), pinned to a
+ * CPU, reading blocking (or, with -p, spinning on EAGAIN) and answering
+ * in place from the buffer it read into. */
+struct rthread {
+	unsigned idx;
+	int fd;
+	pthread_t tid;
+	bool running;
+	char *buf;
+	struct counts c;
+	int err;
+};
+
+static bool raw_mode;
+static struct rthread *rthreads;
+
+static int rthread_fd(const struct rthread *t)
+{
+	return t->fd;
+}
+static atomic_bool raw_inited;
+
+static void *raw_thread(void *arg)
+{
+	struct rthread *t = arg;
+	size_t bufsize = MAX_IO + 4096; /* the kernel wants room for a write */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (ncpu > 0) {
+		CPU_ZERO(&set);
+		CPU_SET(t->idx % (unsigned)ncpu, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+	}
+	for (;;) {
+		struct fw_req r = {.t = &dev_transport, .tctx = t};
+		struct fw_msg m;
+		ssize_t len = read(t->fd, t->buf, bufsize);
+		int rc;
+
+		if (len < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ENOENT)
+				continue;
+			if (errno != ENODEV) { /* ENODEV: unmounted, the normal end */
+				perror("fuse-null: reading /dev/fuse");
+				t->err = 1;
+			}
+			break;
+		}
+		rc = fw_decode_dev(t->buf, (size_t)len, &m);
+		r.unique = m.h.unique;
+		r.opcode = m.h.opcode;
+		if (rc == FW_OK && m.h.opcode == FUSE_INIT) {
+			if (atomic_exchange(&raw_inited, true)) {
+				fw_reply_err(&r, EIO);
+				continue;
+			}
+			if (serve_init(&r, &m, false)) {
+				t->err = 1;
+				break;
+			}
+			continue;
+		}
+		u_serve(&r, rc, &m, &t->c);
+	}
+	return NULL;
+}
+
+/* -r, after the mount: returns the exit status. */
+static int run_raw(void)
+{
+	sigset_t block, old;
+	struct counts tot = {0};
+	int ret = 0, sig;
+
+	dev_fd = fuse_session_fd(se);
+	rthreads = calloc(nr_loops, sizeof *rthreads);
+	if (!rthreads) {
+		fprintf(stderr, "fuse-null: no memory for the readers\n");
+		return 1;
+	}
+	/* signals only for sigwait below; the readers inherit the block */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	for (unsigned i = 0; i < nr_loops; i++) {
+		struct rthread *t = &rthreads[i];
+		uint32_t master = (uint32_t)dev_fd;
+		int err;
+
+		t->idx = i;
+		t->fd = i ? open("/dev/fuse", O_RDWR | O_CLOEXEC) : dev_fd;
+		if (t->fd < 0 || (i && ioctl(t->fd, FUSE_DEV_IOC_CLONE, &master) < 0)) {
+			perror("fuse-null: cloning the FUSE channel");
+			if (t->fd >= 0)
+				close(t->fd);
+			ret = 1;
+			break;
+		}
+		if (polling) {
+			int flags = fcntl(t->fd, F_GETFL);
+
+			if (flags < 0 || fcntl(t->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+				perror("fuse-null: fcntl O_NONBLOCK on the FUSE channel");
+				ret = 1;
+			}
+		}
+		t->buf = malloc(MAX_IO + 4096);
+		if (!t->buf) {
+			fprintf(stderr, "fuse-null: no memory for a reader's buffer\n");
+			ret = 1;
+		}
+		err = ret ? 0 : pthread_create(&t->tid, NULL, raw_thread, t);
+		if (err) {
+			fprintf(stderr, "fuse-null: cannot start reader %u: %s\n", i, strerror(err));
+			ret = 1;
+		}
+		if (ret) {
+			if (i)
+				close(t->fd);
+			free(t->buf);
+			break;
+		}
+		t->running = true;
+	}
+	if (!ret && sigwait(&block, &sig) == 0)
+		signalled = true;
+	/* the readers see ENODEV and end */
+	fuse_session_unmount(se);
+	for (unsigned i = 0; i < nr_loops; i++) {
+		struct rthread *t = &rthreads[i];
+
+		if (!t->running)
+			continue;
+		pthread_join(t->tid, NULL);
+		if (t->err)
+			ret = 1;
+		if (i)
+			close(t->fd);
+		free(t->buf);
+		tot.reads += t->c.reads;
+		tot.writes += t->c.writes;
+		tot.other += t->c.other;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fprintf(stderr,
+		"fuse-null: /dev/fuse: %" PRIu64 " requests (%" PRIu64 " reads, %" PRIu64
+		" writes, %" PRIu64 " other) over %u readers\n",
+		tot.reads + tot.writes + tot.other, tot.reads, tot.writes, tot.other, nr_loops);
+	free(rthreads);
+	rthreads = NULL;
+	return ret;
+}
+
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -1045,12 +1216,15 @@ static int parse_size(const char *s, uint64_t *out)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fuse-null [-p] [-u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
-		   "  -p          poll (busy loop) instead of sleeping in epoll or the ring\n"
+	fprintf(f, "usage: fuse-null [-p] [-r | -u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
+		   "  -p          poll (busy loop) instead of sleeping in epoll, read or the ring\n"
+		   "  -r          /dev/fuse without libfuse: THREADS pinned readers, each on\n"
+		   "              a clone of the channel, answering in place\n"
 		   "  -u          serve over io_uring: one pinned thread and queue per CPU\n"
 		   "  -d DEPTH    -u: entries per queue, 1 MiB each (1-%d; default 16)\n"
 		   "  -s SIZE     size of MOUNTPOINT/null (K/M/G/T suffixes; default 1G)\n"
-		   "  -t THREADS  classic: event loops sharing the FUSE channel (1-%d; default 1)\n",
+		   "  -t THREADS  classic: event loops (-r: readers) sharing the FUSE channel\n"
+		   "              (1-%d; default 1)\n",
 		DEPTH_MAX, MAX_THREADS);
 }
 
@@ -1063,10 +1237,13 @@ int main(int argc, char **argv)
 	unsigned started = 1;
 	int opt, fd, flags, ret = 1;
 
-	while ((opt = getopt(argc, argv, "pud:s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "prud:s:t:h")) != -1) {
 		switch (opt) {
 		case 'p':
 			polling = true;
+			break;
+		case 'r':
+			raw_mode = true;
 			break;
 		case 'u':
 			uring_mode = true;
@@ -1114,6 +1291,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (uring_mode && raw_mode) {
+		fprintf(stderr, "fuse-null: -r and -u are two transports: one of them\n");
+		return 2;
+	}
 	if (uring_mode && nr_loops != 1) {
 		fprintf(stderr, "fuse-null: -t is for the classic transport; -u runs one thread "
 				"per CPU\n");
@@ -1131,6 +1312,10 @@ int main(int argc, char **argv)
 	}
 	if (uring_mode) {
 		ret = run_uring();
+		goto out_unmount;
+	}
+	if (raw_mode) {
+		ret = run_raw();
 		goto out_unmount;
 	}
 	fd = fuse_session_fd(se);

@@ -2,30 +2,39 @@
 # fuse-transports.sh - the two FUSE channel transports, /dev/fuse ("classic")
 # and FUSE over io_uring ("uring"), each with nvmefsd and with the null
 # server behind it, in one run:
-#   null-classic    fuse-null over /dev/fuse (libfuse, one libev loop per CPU)
-#   null-uring      fuse-null -u: one pinned thread and FUSE queue per CPU
-#   nvmefs-classic  nvmefsd, fuse_transport = classic, software controller,
-#                   one RAM namespace
-#   nvmefs-uring    the same with fuse_transport = uring
+#   null-classic         fuse-null -r over /dev/fuse: one pinned reader per
+#                        CPU, each on a clone of the channel, answering in place
+#   null-uring           fuse-null -u: one pinned thread and FUSE queue per
+#                        CPU, answers in place, one io_uring_enter per batch
+#   nvmefs-classic       nvmefsd, fuse_transport = classic, software
+#                        controller, one 1 GiB RAM namespace, mode MODE
+#   nvmefs-uring         the same with fuse_transport = uring
+#   nvmefs-classic-nullns, nvmefs-uring-nullns
+#                        the same with backing = null: no device model copy
+#   nvmefs-classic-poll, nvmefs-uring-poll
+#                        RAM namespace, mode = poll; the QD1 job only
 # Every round starts each server in turn (the order reversed every other
 # round, so that drift in a shared machine spreads over all) and runs the same
-# fio jobs against it; the table gives each job's median over the rounds and
-# how much of the null server's result nvmefsd reaches on each transport.
-# The machine is shared and noisy: the ratios within one run are what count.
+# fio jobs against it.  The report gives each job's median over the rounds,
+# then each nvmefsd target's ratio to the null server on the same transport
+# beside the goal it is held to.  The machine is shared and noisy: the
+# ratios within one run are what count.
 #
 # Usage: bench/fuse-transports.sh [-o FILE] [-b BUILD] [-t "TARGETS"]
 #   -o  also write the report to FILE
 #   -b  build directory holding tools/fuse-null and nvmefsd
 #       (default: $BUILD, else build/ in the repository)
-#   -t  targets (default "null-classic null-uring nvmefs-classic nvmefs-uring")
+#   -t  targets (default: all eight above)
 # Environment:
 #   RUNTIME=s   seconds per fio job after a RAMP (default 10; RAMP default 2)
-#   ROUNDS=n    rounds (default 3)
+#   ROUNDS=n    rounds (default 5)
 #   DEPTH=n     entries per FUSE queue of fuse-null -u and of nvmefsd (default 16)
 #   QUEUES=n    nvmefsd engine queues (default: the number of CPUs)
-#   MODE=m      nvmefsd engine mode: poll, interrupt or hybrid (default hybrid)
+#   MODE=m      nvmefsd engine mode of the targets without -poll: poll,
+#               interrupt or hybrid (default hybrid, the daemon's default)
 #   NULL_CLASSIC_OPTS, NULL_URING_OPTS   fuse-null options for its two targets
-#               (default "-t NCPU" and "-d DEPTH"; -p makes either poll)
+#               (default "-r -t NCPU" and "-d DEPTH"; -p makes either poll;
+#               without -r the classic one runs libfuse's loop instead)
 #   NVMEFSD=PATH  the daemon to run instead of BUILD/nvmefsd
 # FUSE over io_uring needs /sys/module/fuse/parameters/enable_uring: the run
 # sets it to Y (root) and puts the old value back at the end.  Every mount
@@ -35,16 +44,17 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-2}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 DEPTH=${DEPTH:-16}
 NCPU=$(nproc)
 QUEUES=${QUEUES:-$NCPU}
 MODE=${MODE:-hybrid}
-NULL_CLASSIC_OPTS=${NULL_CLASSIC_OPTS:-"-t $NCPU"}
+NULL_CLASSIC_OPTS=${NULL_CLASSIC_OPTS:-"-r -t $NCPU"}
 NULL_URING_OPTS=${NULL_URING_OPTS:-"-d $DEPTH"}
 OUT=
 BUILDDIR=${BUILD:-$ROOT/build}
-TARGETS="null-classic null-uring nvmefs-classic nvmefs-uring"
+ALL_TARGETS="null-classic null-uring nvmefs-classic nvmefs-uring nvmefs-classic-nullns nvmefs-uring-nullns nvmefs-classic-poll nvmefs-uring-poll"
+TARGETS=$ALL_TARGETS
 SIZE=1G
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 
@@ -71,7 +81,7 @@ num_ok "$DEPTH" || { echo "fuse-transports: DEPTH: a whole number > 0" >&2; exit
 num_ok "$QUEUES" || { echo "fuse-transports: QUEUES: a whole number > 0" >&2; exit 2; }
 case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-transports: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
 for t in $TARGETS; do
-	case $t in null-classic | null-uring | nvmefs-classic | nvmefs-uring) ;;
+	case " $ALL_TARGETS " in *" $t "*) ;;
 	*) echo "fuse-transports: -t: unknown target $t" >&2; exit 2 ;; esac
 done
 BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
@@ -86,19 +96,32 @@ done
 have fusermount3 || { echo "fuse-transports: fusermount3 is missing (package fuse3)" >&2; exit 1; }
 [ -e /dev/fuse ] || { echo "fuse-transports: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
 
-# name|ioengine|rw|bs|iodepth|numjobs|metric (iops, mibs or lat: the table's)
+# name|ioengine|rw|bs|iodepth|numjobs (the metric follows from the name:
+# QD1 latency, 1M MiB/s, else IOPS)
 JOBS=(
-	"4K randread QD32x2|libaio|randread|4k|32|2|iops"
-	"4K randwrite QD32x2|libaio|randwrite|4k|32|2|iops"
-	"4K randread QD1|libaio|randread|4k|1|1|lat"
-	"1M read QD8|libaio|read|1M|8|1|mibs"
-	"1M write QD8|libaio|write|1M|8|1|mibs"
-	"4K randwrite psync x4|psync|randwrite|4k|1|4|iops"
+	"4K randread QD32x2|libaio|randread|4k|32|2"
+	"4K randwrite QD32x2|libaio|randwrite|4k|32|2"
+	"4K randread QD1|libaio|randread|4k|1|1"
+	"1M read QD4|libaio|read|1M|4|1"
+	"1M read QD8|libaio|read|1M|8|1"
+	"1M write QD4|libaio|write|1M|4|1"
+	"1M write QD8|libaio|write|1M|8|1"
+	"4K randwrite psync x4|psync|randwrite|4k|1|4"
 )
 
-ntargets=$(echo "$TARGETS" | wc -w)
-est=$((ROUNDS * ntargets * (${#JOBS[@]} * (RUNTIME + RAMP + 1) + 3)))
-echo "fuse-transports: $ROUNDS rounds x $ntargets targets x ${#JOBS[@]} jobs x" \
+# the jobs a target runs: the -poll targets only the QD1 one
+jobs_of() {
+	local j
+	for j in "${JOBS[@]}"; do
+		case $1 in *-poll) case ${j%%|*} in *QD1*) ;; *) continue ;; esac ;; esac
+		printf '%s\n' "$j"
+	done
+}
+
+njobs=0
+for t in $TARGETS; do njobs=$((njobs + $(jobs_of "$t" | wc -l))); done
+est=$((ROUNDS * (njobs * (RUNTIME + RAMP + 1) + $(echo "$TARGETS" | wc -w) * 3)))
+echo "fuse-transports: $ROUNDS rounds x $njobs fio jobs x" \
 	"(${RUNTIME} s + ${RAMP} s ramp): about $est s ($(( (est + 59) / 60 )) min)" >&2
 
 # ---- bookkeeping, cleanup ----
@@ -160,8 +183,8 @@ start_null() { # LOG OPTS...
 	wait_mount "$mnt" "$FILE" $! 10 fuse-null "$log"
 }
 
-start_nvmefs() { # TRANSPORT LOG
-	local tr=$1 log=$2 mnt=$WORK/nvmefs conf=$WORK/nvmefs-$1.conf
+start_nvmefs() { # TRANSPORT LOG BACKING MODE
+	local tr=$1 log=$2 backing=$3 mode=$4 mnt=$WORK/nvmefs conf=$WORK/nvmefs-$1.conf
 	[ -x "$NVMEFSD" ] || { WHY="no $NVMEFSD"; return 1; }
 	mkdir -p "$mnt"
 	cat >"$conf" <<-EOF
@@ -178,14 +201,14 @@ start_nvmefs() { # TRANSPORT LOG
 
 	[engine]
 	queues = $QUEUES
-	mode = $MODE
+	mode = $mode
 
 	[controller nvme0]
 	device = sim
 	namespaces = 1
 	size = $SIZE
 	block_size = 4096
-	backing = ram
+	backing = $backing
 	exec = inline
 	EOF
 	"$NVMEFSD" -f -c "$conf" </dev/null >"$log" 2>&1 &
@@ -193,14 +216,18 @@ start_nvmefs() { # TRANSPORT LOG
 	MOUNTS+=("$mnt")
 	FILE=$mnt/nvme0n1
 	wait_mount "$mnt" "$FILE" $! 10 nvmefsd "$log" || return 1
+	[ "$backing" = ram ] || return 0
 	# the RAM namespace's pages are mapped on first touch: touch them all
 	# before measuring, or each first access pays a page fault (costly in
 	# a guest) that a device does not
 	dd if=/dev/zero of="$FILE" bs=1M count=$((${SIZE%G} * 1024)) oflag=direct conv=notrunc \
 		status=none || { WHY="nvmefsd: filling the namespace failed"; return 1; }
-	[ "$tr" = uring ] || return 0
-	# the daemon falls back to /dev/fuse when the ring cannot be set up:
-	# those would be classic numbers under the uring name
+}
+
+# the daemon falls back to /dev/fuse when the ring cannot be set up: those
+# would be classic numbers under the uring name
+check_uring() { # LOG
+	local log=$1
 	dd if="$FILE" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
 	sleep 0.3
 	if grep -q 'io_uring transport failed' "$log" || ! grep -q 'serving over io_uring' "$log"; then
@@ -210,14 +237,14 @@ start_nvmefs() { # TRANSPORT LOG
 	fi
 }
 
-# run_job ROUND TARGET "name|engine|rw|bs|qd|jobs|metric": one fio run, one line
+# run_job ROUND TARGET "name|engine|rw|bs|qd|jobs": one fio run, one line
 run_job() {
-	local round=$1 t=$2 name eng rw bs qd nj metric rc json=$WORK/fio.json err=$WORK/fio.err
-	IFS='|' read -r name eng rw bs qd nj metric <<<"$3"
+	local round=$1 t=$2 name eng rw bs qd nj rc json=$WORK/fio.json err=$WORK/fio.err
+	IFS='|' read -r name eng rw bs qd nj <<<"$3"
 	# in the background, so that a signal ends the run at once (see cleanup)
 	fio --name="${name// /_}" --filename="$FILE" --ioengine="$eng" --direct=1 \
 		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
-		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
+		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
 		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
 	FIOPID=$!
 	wait $FIOPID
@@ -241,15 +268,16 @@ run_job() {
 	if errs or d['io_bytes'] == 0:
 	    print(f"{rnd}\t{target}\t{name}\tNA\tfio error {errs}")
 	else:
+	    p99 = d['lat_ns'].get('percentile', {}).get('99.000000', 0)
 	    print(f"{rnd}\t{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
-	          f"{d['lat_ns']['mean'] / 1000:.1f}")
+	          f"{d['lat_ns']['mean'] / 1000:.1f}\t{p99 / 1000:.1f}")
 	EOF
 }
 
 unavailable() { # ROUND TARGET WHY
 	local j
 	echo "round $1: $2: not available ($3)" >&2
-	for j in "${JOBS[@]}"; do
+	jobs_of "$2" | while IFS= read -r j; do
 		printf '%s\t%s\t%s\tNA\t%s\n' "$1" "$2" "${j%%|*}" "$3" >>"$RES"
 	done
 }
@@ -270,18 +298,23 @@ for round in $(seq "$ROUNDS"); do
 		case $t in
 		null-classic) start_null "$log" $NULL_CLASSIC_OPTS ;;
 		null-uring) start_null "$log" -u $NULL_URING_OPTS ;;
-		nvmefs-classic) start_nvmefs classic "$log" ;;
-		nvmefs-uring) start_nvmefs uring "$log" ;;
-		esac
+		nvmefs-classic) start_nvmefs classic "$log" ram "$MODE" ;;
+		nvmefs-uring) start_nvmefs uring "$log" ram "$MODE" ;;
+		nvmefs-classic-nullns) start_nvmefs classic "$log" null "$MODE" ;;
+		nvmefs-uring-nullns) start_nvmefs uring "$log" null "$MODE" ;;
+		nvmefs-classic-poll) start_nvmefs classic "$log" ram poll ;;
+		nvmefs-uring-poll) start_nvmefs uring "$log" ram poll ;;
+		esac &&
+			case $t in nvmefs-uring*) check_uring "$log" ;; esac
 		if [ $? -ne 0 ]; then
 			unavailable "$round" "$t" "$WHY"
 			stop_all
 			continue
 		fi
 		echo "round $round: $t: $FILE" >&2
-		for j in "${JOBS[@]}"; do
+		while IFS= read -r j; do
 			run_job "$round" "$t" "$j"
-		done
+		done < <(jobs_of "$t")
 		stop_all
 		# fuse-null -u counts at exit which transport carried the requests
 		if [ "$t" = null-uring ]; then
@@ -307,63 +340,84 @@ for r in rows:
     if r[3] == 'NA':
         why.setdefault(t, r[4])
         continue
-    vals.setdefault((t, job), []).append((float(r[3]), float(r[4]), float(r[5])))
+    vals.setdefault((t, job), []).append([float(x) for x in r[3:7]])
 
-def metric(job):
+# a QD1 job gives two rows, mean and p99 latency
+lines = []
+for job in jobs:
     if 'QD1' in job.split():
-        return 'lat'
-    return 'mibs' if job.startswith('1M') else 'iops'
+        lines += [(job, 'mean', 2), (job, 'p99', 3)]
+    elif job.startswith('1M'):
+        lines.append((job, 'MiB/s', 1))
+    else:
+        lines.append((job, 'IOPS', 0))
 
-UNIT = {'iops': 'IOPS', 'mibs': 'MiB/s', 'lat': 'mean lat us'}
-
-def med(t, job):
+def med(t, job, i):
     v = vals.get((t, job))
-    if not v:
-        return None
-    i = {'iops': 0, 'mibs': 1, 'lat': 2}[metric(job)]
-    return statistics.median(x[i] for x in v)
+    return statistics.median(x[i] for x in v) if v else None
 
-def better(m, a, b):  # the better of two results, either may be None
-    if a is None or b is None:
-        return a if b is None else b
-    return min(a, b) if m == 'lat' else max(a, b)
-
-def ratio(m, a, b):
-    if a is None or b is None or not b:
-        return '-'
-    return f'{a / b:.2f}'
-
-def fmt(m, v):
+def fmt(unit, v):
     if v is None:
         return 'n/a'
-    return f'{v:.1f}' if m == 'lat' else f'{v:.0f}'
+    return f'{v:.1f}' if unit in ('mean', 'p99') else f'{v:.0f}'
 
-cols = ['null-classic', 'null-uring', 'nvmefs-classic', 'nvmefs-uring']
-print('| job | unit | ' + ' | '.join(cols) +
-      ' | nvmefs-uring / null-uring | nvmefs-classic / null-classic | nvmefs-best / best-null |')
-print('|---|---|' + '---:|' * len(cols) + '---:|---:|---:|')
-for job in jobs:
-    m = metric(job)
-    v = {c: med(c, job) for c in cols}
-    nbest = better(m, v['nvmefs-classic'], v['nvmefs-uring'])
-    best = better(m, v['null-classic'], v['null-uring'])
-    print(f'| {job} | {UNIT[m]} | ' + ' | '.join(fmt(m, v[c]) for c in cols) +
-          f" | {ratio(m, v['nvmefs-uring'], v['null-uring'])}"
-          f" | {ratio(m, v['nvmefs-classic'], v['null-classic'])}"
-          f' | {ratio(m, nbest, best)} |')
+cols = [c for c in ['null-classic', 'null-uring', 'nvmefs-classic', 'nvmefs-classic-nullns',
+                    'nvmefs-classic-poll', 'nvmefs-uring', 'nvmefs-uring-nullns',
+                    'nvmefs-uring-poll'] if c in targets]
+print('Medians (latency in us):')
 print()
-print('Medians over the rounds. Ratios divide the results as they stand: of IOPS '
-      'and MiB/s, higher is better; of latency (QD1), lower is better. '
-      '"best" is the better transport of each server for that job.')
+print('| job | unit | ' + ' | '.join(cols) + ' |')
+print('|---|---|' + '---:|' * len(cols))
+for job, unit, i in lines:
+    print(f'| {job} | {unit} | ' + ' | '.join(fmt(unit, med(c, job, i)) for c in cols) + ' |')
+
+# each nvmefsd target against the null server on its transport, and the goal
+def goal(job, unit, t):
+    if unit in ('mean', 'p99'):
+        return ('le', 1.2)
+    if job.startswith('1M'):
+        return ('ge', 0.85)
+    if 'QD32x2' in job:
+        return ('ge', 0.97 if t.endswith('-nullns') else 0.90)
+    return None
+
+rcols = [c for c in cols if c.startswith('nvmefs-')]
+print()
+print('Ratios to the null server on the same transport (nvmefs / null; of latency '
+      'lower is better, else higher), each with its goal, "miss" where it is not met:')
+print()
+print('| job | unit | ' + ' | '.join(rcols) + ' |')
+print('|---|---|' + '---:|' * len(rcols))
+for job, unit, i in lines:
+    cells = []
+    for c in rcols:
+        peer = 'null-uring' if c.startswith('nvmefs-uring') else 'null-classic'
+        a, b = med(c, job, i), med(peer, job, i)
+        if a is None or b is None or not b:
+            cells.append('-')
+            continue
+        r = a / b
+        g = goal(job, unit, c)
+        if g is None:
+            cells.append(f'{r:.2f}')
+            continue
+        ok = r <= g[1] if g[0] == 'le' else r >= g[1]
+        cells.append(f"{r:.2f} ({'<=' if g[0] == 'le' else '>='}{g[1]:.2f}{'' if ok else ', miss'})")
+    print(f'| {job} | {unit} | ' + ' | '.join(cells) + ' |')
+print()
+print('Medians over the rounds; a ratio divides the medians.  -nullns: the '
+      "namespace's backing is null (no device model copy); -poll: mode = poll, "
+      'the QD1 job only; the others run in the MODE of the header.')
 for c in cols:
-    if c in targets and c in why:
+    if c in why:
         print(f'\n{c}: not available in some or all rounds: {why[c]}')
 EOF
 
 {
 	echo "fuse-transports: $START, $(uname -sr), $NCPU CPUs, $(fio --version), $ROUNDS rounds," \
 		"${RUNTIME} s per job after ${RAMP} s ramp, direct=1; fuse-null classic: $NULL_CLASSIC_OPTS," \
-		"uring: -u $NULL_URING_OPTS; nvmefsd: $QUEUES queues, mode $MODE, software controller (RAM)"
+		"uring: -u $NULL_URING_OPTS; nvmefsd: $QUEUES queues, mode $MODE, DEPTH $DEPTH," \
+		"software controller (exec inline, write_cache volatile)"
 	echo
 	cat "$TABLE"
 	if [ -s "$NOTES" ]; then
