@@ -396,7 +396,7 @@ for job, unit, i in lines:
         if a is None or b is None or not b:
             cells.append('-')
             continue
-        r = a / b
+        r = round(a / b, 2)  # held to the goal as printed
         g = goal(job, unit, c)
         if g is None:
             cells.append(f'{r:.2f}')

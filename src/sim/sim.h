@@ -27,7 +27,8 @@
  * moves the CQ head doorbell.
  *
  * Namespaces (nsid 1..nr_ns), 512 or 4096 byte blocks:
- *   SIM_BACKING_RAM   anonymous memory, zero until written (lazily by mmap).
+ *   SIM_BACKING_RAM   anonymous memory, zero until written (lazily by mmap),
+ *                     with transparent huge pages asked for (MADV_HUGEPAGE).
  *   SIM_BACKING_NULL  reads return zeroes, writes are dropped.
  *   SIM_BACKING_FILE  pread/pwrite on path (created and sized if missing).
  *                     Writes land in the host's page cache; Flush (and FUA

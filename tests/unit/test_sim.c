@@ -423,6 +423,50 @@ START_TEST(t_rw_roundtrip)
 }
 END_TEST
 
+/* The kB of the one mapping of kb kB in this process, and whether it may
+ * get transparent huge pages (smaps' THPeligible); -1: no such mapping. */
+static int thp_eligible(unsigned long kb)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[256];
+	bool in = false;
+	int found = -1;
+	unsigned long v;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Size: %lu kB", &v) == 1)
+			in = v == kb;
+		else if (in && sscanf(line, "THPeligible: %lu", &v) == 1)
+			found = (int)v;
+	}
+	fclose(f);
+	return found;
+}
+
+/* A RAM namespace asks for transparent huge pages (random I/O over 4 KiB
+ * pages misses the TLB at every command); where the system offers them
+ * only on request ("madvise"), its memory is then eligible. */
+START_TEST(t_ram_hugepages)
+{
+	char mode[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	if (!f || !fgets(mode, sizeof(mode), f) || strstr(mode, "[never]")) {
+		if (f)
+			fclose(f);
+		return; /* no THP here: nothing to ask for */
+	}
+	fclose(f);
+	/* a size no other mapping of this process has */
+	struct sim_opts o = opts(4096, SIM_BACKING_RAM, false);
+	o.ns[0].nlba = 6145;
+	struct host h;
+	host_init(&h, &o);
+	ck_assert_int_eq(thp_eligible(6145 * 4), 1);
+	host_fini(&h);
+}
+END_TEST
+
 START_TEST(t_errors)
 {
 	struct host h;
@@ -1210,6 +1254,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_rw_roundtrip, 0, sizeof(rw_cases) / sizeof(rw_cases[0]));
 	tcase_add_test(tc, t_errors);
 	tcase_add_test(tc, t_null_and_file);
+	tcase_add_test(tc, t_ram_hugepages);
 	tcase_add_test(tc, t_faults);
 	tcase_add_loop_test(tc, t_phase_wrap, 0, 2);
 	tcase_add_test(tc, t_bad_doorbell);
