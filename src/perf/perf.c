@@ -889,6 +889,27 @@ static void prog_write(const char *line)
 		prog.shown = true;
 }
 
+/* The fill pass's line: how much of it the reactors have written. */
+static void prog_draw_fill(const struct timespec *now)
+{
+	char line[256], a[32], b[32], r[32], eta[32];
+	uint64_t bs = o.bs;
+	uint64_t done = 0;
+
+	for (unsigned i = 0; i < prog.nw; i++)
+		done += atomic_load_explicit(&prog.ws[i].pub_filled, memory_order_relaxed);
+	double el = ts_diff(&prog.t0, now);
+	double rate = el > 0 ? (double)(done * bs) / el : 0;
+	fmt_bytes(a, sizeof(a), (double)(done * bs));
+	fmt_bytes(b, sizeof(b), (double)(prog.fill_blocks * bs));
+	fmt_bytes(r, sizeof(r), rate);
+	fmt_eta(eta, sizeof(eta),
+		rate > 0 ? (double)((prog.fill_blocks - done) * bs) / rate : -1);
+	snprintf(line, sizeof(line), "fill: %u%% %s/%s, %s/s, %s",
+		 (unsigned)(done * 100 / prog.fill_blocks), a, b, r, eta);
+	prog_write(line);
+}
+
 /* Rewrite the line: the fill pass while a reactor is in it, then the
  * measured phase (by I/Os with -n, by time with -t). */
 static void prog_draw(const struct timespec *now)
@@ -897,21 +918,8 @@ static void prog_draw(const struct timespec *now)
 	uint64_t bs = o.bs;
 
 	if (!all_state_at_least(prog.ws, prog.nw, WS_RUN)) {
-		if (!o.verify || !prog.fill_blocks)
-			return;
-		uint64_t done = 0;
-		for (unsigned i = 0; i < prog.nw; i++)
-			done += atomic_load_explicit(&prog.ws[i].pub_filled, memory_order_relaxed);
-		double el = ts_diff(&prog.t0, now);
-		double rate = el > 0 ? (double)(done * bs) / el : 0;
-		fmt_bytes(a, sizeof(a), (double)(done * bs));
-		fmt_bytes(b, sizeof(b), (double)(prog.fill_blocks * bs));
-		fmt_bytes(r, sizeof(r), rate);
-		fmt_eta(eta, sizeof(eta),
-			rate > 0 ? (double)((prog.fill_blocks - done) * bs) / rate : -1);
-		snprintf(line, sizeof(line), "fill: %u%% %s/%s, %s/s, %s",
-			 (unsigned)(done * 100 / prog.fill_blocks), a, b, r, eta);
-		prog_write(line);
+		if (o.verify && prog.fill_blocks)
+			prog_draw_fill(now);
 		return;
 	}
 	if (!prog.run_started || all_state_at_least(prog.ws, prog.nw, WS_DONE))
@@ -1189,6 +1197,13 @@ int main(int argc, char **argv)
 		/* the clock of -t starts when every reactor is in its measured phase */
 		while (!got_signal && !all_state_at_least(ws, nw, WS_RUN))
 			wait_progress(NULL);
+		/* a fill shorter than a tick still shows that it ran, and how
+		 * fast */
+		if (prog.on && !prog.dead && o.verify && prog.fill_blocks && !got_signal) {
+			struct timespec now;
+			clock_now(&now);
+			prog_draw_fill(&now);
+		}
 		clock_now(&prog.run_t0);
 		prog.run_started = true;
 		if (o.nios) {
