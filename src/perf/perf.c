@@ -922,7 +922,7 @@ static void prog_draw(const struct timespec *now)
 			prog_draw_fill(now);
 		return;
 	}
-	if (!prog.run_started || all_state_at_least(prog.ws, prog.nw, WS_DONE))
+	if (!prog.run_started)
 		return;
 	uint64_t ios = 0;
 	for (unsigned i = 0; i < prog.nw; i++)
@@ -1219,6 +1219,12 @@ int main(int argc, char **argv)
 			while (!got_signal && !all_state_at_least(ws, nw, WS_DONE) && wait_progress(&dl))
 				;
 		}
+	}
+	/* a run shorter than a tick still shows its line once, at its end */
+	if (prog.on && !prog.dead && prog.run_started && !got_signal) {
+		struct timespec now;
+		clock_now(&now);
+		prog_draw(&now);
 	}
 	prog_erase();
 	stop_all(ws, nw);
