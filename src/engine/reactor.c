@@ -195,8 +195,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	r->in_pass = false;
 	if (r->worked)
 		STAT_INC(r->st.busy_passes);
-	r->mark_ns = r->now_ns;
-	r->mark_busy = r->worked;
+	r->mark_busy = r->worked; /* the mark is this pass's clock (check_cb) */
 	if (r->polling)
 		return; /* the next pass's clock read ends this one */
 	/* about to sleep: the pass ends now, the sleep is idle */

@@ -66,6 +66,7 @@ void chan_session_ended(struct fusefs_rx *rx)
 static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fusefs_rx *rx = w->data;
+	bool took = false; /* a request of this batch was taken */
 
 	(void)revents;
 	for (int i = 0; i < RECV_BATCH; i++) {
@@ -93,8 +94,9 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 		struct fw_req r = {.t = &dev_transport, .tctx = rx};
 		int rc = fw_decode_dev(rx->dbuf, (size_t)n, &m);
 
-		if (i == 0 && rx->r)
+		if (!took && rx->r)
 			nvme_reactor_note_work(rx->r); /* the pass counts as busy */
+		took = true;
 		fsops_dispatch(rx, &r, rc, &m);
 		if (atomic_load(&rx->stopped))
 			break;
