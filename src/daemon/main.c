@@ -1671,14 +1671,15 @@ static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
 	log_warn("fuse: not adopting the connection the service manager handed over: %s; "
 		 "mounting afresh",
 		 why);
-	if (conn && fusefs_conn_alive(conn)) {
-		int rc = fusefs_conn_abort(conn), n;
+	if (conn) {
+		bool aborted;
+		int n = fusefs_conn_end(conn, &aborted);
 
-		if (rc)
-			log_warn("fuse: cannot abort FUSE connection %u: %s", conn, strerror(-rc));
-		n = fusefs_conn_detach(conn);
-		log_info("fuse: FUSE connection %u aborted, %d mount%s of it detached", conn,
-			 n > 0 ? n : 0, n == 1 ? "" : "s");
+		if (aborted)
+			log_info("fuse: FUSE connection %u aborted, %d mount%s of it detached", conn,
+				 n > 0 ? n : 0, n == 1 ? "" : "s");
+		else if (n < 0)
+			log_warn("fuse: cannot end FUSE connection %u: %s", conn, strerror(-n));
 	}
 	if (d->fuse_fd_in >= 0)
 		close(d->fuse_fd_in);

@@ -178,9 +178,12 @@ bool fusefs_conn_alive(unsigned conn);
 /* Abort connection conn (its abort file): every request waiting on it
  * fails, and so does every later one. */
 int fusefs_conn_abort(unsigned conn);
-/* Lazily unmount every mount of connection conn (UMOUNT_NOFOLLOW):
- * the number unmounted, or -errno. */
-int fusefs_conn_detach(unsigned conn);
+/* End connection conn: abort it through its control file while that is
+ * there, and unmount each of its mounts with MNT_FORCE | MNT_DETACH
+ * (UMOUNT_NOFOLLOW), which aborts it in the kernel without the control
+ * file.  *aborted says whether either happened.  The number of mounts
+ * detached, or -errno when none was and one could not be. */
+int fusefs_conn_end(unsigned conn, bool *aborted);
 
 /* A digest of what must be the same for a restarted daemon to serve the
  * mount the previous run made: the mountpoint, allow_other, file mode,

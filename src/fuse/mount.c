@@ -126,13 +126,18 @@ int fusefs_conn_abort(unsigned conn)
 	return err;
 }
 
-int fusefs_conn_detach(unsigned conn)
+int fusefs_conn_end(unsigned conn, bool *aborted)
 {
-	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
+	struct libmnt_table *tb = NULL;
+	struct libmnt_iter *it = NULL;
 	struct libmnt_fs *fs;
 	int n = 0, err = 0;
 
+	/* a connection no mount shows any more (lazily unmounted, held open
+	 * by a fd elsewhere) can only be ended through its control file */
+	*aborted = fusefs_conn_alive(conn) && fusefs_conn_abort(conn) == 0;
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	it = mnt_new_iter(MNT_ITER_BACKWARD);
 	if (!tb || !it) {
 		err = -EIO;
 		goto out;
@@ -144,12 +149,17 @@ int fusefs_conn_detach(unsigned conn)
 
 		if (!t || strncmp(t, "fuse", 4) != 0 || c != conn || !target)
 			continue;
-		if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+		/* MNT_FORCE: fuse's umount_begin aborts the connection, which
+		 * needs no control file: this kernel removes a connection's
+		 * directory by name, and one has been seen missing while its
+		 * mount was still there */
+		if (umount2(target, MNT_FORCE | MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
 			err = -errno;
 			log_warn("%s: cannot unmount the mount of FUSE connection %u: %s", target,
 				 conn, strerror(-err));
 			continue;
 		}
+		*aborted = true;
 		n++;
 	}
 out:
@@ -188,8 +198,11 @@ static void *probe_thread(void *arg)
  * keeps the connection open (a service manager's fd store that did not
  * hand it over): then every stat of the mountpoint would wait forever.
  * Such a mount is probed with a statfs on a thread of its own, and when no
- * answer comes within ORPHAN_PROBE_MS its connection is aborted, which
- * also ends the probe.  Other FUSE file systems are not touched. */
+ * answer comes within ORPHAN_PROBE_MS its connection is ended
+ * (fusefs_conn_end: aborted and the mount detached), which also ends the
+ * probe.  Whether /sys/fs/fuse/connections still lists the connection does
+ * not matter: a mount whose directory is gone can still hang a stat.
+ * Other FUSE file systems are not touched. */
 static int clear_orphan(const char *path)
 {
 	struct probe p = {.path = path};
@@ -199,7 +212,7 @@ static int clear_orphan(const char *path)
 	pthread_t t;
 	int err;
 
-	if (fusefs_conn_at(path, &conn, &nvmefs) || !nvmefs || !fusefs_conn_alive(conn))
+	if (fusefs_conn_at(path, &conn, &nvmefs) || !nvmefs)
 		return 0;
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cv, NULL);
@@ -219,17 +232,23 @@ static int clear_orphan(const char *path)
 	bool answered = p.done;
 	pthread_mutex_unlock(&p.mu);
 	if (!answered) {
+		bool aborted;
+		int n;
+
 		log_warn("%s: FUSE connection %u of an earlier run is open but nobody serves it (no "
-			 "answer within %u ms): aborting it",
+			 "answer within %u ms): ending it",
 			 path, conn, ORPHAN_PROBE_MS);
-		err = fusefs_conn_abort(conn);
-		if (err) {
+		n = fusefs_conn_end(conn, &aborted);
+		if (!aborted) {
 			/* the probe waits until the holder lets go: leave it */
-			log_err("%s: cannot abort FUSE connection %u: %s", path, conn,
+			err = n < 0 ? n : -EBUSY;
+			log_err("%s: cannot end FUSE connection %u: %s", path, conn,
 				strerror(-err));
 			pthread_detach(t);
 			return err;
 		}
+		log_info("%s: FUSE connection %u aborted, %d mount%s of it detached", path, conn,
+			 n > 0 ? n : 0, n == 1 ? "" : "s");
 	}
 	pthread_join(t, NULL);
 	err = 0;

@@ -199,6 +199,37 @@ cp "$TMP/base.conf" "$CONF"
 store_stop
 [ "$SRC" = 0 ] || fail "last stop: exit $SRC"
 fuse_mounted && fail "still mounted after the last stop"
+
+# ---- 5. without /sys/fs/fuse/connections (fusectl not mounted, as in many
+# containers; this kernel has also been seen to lose a live connection's
+# directory while its mount stayed): 3a and 3c again, the connection ended
+# through its mount (MNT_FORCE aborts it) instead of its abort file
+CTL=/sys/fs/fuse/connections
+if [ "${FUSE_TRANSPORT:-auto}" != uring ] && mountpoint -q "$CTL" && umount "$CTL"; then
+	trap 'mountpoint -q "$CTL" || mount -t fusectl fusectl "$CTL"
+		if [ -n "$SPID" ]; then kill -9 "$SPID" 2>/dev/null; fi; lib_cleanup' EXIT
+	store_start -n 2 || finish
+	ends=$(grep -c "aborted, 1 mount of it detached" "$LOG")
+	sed "s|^mountpoint = .*|mountpoint = $TMP/mnt2|" "$TMP/base.conf" > "$CONF"
+	kill -9 "$DPID"
+	new_pid
+	files_within 15 "$TMP/mnt2/nvme0n1" || fail "no fusectl, mountpoint changed: no fresh mount"
+	[ "$(grep -c "aborted, 1 mount of it detached" "$LOG")" -gt "$ends" ] ||
+		fail "no fusectl, mountpoint changed: the refused connection was not ended"
+	fuse_mounted && fail "no fusectl, mountpoint changed: the old mount is still there: $(mnt_state)"
+	cp "$TMP/base.conf" "$CONF"
+	store_stop
+	umount_mnt2
+	probed=$(grep -c "is open but nobody serves it" "$LOG")
+	refused_remount stale "no fusectl, stale LISTEN_PID"
+	[ "$(grep -c "is open but nobody serves it" "$LOG")" -gt "$probed" ] ||
+		fail "no fusectl, stale LISTEN_PID: the orphaned mount was not probed"
+	grep -q "$MNT: FUSE connection [0-9]* aborted, 1 mount of it detached" "$LOG" ||
+		fail "no fusectl, stale LISTEN_PID: the orphaned mount was not ended"
+	store_stop
+	[ "$SRC" = 0 ] || fail "no fusectl: stop: exit $SRC"
+	mount -t fusectl fusectl "$CTL" || fail "fusectl not mounted again"
+fi
 # every run ended by kill -9 or with 0 (fdstore would have restarted one that
 # failed, a sanitizer's report among them)
 grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"

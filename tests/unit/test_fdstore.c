@@ -273,6 +273,10 @@ START_TEST(t_conn_of_fd)
 			 -ENOENT);
 	ck_assert(!fusefs_conn_alive(0xfffffff0u));
 	ck_assert_int_eq(fusefs_conn_abort(0xfffffff0u), -ENOENT);
+	/* no control file, no mount: nothing to end, nothing failed */
+	bool aborted = true;
+	ck_assert_int_eq(fusefs_conn_end(0xfffffff0u, &aborted), 0);
+	ck_assert(!aborted);
 }
 END_TEST
 
