@@ -583,8 +583,9 @@ int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
 			  nvme_io_cb cb, void *arg);
 
-/* Ring this SQ's tail doorbell now if it has unsubmitted entries. */
-void nvme_qpair_flush_sq(struct nvme_qpair *qp);
+/* Ring this SQ's tail doorbell now if it has unsubmitted entries and the
+ * queue runs (a held or dead queue is not rung): whether it was rung. */
+bool nvme_qpair_flush_sq(struct nvme_qpair *qp);
 /* Reap at most budget CQEs (0, or more than the configured budget: the
  * configured budget, which the tracker count is sized for), ring the CQ head
  * doorbell once; returns the number reaped.  The reactor calls this; tests

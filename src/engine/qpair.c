@@ -366,13 +366,14 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 	return n;
 }
 
-void nvme_qpair_flush_sq(struct nvme_qpair *qp)
+bool nvme_qpair_flush_sq(struct nvme_qpair *qp)
 {
 	if (!qp->sq_dirty || qp->held != QP_RUN)
-		return;
+		return false;
 	qp->sq_dirty = 0;
 	nvme_bus_doorbell(qp->bus, qp->sq_db, qp->sq_tail);
 	STAT_INC(qp->ctr.sq_doorbells);
+	return true;
 }
 
 /* ---- submission ---- */

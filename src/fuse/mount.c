@@ -145,9 +145,13 @@ int fusefs_conn_end(unsigned conn, bool *aborted)
 	while (mnt_table_next_fs(tb, it, &fs) == 0) {
 		const char *t = mnt_fs_get_fstype(fs), *target = mnt_fs_get_target(fs);
 		dev_t dev = mnt_fs_get_devno(fs);
-		unsigned c = major(dev) ? (unsigned)dev : minor(dev);
 
-		if (!t || strncmp(t, "fuse", 4) != 0 || c != conn || !target)
+		/* a FUSE connection's mount (not fuseblk's block device, whose
+		 * number is another kind of number), and the one on top there:
+		 * the unmount takes whatever is on top */
+		if (!t || (strcmp(t, "fuse") != 0 && strncmp(t, "fuse.", 5) != 0) || !target ||
+		    major(dev) != 0 || minor(dev) != conn ||
+		    mnt_table_find_target(tb, target, MNT_ITER_BACKWARD) != fs)
 			continue;
 		/* MNT_FORCE: fuse's umount_begin aborts the connection, which
 		 * needs no control file: this kernel removes a connection's
@@ -170,13 +174,30 @@ out:
 
 /* ---- a mount of ours that nobody serves ---- */
 
+/* Shared by the prober and the probe thread, which may outlive the prober
+ * (left waiting on a connection that could not be ended): whichever of
+ * the two lets go last frees it. */
 struct probe {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	const char *path;
+	char *path;
 	bool done;
+	unsigned refs;
 	int err;
 };
+
+static void probe_put(struct probe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	bool last = --p->refs == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (!last)
+		return;
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p->path);
+	free(p);
+}
 
 static void *probe_thread(void *arg)
 {
@@ -189,6 +210,7 @@ static void *probe_thread(void *arg)
 	p->err = err;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
+	probe_put(p);
 	return NULL;
 }
 
@@ -205,20 +227,29 @@ static void *probe_thread(void *arg)
  * Other FUSE file systems are not touched. */
 static int clear_orphan(const char *path)
 {
-	struct probe p = {.path = path};
+	struct probe *p;
 	struct timespec dl;
-	unsigned conn;
-	bool nvmefs;
+	unsigned conn, now;
+	bool nvmefs, answered;
 	pthread_t t;
 	int err;
 
 	if (fusefs_conn_at(path, &conn, &nvmefs) || !nvmefs)
 		return 0;
-	pthread_mutex_init(&p.mu, NULL);
-	pthread_cond_init(&p.cv, NULL);
-	err = -pthread_create(&t, NULL, probe_thread, &p);
-	if (err)
-		goto out;
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->path = strdup(path))) {
+		free(p);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->refs = 2;
+	err = -pthread_create(&t, NULL, probe_thread, p);
+	if (err) {
+		p->refs = 1;
+		probe_put(p);
+		return err;
+	}
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += ORPHAN_PROBE_MS / 1000;
 	dl.tv_nsec += (long)(ORPHAN_PROBE_MS % 1000) * 1000000L;
@@ -226,11 +257,11 @@ static int clear_orphan(const char *path)
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&p.mu);
-	while (!p.done && pthread_cond_timedwait(&p.cv, &p.mu, &dl) == 0)
+	pthread_mutex_lock(&p->mu);
+	while (!p->done && pthread_cond_timedwait(&p->cv, &p->mu, &dl) == 0)
 		;
-	bool answered = p.done;
-	pthread_mutex_unlock(&p.mu);
+	answered = p->done;
+	pthread_mutex_unlock(&p->mu);
 	if (!answered) {
 		bool aborted;
 		int n;
@@ -240,22 +271,24 @@ static int clear_orphan(const char *path)
 			 path, conn, ORPHAN_PROBE_MS);
 		n = fusefs_conn_end(conn, &aborted);
 		if (!aborted) {
-			/* the probe waits until the holder lets go: leave it */
+			/* the probe waits until the holder lets go: leave it
+			 * (it frees what it shares); a mount that went away
+			 * meanwhile is no obstacle */
+			pthread_detach(t);
+			probe_put(p);
+			if (fusefs_conn_at(path, &now, &nvmefs) || now != conn)
+				return 0;
 			err = n < 0 ? n : -EBUSY;
 			log_err("%s: cannot end FUSE connection %u: %s", path, conn,
 				strerror(-err));
-			pthread_detach(t);
 			return err;
 		}
 		log_info("%s: FUSE connection %u aborted, %d mount%s of it detached", path, conn,
 			 n > 0 ? n : 0, n == 1 ? "" : "s");
 	}
 	pthread_join(t, NULL);
-	err = 0;
-out:
-	pthread_cond_destroy(&p.cv);
-	pthread_mutex_destroy(&p.mu);
-	return err;
+	probe_put(p);
+	return 0;
 }
 
 /* A dead server's mount answers ENOTCONN; a request that was in flight when

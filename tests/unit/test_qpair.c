@@ -154,8 +154,8 @@ START_TEST(t_doorbell_batching)
 	for (unsigned pass = 0; pass < 10; pass++) {
 		for (unsigned i = 0; i < 8; i++)
 			ck_assert_int_eq(nvme_qpair_read(e.qp, 1, i, buf, 512, done_cb, &d), 0);
-		nvme_qpair_flush_sq(e.qp);
-		nvme_qpair_flush_sq(e.qp); /* nothing new: must not ring again */
+		ck_assert(nvme_qpair_flush_sq(e.qp));
+		ck_assert(!nvme_qpair_flush_sq(e.qp)); /* nothing new: must not ring again */
 		while (d.count < (pass + 1) * 8)
 			nvme_qpair_reap(e.qp, 0);
 	}
