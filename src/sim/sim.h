@@ -13,12 +13,19 @@
  *            commands on the caller's thread, posts their completions and
  *            signals the CQ's vector before returning.  No locks, no malloc,
  *            no syscalls per command for null/RAM namespaces (the eventfd
- *            write for an interrupt-enabled CQ excepted).  One thread at a
- *            time executes (two atomic adds per doorbell claim it): a
- *            doorbell rung while another thread executes is run by that
- *            thread before it returns, so its completions may be posted
- *            shortly after db_notify returns.  Register writes, resets and
- *            sim_poll wait for the executing thread (a yield loop).
+ *            write for an interrupt-enabled CQ excepted).  An I/O queue
+ *            pair whose CQ serves its SQ alone (SQ n on CQ n, as the engine
+ *            creates them) runs beside the other such queues: their copies
+ *            proceed in parallel, as a device's queues do.  Within a queue
+ *            one thread at a time executes: a doorbell rung while another
+ *            thread executes that queue is run by that thread before it
+ *            returns, so its completions may be posted shortly after
+ *            db_notify returns.  The admin queue, queues that share a CQ,
+ *            and every queue while completions are deferred (a fault) run
+ *            one thread at a time for the whole controller, likewise.
+ *            Register writes, resets and sim_poll wait until nothing
+ *            executes (a yield loop); the write cache model (below) has a
+ *            lock of its own per namespace, held while it records a write.
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each
@@ -112,7 +119,10 @@ struct sim_opts {
 	 * to it (status 0) before it is held: a non-zero status completes it
 	 * at once with that status instead. */
 	uint16_t (*admin_hook)(void *arg, const struct nvme_sqe *cmd, uint16_t status, uint32_t *dw0);
-	void *hook_arg;       /* both hooks' arg */
+	/* Tests: called on the executing thread just before an I/O command of
+	 * queue sqid is executed (which threads run which queues, and when). */
+	void (*io_hook)(void *arg, uint16_t sqid, const struct nvme_sqe *cmd);
+	void *hook_arg;       /* the hooks' arg */
 	/* Tests, a device reporting what it should not.  Each 0: the sim's own.
 	 *   cap      CAP as read by the host; the sim then works by its DSTRD and
 	 *            MQES too (dstrd and mqes above are ignored)

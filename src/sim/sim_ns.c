@@ -99,8 +99,13 @@ uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t n
 
 	if (slba >= ns->nlba || nlb > ns->nlba - slba)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
-	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
-		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	if (cached && !fua) {
+		sim_wc_lock(ns);
+		int rc = sim_wc_dirty(&ns->wc, slba, nlb);
+		sim_wc_unlock(ns);
+		if (rc)
+			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	}
 	off_t off = (off_t)(slba << ns->lba_shift);
 	size_t len = (size_t)nlb << ns->lba_shift;
 	switch (ns->backing) {
@@ -135,8 +140,11 @@ uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t n
 			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		break;
 	}
-	if (fua && cached)
+	if (fua && cached) {
+		sim_wc_lock(ns);
 		sim_wc_durable(&ns->wc, slba, nlb);
+		sim_wc_unlock(ns);
+	}
 	return 0;
 }
 
@@ -146,7 +154,9 @@ uint16_t sim_ns_flush(struct sim_ns *ns)
 {
 	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
 		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	sim_wc_lock(ns);
 	sim_wc_flush(&ns->wc);
+	sim_wc_unlock(ns);
 	return 0;
 }
 

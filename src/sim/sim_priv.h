@@ -23,6 +23,7 @@
 #define NVMEFS_SIM_PRIV_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -104,6 +105,10 @@ struct sim_ns {
 	int fd;        /* FILE */
 	char path[4096];
 	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
+	/* the write cache model is not thread-safe and commands of several
+	 * queues run at once (struct sim_qexec): sim_wc_lock is held around
+	 * each call into it, never across a data copy of the media */
+	_Atomic bool wc_busy;
 	bool active;      /* attached: listed, identified, I/O accepted (sim_ns_remove clears it) */
 };
 
@@ -117,6 +122,19 @@ struct sim_deferred {
 struct sim_stalled {
 	uint16_t sqid;
 	struct nvme_sqe sqe;
+};
+
+/* Inline mode, one per queue id: an I/O SQ whose CQ serves it alone runs
+ * its doorbells on the threads that ring them, beside other such queues
+ * (sim_db_notify).  inside counts the threads in that path for the queue
+ * (an exclusive runner waits until every queue's is 0); claim and pend are
+ * the queue's own exec and db_pend (bit 0: its SQ tail doorbell, bit 1: the
+ * head doorbell of its CQ).  A cache line each: two reactors' queues must
+ * not share one. */
+struct sim_qexec {
+	_Alignas(64) _Atomic unsigned inside;
+	_Atomic unsigned claim;
+	_Atomic unsigned pend;
 };
 
 struct sim {
@@ -212,12 +230,17 @@ struct sim {
 	/* threaded mode: held by the device thread while it processes, and by
 	 * register writes that reset queues, so a reset never races a fetch */
 	pthread_mutex_t qlock;
-	/* inline mode: one thread at a time executes device work (queue state
-	 * has no lock).  exec counts the threads that asked; the one that
-	 * raised it from 0 executes the doorbells marked in db_pend (bit:
-	 * doorbell index) for all of them until it drops back to 0. */
+	/* inline mode, everything but a lone I/O queue's doorbells (the admin
+	 * queue, register writes, resets, faults, queues that share a CQ or
+	 * while completions are deferred): one thread at a time executes with
+	 * every queue still (queue state has no lock).  exec counts the threads
+	 * that asked; the one that raised it from 0 waits until no queue runs
+	 * on its own (qx[].inside) and then executes the doorbells marked in
+	 * db_pend (bit: doorbell index) for all of them until it drops back to
+	 * 0. */
 	_Atomic unsigned exec;
 	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
+	struct sim_qexec qx[SIM_NQ];
 };
 
 /* Why the device does not answer (s->gone bits); either makes it dead to
@@ -267,6 +290,28 @@ static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
 {
 	unsigned used = (unsigned)(cq->tail - cq->head + cq->size) % cq->size;
 	return used + need > (unsigned)cq->size - 1u;
+}
+
+/* ns's write cache model to this thread.  A spin lock: what it guards is
+ * short (a 4 KiB write's pre-image is one 4 KiB copy), and a mutex sleeping
+ * in the kernel under two queues' 4 KiB writes cost 10% of their rate;
+ * after 64 turns it yields, for a holder that lost its CPU. */
+static inline void sim_wc_lock(struct sim_ns *ns)
+{
+	unsigned spins = 0;
+
+	while (atomic_exchange_explicit(&ns->wc_busy, true, memory_order_acquire))
+		while (atomic_load_explicit(&ns->wc_busy, memory_order_relaxed)) {
+			if (++spins % 64 == 0)
+				sched_yield();
+			else
+				__builtin_ia32_pause();
+		}
+}
+
+static inline void sim_wc_unlock(struct sim_ns *ns)
+{
+	atomic_store_explicit(&ns->wc_busy, false, memory_order_release);
 }
 
 /* Writes to ns go through the volatile write cache model: the namespace has

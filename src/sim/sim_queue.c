@@ -412,8 +412,13 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	/* a FUA write is durable when it completes: nothing to keep for it (its
 	 * blocks' older entries go when it succeeds) */
-	if (cached && !fua && sim_wc_dirty(&ns->wc, slba, nlb))
-		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	if (cached && !fua) {
+		sim_wc_lock(ns);
+		int rc = sim_wc_dirty(&ns->wc, slba, nlb);
+		sim_wc_unlock(ns);
+		if (rc)
+			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	}
 	switch (ns->backing) {
 	case SIM_BACKING_NULL:
 		st = write ? sim_xfer(s, c, len, sim_seg_count, &(unsigned){0})
@@ -439,8 +444,11 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	if (!st) {
 		if (fua) {
 			SIM_INC(sq->st.fua_writes, 1);
-			if (cached)
+			if (cached) {
+				sim_wc_lock(ns);
 				sim_wc_durable(&ns->wc, slba, nlb);
+				sim_wc_unlock(ns);
+			}
 		}
 		if (write) {
 			SIM_INC(sq->st.writes, 1);
@@ -623,6 +631,8 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 		} else if (atomic_load_explicit(&s->f_stall_n, memory_order_relaxed) && sim_stall(s, qid, &c)) {
 			continue;
 		} else {
+			if (s->o.io_hook)
+				s->o.io_hook(s->o.hook_arg, qid, &c);
 			status = sim_io(s, sq, &c);
 		}
 		if (status) {
@@ -673,10 +683,27 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 	}
 	SIM_INC(cq->st.cq_doorbells, 1);
 	cq->head = (uint16_t)head;
-	/* room in the CQ may unblock its stalled SQs */
+	/* room in the CQ may unblock its stalled SQs: SQ n alone on CQ n (as
+	 * the engine pairs them) without a look at every queue */
+	struct sim_sq *own = &s->sq[qid];
+	if (cq->nr_sqs == 1 && own->valid && own->cqid == qid) {
+		if (own->head != own->tail)
+			sim_process_sq(s, qid);
+		return;
+	}
 	for (uint16_t q = 0; q < SIM_NQ; q++)
 		if (s->sq[q].valid && s->sq[q].cqid == qid && s->sq[q].head != s->sq[q].tail)
 			sim_process_sq(s, q);
+}
+
+/* Inline mode: a thread that raised exec from 0 waits until no queue runs
+ * on its own.  None starts while exec is not 0 (sim_q_run), and each of
+ * their commands is short, so this waits for at most one command each. */
+static void sim_exec_quiesce(struct sim *s)
+{
+	for (unsigned q = 1; q < SIM_NQ; q++)
+		while (atomic_load(&s->qx[q].inside))
+			sched_yield();
 }
 
 /* Inline mode: the executing thread runs the marked doorbells (its own
@@ -684,6 +711,7 @@ static void sim_doorbell(struct sim *s, uint32_t off)
  * claims that arrived since mean more marks: run again. */
 static void sim_exec_run(struct sim *s, unsigned c)
 {
+	sim_exec_quiesce(s);
 	for (;;) {
 		if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
 			sim_post_deferred(s);
@@ -709,11 +737,11 @@ static void sim_exec_lock(struct sim *s)
 {
 	unsigned zero = 0;
 
-	while (!atomic_compare_exchange_weak_explicit(&s->exec, &zero, 1, memory_order_acquire,
-	                                              memory_order_relaxed)) {
+	while (!atomic_compare_exchange_weak(&s->exec, &zero, 1)) {
 		zero = 0;
 		sched_yield();
 	}
+	sim_exec_quiesce(s);
 }
 
 /* ... and release it, running the doorbells marked meanwhile. */
@@ -738,6 +766,52 @@ void sim_qunlock(struct sim *s)
 		sim_exec_unlock(s);
 }
 
+/* Inline mode: I/O queue qid's SQ tail (bit 1) or its CQ's head doorbell
+ * (bit 2) was written.  When nothing runs exclusively and the queue's CQ
+ * serves this SQ alone, the doorbell runs here, beside the other queues:
+ * nothing a command of this SQ touches is touched by another queue's
+ * (its CQ is its own; the write cache model has a lock, the error log, the
+ * stalled and deferred lists take s->lock).  False: run it exclusively. */
+static bool sim_q_run(struct sim *s, uint16_t qid, unsigned bit)
+{
+	struct sim_qexec *x = &s->qx[qid];
+	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
+
+	/* seq_cst pairs with sim_exec_lock and sim_db_notify's exec claim: a
+	 * thread that raised exec from 0 sees inside, or we see exec */
+	atomic_fetch_add(&x->inside, 1);
+	if (atomic_load(&s->exec))
+		goto fallback;
+	/* stable until inside drops: only an exclusive runner changes it */
+	struct sim_sq *sq = &s->sq[qid];
+	if (!sq->valid || sq->cqid != qid || s->cq[qid].nr_sqs != 1 || !s->cq[qid].valid ||
+	    atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
+		goto fallback;
+	atomic_fetch_or_explicit(&x->pend, bit, memory_order_release);
+	if (atomic_fetch_add_explicit(&x->claim, 1, memory_order_acq_rel) == 0) {
+		unsigned c = 1;
+
+		for (;;) {
+			unsigned bits = atomic_exchange_explicit(&x->pend, 0, memory_order_acquire);
+
+			if (bits & 2) /* room in the CQ first: it may unblock the SQ */
+				sim_doorbell(s, nvme_cq_hdbl_off(qid, dstrd));
+			if (bits & 1)
+				sim_doorbell(s, nvme_sq_tdbl_off(qid, dstrd));
+			unsigned left = atomic_fetch_sub_explicit(&x->claim, c, memory_order_acq_rel) - c;
+			if (!left)
+				break;
+			c = left;
+		}
+	}
+	/* else the thread holding the claim runs our mark before it lets go */
+	atomic_fetch_sub_explicit(&x->inside, 1, memory_order_release);
+	return true;
+fallback:
+	atomic_fetch_sub_explicit(&x->inside, 1, memory_order_release);
+	return false;
+}
+
 void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 {
 	struct sim *s = (struct sim *)bus;
@@ -759,8 +833,10 @@ void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
 		SIM_INC(s->admin_st.invalid_doorbells, 1);
 		return;
 	}
+	if (idx >= 2 && sim_q_run(s, (uint16_t)(idx / 2), 1u << (idx & 1)))
+		return;
 	atomic_fetch_or_explicit(&s->db_pend[idx / 64], 1ull << (idx % 64), memory_order_release);
-	if (atomic_fetch_add_explicit(&s->exec, 1, memory_order_acq_rel) == 0)
+	if (atomic_fetch_add(&s->exec, 1) == 0)
 		sim_exec_run(s, 1);
 }
 

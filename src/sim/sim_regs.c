@@ -765,9 +765,12 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	for (unsigned i = 0; i < o->nr_ns; i++)
 		if (!o->ns[i].nlba || (o->ns[i].lba_size != 512 && o->ns[i].lba_size != 4096))
 			return -EINVAL;
-	s = calloc(1, sizeof(*s));
+	/* struct sim_qexec is cache-line aligned */
+	s = aligned_alloc(_Alignof(struct sim), (sizeof(*s) + _Alignof(struct sim) - 1) &
+	                                            ~(_Alignof(struct sim) - 1));
 	if (!s)
 		return -ENOMEM;
+	memset(s, 0, sizeof(*s));
 	s->o = *o;
 	s->born_ns = sim_now_ns();
 	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : "sim");

@@ -14,10 +14,11 @@
  * sim_wc_init (MAP_NORESERVE: pages cost only once used); nothing is
  * allocated afterwards, and no system call is made for a RAM namespace.
  *
- * Threading: none of its own.  The caller runs one call at a time (the sim
- * executes commands on one thread at a time and takes the queues exclusively
- * for anything else).  sim_wc_nr_dirty and sim_wc_destaged may be called from
- * any thread (relaxed atomics: a snapshot).
+ * Threading: none of its own.  The caller runs one call at a time: on the
+ * command path the sim holds the namespace's lock (sim_wc_lock) around each
+ * call, since several queues execute at once; anything else runs with the
+ * queues held.  sim_wc_nr_dirty and sim_wc_destaged may be called from any
+ * thread (relaxed atomics: a snapshot).
  *
  * Functions return 0 or a negative errno; only a FILE namespace's I/O fails.
  * Prefix sim_wc_.

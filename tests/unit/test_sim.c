@@ -3,6 +3,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1243,6 +1245,284 @@ START_TEST(t_clear_and_cfs)
 }
 END_TEST
 
+/* ---- queues in parallel: a second and third queue built by hand, each
+ * driven by one thread (cids per queue), reaped without sim_poll (which
+ * waits for every executing thread) ---- */
+
+struct pq {
+	struct nvme_sqe *sq;
+	struct nvme_cqe *cq;
+	uint16_t sqid, cqid, size, tail, head, phase, cid;
+};
+
+static void pq_create(struct host *h, struct pq *q, uint16_t sqid, uint16_t cqid, uint16_t size,
+                      bool new_cq)
+{
+	*q = (struct pq){.sqid = sqid, .cqid = cqid, .size = size, .phase = 1};
+	q->sq = pg(h, size * 64u);
+	if (new_cq) {
+		q->cq = pg(h, size * 16u);
+		ck_assert_int_eq(adm(h, NVME_ADM_CREATE_CQ, 0, io(h, q->cq), ((size - 1u) << 16) | cqid,
+		                     NVME_QUEUE_PC, NULL), 0);
+	}
+	ck_assert_int_eq(adm(h, NVME_ADM_CREATE_SQ, 0, io(h, q->sq), ((size - 1u) << 16) | sqid,
+	                     ((uint32_t)cqid << 16) | NVME_QUEUE_PC, NULL), 0);
+}
+
+static void pq_submit(struct host *h, struct pq *q, struct nvme_sqe *c)
+{
+	c->cid = ++q->cid;
+	q->sq[q->tail] = *c;
+	q->tail = (uint16_t)((q->tail + 1) % q->size);
+	nvme_bus_doorbell(h->b, (volatile uint32_t *)(h->b->bar0 + nvme_sq_tdbl_off(q->sqid, dstrd(h))),
+	                  q->tail);
+}
+
+/* The next CQE of q's CQ (cq, head and phase in q) within 5 s: -ETIMEDOUT. */
+static int pq_reap(struct host *h, struct pq *q, struct nvme_cqe *out)
+{
+	for (long i = 0; i < 5000000; i++) {
+		volatile struct nvme_cqe *e = &q->cq[q->head];
+		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
+		if (NVME_CQE_PHASE(st) == q->phase) {
+			*out = *(struct nvme_cqe *)e;
+			if (++q->head == q->size) {
+				q->head = 0;
+				q->phase ^= 1;
+			}
+			nvme_bus_doorbell(h->b,
+			                  (volatile uint32_t *)(h->b->bar0 + nvme_cq_hdbl_off(q->cqid, dstrd(h))),
+			                  q->head);
+			return 0;
+		}
+		if (i % 64 == 63)
+			usleep(1);
+	}
+	return -ETIMEDOUT;
+}
+
+static struct nvme_sqe pq_rw(struct host *h, uint8_t opc, uint64_t slba, uint32_t nlb, uint8_t *buf)
+{
+	struct nvme_sqe c = {.opc = opc, .nsid = 1, .cdw10 = (uint32_t)slba,
+	                     .cdw11 = (uint32_t)(slba >> 32), .cdw12 = nlb - 1};
+	prps(h, &c, buf, (size_t)nlb * 512);
+	return c;
+}
+
+/* The hook holds queue `hold`'s first command until a command of another
+ * queue is executed, or wait_ms passed; it records who ran what. */
+struct par {
+	uint16_t hold;
+	int wait_ms;
+	_Atomic int held, other_in, saw_other;
+	_Atomic uint16_t other_q;
+	pthread_t hold_thread, other_thread;
+	struct host *h;
+	struct pq *q;
+	uint8_t *buf;
+};
+
+static void par_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
+{
+	struct par *p = arg;
+
+	(void)c;
+	if (sqid == p->hold && !atomic_load(&p->held)) {
+		p->hold_thread = pthread_self();
+		atomic_store(&p->held, 1);
+		for (int i = 0; i < p->wait_ms * 10 && !atomic_load(&p->other_in); i++)
+			usleep(100);
+		atomic_store(&p->saw_other, atomic_load(&p->other_in));
+	} else if (sqid != p->hold) {
+		p->other_thread = pthread_self();
+		atomic_store(&p->other_q, sqid);
+		atomic_store(&p->other_in, 1);
+	}
+}
+
+static void *par_submit(void *arg)
+{
+	struct par *p = arg;
+	struct nvme_sqe c = pq_rw(p->h, NVME_CMD_WRITE, 0, 1, p->buf);
+
+	pq_submit(p->h, p->q, &c);
+	return NULL;
+}
+
+/* Inline: SQ 1 and SQ 2, each with its own CQ, execute at once on the
+ * threads that ring them (a device's queues run in parallel); SQ 3, which
+ * shares CQ 2 with SQ 2, does not: the thread executing SQ 2 runs it. */
+START_TEST(t_queues_parallel)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
+	struct par p = {.hold = 1, .wait_ms = 5000, .h = &h};
+	struct pq q1, q2, q3;
+	struct nvme_cqe e;
+	pthread_t t;
+
+	o.io_hook = par_hook;
+	o.hook_arg = &p;
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	pq_create(&h, &q1, 1, 1, QD, true);
+	pq_create(&h, &q2, 2, 2, QD, true);
+	uint8_t *buf = pg(&h, 4096);
+	p.buf = pg(&h, 4096);
+
+	/* SQ 1's write is held in the hook on thread t until SQ 2 runs */
+	p.q = &q1;
+	ck_assert_int_eq(pthread_create(&t, NULL, par_submit, &p), 0);
+	while (!atomic_load(&p.held))
+		usleep(100);
+	struct nvme_sqe c = pq_rw(&h, NVME_CMD_READ, 8, 1, buf);
+	pq_submit(&h, &q2, &c);
+	/* run here, beside SQ 1, and completed before the doorbell returned */
+	ck_assert_int_eq(atomic_load(&p.other_in), 1);
+	ck_assert_uint_eq(atomic_load(&p.other_q), 2);
+	ck_assert(pthread_equal(p.other_thread, pthread_self()));
+	ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(atomic_load(&p.saw_other), 1);
+	ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+
+	/* SQ 3 on CQ 2 beside SQ 2: SQ 3's read waits for SQ 2's write and
+	 * runs on the thread that executes SQ 2 */
+	pq_create(&h, &q3, 3, 2, QD, false);
+	q3.cq = q2.cq;
+	atomic_store(&p.held, 0);
+	atomic_store(&p.other_in, 0);
+	atomic_store(&p.saw_other, 0);
+	p.hold = 2;
+	p.wait_ms = 300;
+	p.q = &q2;
+	ck_assert_int_eq(pthread_create(&t, NULL, par_submit, &p), 0);
+	while (!atomic_load(&p.held))
+		usleep(100);
+	c = pq_rw(&h, NVME_CMD_READ, 8, 1, buf);
+	pq_submit(&h, &q3, &c);
+	ck_assert_int_eq(atomic_load(&p.other_in), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(atomic_load(&p.saw_other), 0);
+	ck_assert_int_eq(atomic_load(&p.other_in), 1);
+	ck_assert_uint_eq(atomic_load(&p.other_q), 3);
+	ck_assert(pthread_equal(p.other_thread, p.hold_thread));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
+		ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+		ck_assert_uint_eq(e.sq_id, i ? 3 : 2);
+	}
+	struct sim_stats st;
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.writes, 2);
+	ck_assert_uint_eq(st.reads, 2);
+	host_fini(&h);
+}
+END_TEST
+
+/* Two threads, each on its own queue pair, write and read back random
+ * ranges of their own half of a namespace with the write cache on, with a
+ * Flush now and then (seeded: the same commands every run); both halves
+ * hold what was written last, and every command was counted.  Under
+ * ThreadSanitizer this is the check that queues running at once share
+ * nothing unguarded (the write cache model, the counters). */
+#define PS_CMDS  1500
+#define PS_HALF  4096u /* blocks of 512 bytes per thread */
+#define PS_MAXNB 16u /* 8 KiB from a page-aligned buffer: PRP1 and PRP2, no list to build */
+
+struct ps {
+	struct host *h;
+	struct pq *q;
+	uint64_t base;
+	uint8_t *model, *wbuf, *rbuf;
+	unsigned seed;
+	int bad;
+	uint64_t writes, reads, flushes;
+};
+
+static int ps_cmd(struct ps *t, struct nvme_sqe *c)
+{
+	struct nvme_cqe e;
+
+	pq_submit(t->h, t->q, c);
+	if (pq_reap(t->h, t->q, &e) || e.cid != t->q->cid)
+		return -1;
+	return NVME_CQE_STATUS(e.status) & ~NVME_STATUS_DNR;
+}
+
+static void *ps_run(void *arg)
+{
+	struct ps *t = arg;
+	unsigned r = t->seed;
+
+	for (int i = 0; i < PS_CMDS && !t->bad; i++) {
+		r = r * 1103515245u + 12345u;
+		unsigned nb = 1 + (r >> 8) % PS_MAXNB, kind = (r >> 20) % 8;
+		uint64_t lba = (r >> 4) % (PS_HALF - nb);
+		size_t len = (size_t)nb * 512;
+		struct nvme_sqe c;
+
+		if (kind == 0) {
+			c = (struct nvme_sqe){.opc = NVME_CMD_FLUSH, .nsid = 1};
+			t->bad |= ps_cmd(t, &c) != 0;
+			t->flushes++;
+		} else if (kind < 5) {
+			for (size_t k = 0; k < len; k++)
+				t->wbuf[k] = (uint8_t)(r + k * 31 + i);
+			memcpy(t->model + lba * 512, t->wbuf, len);
+			c = pq_rw(t->h, NVME_CMD_WRITE, t->base + lba, nb, t->wbuf);
+			t->bad |= ps_cmd(t, &c) != 0;
+			t->writes++;
+		} else {
+			c = pq_rw(t->h, NVME_CMD_READ, t->base + lba, nb, t->rbuf);
+			t->bad |= ps_cmd(t, &c) != 0;
+			t->bad |= memcmp(t->rbuf, t->model + lba * 512, len) != 0;
+			t->reads++;
+		}
+	}
+	return NULL;
+}
+
+START_TEST(t_queues_parallel_stress)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
+	struct pq q[2];
+	struct ps t[2];
+	pthread_t th[2];
+	struct sim_stats st;
+
+	o.wc_bytes = 256 << 10; /* 512 blocks: both threads destage too */
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	for (int i = 0; i < 2; i++) {
+		pq_create(&h, &q[i], (uint16_t)(i + 1), (uint16_t)(i + 1), QD, true);
+		t[i] = (struct ps){.h = &h, .q = &q[i], .base = (uint64_t)i * PS_HALF, .seed = 7u + (unsigned)i};
+		t[i].model = calloc(PS_HALF, 512);
+		ck_assert_ptr_nonnull(t[i].model);
+		t[i].wbuf = pg(&h, PS_MAXNB * 512);
+		t[i].rbuf = pg(&h, PS_MAXNB * 512);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ps_run, &t[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(t[i].bad, 0);
+	}
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.writes, t[0].writes + t[1].writes);
+	ck_assert_uint_eq(st.reads, t[0].reads + t[1].reads);
+	ck_assert_uint_eq(st.flushes, t[0].flushes + t[1].flushes);
+	ck_assert_uint_gt(t[0].writes, 0);
+	ck_assert_uint_gt(t[1].flushes, 0);
+	for (int i = 0; i < 2; i++)
+		free(t[i].model);
+	host_fini(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -1269,6 +1549,8 @@ int main(void)
 	tcase_add_test(tc, t_wc_feature);
 	tcase_add_loop_test(tc, t_powerfail_drops, 0, 2);
 	tcase_add_test(tc, t_clear_and_cfs);
+	tcase_add_test(tc, t_queues_parallel);
+	tcase_add_test(tc, t_queues_parallel_stress);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
