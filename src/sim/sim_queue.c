@@ -787,24 +787,29 @@ static bool sim_q_run(struct sim *s, uint16_t qid, unsigned bit)
 	if (!sq->valid || sq->cqid != qid || s->cq[qid].nr_sqs != 1 || !s->cq[qid].valid ||
 	    atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
 		goto fallback;
-	atomic_fetch_or_explicit(&x->pend, bit, memory_order_release);
-	if (atomic_fetch_add_explicit(&x->claim, 1, memory_order_acq_rel) == 0) {
-		unsigned c = 1;
-
-		for (;;) {
-			unsigned bits = atomic_exchange_explicit(&x->pend, 0, memory_order_acquire);
-
-			if (bits & 2) /* room in the CQ first: it may unblock the SQ */
-				sim_doorbell(s, nvme_cq_hdbl_off(qid, dstrd));
-			if (bits & 1)
-				sim_doorbell(s, nvme_sq_tdbl_off(qid, dstrd));
-			unsigned left = atomic_fetch_sub_explicit(&x->claim, c, memory_order_acq_rel) - c;
-			if (!left)
-				break;
-			c = left;
-		}
+	/* the queue to ourselves (the usual case: one reactor rings it) runs
+	 * our doorbell without a mark; else mark it, and whoever raises claim
+	 * from 0 runs the marks until it drops back */
+	unsigned c = 1, bits = bit, zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&x->claim, &zero, 1, memory_order_acq_rel,
+	                                             memory_order_relaxed)) {
+		atomic_fetch_or_explicit(&x->pend, bit, memory_order_release);
+		if (atomic_fetch_add_explicit(&x->claim, 1, memory_order_acq_rel) != 0)
+			goto out; /* the thread holding the claim runs our mark before it lets go */
+		bits = atomic_exchange_explicit(&x->pend, 0, memory_order_acquire);
 	}
-	/* else the thread holding the claim runs our mark before it lets go */
+	for (;;) {
+		if (bits & 2) /* room in the CQ first: it may unblock the SQ */
+			sim_doorbell(s, nvme_cq_hdbl_off(qid, dstrd));
+		if (bits & 1)
+			sim_doorbell(s, nvme_sq_tdbl_off(qid, dstrd));
+		unsigned left = atomic_fetch_sub_explicit(&x->claim, c, memory_order_acq_rel) - c;
+		if (!left)
+			break;
+		c = left;
+		bits = atomic_exchange_explicit(&x->pend, 0, memory_order_acquire);
+	}
+out:
 	atomic_fetch_sub_explicit(&x->inside, 1, memory_order_release);
 	return true;
 fallback:
