@@ -11,12 +11,13 @@
  * Execution modes:
  *   inline   (threaded = false) db_notify executes the newly submitted
  *            commands on the caller's thread, posts their completions and
- *            signals the CQ's vector before returning.  No locks, no malloc,
- *            no syscalls per command for null/RAM namespaces (the eventfd
- *            write for an interrupt-enabled CQ excepted).  An I/O queue
- *            pair whose CQ serves its SQ alone (SQ n on CQ n, as the engine
- *            creates them) runs beside the other such queues: their copies
- *            proceed in parallel, as a device's queues do.  Within a queue
+ *            signals the CQ's vector before returning.  No malloc and no
+ *            syscalls per command for null/RAM namespaces (the eventfd
+ *            write for an interrupt-enabled CQ excepted), no lock for a
+ *            null namespace.  An I/O queue pair whose CQ serves its SQ
+ *            alone (SQ n on CQ n, as the engine creates them) runs beside
+ *            the other such queues: their copies proceed in parallel, as a
+ *            device's queues do.  Within a queue
  *            one thread at a time executes: a doorbell rung while another
  *            thread executes that queue is run by that thread before it
  *            returns, so its completions may be posted shortly after
@@ -24,8 +25,10 @@
  *            and every queue while completions are deferred (a fault) run
  *            one thread at a time for the whole controller, likewise.
  *            Register writes, resets and sim_poll wait until nothing
- *            executes (a yield loop); the write cache model (below) has a
- *            lock of its own per namespace, held while it records a write.
+ *            executes (a yield loop).  A RAM or FILE namespace has a spin
+ *            lock of its own: a command of one queue waits for an
+ *            overlapping command of another when either writes, so each
+ *            command is atomic to the others.
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each

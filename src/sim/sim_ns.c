@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,28 +91,70 @@ void sim_ns_close(struct sim_ns *ns)
 	ns->fd = -1;
 }
 
+void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write)
+{
+	uint64_t self = 1ull << (qid - 1);
+
+	for (;;) {
+		uint64_t clash = 0;
+
+		sim_wc_lock(ns);
+		uint64_t m = atomic_load_explicit(&ns->io_busy, memory_order_acquire) & ~self;
+		while (m) {
+			unsigned i = (unsigned)__builtin_ctzll(m);
+			const struct sim_ns_io *o = &ns->io[i];
+
+			m &= m - 1;
+			if ((write || o->write) && o->slba < slba + nlb && slba < o->slba + o->nlb) {
+				clash = 1ull << i;
+				break;
+			}
+		}
+		if (!clash) {
+			ns->io[qid - 1] = (struct sim_ns_io){.slba = slba, .nlb = nlb, .write = write};
+			atomic_fetch_or_explicit(&ns->io_busy, self, memory_order_relaxed);
+			return;
+		}
+		/* the other command holds no lock while it moves its data */
+		sim_wc_unlock(ns);
+		for (unsigned spins = 1; atomic_load_explicit(&ns->io_busy, memory_order_acquire) & clash;
+		     spins++) {
+			if (spins % 64 == 0)
+				sched_yield();
+			else
+				__builtin_ia32_pause();
+		}
+	}
+}
+
+void sim_ns_leave(struct sim_ns *ns, uint16_t qid)
+{
+	atomic_fetch_and_explicit(&ns->io_busy, ~(1ull << (qid - 1)), memory_order_release);
+}
+
 /* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT).  It
  * goes through the volatile write cache as a write does; fua: durable when
  * done (Write Zeroes with FUA). */
-uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua)
+uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb,
+                     bool fua)
 {
 	bool cached = sim_cached(s, ns);
+	uint16_t st = 0;
 
 	if (slba >= ns->nlba || nlb > ns->nlba - slba)
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
-	if (cached && !fua) {
-		sim_wc_lock(ns);
-		int rc = sim_wc_dirty(&ns->wc, slba, nlb);
-		sim_wc_unlock(ns);
-		if (rc)
-			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	if (ns->backing == SIM_BACKING_NULL)
+		return 0;
+	sim_ns_enter(ns, qid, slba, nlb, true);
+	int rc = cached && !fua ? sim_wc_dirty(&ns->wc, slba, nlb) : 0;
+	sim_wc_unlock(ns);
+	if (rc) {
+		st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		goto out;
 	}
 	off_t off = (off_t)(slba << ns->lba_shift);
 	size_t len = (size_t)nlb << ns->lba_shift;
-	switch (ns->backing) {
-	case SIM_BACKING_NULL:
-		break;
-	case SIM_BACKING_RAM: {
+	if (ns->backing == SIM_BACKING_RAM) {
 		/* whole pages go back to the kernel (and read as zero); edges memset */
 		uint8_t *p = ns->mem + off, *e = p + len;
 		uint8_t *a = (uint8_t *)(((uintptr_t)p + SIM_PAGE - 1) & ~(uintptr_t)(SIM_PAGE - 1));
@@ -124,28 +167,29 @@ uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t n
 		} else {
 			memset(p, 0, len);
 		}
-		break;
-	}
-	case SIM_BACKING_FILE:
-		if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, (off_t)len)) {
-			static const uint8_t zero[SIM_PAGE];
-			for (size_t done = 0; done < len;) {
-				size_t n = len - done < SIM_PAGE ? len - done : SIM_PAGE;
-				if (pwrite(ns->fd, zero, n, off + (off_t)done) != (ssize_t)n)
-					return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-				done += n;
+	} else if (fallocate(ns->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, (off_t)len)) {
+		static const uint8_t zero[SIM_PAGE];
+		for (size_t done = 0; done < len;) {
+			size_t n = len - done < SIM_PAGE ? len - done : SIM_PAGE;
+			if (pwrite(ns->fd, zero, n, off + (off_t)done) != (ssize_t)n) {
+				st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+				goto out;
 			}
+			done += n;
 		}
-		if (fua && fdatasync(ns->fd))
-			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
-		break;
+	}
+	if (fua && ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd)) {
+		st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		goto out;
 	}
 	if (fua && cached) {
 		sim_wc_lock(ns);
 		sim_wc_durable(&ns->wc, slba, nlb);
 		sim_wc_unlock(ns);
 	}
-	return 0;
+out:
+	sim_ns_leave(ns, qid);
+	return st;
 }
 
 /* Flush: the host's page cache of a file goes first (on failure nothing is

@@ -10,10 +10,13 @@
  * Concurrency: each submission queue is processed by one thread at a time
  * (inline: the thread that rang its doorbell, which for I/O queues is the
  * owning reactor; threaded: the device thread), so per-queue state and
- * per-queue statistics need no lock.  Register writes, fault settings and
- * deferred completions take s->lock; the inline I/O path never does.
- * The volatile write cache model (sim_wc.c) has no lock either: it is used by
- * the thread executing commands, and by others only under sim_qlock.
+ * per-queue statistics need no lock.  Inline, I/O queue pairs with a CQ of
+ * their own run at the same time as each other (struct sim_qexec); all else
+ * runs one thread at a time with every queue still.  Register writes, fault
+ * settings, the error log and deferred completions take s->lock, which the
+ * I/O path takes only for an error or a fault.  A namespace's write cache
+ * model (sim_wc.c) and its table of commands moving data are under its
+ * spin lock (sim_wc_lock, struct sim_ns).
  *
  * Functions declared here return what their sim_ counterparts in the file
  * do: an NVMe status (uint16_t, 0: success) for command execution, 0 or a
@@ -105,10 +108,21 @@ struct sim_ns {
 	int fd;        /* FILE */
 	char path[4096];
 	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
-	/* the write cache model is not thread-safe and commands of several
-	 * queues run at once (struct sim_qexec): sim_wc_lock is held around
-	 * each call into it, never across a data copy of the media */
+	/* Commands of several queues run at once (struct sim_qexec).  wc_busy
+	 * (sim_wc_lock) guards the write cache model, which is not
+	 * thread-safe, and the table of commands moving data on ns: bit
+	 * qid - 1 of io_busy and io[qid - 1] for I/O queue qid.  A command
+	 * waits for an overlapping one of another queue when either writes
+	 * (sim_ns_enter), so each command is atomic to the others, as a
+	 * device's atomic write unit makes a block, and a pre-image is never
+	 * read from a block another queue is writing.  Bits and ranges are
+	 * set under the lock; sim_ns_leave clears a bit without it. */
 	_Atomic bool wc_busy;
+	_Atomic uint64_t io_busy;
+	struct sim_ns_io {
+		uint64_t slba, nlb;
+		bool write;
+	} io[SIM_MAX_QID];
 	bool active;      /* attached: listed, identified, I/O accepted (sim_ns_remove clears it) */
 };
 
@@ -128,8 +142,8 @@ struct sim_stalled {
  * its doorbells on the threads that ring them, beside other such queues
  * (sim_db_notify).  inside counts the threads in that path for the queue
  * (an exclusive runner waits until every queue's is 0); claim and pend are
- * the queue's own exec and db_pend (bit 0: its SQ tail doorbell, bit 1: the
- * head doorbell of its CQ).  A cache line each: two reactors' queues must
+ * the queue's own exec and db_pend (1: its SQ tail doorbell, 2: the head
+ * doorbell of its CQ).  A cache line each: two reactors' queues must
  * not share one. */
 struct sim_qexec {
 	_Alignas(64) _Atomic unsigned inside;
@@ -292,10 +306,11 @@ static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
 	return used + need > (unsigned)cq->size - 1u;
 }
 
-/* ns's write cache model to this thread.  A spin lock: what it guards is
- * short (a 4 KiB write's pre-image is one 4 KiB copy), and a mutex sleeping
- * in the kernel under two queues' 4 KiB writes cost 10% of their rate;
- * after 64 turns it yields, for a holder that lost its CPU. */
+/* ns's write cache model and command table to this thread.  A spin lock:
+ * what it guards is mostly short (a 4 KiB write's pre-image is one 4 KiB
+ * copy; a large write's or a FILE namespace's pre-image read is not), and a
+ * mutex sleeping in the kernel under two queues' 4 KiB writes cost 10% of
+ * their rate; after 64 turns it yields, for a holder that lost its CPU. */
 static inline void sim_wc_lock(struct sim_ns *ns)
 {
 	unsigned spins = 0;
@@ -384,8 +399,15 @@ int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o);
 void sim_ns_close(struct sim_ns *ns);
 /* zero (deallocate) nlb blocks at slba, through the write cache; fua:
  * durable when done; an NVMe status */
-uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint64_t slba, uint64_t nlb, bool fua);
+uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb,
+                     bool fua);
 /* make everything written to ns durable; an NVMe status */
 uint16_t sim_ns_flush(struct sim_ns *ns);
+/* I/O queue qid's command is about to move blocks [slba, slba + nlb) of ns
+ * (write: into it): waits while a command of another queue on ns overlaps
+ * them and either writes, then enters the range in ns->io; returns with
+ * sim_wc_lock(ns) held.  sim_ns_leave when its data has moved. */
+void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write);
+void sim_ns_leave(struct sim_ns *ns, uint16_t qid);
 
 #endif

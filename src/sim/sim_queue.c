@@ -410,14 +410,19 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	if (c->flags & 0xc0) /* PSDT: SGLs not offered unless configured */
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	/* a FUA write is durable when it completes: nothing to keep for it (its
-	 * blocks' older entries go when it succeeds) */
-	if (cached && !fua) {
-		sim_wc_lock(ns);
-		int rc = sim_wc_dirty(&ns->wc, slba, nlb);
+	/* the null namespace moves no data of its own: nothing to order */
+	bool media = ns->backing != SIM_BACKING_NULL;
+	uint16_t qid = (uint16_t)(sq - s->sq);
+	if (media) {
+		sim_ns_enter(ns, qid, slba, nlb, write);
+		/* a FUA write is durable when it completes: nothing to keep for
+		 * it (its blocks' older entries go when it succeeds) */
+		int rc = cached && !fua ? sim_wc_dirty(&ns->wc, slba, nlb) : 0;
 		sim_wc_unlock(ns);
-		if (rc)
+		if (rc) {
+			sim_ns_leave(ns, qid);
 			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		}
 	}
 	switch (ns->backing) {
 	case SIM_BACKING_NULL:
@@ -441,15 +446,16 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	default:
 		st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL);
 	}
+	if (!st && fua && cached) {
+		sim_wc_lock(ns);
+		sim_wc_durable(&ns->wc, slba, nlb);
+		sim_wc_unlock(ns);
+	}
+	if (media)
+		sim_ns_leave(ns, qid);
 	if (!st) {
-		if (fua) {
+		if (fua)
 			SIM_INC(sq->st.fua_writes, 1);
-			if (cached) {
-				sim_wc_lock(ns);
-				sim_wc_durable(&ns->wc, slba, nlb);
-				sim_wc_unlock(ns);
-			}
-		}
 		if (write) {
 			SIM_INC(sq->st.writes, 1);
 			SIM_INC(sq->st.bytes_written, len);
@@ -461,7 +467,7 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	return st;
 }
 
-static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns)
+static uint16_t sim_dsm(struct sim *s, uint16_t qid, const struct nvme_sqe *c, struct sim_ns *ns)
 {
 	unsigned nr = (c->cdw10 & 0xff) + 1u;
 	struct nvme_dsm_range r[NVME_DSM_MAX_RANGES];
@@ -476,7 +482,7 @@ static uint16_t sim_dsm(struct sim *s, const struct nvme_sqe *c, struct sim_ns *
 		if (r[i].slba >= ns->nlba || r[i].nlb > ns->nlba - r[i].slba)
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
 	for (unsigned i = 0; i < nr; i++)
-		if ((st = sim_ns_zero(s, ns, r[i].slba, r[i].nlb, false)))
+		if ((st = sim_ns_zero(s, ns, qid, r[i].slba, r[i].nlb, false)))
 			return st;
 	return 0;
 }
@@ -513,14 +519,14 @@ uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 		bool fua = c->cdw12 & NVME_RW_FUA;
-		uint16_t st = sim_ns_zero(s, ns, slba, (c->cdw12 & 0xffff) + 1u, fua);
+		uint16_t st = sim_ns_zero(s, ns, (uint16_t)(sq - s->sq), slba, (c->cdw12 & 0xffff) + 1u, fua);
 		if (!st && fua)
 			SIM_INC(sq->st.fua_writes, 1);
 		return st;
 	}
 	case NVME_CMD_DSM:
 		SIM_INC(sq->st.dsm, 1);
-		return sim_dsm(s, c, ns);
+		return sim_dsm(s, (uint16_t)(sq - s->sq), c, ns);
 	default:
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
 	}
@@ -697,8 +703,8 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 }
 
 /* Inline mode: a thread that raised exec from 0 waits until no queue runs
- * on its own.  None starts while exec is not 0 (sim_q_run), and each of
- * their commands is short, so this waits for at most one command each. */
+ * on its own.  None starts while exec is not 0 (sim_q_run); one running
+ * finishes what its SQ holds (and what is rung meanwhile) first. */
 static void sim_exec_quiesce(struct sim *s)
 {
 	for (unsigned q = 1; q < SIM_NQ; q++)
@@ -766,11 +772,12 @@ void sim_qunlock(struct sim *s)
 		sim_exec_unlock(s);
 }
 
-/* Inline mode: I/O queue qid's SQ tail (bit 1) or its CQ's head doorbell
- * (bit 2) was written.  When nothing runs exclusively and the queue's CQ
+/* Inline mode: I/O queue qid's SQ tail (bit value 1) or its CQ's head
+ * doorbell (bit value 2) was written.  When nothing runs exclusively and the queue's CQ
  * serves this SQ alone, the doorbell runs here, beside the other queues:
  * nothing a command of this SQ touches is touched by another queue's
- * (its CQ is its own; the write cache model has a lock, the error log, the
+ * unguarded (its CQ is its own; a namespace's write cache model and the
+ * blocks being moved are ordered by sim_ns_enter; the error log, the
  * stalled and deferred lists take s->lock).  False: run it exclusively. */
 static bool sim_q_run(struct sim *s, uint16_t qid, unsigned bit)
 {

@@ -1310,11 +1310,11 @@ static struct nvme_sqe pq_rw(struct host *h, uint8_t opc, uint64_t slba, uint32_
 }
 
 /* The hook holds queue `hold`'s first command until a command of another
- * queue is executed, or wait_ms passed; it records who ran what. */
+ * queue is executed, or the main thread's doorbell returned (rung), or 5 s
+ * passed; it records who ran what. */
 struct par {
 	uint16_t hold;
-	int wait_ms;
-	_Atomic int held, other_in, saw_other;
+	_Atomic int held, other_in, saw_other, rung;
 	_Atomic uint16_t other_q;
 	pthread_t hold_thread, other_thread;
 	struct host *h;
@@ -1330,7 +1330,7 @@ static void par_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
 	if (sqid == p->hold && !atomic_load(&p->held)) {
 		p->hold_thread = pthread_self();
 		atomic_store(&p->held, 1);
-		for (int i = 0; i < p->wait_ms * 10 && !atomic_load(&p->other_in); i++)
+		for (int i = 0; i < 50000 && !atomic_load(&p->other_in) && !atomic_load(&p->rung); i++)
 			usleep(100);
 		atomic_store(&p->saw_other, atomic_load(&p->other_in));
 	} else if (sqid != p->hold) {
@@ -1356,7 +1356,7 @@ START_TEST(t_queues_parallel)
 {
 	struct host h;
 	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
-	struct par p = {.hold = 1, .wait_ms = 5000, .h = &h};
+	struct par p = {.hold = 1, .h = &h};
 	struct pq q1, q2, q3;
 	struct nvme_cqe e;
 	pthread_t t;
@@ -1396,7 +1396,6 @@ START_TEST(t_queues_parallel)
 	atomic_store(&p.other_in, 0);
 	atomic_store(&p.saw_other, 0);
 	p.hold = 2;
-	p.wait_ms = 300;
 	p.q = &q2;
 	ck_assert_int_eq(pthread_create(&t, NULL, par_submit, &p), 0);
 	while (!atomic_load(&p.held))
@@ -1404,6 +1403,7 @@ START_TEST(t_queues_parallel)
 	c = pq_rw(&h, NVME_CMD_READ, 8, 1, buf);
 	pq_submit(&h, &q3, &c);
 	ck_assert_int_eq(atomic_load(&p.other_in), 0);
+	atomic_store(&p.rung, 1);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(atomic_load(&p.saw_other), 0);
 	ck_assert_int_eq(atomic_load(&p.other_in), 1);
@@ -1426,8 +1426,8 @@ END_TEST
  * ranges of their own half of a namespace with the write cache on, with a
  * Flush now and then (seeded: the same commands every run); both halves
  * hold what was written last, and every command was counted.  Under
- * ThreadSanitizer this is the check that queues running at once share
- * nothing unguarded (the write cache model, the counters). */
+ * ThreadSanitizer it checks that two queues' writes into the one write
+ * cache model and the counters are guarded. */
 #define PS_CMDS  1500
 #define PS_HALF  4096u /* blocks of 512 bytes per thread */
 #define PS_MAXNB 16u /* 8 KiB from a page-aligned buffer: PRP1 and PRP2, no list to build */
@@ -1442,14 +1442,20 @@ struct ps {
 	uint64_t writes, reads, flushes;
 };
 
-static int ps_cmd(struct ps *t, struct nvme_sqe *c)
+/* c on q, waited for: its status, -1 without its completion */
+static int pq_cmd(struct host *h, struct pq *q, struct nvme_sqe *c)
 {
 	struct nvme_cqe e;
 
-	pq_submit(t->h, t->q, c);
-	if (pq_reap(t->h, t->q, &e) || e.cid != t->q->cid)
+	pq_submit(h, q, c);
+	if (pq_reap(h, q, &e) || e.cid != q->cid)
 		return -1;
 	return NVME_CQE_STATUS(e.status) & ~NVME_STATUS_DNR;
+}
+
+static int ps_cmd(struct ps *t, struct nvme_sqe *c)
+{
+	return pq_cmd(t->h, t->q, c);
 }
 
 static void *ps_run(void *arg)
@@ -1523,6 +1529,107 @@ START_TEST(t_queues_parallel_stress)
 }
 END_TEST
 
+/* Two threads, each on its own queue pair, write, read and flush random
+ * overlapping ranges of the same 64 blocks, every block of a command filled
+ * with one byte that names the command (seeded).  Each command is atomic to
+ * the other queue's: a read never sees a block with two commands' bytes,
+ * and after a power cut that loses every cached write, no block holds a
+ * pre-image torn by a write of the other queue (sim_ns_enter). */
+#define PA_CMDS   10000
+#define PA_BLOCKS 64u
+
+struct pa {
+	struct host *h;
+	struct pq *q;
+	uint8_t *wbuf, *rbuf;
+	unsigned id;
+	int torn, bad;
+};
+
+/* Every block of buf (nb blocks of 512) holds one byte value. */
+static bool pa_whole(const uint8_t *buf, unsigned nb)
+{
+	for (unsigned b = 0; b < nb; b++)
+		for (unsigned k = 1; k < 512; k++)
+			if (buf[b * 512 + k] != buf[b * 512])
+				return false;
+	return true;
+}
+
+static void *pa_run(void *arg)
+{
+	struct pa *t = arg;
+	unsigned r = 99u + t->id;
+
+	for (int i = 0; i < PA_CMDS && !t->bad; i++) {
+		r = r * 1103515245u + 12345u;
+		unsigned nb = 1 + (r >> 8) % 16, kind = (r >> 20) % 10;
+		uint64_t lba = (r >> 4) % (PA_BLOCKS - nb + 1);
+		struct nvme_sqe c;
+
+		if (kind == 0) {
+			c = (struct nvme_sqe){.opc = NVME_CMD_FLUSH, .nsid = 1};
+			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+		} else if (kind < 7) {
+			memset(t->wbuf, 1 + (int)(t->id * 127 + (unsigned)i % 127), (size_t)nb * 512);
+			c = pq_rw(t->h, NVME_CMD_WRITE, lba, nb, t->wbuf);
+			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+		} else {
+			c = pq_rw(t->h, NVME_CMD_READ, lba, nb, t->rbuf);
+			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+			t->torn += !pa_whole(t->rbuf, nb);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(t_queues_atomic)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
+	struct pq q[2], q1;
+	struct pa t[2];
+	pthread_t th[2];
+	struct nvme_cqe e;
+
+	o.wc_bytes = 16 * 512; /* small: destaging drops entries as a Flush does */
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		pq_create(&h, &q[i], (uint16_t)(i + 1), (uint16_t)(i + 1), QD, true);
+		t[i] = (struct pa){.h = &h, .q = &q[i], .id = i};
+		t[i].wbuf = pg(&h, 8192);
+		t[i].rbuf = pg(&h, 8192);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, pa_run, &t[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(t[i].bad, 0);
+		ck_assert_int_eq(t[i].torn, 0);
+	}
+
+	/* the power cut puts every cached block's pre-image back */
+	ck_assert_int_eq(sim_fault_powerfail(h.s, 0), 0);
+	ck_assert_int_eq(sim_power_on(h.s), 0);
+	memset(h.aq.cq, 0, 4096);
+	h.aq.tail = h.aq.head = 0;
+	h.aq.phase = 1;
+	ck_assert_int_eq(host_enable(&h), 0);
+	pq_create(&h, &q1, 1, 1, QD, true);
+	uint8_t *buf = pg(&h, PA_BLOCKS * 512);
+	for (unsigned b = 0; b < PA_BLOCKS; b += 8) {
+		struct nvme_sqe c = pq_rw(&h, NVME_CMD_READ, b, 8, buf + b * 512);
+		pq_submit(&h, &q1, &c);
+		ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
+		ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	}
+	for (unsigned b = 0; b < PA_BLOCKS; b++)
+		ck_assert_msg(pa_whole(buf + b * 512, 1), "block %u torn after the power cut", b);
+	host_fini(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -1551,6 +1658,7 @@ int main(void)
 	tcase_add_test(tc, t_clear_and_cfs);
 	tcase_add_test(tc, t_queues_parallel);
 	tcase_add_test(tc, t_queues_parallel_stress);
+	tcase_add_test(tc, t_queues_atomic);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
