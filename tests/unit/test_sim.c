@@ -95,22 +95,32 @@ static void submit(struct host *h, struct q *q, struct nvme_sqe *c)
 	nvme_bus_doorbell(h->b, (volatile uint32_t *)(h->b->bar0 + nvme_sq_tdbl_off(q->qid, dstrd(h))), q->tail);
 }
 
+/* The entry at cq[*head] when its phase tag is *phase: taken into out, the
+ * head (and phase) moved on and written to CQ cqid's head doorbell. */
+static bool cq_take(struct host *h, struct nvme_cqe *cq, uint16_t cqid, uint16_t size,
+                    uint16_t *head, uint16_t *phase, struct nvme_cqe *out)
+{
+	volatile struct nvme_cqe *e = &cq[*head];
+	uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
+
+	if (NVME_CQE_PHASE(st) != *phase)
+		return false;
+	*out = *(struct nvme_cqe *)e;
+	if (++*head == size) {
+		*head = 0;
+		*phase ^= 1;
+	}
+	nvme_bus_doorbell(h->b, (volatile uint32_t *)(h->b->bar0 + nvme_cq_hdbl_off(cqid, dstrd(h))),
+	                  *head);
+	return true;
+}
+
 /* next CQE or -1 status after ~2 s */
 static int reap(struct host *h, struct q *q, struct nvme_cqe *out)
 {
 	for (int i = 0; i < 200000; i++) {
-		volatile struct nvme_cqe *e = &q->cq[q->head];
-		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
-		if (NVME_CQE_PHASE(st) == q->phase) {
-			*out = *(struct nvme_cqe *)e;
-			if (++q->head == q->size) {
-				q->head = 0;
-				q->phase ^= 1;
-			}
-			nvme_bus_doorbell(h->b, (volatile uint32_t *)(h->b->bar0 + nvme_cq_hdbl_off(q->qid, dstrd(h))),
-					  q->head);
+		if (cq_take(h, q->cq, q->qid, q->size, &q->head, &q->phase, out))
 			return 0;
-		}
 		sim_poll(h->s);
 		usleep(10);
 	}
@@ -1282,19 +1292,8 @@ static void pq_submit(struct host *h, struct pq *q, struct nvme_sqe *c)
 static int pq_reap(struct host *h, struct pq *q, struct nvme_cqe *out)
 {
 	for (long i = 0; i < 5000000; i++) {
-		volatile struct nvme_cqe *e = &q->cq[q->head];
-		uint16_t st = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
-		if (NVME_CQE_PHASE(st) == q->phase) {
-			*out = *(struct nvme_cqe *)e;
-			if (++q->head == q->size) {
-				q->head = 0;
-				q->phase ^= 1;
-			}
-			nvme_bus_doorbell(h->b,
-			                  (volatile uint32_t *)(h->b->bar0 + nvme_cq_hdbl_off(q->cqid, dstrd(h))),
-			                  q->head);
+		if (cq_take(h, q->cq, q->cqid, q->size, &q->head, &q->phase, out))
 			return 0;
-		}
 		if (i % 64 == 63)
 			usleep(1);
 	}
