@@ -12,7 +12,7 @@
 #   nvmefs-classic-nullns, nvmefs-uring-nullns
 #                        the same with backing = null: no device model copy
 #   nvmefs-classic-poll, nvmefs-uring-poll
-#                        RAM namespace, mode = poll; the QD1 job only
+#                        RAM namespace, mode = poll; the QD1 jobs only
 # Every round starts each server in turn (the order reversed every other
 # round, so that drift in a shared machine spreads over all) and runs the same
 # fio jobs against it.  The report gives each job's median over the rounds,
@@ -96,12 +96,16 @@ done
 have fusermount3 || { echo "fuse-transports: fusermount3 is missing (package fuse3)" >&2; exit 1; }
 [ -e /dev/fuse ] || { echo "fuse-transports: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
 
-# name|ioengine|rw|bs|iodepth|numjobs (the metric follows from the name:
-# QD1 latency, 1M MiB/s, else IOPS)
+# name|ioengine|rw|bs|iodepth|numjobs[|cpus] (the metric follows from the
+# name: QD1 latency, 1M MiB/s, else IOPS; cpus: fio's cpus_allowed).  QD1
+# twice: fio free to move between CPUs (as a user's program is), and pinned
+# to CPU 0, where a move between CPUs per request, which the scheduler makes
+# often on two CPUs, does not count
 JOBS=(
 	"4K randread QD32x2|libaio|randread|4k|32|2"
 	"4K randwrite QD32x2|libaio|randwrite|4k|32|2"
 	"4K randread QD1|libaio|randread|4k|1|1"
+	"4K randread QD1 pinned|libaio|randread|4k|1|1|0"
 	"1M read QD4|libaio|read|1M|4|1"
 	"1M read QD8|libaio|read|1M|8|1"
 	"1M write QD4|libaio|write|1M|4|1"
@@ -239,10 +243,11 @@ check_uring() { # LOG
 
 # run_job ROUND TARGET "name|engine|rw|bs|qd|jobs": one fio run, one line
 run_job() {
-	local round=$1 t=$2 name eng rw bs qd nj rc json=$WORK/fio.json err=$WORK/fio.err
-	IFS='|' read -r name eng rw bs qd nj <<<"$3"
+	local round=$1 t=$2 name eng rw bs qd nj cpus rc json=$WORK/fio.json err=$WORK/fio.err
+	IFS='|' read -r name eng rw bs qd nj cpus <<<"$3"
 	# in the background, so that a signal ends the run at once (see cleanup)
 	fio --name="${name// /_}" --filename="$FILE" --ioengine="$eng" --direct=1 \
+		${cpus:+--cpus_allowed="$cpus"} \
 		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
 		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
 		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
@@ -407,7 +412,7 @@ for job, unit, i in lines:
 print()
 print('Medians over the rounds; a ratio divides the medians.  -nullns: the '
       "namespace's backing is null (no device model copy); -poll: mode = poll, "
-      'the QD1 job only; the others run in the MODE of the header.')
+      'the QD1 jobs only; the others run in the MODE of the header.')
 for c in cols:
     if c in why:
         print(f'\n{c}: not available in some or all rounds: {why[c]}')
