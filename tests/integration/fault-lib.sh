@@ -4,8 +4,9 @@
 # measurements every fault test makes.  Every wait has a deadline: a hang
 # fails the test instead of blocking it.
 #
-#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = thread, 64 MiB;
-#                          FAULT_CTRLS controllers nvme0, nvme1, ..., default 1)
+#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = FAULT_EXEC
+#                          (default thread), 64 MiB; FAULT_CTRLS controllers
+#                          nvme0, nvme1, ..., default 1)
 #                          + start; F is nvme0's namespace file
 #   ctl ARGS...            nvmefsctl -s the daemon's socket
 #   ctl_state              the controller's state (live/resetting/removed/failed)
@@ -56,7 +57,7 @@ namespaces = 1
 size = 64M
 block_size = 4096
 backing = ram
-exec = thread
+exec = ${FAULT_EXEC:-thread}
 EOF
 	done | IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write
 	# one name per controller: split on purpose
