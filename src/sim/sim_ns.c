@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -117,13 +116,9 @@ void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, 
 		}
 		/* the other command holds no lock while it moves its data */
 		sim_wc_unlock(ns);
-		for (unsigned spins = 1; atomic_load_explicit(&ns->io_busy, memory_order_acquire) & clash;
-		     spins++) {
-			if (spins % 64 == 0)
-				sched_yield();
-			else
-				__builtin_ia32_pause();
-		}
+		unsigned spins = 0;
+		while (atomic_load_explicit(&ns->io_busy, memory_order_acquire) & clash)
+			sim_spin(&spins);
 	}
 }
 

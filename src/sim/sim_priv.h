@@ -311,17 +311,22 @@ static inline bool sim_cq_full(const struct sim_cq *cq, unsigned need)
  * copy; a large write's or a FILE namespace's pre-image read is not), and a
  * mutex sleeping in the kernel under two queues' 4 KiB writes cost 10% of
  * their rate; after 64 turns it yields, for a holder that lost its CPU. */
+/* One turn of a wait on another thread: a pause, every 64th turn a yield. */
+static inline void sim_spin(unsigned *spins)
+{
+	if (++*spins % 64 == 0)
+		sched_yield();
+	else
+		__builtin_ia32_pause();
+}
+
 static inline void sim_wc_lock(struct sim_ns *ns)
 {
 	unsigned spins = 0;
 
 	while (atomic_exchange_explicit(&ns->wc_busy, true, memory_order_acquire))
-		while (atomic_load_explicit(&ns->wc_busy, memory_order_relaxed)) {
-			if (++spins % 64 == 0)
-				sched_yield();
-			else
-				__builtin_ia32_pause();
-		}
+		while (atomic_load_explicit(&ns->wc_busy, memory_order_relaxed))
+			sim_spin(&spins);
 }
 
 static inline void sim_wc_unlock(struct sim_ns *ns)
