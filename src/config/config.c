@@ -595,6 +595,7 @@ enum key_id {
 	K_BLOCK_SIZE,
 	K_BACKING,
 	K_EXEC,
+	K_OFFLOAD,
 	K_MDTS,
 	K_MAX_QUEUES,
 	K_WRITE_CACHE,
@@ -738,6 +739,11 @@ static const struct key keys[K_NKEYS] = {
     [K_EXEC] = {KEY(CONTROLLER, "exec", VALUE, "inline",
                     "where commands run: at the doorbell write or on the controller's thread"),
                 ENUM(CTL(exec), exec_names, "inline or thread"), .k.sim_only = true},
+    [K_OFFLOAD] = {KEY(CONTROLLER, "offload", VALUE, "128K",
+                       "exec = inline: reads and writes of at least this many bytes are copied "
+                       "on the controller's copy thread, 0: none"),
+                   .type = KT_SIZE, .off = CTL(offload), .k.sim_only = true,
+                   .k.range = "a number of bytes with an optional K, M, G or T suffix, 0: none"},
     [K_MDTS] = {KEY(CONTROLLER, "mdts", VALUE, "7",
                     "maximum transfer, log2 of 4 KiB pages, 0: no limit"),
                 UINT(CTL(mdts), 0, 10), .k.sim_only = true},
@@ -1441,6 +1447,9 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 		        : c->backing == CFG_BACKING_NULL ? "null"
 		                                         : c->backing_path);
 		fprintf(out, "exec = %s\n", exec_names[c->exec]);
+		fprintf(out, "offload = ");
+		print_size(out, c->offload);
+		fputc('\n', out);
 		fprintf(out, "mdts = %u\n", c->mdts);
 		fprintf(out, "max_queues = %u\n", c->max_queues);
 		fprintf(out, "write_cache = %s\n", write_cache_names[c->write_cache]);
@@ -1520,6 +1529,7 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 		if (p->sim && (p->namespaces != q->namespaces || p->size != q->size ||
 		               p->block_size != q->block_size || p->backing != q->backing ||
 		               strcmp(p->backing_path, q->backing_path) || p->exec != q->exec ||
+		               p->offload != q->offload ||
 		               p->mdts != q->mdts || p->max_queues != q->max_queues ||
 		               p->write_cache != q->write_cache))
 			return false;

@@ -17,8 +17,9 @@
  *            null namespace.  An I/O queue pair whose CQ serves its SQ
  *            alone (SQ n on CQ n, as the engine creates them) runs beside
  *            the other such queues: their copies proceed in parallel, as a
- *            device's queues do.  Within a queue
- *            one thread at a time executes: a doorbell rung while another
+ *            device's queues do.  Within a queue one thread at a time
+ *            fetches and executes (besides the copy thread, below): a
+ *            doorbell rung while another
  *            thread executes that queue is run by that thread before it
  *            returns, so its completions may be posted shortly after
  *            db_notify returns.  The admin queue, queues that share a CQ,
@@ -29,6 +30,22 @@
  *            lock of its own: a command of one queue waits for an
  *            overlapping command of another when either writes, so each
  *            command is atomic to the others.
+ *            With opts.offload, a Read or Write of a RAM or FILE
+ *            namespace moving at least that many bytes, fetched with
+ *            another command behind it in the SQ, is executed on the
+ *            controller's copy thread (one per controller) while the
+ *            ringing thread goes on with the next, as a device's DMA
+ *            engine moves data while its front end fetches: a stream of
+ *            large commands from one thread is copied on two CPUs.  A
+ *            command alone runs where it was fetched (a hand-over and a
+ *            wake-up would only add to its latency).  Its
+ *            completion is posted by the copy thread, or by the thread
+ *            executing its queue at that moment, and signals the CQ's
+ *            vector.  A queue's commands then complete out of order, as
+ *            NVMe allows.  Anything exclusive waits until the copy thread
+ *            has nothing left and posts what it finished first.  Idle, the
+ *            copy thread spins for 200 us before it sleeps (a CPU's worth
+ *            while a stream runs, nothing at rest).
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each
@@ -99,6 +116,10 @@ struct sim_opts {
 	unsigned nr_ns;       /* 1..SIM_MAX_NS */
 	struct sim_ns_opts ns[SIM_MAX_NS];
 	bool threaded;
+	/* Inline mode: a Read or Write of a RAM or FILE namespace moving at
+	 * least this many bytes runs on the controller's copy thread, not on
+	 * the ringing thread (0: none; ignored when threaded). */
+	size_t offload;
 	unsigned mdts;        /* log2 of max transfer in MPSMIN (4 KiB) pages, 0 = none */
 	unsigned max_queues;  /* I/O queue pairs granted by Number of Queues (0: 64) */
 	unsigned mqes;        /* CAP.MQES, 0-based max queue entries (0: 4095) */
@@ -331,6 +352,7 @@ struct sim_stats {
 	uint64_t shutdowns;     /* shutdown notifications (CC.SHN set, normal or abrupt) */
 	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 	uint64_t fua_writes;    /* Write and Write Zeroes commands with FUA completed */
+	uint64_t offloaded;     /* commands executed on the copy thread (opts.offload) */
 	uint64_t wc_dirty_blocks; /* now: blocks in the volatile write caches, not durable */
 	uint64_t wc_destaged;   /* blocks made durable because a cache was full */
 	uint64_t powerfails;    /* sim_fault_powerfail cuts (of a device with power) */

@@ -16,6 +16,7 @@ int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out)
 	o.name = c->name;
 	o.nr_ns = c->namespaces;
 	o.threaded = c->exec == CFG_EXEC_THREAD;
+	o.offload = c->offload;
 	o.mdts = c->mdts;
 	o.max_queues = c->max_queues;
 	/* volatile: fsync (NVMe Flush) and FUA mean something, and a power cut

@@ -79,7 +79,7 @@ int sim_fault_release_stalled(struct sim *s)
 		struct sim_sq *sq = &s->sq[st[i].sqid];
 		if (!sq->valid || !sim_running(s))
 			continue;
-		uint16_t status = sim_io(s, sq, &st[i].sqe);
+		uint16_t status = sim_io(s, sq, &st[i].sqe, st[i].sqid);
 		sim_complete(s, st[i].sqid, sq, st[i].sqe.cid, status, 0, true);
 		sim_irq(s, &s->cq[sq->cqid]);
 		n++;
@@ -95,12 +95,12 @@ void sim_fault_irq_set(struct sim *s, unsigned n)
 
 /* What a device that stopped answering held back, for the log. */
 struct sim_dropped {
-	unsigned deferred, stalled, unfetched, aers;
+	unsigned deferred, stalled, finished, unfetched, aers;
 };
 
-/* The device went dark: completions waiting out a delay and stalled commands
- * will never complete, so they are dropped now (nothing is posted after
- * this).  Commands not fetched yet and held Async Event Requests stay until
+/* The device went dark: completions waiting out a delay, stalled commands
+ * and commands the copy thread finished but nobody posted yet will never
+ * complete, so they are dropped now (nothing is posted after this).  Commands not fetched yet and held Async Event Requests stay until
  * a reset, but are counted.  Callers hold the queues and s->lock. */
 static void sim_drop_held(struct sim *s, struct sim_dropped *d)
 {
@@ -112,6 +112,8 @@ static void sim_drop_held(struct sim *s, struct sim_dropped *d)
 		struct sim_sq *sq = &s->sq[q];
 		uint32_t tail;
 
+		if (q)
+			d->finished += sim_offload_drop(s, q);
 		if (!sq->valid)
 			continue;
 		tail = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
@@ -170,11 +172,11 @@ int sim_fault_powerfail(struct sim *s, uint64_t seed)
 	pthread_mutex_unlock(&s->lock);
 	sim_qunlock(s);
 	log_warn("sim %s: power cut (seed %llu): %llu cached block%s lost, %llu kept; dropped "
-		 "%u delayed completion%s, %u stalled command%s, %u command%s not fetched, "
-		 "%u async event request%s",
+		 "%u delayed completion%s, %u stalled command%s, %u executed command%s not "
+		 "posted, %u command%s not fetched, %u async event request%s",
 		 s->name, (unsigned long long)seed, (unsigned long long)lost, lost == 1 ? "" : "s",
 		 (unsigned long long)kept, d.deferred, d.deferred == 1 ? "" : "s", d.stalled,
-		 d.stalled == 1 ? "" : "s", d.unfetched, d.unfetched == 1 ? "" : "s", d.aers,
+		 d.stalled == 1 ? "" : "s", d.finished, d.finished == 1 ? "" : "s", d.unfetched, d.unfetched == 1 ? "" : "s", d.aers,
 		 d.aers == 1 ? "" : "s");
 	if (rc)
 		log_err("sim %s: power cut: restoring a backing file's durable data failed: %s",

@@ -92,39 +92,50 @@ void sim_ns_close(struct sim_ns *ns)
 
 void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write)
 {
-	uint64_t self = 1ull << (qid - 1);
+	const unsigned nw = sizeof(ns->io_busy) / sizeof(ns->io_busy[0]);
+	unsigned slot = qid - 1u;
+	uint64_t self = 1ull << (slot % 64);
 
 	for (;;) {
-		uint64_t clash = 0;
+		int clash = -1;
 
 		sim_wc_lock(ns);
-		uint64_t m = atomic_load_explicit(&ns->io_busy, memory_order_acquire) & ~self;
-		while (m) {
-			unsigned i = (unsigned)__builtin_ctzll(m);
-			const struct sim_ns_io *o = &ns->io[i];
+		for (unsigned w = 0; w < nw && clash < 0; w++) {
+			uint64_t m = atomic_load_explicit(&ns->io_busy[w], memory_order_acquire);
 
-			m &= m - 1;
-			if ((write || o->write) && o->slba < slba + nlb && slba < o->slba + o->nlb) {
-				clash = 1ull << i;
-				break;
+			if (w == slot / 64)
+				m &= ~self;
+			while (m) {
+				unsigned i = w * 64 + (unsigned)__builtin_ctzll(m);
+				const struct sim_ns_io *o = &ns->io[i];
+
+				m &= m - 1;
+				if ((write || o->write) && o->slba < slba + nlb && slba < o->slba + o->nlb) {
+					clash = (int)i;
+					break;
+				}
 			}
 		}
-		if (!clash) {
-			ns->io[qid - 1] = (struct sim_ns_io){.slba = slba, .nlb = nlb, .write = write};
-			atomic_fetch_or_explicit(&ns->io_busy, self, memory_order_relaxed);
+		if (clash < 0) {
+			ns->io[slot] = (struct sim_ns_io){.slba = slba, .nlb = nlb, .write = write};
+			atomic_fetch_or_explicit(&ns->io_busy[slot / 64], self, memory_order_relaxed);
 			return;
 		}
 		/* the other command holds no lock while it moves its data */
 		sim_wc_unlock(ns);
 		unsigned spins = 0;
-		while (atomic_load_explicit(&ns->io_busy, memory_order_acquire) & clash)
+		while (atomic_load_explicit(&ns->io_busy[clash / 64], memory_order_acquire) &
+		       (1ull << (clash % 64)))
 			sim_spin(&spins);
 	}
 }
 
 void sim_ns_leave(struct sim_ns *ns, uint16_t qid)
 {
-	atomic_fetch_and_explicit(&ns->io_busy, ~(1ull << (qid - 1)), memory_order_release);
+	unsigned slot = qid - 1u;
+
+	atomic_fetch_and_explicit(&ns->io_busy[slot / 64], ~(1ull << (slot % 64)),
+	                          memory_order_release);
 }
 
 /* Zero (deallocate) blocks; deallocated blocks read as zeroes (DLFEAT).  It

@@ -4,15 +4,17 @@
  * The controller is one struct sim.  sim_regs.c owns its registers, the
  * controller state machine and the admin commands, and creates and
  * destroys it; sim_queue.c fetches, executes and completes commands (the
- * DMA map, PRP walking, I/O commands, the device thread); sim_ns.c is the
- * namespace store; sim_fault.c the fault injection of sim.h.
+ * DMA map, PRP walking, I/O commands, the device thread); sim_offload.c is
+ * the copy thread that executes large commands for inline queues; sim_ns.c
+ * is the namespace store; sim_fault.c the fault injection of sim.h.
  *
  * Concurrency: each submission queue is processed by one thread at a time
  * (inline: the thread that rang its doorbell, which for I/O queues is the
  * owning reactor; threaded: the device thread), so per-queue state and
  * per-queue statistics need no lock.  Inline, I/O queue pairs with a CQ of
  * their own run at the same time as each other (struct sim_qexec); all else
- * runs one thread at a time with every queue still.  Register writes, fault
+ * runs one thread at a time with every queue still; it first waits until
+ * the copy thread has nothing queued or executing.  Register writes, fault
  * settings, the error log and deferred completions take s->lock, which the
  * I/O path takes only for an error or a fault.  A namespace's write cache
  * model (sim_wc.c) and its table of commands moving data are under its
@@ -39,6 +41,9 @@
 #define SIM_PAGE 4096u
 #define SIM_MAX_QID 64           /* I/O queues 1..64 besides the admin queue */
 #define SIM_NQ (SIM_MAX_QID + 1)
+/* The copy thread's id in a namespace's table of commands moving data
+ * (struct sim_ns), after the I/O queues' 1..SIM_MAX_QID. */
+#define SIM_OFFLOAD_XID SIM_NQ
 #define SIM_MAX_MAPS 256
 #define SIM_IOVA_BASE 0x100000000ull
 #define SIM_MAX_AER 4
@@ -72,7 +77,7 @@ struct sim_map {
 struct sim_qstats {
 	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
 	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds, fua_writes;
-	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells;
+	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells, offloaded;
 };
 
 struct sim_cq {
@@ -111,18 +116,19 @@ struct sim_ns {
 	/* Commands of several queues run at once (struct sim_qexec).  wc_busy
 	 * (sim_wc_lock) guards the write cache model, which is not
 	 * thread-safe, and the table of commands moving data on ns: bit
-	 * qid - 1 of io_busy and io[qid - 1] for I/O queue qid.  A command
+	 * qid - 1 of io_busy and io[qid - 1] for I/O queue qid (the copy
+	 * thread's: qid SIM_OFFLOAD_XID).  A command
 	 * waits for an overlapping one of another queue when either writes
 	 * (sim_ns_enter), so each command is atomic to the others, as a
 	 * device's atomic write unit makes a block, and a pre-image is never
 	 * read from a block another queue is writing.  Bits and ranges are
 	 * set under the lock; sim_ns_leave clears a bit without it. */
 	_Atomic bool wc_busy;
-	_Atomic uint64_t io_busy;
+	_Atomic uint64_t io_busy[(SIM_OFFLOAD_XID + 63) / 64];
 	struct sim_ns_io {
 		uint64_t slba, nlb;
 		bool write;
-	} io[SIM_MAX_QID];
+	} io[SIM_OFFLOAD_XID];
 	bool active;      /* attached: listed, identified, I/O accepted (sim_ns_remove clears it) */
 };
 
@@ -149,6 +155,38 @@ struct sim_qexec {
 	_Alignas(64) _Atomic unsigned inside;
 	_Atomic unsigned claim;
 	_Atomic unsigned pend;
+	/* opts.offload: commands of this queue the copy thread finished (a
+	 * stack it pushes onto), and those taken from it that wait for room in
+	 * the CQ, oldest first; inflight counts the queue's commands fetched
+	 * and handed over but not posted.  All but done belong to whoever
+	 * executes the queue (its claim, or an exclusive runner). */
+	_Atomic(struct sim_offload_cmd *) done;
+	struct sim_offload_cmd *held, *held_tail;
+	unsigned inflight;
+};
+
+/* A command handed to the copy thread (sim_offload.c); ent[] of struct
+ * sim_offload, on its free list, its FIFO or a queue's done stack. */
+struct sim_offload_cmd {
+	struct sim_offload_cmd *next;
+	struct nvme_sqe sqe;
+	uint16_t qid;
+	uint16_t status;
+};
+
+#define SIM_OFFLOAD_SLOTS 256 /* commands handed over at once; more run where fetched */
+/* opts.offload (inline mode): the copy thread and its FIFO.  lock guards
+ * free, head/tail, stop and sleeping; busy counts the commands queued or
+ * executing (an exclusive runner waits until it is 0). */
+struct sim_offload {
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct sim_offload_cmd *free, *head, *tail;
+	bool stop, sleeping;
+	_Atomic unsigned busy;
+	struct sim_offload_cmd *ent; /* SIM_OFFLOAD_SLOTS */
 };
 
 struct sim {
@@ -255,6 +293,7 @@ struct sim {
 	_Atomic unsigned exec;
 	_Atomic uint64_t db_pend[(2 * SIM_NQ + 63) / 64];
 	struct sim_qexec qx[SIM_NQ];
+	struct sim_offload off;
 };
 
 /* Why the device does not answer (s->gone bits); either makes it dead to
@@ -360,8 +399,15 @@ bool sim_take(_Atomic unsigned *n);
 /* complete command cid of sq: the completion faults first, then the post */
 void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid, uint16_t status,
 		  uint32_t dw0, bool io);
-/* execute an I/O command; an NVMe status */
-uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c);
+/* execute an I/O command of sq on the thread of table slot xid (sq's id,
+ * or SIM_OFFLOAD_XID on the copy thread); an NVMe status */
+uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t xid);
+/* count a failed command's status (status != 0) and log it */
+void sim_cmd_failed(struct sim *s, uint16_t qid, struct sim_sq *sq, const struct nvme_sqe *c,
+                    uint16_t status);
+/* the copy thread finished a command of I/O queue qid (in qx[qid].done):
+ * have it posted */
+void sim_q_done(struct sim *s, uint16_t qid);
 /* the Abort command's dw0 for command cid of queue sqid (0: aborted) */
 uint32_t sim_abort(struct sim *s, uint16_t sqid, uint16_t cid);
 /* answering, bus mastering on, enabled and ready, no CFS, not hung:
@@ -408,11 +454,31 @@ uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t sl
                      bool fua);
 /* make everything written to ns durable; an NVMe status */
 uint16_t sim_ns_flush(struct sim_ns *ns);
-/* I/O queue qid's command is about to move blocks [slba, slba + nlb) of ns
- * (write: into it): waits while a command of another queue on ns overlaps
+/* I/O queue qid's command (qid SIM_OFFLOAD_XID: the copy thread's) is
+ * about to move blocks [slba, slba + nlb) of ns (write: into it): waits
+ * while a command of another queue or the copy thread on ns overlaps
  * them and either writes, then enters the range in ns->io; returns with
  * sim_wc_lock(ns) held.  sim_ns_leave when its data has moved. */
 void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write);
 void sim_ns_leave(struct sim_ns *ns, uint16_t qid);
+
+/* ---- sim_offload.c: the copy thread (opts.offload, inline mode) ---- */
+
+/* start it (nothing without opts.offload or when threaded) / stop it */
+int sim_offload_start(struct sim *s);
+void sim_offload_stop(struct sim *s);
+/* the executor of I/O queue qid fetched c: true when the copy thread took
+ * it (a large Read or Write of a RAM or FILE namespace, a free slot) */
+bool sim_offload_take(struct sim *s, uint16_t qid, const struct nvme_sqe *c);
+/* post what the copy thread finished for qid while its CQ has room; the
+ * executor of qid.  Returns how many completed. */
+unsigned sim_offload_reap(struct sim *s, uint16_t qid);
+/* an exclusive runner: wait until the copy thread has nothing queued or
+ * executing (on the copy thread itself: execute what is queued) */
+void sim_offload_quiesce(struct sim *s);
+/* qid's SQ is gone (deleted, reset) or the device went dark: drop what
+ * was finished for it, unposted; the copy thread is idle
+ * (sim_offload_quiesce).  Returns how many. */
+unsigned sim_offload_drop(struct sim *s, uint16_t qid);
 
 #endif

@@ -396,7 +396,7 @@ void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid,
 /* --------------------------------------------------------------- I/O commands */
 
 static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, struct sim_ns *ns,
-		       bool write)
+		       bool write, uint16_t xid)
 {
 	uint64_t slba = (uint64_t)c->cdw11 << 32 | c->cdw10;
 	uint32_t nlb = (c->cdw12 & 0xffff) + 1u;
@@ -412,15 +412,14 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	/* the null namespace moves no data of its own: nothing to order */
 	bool media = ns->backing != SIM_BACKING_NULL;
-	uint16_t qid = (uint16_t)(sq - s->sq);
 	if (media) {
-		sim_ns_enter(ns, qid, slba, nlb, write);
+		sim_ns_enter(ns, xid, slba, nlb, write);
 		/* a FUA write is durable when it completes: nothing to keep for
 		 * it (its blocks' older entries go when it succeeds) */
 		int rc = cached && !fua ? sim_wc_dirty(&ns->wc, slba, nlb) : 0;
 		sim_wc_unlock(ns);
 		if (rc) {
-			sim_ns_leave(ns, qid);
+			sim_ns_leave(ns, xid);
 			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		}
 	}
@@ -452,7 +451,7 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		sim_wc_unlock(ns);
 	}
 	if (media)
-		sim_ns_leave(ns, qid);
+		sim_ns_leave(ns, xid);
 	if (!st) {
 		if (fua)
 			SIM_INC(sq->st.fua_writes, 1);
@@ -487,7 +486,7 @@ static uint16_t sim_dsm(struct sim *s, uint16_t qid, const struct nvme_sqe *c, s
 	return 0;
 }
 
-uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
+uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint16_t xid)
 {
 	if (c->opc == NVME_CMD_FLUSH && c->nsid == 0xffffffffu) {
 		SIM_INC(sq->st.flushes, 1);
@@ -503,9 +502,9 @@ uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 	struct sim_ns *ns = &s->ns[c->nsid - 1];
 	switch (c->opc) {
 	case NVME_CMD_READ:
-		return sim_rw(s, sq, c, ns, false);
+		return sim_rw(s, sq, c, ns, false, xid);
 	case NVME_CMD_WRITE:
-		return sim_rw(s, sq, c, ns, true);
+		return sim_rw(s, sq, c, ns, true, xid);
 	case NVME_CMD_FLUSH:
 		SIM_INC(sq->st.flushes, 1);
 		return sim_ns_flush(ns);
@@ -519,14 +518,14 @@ uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c)
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 		bool fua = c->cdw12 & NVME_RW_FUA;
-		uint16_t st = sim_ns_zero(s, ns, (uint16_t)(sq - s->sq), slba, (c->cdw12 & 0xffff) + 1u, fua);
+		uint16_t st = sim_ns_zero(s, ns, xid, slba, (c->cdw12 & 0xffff) + 1u, fua);
 		if (!st && fua)
 			SIM_INC(sq->st.fua_writes, 1);
 		return st;
 	}
 	case NVME_CMD_DSM:
 		SIM_INC(sq->st.dsm, 1);
-		return sim_dsm(s, (uint16_t)(sq - s->sq), c, ns);
+		return sim_dsm(s, xid, c, ns);
 	default:
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_OPCODE);
 	}
@@ -596,12 +595,28 @@ bool sim_running(struct sim *s)
 	       !atomic_load_explicit(&s->f_hang, memory_order_relaxed);
 }
 
-/* Fetch and execute everything between head and the tail doorbell, stopping
- * while the CQ is full.  Returns the number of commands executed. */
-static unsigned sim_process_sq(struct sim *s, uint16_t qid)
+void sim_cmd_failed(struct sim *s, uint16_t qid, struct sim_sq *sq, const struct nvme_sqe *c,
+                    uint16_t status)
+{
+	SIM_INC(sq->st.invalid_cmds, 1);
+	if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
+		SIM_INC(sq->st.dma_errors, 1);
+	if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
+		SIM_INC(s->media_errors, 1);
+	sim_errlog_add(s, qid, c->cid, status, (uint64_t)c->cdw11 << 32 | c->cdw10, c->nsid);
+}
+
+/* Post what the copy thread finished for the queue, then fetch and execute
+ * everything between head and the tail doorbell, stopping while the CQ has
+ * no room (besides what the copy thread holds).  offload: the caller runs
+ * this queue on its own (sim_q_run), so large commands may go to the copy
+ * thread; never on an exclusive run, which must leave it idle.  Returns
+ * the number of commands fetched, and of finished ones posted. */
+static unsigned sim_process_sq(struct sim *s, uint16_t qid, bool offload)
 {
 	struct sim_sq *sq = &s->sq[qid];
-	unsigned n = 0;
+	struct sim_qexec *x = &s->qx[qid];
+	unsigned n, handed = 0;
 
 	if (!sq->valid || !sim_running(s))
 		return 0;
@@ -614,7 +629,8 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 	}
 	sq->tail = (uint16_t)tail;
 	cq->head = (uint16_t)sim_db_read(s, nvme_cq_hdbl_off(sq->cqid, dstrd));
-	while (sq->head != sq->tail && !sim_cq_full(cq, 1)) {
+	n = sim_offload_reap(s, qid);
+	while (sq->head != sq->tail && !sim_cq_full(cq, 1 + x->inflight)) {
 		/* a hang set while this pass runs holds every command not yet
 		 * fetched, not only the next pass's (a command submitted after
 		 * sim_fault_hang returned is never run) */
@@ -636,30 +652,42 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid)
 			status = atomic_load(&s->f_fail_status);
 		} else if (atomic_load_explicit(&s->f_stall_n, memory_order_relaxed) && sim_stall(s, qid, &c)) {
 			continue;
+		} else if (offload && s->o.offload && sq->head != sq->tail &&
+		           sim_offload_take(s, qid, &c)) {
+			/* only with a command behind it, which this thread then
+			 * executes meanwhile: a lone command gains nothing from
+			 * the copy thread but a hand-over and a wake-up */
+			x->inflight++;
+			handed++;
+			continue;
 		} else {
 			if (s->o.io_hook)
 				s->o.io_hook(s->o.hook_arg, qid, &c);
-			status = sim_io(s, sq, &c);
+			status = sim_io(s, sq, &c, qid);
 		}
-		if (status) {
-			SIM_INC(sq->st.invalid_cmds, 1);
-			if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
-				SIM_INC(sq->st.dma_errors, 1);
-			if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
-				SIM_INC(s->media_errors, 1);
-			sim_errlog_add(s, qid, c.cid, status, (uint64_t)c.cdw11 << 32 | c.cdw10, c.nsid);
-		}
+		if (status)
+			sim_cmd_failed(s, qid, sq, &c, status);
 		sim_complete(s, qid, sq, c.cid, status, dw0, io);
 	}
-	if (n)
+	if (n > handed) /* the copy thread signals for what it was handed */
 		sim_irq(s, cq);
 	if (qid == 0)
 		sim_aer_flush(s);
 	return n;
 }
 
-/* The doorbell at BAR0 offset off was written. */
-static void sim_doorbell(struct sim *s, uint32_t off)
+/* Anything for qid's executor: commands to fetch, or finished ones to post. */
+static bool sim_q_waiting(struct sim *s, uint16_t qid)
+{
+	const struct sim_qexec *x = &s->qx[qid];
+
+	return s->sq[qid].head != s->sq[qid].tail || x->held ||
+	       atomic_load_explicit(&x->done, memory_order_relaxed);
+}
+
+/* The doorbell at BAR0 offset off was written; offload as for
+ * sim_process_sq. */
+static void sim_doorbell(struct sim *s, uint32_t off, bool offload)
 {
 	uint32_t idx = (off - NVME_REG_DBS) / s->dstrd_bytes;
 	uint16_t qid = (uint16_t)(idx / 2);
@@ -674,7 +702,7 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 			return;
 		}
 		SIM_INC(s->sq[qid].st.sq_doorbells, 1);
-		sim_process_sq(s, qid);
+		sim_process_sq(s, qid, offload);
 		return;
 	}
 	struct sim_cq *cq = &s->cq[qid];
@@ -693,23 +721,36 @@ static void sim_doorbell(struct sim *s, uint32_t off)
 	 * the engine pairs them) without a look at every queue */
 	struct sim_sq *own = &s->sq[qid];
 	if (cq->nr_sqs == 1 && own->valid && own->cqid == qid) {
-		if (own->head != own->tail)
-			sim_process_sq(s, qid);
+		if (sim_q_waiting(s, qid))
+			sim_process_sq(s, qid, offload);
 		return;
 	}
 	for (uint16_t q = 0; q < SIM_NQ; q++)
-		if (s->sq[q].valid && s->sq[q].cqid == qid && s->sq[q].head != s->sq[q].tail)
-			sim_process_sq(s, q);
+		if (s->sq[q].valid && s->sq[q].cqid == qid && sim_q_waiting(s, q))
+			sim_process_sq(s, q, false);
 }
 
 /* Inline mode: a thread that raised exec from 0 waits until no queue runs
- * on its own.  None starts while exec is not 0 (sim_q_run); one running
- * finishes what its SQ holds (and what is rung meanwhile) first. */
+ * on its own, then until the copy thread is idle.  None starts while exec
+ * is not 0 (sim_q_run); one running finishes what its SQ holds (and what
+ * is rung meanwhile) first, and hands the copy thread nothing more. */
 static void sim_exec_quiesce(struct sim *s)
 {
 	for (unsigned q = 1; q < SIM_NQ; q++)
 		while (atomic_load(&s->qx[q].inside))
 			sched_yield();
+	sim_offload_quiesce(s);
+}
+
+/* Inline mode, exclusive: post what the copy thread finished, for every
+ * queue (its executor may not come back soon). */
+static void sim_exec_reap(struct sim *s)
+{
+	if (!s->o.offload)
+		return;
+	for (uint16_t q = 1; q < SIM_NQ; q++)
+		if (s->qx[q].held || atomic_load_explicit(&s->qx[q].done, memory_order_relaxed))
+			sim_process_sq(s, q, false);
 }
 
 /* Inline mode: the executing thread runs the marked doorbells (its own
@@ -721,13 +762,14 @@ static void sim_exec_run(struct sim *s, unsigned c)
 	for (;;) {
 		if (atomic_load_explicit(&s->any_deferred, memory_order_relaxed))
 			sim_post_deferred(s);
+		sim_exec_reap(s);
 		for (unsigned w = 0; w < sizeof(s->db_pend) / sizeof(s->db_pend[0]); w++) {
 			uint64_t bits =
 			    atomic_exchange_explicit(&s->db_pend[w], 0, memory_order_acquire);
 			while (bits) {
 				unsigned b = (unsigned)__builtin_ctzll(bits);
 				bits &= bits - 1;
-				sim_doorbell(s, NVME_REG_DBS + (w * 64 + b) * s->dstrd_bytes);
+				sim_doorbell(s, NVME_REG_DBS + (w * 64 + b) * s->dstrd_bytes, false);
 			}
 		}
 		unsigned left = atomic_fetch_sub_explicit(&s->exec, c, memory_order_acq_rel) - c;
@@ -773,7 +815,8 @@ void sim_qunlock(struct sim *s)
 }
 
 /* Inline mode: I/O queue qid's SQ tail (bit value 1) or its CQ's head
- * doorbell (bit value 2) was written.  When nothing runs exclusively and the queue's CQ
+ * doorbell (bit value 2) was written, or the copy thread finished one of
+ * its commands (bit value 4).  When nothing runs exclusively and the queue's CQ
  * serves this SQ alone, the doorbell runs here, beside the other queues:
  * nothing a command of this SQ touches is touched by another queue's
  * unguarded (its CQ is its own; a namespace's write cache model and the
@@ -807,9 +850,11 @@ static bool sim_q_run(struct sim *s, uint16_t qid, unsigned bit)
 	}
 	for (;;) {
 		if (bits & 2) /* room in the CQ first: it may unblock the SQ */
-			sim_doorbell(s, nvme_cq_hdbl_off(qid, dstrd));
+			sim_doorbell(s, nvme_cq_hdbl_off(qid, dstrd), true);
 		if (bits & 1)
-			sim_doorbell(s, nvme_sq_tdbl_off(qid, dstrd));
+			sim_doorbell(s, nvme_sq_tdbl_off(qid, dstrd), true);
+		else if (bits & 4)
+			sim_process_sq(s, qid, true);
 		unsigned left = atomic_fetch_sub_explicit(&x->claim, c, memory_order_acq_rel) - c;
 		if (!left)
 			break;
@@ -822,6 +867,15 @@ out:
 fallback:
 	atomic_fetch_sub_explicit(&x->inside, 1, memory_order_release);
 	return false;
+}
+
+void sim_q_done(struct sim *s, uint16_t qid)
+{
+	if (sim_q_run(s, qid, 4))
+		return;
+	/* an exclusive runner posts it (sim_exec_reap), or we become one */
+	if (atomic_fetch_add(&s->exec, 1) == 0)
+		sim_exec_run(s, 1);
 }
 
 void sim_db_notify(struct nvme_bus *bus, uint32_t off, uint32_t val)
@@ -875,7 +929,7 @@ static unsigned sim_scan(struct sim *s)
 		uint32_t t = sim_db_read(s, nvme_sq_tdbl_off(q, dstrd));
 		if (t != sq->tail && t < sq->size)
 			SIM_INC(sq->st.sq_doorbells, 1);
-		work += sim_process_sq(s, q);
+		work += sim_process_sq(s, q, false);
 	}
 	work += (unsigned)sim_post_deferred(s);
 	return work;
@@ -930,7 +984,7 @@ int sim_poll(struct sim *s)
 	n = sim_post_deferred(s);
 	for (uint16_t q = 0; q < SIM_NQ; q++)
 		if (s->sq[q].valid)
-			n += (int)sim_process_sq(s, q);
+			n += (int)sim_process_sq(s, q, false);
 	sim_exec_unlock(s);
 	return n;
 }
@@ -963,6 +1017,7 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->irqs += SIM_LOAD(q->irqs);
 	t->invalid_doorbells += SIM_LOAD(q->invalid_doorbells);
 	t->fua_writes += SIM_LOAD(q->fua_writes);
+	t->offloaded += SIM_LOAD(q->offloaded);
 }
 
 /* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command.

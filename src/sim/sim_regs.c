@@ -372,6 +372,7 @@ static uint16_t sim_delete_sq(struct sim *s, uint16_t qid)
 		return NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_QID_INVALID);
 	s->sq[qid].valid = false;
 	s->cq[s->sq[qid].cqid].nr_sqs--;
+	sim_offload_drop(s, qid); /* deleting an SQ aborts its commands */
 	sim_add_q(&s->retired, &s->sq[qid].st);
 	memset(&s->sq[qid].st, 0, sizeof(s->sq[qid].st));
 	return 0;
@@ -484,6 +485,8 @@ static void sim_reset_queues(struct sim *s)
 	}
 	memset(s->sq, 0, sizeof(s->sq));
 	memset(s->cq, 0, sizeof(s->cq));
+	for (uint16_t q = 1; q < SIM_NQ; q++)
+		sim_offload_drop(s, q);
 	s->nr_aer = 0; /* held AERs end with the queues; events wait for new ones */
 	s->ev_masked = 0;
 	s->aec = 0;    /* the feature's default: events not enabled */
@@ -788,6 +791,8 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->off.lock, NULL);
+	pthread_cond_init(&s->off.cond, NULL);
 	atomic_store(&s->bme, true); /* as after the host's PCI set-up */
 	for (unsigned i = 0; i < SIM_MAX_NS; i++) {
 		s->ns[i].fd = -1;
@@ -844,6 +849,8 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 		s->thread_started = true;
 		pthread_setname_np(s->thread, "nvmefs-sim");
 	}
+	if ((rc = sim_offload_start(s)))
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -862,6 +869,7 @@ void sim_destroy(struct sim *s)
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);
 	}
+	sim_offload_stop(s);
 	for (unsigned i = 0; i < SIM_MAX_NS; i++)
 		sim_ns_close(&s->ns[i]);
 	free(s->deferred);
@@ -870,6 +878,8 @@ void sim_destroy(struct sim *s)
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->qlock);
+	pthread_cond_destroy(&s->off.cond);
+	pthread_mutex_destroy(&s->off.lock);
 	free(s);
 }
 

@@ -1437,6 +1437,7 @@ struct ps {
 	uint64_t base;
 	uint8_t *model, *wbuf, *rbuf;
 	unsigned seed;
+	bool pair; /* each command with a Flush behind it (ps_cmd) */
 	int bad;
 	uint64_t writes, reads, flushes;
 };
@@ -1452,9 +1453,45 @@ static int pq_cmd(struct host *h, struct pq *q, struct nvme_sqe *c)
 	return NVME_CQE_STATUS(e.status) & ~NVME_STATUS_DNR;
 }
 
+/* c, and behind it in the same doorbell the command `then`, on q; both
+ * waited for (in either order): c's status, -1 when a completion is missing
+ * or `then` failed.  A command with another behind it is one the copy
+ * thread may take (sim.h, opts.offload). */
+static void pq_submit2(struct host *h, struct pq *q, struct nvme_sqe *c, struct nvme_sqe *then)
+{
+	c->cid = ++q->cid;
+	q->sq[q->tail] = *c;
+	q->tail = (uint16_t)((q->tail + 1) % q->size);
+	then->cid = ++q->cid;
+	q->sq[q->tail] = *then;
+	q->tail = (uint16_t)((q->tail + 1) % q->size);
+	nvme_bus_doorbell(h->b, (volatile uint32_t *)(h->b->bar0 + nvme_sq_tdbl_off(q->sqid, dstrd(h))),
+	                  q->tail);
+}
+
+static int pq_cmd2(struct host *h, struct pq *q, struct nvme_sqe *c, struct nvme_sqe *then)
+{
+	struct nvme_cqe e;
+	int st = -1, st2 = -1;
+
+	pq_submit2(h, q, c, then);
+	for (int i = 0; i < 2; i++) {
+		if (pq_reap(h, q, &e))
+			return -1;
+		if (e.cid == c->cid)
+			st = NVME_CQE_STATUS(e.status) & ~NVME_STATUS_DNR;
+		else if (e.cid == then->cid)
+			st2 = NVME_CQE_STATUS(e.status) & ~NVME_STATUS_DNR;
+	}
+	return st2 == 0 ? st : -1;
+}
+
+/* with the copy thread on, every command has a Flush behind it */
 static int ps_cmd(struct ps *t, struct nvme_sqe *c)
 {
-	return pq_cmd(t->h, t->q, c);
+	struct nvme_sqe fl = {.opc = NVME_CMD_FLUSH, .nsid = 1};
+
+	return t->pair ? pq_cmd2(t->h, t->q, c, &fl) : pq_cmd(t->h, t->q, c);
 }
 
 static void *ps_run(void *arg)
@@ -1500,11 +1537,13 @@ START_TEST(t_queues_parallel_stress)
 	struct sim_stats st;
 
 	o.wc_bytes = 256 << 10; /* 512 blocks: both threads destage too */
+	o.offload = _i ? 4096 : 0; /* 1: commands of 8 blocks and more on the copy thread */
 	host_init(&h, &o);
 	ck_assert_int_eq(host_enable(&h), 0);
 	for (int i = 0; i < 2; i++) {
 		pq_create(&h, &q[i], (uint16_t)(i + 1), (uint16_t)(i + 1), QD, true);
-		t[i] = (struct ps){.h = &h, .q = &q[i], .base = (uint64_t)i * PS_HALF, .seed = 7u + (unsigned)i};
+		t[i] = (struct ps){.h = &h, .q = &q[i], .base = (uint64_t)i * PS_HALF, .seed = 7u + (unsigned)i,
+		                   .pair = _i};
 		t[i].model = calloc(PS_HALF, 512);
 		ck_assert_ptr_nonnull(t[i].model);
 		t[i].wbuf = pg(&h, PS_MAXNB * 512);
@@ -1519,9 +1558,16 @@ START_TEST(t_queues_parallel_stress)
 	sim_get_stats(h.s, &st);
 	ck_assert_uint_eq(st.writes, t[0].writes + t[1].writes);
 	ck_assert_uint_eq(st.reads, t[0].reads + t[1].reads);
-	ck_assert_uint_eq(st.flushes, t[0].flushes + t[1].flushes);
+	ck_assert_uint_eq(st.flushes, t[0].flushes + t[1].flushes +
+	                                  (_i ? t[0].writes + t[0].reads + t[0].flushes + t[1].writes +
+	                                            t[1].reads + t[1].flushes
+	                                      : 0));
 	ck_assert_uint_gt(t[0].writes, 0);
 	ck_assert_uint_gt(t[1].flushes, 0);
+	if (_i)
+		ck_assert_uint_gt(st.offloaded, (st.reads + st.writes) / 4);
+	else
+		ck_assert_uint_eq(st.offloaded, 0);
 	for (int i = 0; i < 2; i++)
 		free(t[i].model);
 	host_fini(&h);
@@ -1542,6 +1588,7 @@ struct pa {
 	struct pq *q;
 	uint8_t *wbuf, *rbuf;
 	unsigned id;
+	bool pair; /* each command with a 1-block read behind it (pa_cmd) */
 	int torn, bad;
 };
 
@@ -1553,6 +1600,15 @@ static bool pa_whole(const uint8_t *buf, unsigned nb)
 			if (buf[b * 512 + k] != buf[b * 512])
 				return false;
 	return true;
+}
+
+/* c on t's queue; with pair, a read of one block (at lba) behind it */
+static int pa_cmd(struct pa *t, struct nvme_sqe *c, uint64_t lba)
+{
+	if (!t->pair)
+		return pq_cmd(t->h, t->q, c);
+	struct nvme_sqe one = pq_rw(t->h, NVME_CMD_READ, lba, 1, t->rbuf + 8192);
+	return pq_cmd2(t->h, t->q, c, &one);
 }
 
 static void *pa_run(void *arg)
@@ -1568,14 +1624,14 @@ static void *pa_run(void *arg)
 
 		if (kind == 0) {
 			c = (struct nvme_sqe){.opc = NVME_CMD_FLUSH, .nsid = 1};
-			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+			t->bad |= pa_cmd(t, &c, lba) != 0;
 		} else if (kind < 7) {
 			memset(t->wbuf, 1 + (int)(t->id * 127 + (unsigned)i % 127), (size_t)nb * 512);
 			c = pq_rw(t->h, NVME_CMD_WRITE, lba, nb, t->wbuf);
-			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+			t->bad |= pa_cmd(t, &c, lba) != 0;
 		} else {
 			c = pq_rw(t->h, NVME_CMD_READ, lba, nb, t->rbuf);
-			t->bad |= pq_cmd(t->h, t->q, &c) != 0;
+			t->bad |= pa_cmd(t, &c, lba) != 0;
 			t->torn += !pa_whole(t->rbuf, nb);
 		}
 	}
@@ -1592,13 +1648,14 @@ START_TEST(t_queues_atomic)
 	struct nvme_cqe e;
 
 	o.wc_bytes = 16 * 512; /* small: destaging drops entries as a Flush does */
+	o.offload = _i ? 4096 : 0; /* 1: the copy thread beside both queues */
 	host_init(&h, &o);
 	ck_assert_int_eq(host_enable(&h), 0);
 	for (unsigned i = 0; i < 2; i++) {
 		pq_create(&h, &q[i], (uint16_t)(i + 1), (uint16_t)(i + 1), QD, true);
-		t[i] = (struct pa){.h = &h, .q = &q[i], .id = i};
+		t[i] = (struct pa){.h = &h, .q = &q[i], .id = i, .pair = _i};
 		t[i].wbuf = pg(&h, 8192);
-		t[i].rbuf = pg(&h, 8192);
+		t[i].rbuf = pg(&h, 8192 + 4096);
 	}
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, pa_run, &t[i]), 0);
@@ -1606,6 +1663,11 @@ START_TEST(t_queues_atomic)
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(t[i].bad, 0);
 		ck_assert_int_eq(t[i].torn, 0);
+	}
+	if (_i) {
+		struct sim_stats st;
+		sim_get_stats(h.s, &st);
+		ck_assert_uint_gt(st.offloaded, 0);
 	}
 
 	/* the power cut puts every cached block's pre-image back */
@@ -1625,6 +1687,112 @@ START_TEST(t_queues_atomic)
 	}
 	for (unsigned b = 0; b < PA_BLOCKS; b++)
 		ck_assert_msg(pa_whole(buf + b * 512, 1), "block %u torn after the power cut", b);
+	host_fini(&h);
+}
+END_TEST
+
+/* ---- the copy thread (opts.offload) ---- */
+
+/* Holds a command of 8 blocks or more (one the copy thread executes) while
+ * hold is set, at most 5 s; records which threads ran what. */
+struct offh {
+	_Atomic int hold, in_big, big_out, small_in;
+	pthread_t big_thread, small_thread;
+};
+
+static void off_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
+{
+	struct offh *p = arg;
+
+	(void)sqid;
+	if ((c->cdw12 & 0xffff) + 1u >= 8) {
+		p->big_thread = pthread_self();
+		atomic_store(&p->big_out, 0);
+		atomic_store(&p->in_big, 1);
+		for (int i = 0; i < 50000 && atomic_load(&p->hold); i++)
+			usleep(100);
+		atomic_store(&p->big_out, 1);
+	} else {
+		p->small_thread = pthread_self();
+		atomic_store(&p->small_in, 1);
+	}
+}
+
+static void *off_release(void *arg)
+{
+	struct offh *p = arg;
+
+	usleep(100000);
+	atomic_store(&p->hold, 0);
+	return NULL;
+}
+
+/* A large command with another behind it runs on the copy thread: the
+ * doorbell returns while it is held, the small command behind it runs on
+ * the ringing thread and completes first; the large one completes when let
+ * go, with its data.  A large command alone runs on the ringing thread.  A
+ * controller reset waits until the copy thread is done with a command:
+ * after it, nothing moves data into the host's buffer. */
+START_TEST(t_offload)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
+	struct offh p = {.hold = 1};
+	struct pq q;
+	struct nvme_cqe e;
+	struct sim_stats st;
+	pthread_t t;
+
+	o.offload = 4096;
+	o.io_hook = off_hook;
+	o.hook_arg = &p;
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	pq_create(&h, &q, 1, 1, QD, true);
+	uint8_t *wbuf = pg(&h, 8192), *rbuf = pg(&h, 8192), *small = pg(&h, 4096);
+	for (unsigned i = 0; i < 8192; i++)
+		wbuf[i] = (uint8_t)(i * 7 + 3);
+
+	struct nvme_sqe big = pq_rw(&h, NVME_CMD_WRITE, 0, 16, wbuf);
+	struct nvme_sqe c = pq_rw(&h, NVME_CMD_READ, 100, 1, small);
+	pq_submit2(&h, &q, &big, &c); /* returns with the write held on the copy thread */
+	while (!atomic_load(&p.in_big))
+		usleep(100);
+	ck_assert(!pthread_equal(p.big_thread, pthread_self()));
+	ck_assert_int_eq(atomic_load(&p.small_in), 1);
+	ck_assert(pthread_equal(p.small_thread, pthread_self()));
+	ck_assert_int_eq(pq_reap(&h, &q, &e), 0);
+	ck_assert_uint_eq(e.cid, c.cid); /* the small read first */
+	ck_assert_int_eq(atomic_load(&p.big_out), 0);
+	atomic_store(&p.hold, 0);
+	ck_assert_int_eq(pq_reap(&h, &q, &e), 0);
+	ck_assert_uint_eq(e.cid, big.cid);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+
+	struct nvme_sqe rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
+	ck_assert_int_eq(pq_cmd(&h, &q, &rd), 0);
+	ck_assert(pthread_equal(p.big_thread, pthread_self())); /* alone: here */
+	ck_assert_int_eq(memcmp(rbuf, wbuf, 8192), 0);
+
+	/* a read held on the copy thread, then a reset (CC.EN 0) */
+	atomic_store(&p.hold, 1);
+	atomic_store(&p.in_big, 0);
+	memset(rbuf, 0, 8192);
+	rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
+	c = pq_rw(&h, NVME_CMD_READ, 100, 1, small);
+	pq_submit2(&h, &q, &rd, &c);
+	while (!atomic_load(&p.in_big))
+		usleep(100);
+	ck_assert(!pthread_equal(p.big_thread, pthread_self()));
+	ck_assert_int_eq(pthread_create(&t, NULL, off_release, &p), 0);
+	nvme_bus_write32(h.b, NVME_REG_CC, 0);
+	ck_assert_int_eq(atomic_load(&p.big_out), 1);
+	ck_assert_int_eq(memcmp(rbuf, wbuf, 8192), 0); /* moved before the reset returned */
+	pthread_join(t, NULL);
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.offloaded, 2);
+	ck_assert_uint_eq(st.reads, 4);
+	ck_assert_uint_eq(st.writes, 1);
 	host_fini(&h);
 }
 END_TEST
@@ -1656,8 +1824,9 @@ int main(void)
 	tcase_add_loop_test(tc, t_powerfail_drops, 0, 2);
 	tcase_add_test(tc, t_clear_and_cfs);
 	tcase_add_test(tc, t_queues_parallel);
-	tcase_add_test(tc, t_queues_parallel_stress);
-	tcase_add_test(tc, t_queues_atomic);
+	tcase_add_loop_test(tc, t_queues_parallel_stress, 0, 2);
+	tcase_add_loop_test(tc, t_queues_atomic, 0, 2);
+	tcase_add_test(tc, t_offload);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
