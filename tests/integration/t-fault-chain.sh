@@ -38,6 +38,7 @@ while [ $round -lt "${CHAIN_ROUNDS:-2}" ]; do
 	ctl inject nvme0 remove > /dev/null || fail "round $round: inject remove"
 	wait_state removed 60
 	fio_wait
+	chain_err=$FIO_ERR
 	case $FIO_ERR in 0 | 5) ;; *) fail "round $round: fio error $FIO_ERR" ;; esac
 	ctl inject nvme0 clear > /dev/null || fail "round $round: inject clear"
 	ctl attach --wait nvme0 > "$TMP/out" 2>&1 || fail "round $round: attach: $(cat "$TMP/out")"
@@ -49,13 +50,13 @@ while [ $round -lt "${CHAIN_ROUNDS:-2}" ]; do
 	FIO_EXTRA=$big fio_start 4
 	fio_wait
 	[ "$FIO_ERR" = 0 ] || fail "round $round: fio verify after the chain: error $FIO_ERR"
-	echo "measure: round $round: fio error $FIO_ERR at the removal; timeouts=$(rstat timeouts)" \
+	echo "measure: round $round: fio error $chain_err at the removal; timeouts=$(rstat timeouts)" \
 		"resets=$(rstat resets_started)/$(rstat resets_ok)/$(rstat resets_failed)" \
 		"removals=$(rstat removals) failed_after_retries=$(rstat failed_after_retries)"
 done
 # the large commands took the copy thread's path (the sim's counters, logged
 # on SIGUSR1)
-kill -USR1 "$DAEMON_PID" 2> /dev/null
+kill -USR1 "$DPID" 2> /dev/null
 sleep 0.5
 off=$(grep -o 'offloaded=[0-9]*' "$LOG" | tail -n 1 | cut -d= -f2)
 echo "measure: offloaded=${off:-none}"
