@@ -22,10 +22,15 @@
 # may hold anything but its last acknowledged content or the one write in
 # flight at the cut.  The cut must have dropped something in at least one
 # cycle (else nothing was tested).  POWERFAIL_CYCLES (4) and POWERFAIL_SEED
-# (1) make a run repeatable; `make soak` runs many.
+# (1) make a run repeatable; `make soak` runs many.  CRASH_WRITER_BS (4096)
+# is the writers' unit, POWERFAIL_BLOCKS (64) how many each writes over,
+# POWERFAIL_NOISE_BS (4k) the unsynced writer's block size; with
+# POWERFAIL_WANT_OFFLOAD set, some command must have gone through the
+# controller's copy thread (t-powerfail-large.sh: large writes).
 . "$(dirname "$0")/fault-lib.sh"
 CYCLES=${POWERFAIL_CYCLES:-4}
 SEED=${POWERFAIL_SEED:-1}
+BLOCKS=${POWERFAIL_BLOCKS:-64}
 W=$BUILD/tools/crash-writer
 [ -x "$W" ] || { echo "FAIL: no $W (make)"; exit 1; }
 fault_start
@@ -46,15 +51,15 @@ for p in $PLAN; do
 	# so that no fsync of another writer covers for a FUA that was not sent
 	modes=all
 	[ $((c % 2)) = 1 ] && modes=odsync,osync,rwfdsync,unaligned,fdatasync
-	"$W" write "$F" "$J" $((SEED * 1000 + c)) 0 64 "$modes" 2> "$TMP/w1.err" &
+	"$W" write "$F" "$J" $((SEED * 1000 + c)) 0 "$BLOCKS" "$modes" 2> "$TMP/w1.err" &
 	P1=$!
 	[ "$modes" = all ] || modes=odsync,osync,rwfdsync,unaligned
-	"$W" write "$F" "$J.b" $((SEED * 1000 + c + 500)) 64 64 "$modes" 2> "$TMP/w2.err" &
+	"$W" write "$F" "$J.b" $((SEED * 1000 + c + 500)) "$BLOCKS" "$BLOCKS" "$modes" 2> "$TMP/w2.err" &
 	P2=$!
 	# never synced, at 8..40 MiB (not checked: it only keeps the cache full
 	# of data that may go)
 	timeout -s KILL 60 fio --name=noise --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
-		--rw=randwrite --bs=4k --iodepth=8 --offset=8M --size=32M --runtime=30 \
+		--rw=randwrite --bs="${POWERFAIL_NOISE_BS:-4k}" --iodepth=8 --offset=8M --size=32M --runtime=30 \
 		--time_based > /dev/null 2>&1 &
 	P3=$!
 	sleep "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
@@ -91,5 +96,13 @@ done
 [ "$c" = "$CYCLES" ] || fail "ran $c of $CYCLES cycles"
 [ "$dropped" -gt 0 ] || fail "no cut dropped anything: the test tested nothing"
 echo "$c cycles, $total acknowledged writes checked, $dropped cuts dropped cached blocks"
+if [ -n "${POWERFAIL_WANT_OFFLOAD:-}" ]; then
+	# the sim's counters, logged on SIGUSR1
+	kill -USR1 "$DPID" 2> /dev/null
+	sleep 0.5
+	off=$(grep -o 'offloaded=[0-9]*' "$LOG" | tail -n 1 | cut -d= -f2)
+	echo "measure: offloaded=${off:-none} (the last daemon)"
+	[ "${off:-0}" -gt 0 ] || fail "no command went through the copy thread"
+fi
 fault_stop
 finish
