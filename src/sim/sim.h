@@ -45,7 +45,8 @@
  *            NVMe allows.  Anything exclusive waits until the copy thread
  *            has nothing left and posts what it finished first.  Idle, the
  *            copy thread spins for 200 us before it sleeps (a CPU's worth
- *            while a stream runs, nothing at rest).
+ *            while a stream runs, nothing at rest).  It pays only while a
+ *            CPU is idle to run it (bench/RESULTS.md, "copy thread").
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each

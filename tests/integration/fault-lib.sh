@@ -5,8 +5,9 @@
 # fails the test instead of blocking it.
 #
 #   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = FAULT_EXEC
-#                          (default thread), 64 MiB; FAULT_CTRLS controllers
-#                          nvme0, nvme1, ..., default 1)
+#                          (default thread), offload = FAULT_OFFLOAD (0),
+#                          64 MiB; FAULT_CTRLS controllers nvme0, nvme1, ...,
+#                          default 1)
 #                          + start; F is nvme0's namespace file
 #   ctl ARGS...            nvmefsctl -s the daemon's socket
 #   ctl_state              the controller's state (live/resetting/removed/failed)
@@ -58,6 +59,7 @@ size = 64M
 block_size = 4096
 backing = ram
 exec = ${FAULT_EXEC:-thread}
+offload = ${FAULT_OFFLOAD:-0}
 EOF
 	done | IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write
 	# one name per controller: split on purpose

@@ -1,7 +1,7 @@
 #!/bin/sh
 # t-fault-chain.sh - faults back to back on the inline software controller
 # with two reactors, each with its queue pair running beside the other and
-# the copy thread (offload, default 128K) moving the large commands: a delay
+# the copy thread (offload = 128K) moving the large commands: a delay
 # past the timeout, the delay lifted, a controller fatal status, a hang,
 # the hang lifted, then removal, under fio randrw crc32c verify at 4k-256k,
 # iodepth 32 x 2 jobs.  CHAIN_ROUNDS (2) rounds.  After each: fio saw no
@@ -14,7 +14,7 @@ if [ "$(nproc)" -ge 2 ]; then
 	QUEUES=2 CPUS=0-1
 	export QUEUES CPUS
 fi
-FAULT_EXEC=inline
+FAULT_EXEC=inline FAULT_OFFLOAD=128K
 fault_start
 dd_cmp || fail "baseline dd + cmp"
 dd if=/dev/urandom of="$TMP/keep" bs=1M count=4 status=none
