@@ -25,6 +25,8 @@
 #                          that started after T0_MS ("none" if none)
 #   dd_cmp                 4 MiB written with dd O_DIRECT, read back, cmp
 #   rstat KEY              a recovery counter of the controller (stats --json)
+#   sim_offloaded          commands the software controller's copy thread
+#                          executed (its counters, logged on SIGUSR1); "none"
 #   now_ms                 ms since the epoch
 #   stop_within SECS       SIGTERM, wait at most SECS; STOP_MS, DAEMON_RC
 #   fault_stop             stop_within 30, exit 0, unmounted
@@ -88,6 +90,13 @@ wait_state() {
 
 rstat() {
 	ctl stats --json | json "d['controllers'][0]['recovery']['$1']"
+}
+
+sim_offloaded() {
+	kill -USR1 "$DPID" 2> /dev/null
+	sleep 0.5
+	so=$(grep -o 'offloaded=[0-9]*' "$LOG" | tail -n 1 | cut -d= -f2)
+	echo "${so:-none}"
 }
 
 fio_start() {

@@ -54,12 +54,9 @@ while [ $round -lt "${CHAIN_ROUNDS:-2}" ]; do
 		"resets=$(rstat resets_started)/$(rstat resets_ok)/$(rstat resets_failed)" \
 		"removals=$(rstat removals) failed_after_retries=$(rstat failed_after_retries)"
 done
-# the large commands took the copy thread's path (the sim's counters, logged
-# on SIGUSR1)
-kill -USR1 "$DPID" 2> /dev/null
-sleep 0.5
-off=$(grep -o 'offloaded=[0-9]*' "$LOG" | tail -n 1 | cut -d= -f2)
-echo "measure: offloaded=${off:-none}"
-[ "${off:-0}" -gt 0 ] || fail "no command went through the copy thread"
+# the large commands took the copy thread's path
+off=$(sim_offloaded)
+echo "measure: offloaded=$off"
+[ "$off" != none ] && [ "$off" -gt 0 ] || fail "no command went through the copy thread"
 fault_stop
 finish

@@ -97,12 +97,9 @@ done
 [ "$dropped" -gt 0 ] || fail "no cut dropped anything: the test tested nothing"
 echo "$c cycles, $total acknowledged writes checked, $dropped cuts dropped cached blocks"
 if [ -n "${POWERFAIL_WANT_OFFLOAD:-}" ]; then
-	# the sim's counters, logged on SIGUSR1
-	kill -USR1 "$DPID" 2> /dev/null
-	sleep 0.5
-	off=$(grep -o 'offloaded=[0-9]*' "$LOG" | tail -n 1 | cut -d= -f2)
-	echo "measure: offloaded=${off:-none} (the last daemon)"
-	[ "${off:-0}" -gt 0 ] || fail "no command went through the copy thread"
+	off=$(sim_offloaded)
+	echo "measure: offloaded=$off (the last daemon)"
+	[ "$off" != none ] && [ "$off" -gt 0 ] || fail "no command went through the copy thread"
 fi
 fault_stop
 finish
