@@ -30,7 +30,7 @@
  *            lock of its own: a command of one queue waits for an
  *            overlapping command of another when either writes, so each
  *            command is atomic to the others.
- *            With opts.offload, a Read or Write of a RAM or FILE
+ *            With opts.offload, a Write to a RAM or FILE
  *            namespace moving at least that many bytes, fetched with
  *            another command behind it in the SQ, is executed on the
  *            controller's copy thread (one per controller) while the
@@ -117,7 +117,7 @@ struct sim_opts {
 	unsigned nr_ns;       /* 1..SIM_MAX_NS */
 	struct sim_ns_opts ns[SIM_MAX_NS];
 	bool threaded;
-	/* Inline mode: a Read or Write of a RAM or FILE namespace moving at
+	/* Inline mode: a Write to a RAM or FILE namespace moving at
 	 * least this many bytes runs on the controller's copy thread, not on
 	 * the ringing thread (0: none; ignored when threaded). */
 	size_t offload;

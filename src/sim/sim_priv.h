@@ -468,7 +468,7 @@ void sim_ns_leave(struct sim_ns *ns, uint16_t qid);
 int sim_offload_start(struct sim *s);
 void sim_offload_stop(struct sim *s);
 /* the executor of I/O queue qid fetched c: true when the copy thread took
- * it (a large Read or Write of a RAM or FILE namespace, a free slot) */
+ * it (a large Write to a RAM or FILE namespace, a free slot) */
 bool sim_offload_take(struct sim *s, uint16_t qid, const struct nvme_sqe *c);
 /* post what the copy thread finished for qid while its CQ has room; the
  * executor of qid.  Returns how many completed. */
