@@ -86,7 +86,7 @@ struct cfg_controller {
 	enum cfg_backing backing;
 	char backing_path[PATH_MAX]; /* pattern: %c controller name, %n nsid, %% */
 	enum cfg_exec exec;
-	uint64_t offload;         /* exec = inline: bytes from which the copy thread moves a command, 0: never */
+	uint64_t offload;         /* exec = inline: writes this large go to the copy thread, 0: never */
 	enum cfg_write_cache write_cache;
 	unsigned mdts;            /* log2 of max transfer in 4 KiB pages, 0 = no limit */
 	unsigned max_queues;      /* I/O queue pairs the controller grants */

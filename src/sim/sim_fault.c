@@ -100,8 +100,9 @@ struct sim_dropped {
 
 /* The device went dark: completions waiting out a delay, stalled commands
  * and commands the copy thread finished but nobody posted yet will never
- * complete, so they are dropped now (nothing is posted after this).  Commands not fetched yet and held Async Event Requests stay until
- * a reset, but are counted.  Callers hold the queues and s->lock. */
+ * complete, so they are dropped now (nothing is posted after this).
+ * Commands not fetched yet and held Async Event Requests stay until a
+ * reset, but are counted.  Callers hold the queues and s->lock. */
 static void sim_drop_held(struct sim *s, struct sim_dropped *d)
 {
 	uint32_t dstrd = NVME_CAP_DSTRD(s->cap);
@@ -176,8 +177,8 @@ int sim_fault_powerfail(struct sim *s, uint64_t seed)
 		 "posted, %u command%s not fetched, %u async event request%s",
 		 s->name, (unsigned long long)seed, (unsigned long long)lost, lost == 1 ? "" : "s",
 		 (unsigned long long)kept, d.deferred, d.deferred == 1 ? "" : "s", d.stalled,
-		 d.stalled == 1 ? "" : "s", d.finished, d.finished == 1 ? "" : "s", d.unfetched, d.unfetched == 1 ? "" : "s", d.aers,
-		 d.aers == 1 ? "" : "s");
+		 d.stalled == 1 ? "" : "s", d.finished, d.finished == 1 ? "" : "s", d.unfetched,
+		 d.unfetched == 1 ? "" : "s", d.aers, d.aers == 1 ? "" : "s");
 	if (rc)
 		log_err("sim %s: power cut: restoring a backing file's durable data failed: %s",
 			s->name, strerror(-rc));

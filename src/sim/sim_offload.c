@@ -25,9 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#ifndef SIM_OFFLOAD_SPIN_NS
-#define SIM_OFFLOAD_SPIN_NS 200000
-#endif
+#define SIM_OFFLOAD_SPIN_NS 200000 /* sim.h: spin this long idle, then sleep */
 
 /* true on the copy thread (sim_offload_quiesce must not wait for itself) */
 static __thread bool sim_offload_self;
