@@ -739,7 +739,7 @@ static const struct key keys[K_NKEYS] = {
     [K_EXEC] = {KEY(CONTROLLER, "exec", VALUE, "inline",
                     "where commands run: at the doorbell write or on the controller's thread"),
                 ENUM(CTL(exec), exec_names, "inline or thread"), .k.sim_only = true},
-    [K_OFFLOAD] = {KEY(CONTROLLER, "offload", VALUE, "0",
+    [K_OFFLOAD] = {KEY(CONTROLLER, "offload", VALUE, "256K",
                        "exec = inline: writes of at least this many bytes are copied "
                        "on the controller's copy thread, 0: none"),
                    .type = KT_SIZE, .off = CTL(offload), .k.sim_only = true,

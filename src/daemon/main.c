@@ -216,7 +216,7 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 			"stats: %s: sim reads=%llu writes=%llu flushes=%llu write_zeroes=%llu dsm=%llu "
 			"bytes_read=%llu bytes_written=%llu dma_errors=%llu invalid_cmds=%llu "
 			"fua_writes=%llu wc_dirty_blocks=%llu wc_destaged=%llu powerfails=%llu "
-			"shutdowns=%llu offloaded=%llu",
+			"shutdowns=%llu offloaded=%llu offload_back=%llu",
 			d->names[i], (unsigned long long)st.reads, (unsigned long long)st.writes,
 			(unsigned long long)st.flushes, (unsigned long long)st.write_zeroes,
 			(unsigned long long)st.dsm, (unsigned long long)st.bytes_read,
@@ -224,7 +224,7 @@ static void log_stats(struct daemon *d, enum log_level lvl)
 			(unsigned long long)st.invalid_cmds, (unsigned long long)st.fua_writes,
 			(unsigned long long)st.wc_dirty_blocks, (unsigned long long)st.wc_destaged,
 			(unsigned long long)st.powerfails, (unsigned long long)st.shutdowns,
-			(unsigned long long)st.offloaded);
+			(unsigned long long)st.offloaded, (unsigned long long)st.offload_back);
 	}
 	if (d->fs) {
 		fusefs_stats_get(d->fs, &fst);

@@ -38,15 +38,20 @@
  *            engine moves data while its front end fetches: a stream of
  *            large commands from one thread is copied on two CPUs.  A
  *            command alone runs where it was fetched (a hand-over and a
- *            wake-up would only add to its latency).  Its
+ *            wake-up would only add to its latency).  One command waits
+ *            for the copy thread at a time; one it has not started when
+ *            the ringing thread has executed the rest of its pass is
+ *            taken back and executed there (no CPU was free to run the
+ *            copy thread).  Its
  *            completion is posted by the copy thread, or by the thread
  *            executing its queue at that moment, and signals the CQ's
  *            vector.  A queue's commands then complete out of order, as
  *            NVMe allows.  Anything exclusive waits until the copy thread
  *            has nothing left and posts what it finished first.  Idle, the
- *            copy thread spins for 200 us before it sleeps (a CPU's worth
- *            while a stream runs, nothing at rest).  It pays only while a
- *            CPU is idle to run it (bench/RESULTS.md, "copy thread").
+ *            copy thread spins for 1 ms, yielding, before it sleeps (a
+ *            CPU's worth while a stream runs, nothing at rest), and not
+ *            at all after a command was taken back (bench/RESULTS.md,
+ *            "copy thread").
  *   threaded (threaded = true) a device thread executes commands; db_notify
  *            only wakes it.  Completions arrive asynchronously.
  * In both modes the sim reads doorbells with acquire ordering and writes each
@@ -354,6 +359,7 @@ struct sim_stats {
 	uint64_t stalled;       /* commands held by sim_fault_stall_next now */
 	uint64_t fua_writes;    /* Write and Write Zeroes commands with FUA completed */
 	uint64_t offloaded;     /* commands executed on the copy thread (opts.offload) */
+	uint64_t offload_back;  /* handed to it, taken back before it started them */
 	uint64_t wc_dirty_blocks; /* now: blocks in the volatile write caches, not durable */
 	uint64_t wc_destaged;   /* blocks made durable because a cache was full */
 	uint64_t powerfails;    /* sim_fault_powerfail cuts (of a device with power) */

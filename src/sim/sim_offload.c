@@ -5,13 +5,19 @@
  * for a reactor that is its own CPU, so one stream of large requests from
  * one CPU is copied there while the other CPUs idle.  A device's front end
  * fetches commands while its DMA engine moves the data of earlier ones;
- * this is that engine.  The executor of a queue hands it a large Read or
- * Write (sim_offload_take) and goes on fetching; the copy thread executes
- * the command, pushes it onto the queue's done stack and asks for it to be
+ * this is that engine.  The executor of a queue hands it a large Write
+ * (sim_offload_take) and goes on fetching; the copy thread executes the
+ * command, pushes it onto the queue's done stack and asks for it to be
  * posted (sim_q_done): by whoever executes that queue then, which may be
  * the copy thread itself.  The CQ keeps room for what was handed over
  * (qx[].inflight), so a finished command never waits for a slot the host
  * could not have freed.
+ *
+ * The copy thread is useful only while a CPU is free to run it.  So one
+ * command waits for it at a time, and the executor takes back what it has
+ * not started by the end of the pass (sim_offload_back): with every CPU
+ * busy a large write costs a hand-over and a take-back, not a wait for the
+ * scheduler.
  *
  * An exclusive runner (register writes, resets, faults, the admin queue)
  * first waits until the copy thread has nothing queued or executing
@@ -25,7 +31,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define SIM_OFFLOAD_SPIN_NS 200000 /* sim.h: spin this long idle, then sleep */
+#define SIM_OFFLOAD_SPIN_NS 1000000 /* sim.h: spin this long idle, then sleep */
+
+static void sim_offload_free(struct sim_offload *off, struct sim_offload_cmd *first,
+                             struct sim_offload_cmd *last);
 
 /* true on the copy thread (sim_offload_quiesce must not wait for itself) */
 static __thread bool sim_offload_self;
@@ -47,7 +56,10 @@ bool sim_offload_take(struct sim *s, uint16_t qid, const struct nvme_sqe *c)
 	    ((size_t)(c->cdw12 & 0xffff) + 1u) << ns->lba_shift < s->o.offload)
 		return false;
 	pthread_mutex_lock(&off->lock);
-	cmd = off->free;
+	/* one command waiting at a time: while the copy thread has not taken
+	 * the last one it has no CPU to spare, and this thread would only
+	 * take it back (sim_offload_back) */
+	cmd = off->head ? NULL : off->free;
 	if (cmd) {
 		off->free = cmd->next;
 		*cmd = (struct sim_offload_cmd){.sqe = *c, .qid = qid};
@@ -107,6 +119,52 @@ static void sim_offload_exec(struct sim *s, struct sim_offload_cmd *c)
 	atomic_fetch_sub(&s->off.busy, 1);
 }
 
+unsigned sim_offload_back(struct sim *s, uint16_t qid)
+{
+	struct sim_offload *off = &s->off;
+	struct sim_offload_cmd *mine = NULL, **tail = &mine, **pp, *c, *last = NULL;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&off->lock);
+	for (pp = &off->head; (c = *pp);) {
+		if (c->qid != qid) {
+			last = c;
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		c->next = NULL;
+		*tail = c;
+		tail = &c->next;
+		n++;
+	}
+	off->tail = last;
+	if (n) {
+		atomic_fetch_sub(&off->busy, n);
+		atomic_fetch_add_explicit(&off->backs, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&off->lock);
+	if (!n)
+		return 0;
+
+	struct sim_sq *sq = &s->sq[qid];
+	struct sim_qexec *x = &s->qx[qid];
+	for (c = mine; c; c = c->next) {
+		last = c;
+		if (s->o.io_hook)
+			s->o.io_hook(s->o.hook_arg, qid, &c->sqe);
+		uint16_t status = sim_io(s, sq, &c->sqe, qid);
+		if (status)
+			sim_cmd_failed(s, qid, sq, &c->sqe, status);
+		/* the CQ kept a slot for it since the hand-over */
+		sim_complete(s, qid, sq, c->sqe.cid, status, 0, true);
+		x->inflight--;
+		SIM_INC(sq->st.offload_back, 1);
+	}
+	sim_offload_free(off, mine, last);
+	return n;
+}
+
 static void *sim_offload_thread(void *arg)
 {
 	struct sim *s = arg;
@@ -116,10 +174,16 @@ static void *sim_offload_thread(void *arg)
 	sim_offload_self = true;
 	for (;;) {
 		/* spin a while before sleeping: a stream's next command comes
-		 * within microseconds, a wake-up costs tens of them */
+		 * within microseconds, a wake-up costs tens of them.  Yielding,
+		 * and not at all once a command was taken back: then the CPUs
+		 * are busy, and the spin would take time from the threads that
+		 * hand the commands over */
+		unsigned backs = atomic_load_explicit(&off->backs, memory_order_relaxed);
 		uint64_t until = sim_now_ns() + SIM_OFFLOAD_SPIN_NS;
-		while (!atomic_load_explicit(&off->busy, memory_order_relaxed) && sim_now_ns() < until)
-			__builtin_ia32_pause();
+		while (!atomic_load_explicit(&off->busy, memory_order_relaxed) &&
+		       atomic_load_explicit(&off->backs, memory_order_relaxed) == backs &&
+		       sim_now_ns() < until)
+			sched_yield();
 		if (!(c = sim_offload_pop(off, true)))
 			break;
 		uint16_t qid = c->qid;

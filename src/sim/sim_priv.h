@@ -78,6 +78,7 @@ struct sim_qstats {
 	uint64_t cmds, reads, writes, flushes, write_zeroes, write_zeroes_deac, dsm, admin_cmds;
 	uint64_t bytes_read, bytes_written, dma_errors, invalid_cmds, fua_writes;
 	uint64_t sq_doorbells, cq_doorbells, irqs, invalid_doorbells, offloaded;
+	uint64_t offload_back;
 };
 
 struct sim_cq {
@@ -186,6 +187,7 @@ struct sim_offload {
 	struct sim_offload_cmd *free, *head, *tail;
 	bool stop, sleeping;
 	_Atomic unsigned busy;
+	_Atomic unsigned backs; /* sim_offload_back took commands back (a count) */
 	struct sim_offload_cmd *ent; /* SIM_OFFLOAD_SLOTS */
 };
 
@@ -470,6 +472,12 @@ void sim_offload_stop(struct sim *s);
 /* the executor of I/O queue qid fetched c: true when the copy thread took
  * it (a large Write to a RAM or FILE namespace, a free slot) */
 bool sim_offload_take(struct sim *s, uint16_t qid, const struct nvme_sqe *c);
+/* the executor of qid, at the end of a pass that handed commands over:
+ * take back those of qid the copy thread has not started, execute and post
+ * them here (their CQ slots were kept).  The copy thread had no CPU while
+ * this one executed the command behind: waiting for it would only add its
+ * delay.  Returns how many. */
+unsigned sim_offload_back(struct sim *s, uint16_t qid);
 /* post what the copy thread finished for qid while its CQ has room; the
  * executor of qid.  Returns how many completed. */
 unsigned sim_offload_reap(struct sim *s, uint16_t qid);

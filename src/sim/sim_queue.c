@@ -669,6 +669,8 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid, bool offload)
 			sim_cmd_failed(s, qid, sq, &c, status);
 		sim_complete(s, qid, sq, c.cid, status, dw0, io);
 	}
+	if (handed)
+		handed -= sim_offload_back(s, qid);
 	if (n > handed) /* the copy thread signals for what it was handed */
 		sim_irq(s, cq);
 	if (qid == 0)
@@ -1018,6 +1020,7 @@ static void sim_add(struct sim_stats *t, const struct sim_qstats *q)
 	t->invalid_doorbells += SIM_LOAD(q->invalid_doorbells);
 	t->fua_writes += SIM_LOAD(q->fua_writes);
 	t->offloaded += SIM_LOAD(q->offloaded);
+	t->offload_back += SIM_LOAD(q->offload_back);
 }
 
 /* Counters are relaxed atomics (SIM_INC): a snapshot may lag by a command.

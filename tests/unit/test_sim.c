@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1486,18 +1487,65 @@ static int pq_cmd2(struct host *h, struct pq *q, struct nvme_sqe *c, struct nvme
 	return st2 == 0 ? st : -1;
 }
 
+/* The copy thread beside two queues (loop index 1 of the tests below): a
+ * write of 8 blocks or more with a command behind it is handed to the copy
+ * thread, which the ringing thread takes back at the end of its pass unless
+ * the copy thread has started it (sim_offload_back).  With two test threads
+ * on two CPUs it has seldom started, so pair_hook lets the command behind
+ * wait (up to 2 ms) until the copy thread starts a command: both move data
+ * at once, and the take-back still happens when the wait runs out. */
+static _Atomic unsigned long pair_copy_in; /* commands started off the test threads */
+static __thread bool pair_worker;
+static __thread uint16_t pair_then_cid; /* the command behind, 0: none to wait in */
+static __thread unsigned long pair_snap;
+
+static void pair_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
+{
+	struct timespec t0, t1;
+
+	(void)arg;
+	(void)sqid;
+	if (!pair_worker) {
+		atomic_fetch_add(&pair_copy_in, 1);
+		return;
+	}
+	if (!pair_then_cid || c->cid != pair_then_cid)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sched_yield();
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (atomic_load(&pair_copy_in) == pair_snap &&
+	         (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 2000000L);
+}
+
+/* c with `then` behind it (pq_cmd2); a write the copy thread may take gets
+ * pair_hook's wait */
+static int pair_cmd(struct host *h, struct pq *q, struct nvme_sqe *c, struct nvme_sqe *then)
+{
+	bool big = c->opc == NVME_CMD_WRITE && (c->cdw12 & 0xffff) + 1u >= 8;
+
+	pair_snap = atomic_load(&pair_copy_in);
+	pair_then_cid = big ? (uint16_t)(q->cid + 2) : 0;
+	int rc = pq_cmd2(h, q, c, then);
+	pair_then_cid = 0;
+	return rc;
+}
+
 /* with the copy thread on, every command has a Flush behind it */
 static int ps_cmd(struct ps *t, struct nvme_sqe *c)
 {
 	struct nvme_sqe fl = {.opc = NVME_CMD_FLUSH, .nsid = 1};
 
-	return t->pair ? pq_cmd2(t->h, t->q, c, &fl) : pq_cmd(t->h, t->q, c);
+	return t->pair ? pair_cmd(t->h, t->q, c, &fl) : pq_cmd(t->h, t->q, c);
 }
 
 static void *ps_run(void *arg)
 {
 	struct ps *t = arg;
 	unsigned r = t->seed;
+
+	pair_worker = true;
 
 	for (int i = 0; i < PS_CMDS && !t->bad; i++) {
 		r = r * 1103515245u + 12345u;
@@ -1537,7 +1585,8 @@ START_TEST(t_queues_parallel_stress)
 	struct sim_stats st;
 
 	o.wc_bytes = 256 << 10; /* 512 blocks: both threads destage too */
-	o.offload = _i ? 4096 : 0; /* 1: commands of 8 blocks and more on the copy thread */
+	o.offload = _i ? 4096 : 0; /* 1: writes of 8 blocks and more on the copy thread */
+	o.io_hook = _i ? pair_hook : NULL;
 	host_init(&h, &o);
 	ck_assert_int_eq(host_enable(&h), 0);
 	for (int i = 0; i < 2; i++) {
@@ -1564,10 +1613,12 @@ START_TEST(t_queues_parallel_stress)
 	                                      : 0));
 	ck_assert_uint_gt(t[0].writes, 0);
 	ck_assert_uint_gt(t[1].flushes, 0);
-	if (_i)
+	if (_i) {
 		ck_assert_uint_gt(st.offloaded, st.writes / 4);
-	else
+	} else {
 		ck_assert_uint_eq(st.offloaded, 0);
+		ck_assert_uint_eq(st.offload_back, 0);
+	}
 	for (int i = 0; i < 2; i++)
 		free(t[i].model);
 	host_fini(&h);
@@ -1608,13 +1659,15 @@ static int pa_cmd(struct pa *t, struct nvme_sqe *c, uint64_t lba)
 	if (!t->pair)
 		return pq_cmd(t->h, t->q, c);
 	struct nvme_sqe one = pq_rw(t->h, NVME_CMD_READ, lba, 1, t->rbuf + 8192);
-	return pq_cmd2(t->h, t->q, c, &one);
+	return pair_cmd(t->h, t->q, c, &one);
 }
 
 static void *pa_run(void *arg)
 {
 	struct pa *t = arg;
 	unsigned r = 99u + t->id;
+
+	pair_worker = true;
 
 	for (int i = 0; i < PA_CMDS && !t->bad; i++) {
 		r = r * 1103515245u + 12345u;
@@ -1649,6 +1702,7 @@ START_TEST(t_queues_atomic)
 
 	o.wc_bytes = 16 * 512; /* small: destaging drops entries as a Flush does */
 	o.offload = _i ? 4096 : 0; /* 1: the copy thread beside both queues */
+	o.io_hook = _i ? pair_hook : NULL;
 	host_init(&h, &o);
 	ck_assert_int_eq(host_enable(&h), 0);
 	for (unsigned i = 0; i < 2; i++) {
@@ -1695,17 +1749,26 @@ END_TEST
 
 /* Holds a command of 8 blocks or more (one the copy thread executes) while
  * hold is set, at most 5 s; records which threads ran what. */
+/* hold: a large command on the copy thread waits in the hook until it is
+ * 0 (at most 5 s), and a small one on the ringing thread waits until the
+ * copy thread has started the large one (else the ringing thread would take
+ * it back at the end of its pass, sim_offload_back) */
 struct offh {
-	_Atomic int hold, in_big, big_out, small_in;
-	pthread_t big_thread, small_thread;
+	_Atomic int hold, in_big, big_out, small_in, big_main;
+	pthread_t main, big_thread, small_thread;
 };
 
 static void off_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
 {
 	struct offh *p = arg;
+	bool on_main = pthread_equal(pthread_self(), p->main);
 
 	(void)sqid;
 	if ((c->cdw12 & 0xffff) + 1u >= 8) {
+		if (on_main) {
+			atomic_fetch_add(&p->big_main, 1);
+			return;
+		}
 		p->big_thread = pthread_self();
 		atomic_store(&p->big_out, 0);
 		atomic_store(&p->in_big, 1);
@@ -1715,6 +1778,8 @@ static void off_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
 	} else {
 		p->small_thread = pthread_self();
 		atomic_store(&p->small_in, 1);
+		for (int i = 0; i < 50000 && atomic_load(&p->hold) && !atomic_load(&p->in_big); i++)
+			usleep(100);
 	}
 }
 
@@ -1738,7 +1803,7 @@ START_TEST(t_offload)
 {
 	struct host h;
 	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
-	struct offh p = {.hold = 1};
+	struct offh p = {.hold = 1, .main = pthread_self()};
 	struct pq q;
 	struct nvme_cqe e;
 	struct sim_stats st;
@@ -1772,7 +1837,7 @@ START_TEST(t_offload)
 
 	struct nvme_sqe rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
 	ck_assert_int_eq(pq_cmd(&h, &q, &rd), 0);
-	ck_assert(pthread_equal(p.big_thread, pthread_self())); /* alone: here */
+	ck_assert_int_eq(atomic_load(&p.big_main), 1); /* alone: here */
 	ck_assert_int_eq(memcmp(rbuf, wbuf, 8192), 0);
 
 	/* a large read stays here even with a command behind it */
@@ -1780,7 +1845,7 @@ START_TEST(t_offload)
 	rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
 	c = pq_rw(&h, NVME_CMD_READ, 100, 1, small);
 	ck_assert_int_eq(pq_cmd2(&h, &q, &rd, &c), 0);
-	ck_assert(pthread_equal(p.big_thread, pthread_self()));
+	ck_assert_int_eq(atomic_load(&p.big_main), 2);
 	ck_assert_int_eq(memcmp(rbuf, wbuf, 8192), 0);
 
 	/* a write held on the copy thread, then a reset (CC.EN 0) */
@@ -1799,7 +1864,73 @@ START_TEST(t_offload)
 	ck_assert_uint_eq(st.writes, 2); /* executed before the reset returned */
 	pthread_join(t, NULL);
 	ck_assert_uint_eq(st.offloaded, 2);
+	ck_assert_uint_eq(st.offload_back, 0);
 	ck_assert_uint_eq(st.reads, 5);
+	host_fini(&h);
+}
+END_TEST
+
+/* A command handed over that the copy thread has not started when the
+ * ringing thread's pass ends is taken back and executed there: here the
+ * copy thread is held in queue 1's write while queue 2 hands it another.
+ * Both complete with their data; the held one when let go. */
+START_TEST(t_offload_back)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
+	struct offh p = {.hold = 1, .main = pthread_self()};
+	struct pq q1, q2;
+	struct nvme_cqe e;
+	struct sim_stats st;
+
+	o.offload = 4096;
+	o.io_hook = off_hook;
+	o.hook_arg = &p;
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	pq_create(&h, &q1, 1, 1, QD, true);
+	pq_create(&h, &q2, 2, 2, QD, true);
+	uint8_t *w1 = pg(&h, 8192), *w2 = pg(&h, 8192), *rbuf = pg(&h, 8192), *small = pg(&h, 4096);
+	for (unsigned i = 0; i < 8192; i++) {
+		w1[i] = (uint8_t)(i * 7 + 3);
+		w2[i] = (uint8_t)(i * 13 + 5);
+	}
+
+	struct nvme_sqe b1 = pq_rw(&h, NVME_CMD_WRITE, 0, 16, w1);
+	struct nvme_sqe c1 = pq_rw(&h, NVME_CMD_READ, 100, 1, small);
+	pq_submit2(&h, &q1, &b1, &c1); /* b1 held on the copy thread */
+	ck_assert_int_eq(atomic_load(&p.in_big), 1);
+	ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
+	ck_assert_uint_eq(e.cid, c1.cid);
+
+	struct nvme_sqe b2 = pq_rw(&h, NVME_CMD_WRITE, 64, 16, w2);
+	struct nvme_sqe c2 = pq_rw(&h, NVME_CMD_READ, 101, 1, small);
+	pq_submit2(&h, &q2, &b2, &c2);
+	ck_assert_int_eq(atomic_load(&p.big_main), 1); /* taken back, executed here */
+	ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
+	ck_assert_uint_eq(e.cid, c2.cid);
+	ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
+	ck_assert_uint_eq(e.cid, b2.cid);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	ck_assert_int_eq(atomic_load(&p.big_out), 0); /* b1 still held */
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.offload_back, 1);
+	ck_assert_uint_eq(st.offloaded, 0);
+
+	atomic_store(&p.hold, 0);
+	ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
+	ck_assert_uint_eq(e.cid, b1.cid);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+
+	struct nvme_sqe rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
+	ck_assert_int_eq(pq_cmd(&h, &q1, &rd), 0);
+	ck_assert_int_eq(memcmp(rbuf, w1, 8192), 0);
+	rd = pq_rw(&h, NVME_CMD_READ, 64, 16, rbuf);
+	ck_assert_int_eq(pq_cmd(&h, &q2, &rd), 0);
+	ck_assert_int_eq(memcmp(rbuf, w2, 8192), 0);
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.offloaded, 1);
+	ck_assert_uint_eq(st.offload_back, 1);
 	host_fini(&h);
 }
 END_TEST
@@ -1834,6 +1965,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_queues_parallel_stress, 0, 2);
 	tcase_add_loop_test(tc, t_queues_atomic, 0, 2);
 	tcase_add_test(tc, t_offload);
+	tcase_add_test(tc, t_offload_back);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
