@@ -1783,6 +1783,16 @@ static void off_hook(void *arg, uint16_t sqid, const struct nvme_sqe *c)
 	}
 }
 
+/* the next completion on q is cid's, successful */
+static void off_expect(struct host *h, struct pq *q, uint16_t cid)
+{
+	struct nvme_cqe e;
+
+	ck_assert_int_eq(pq_reap(h, q, &e), 0);
+	ck_assert_uint_eq(e.cid, cid);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+}
+
 static void *off_release(void *arg)
 {
 	struct offh *p = arg;
@@ -1805,7 +1815,6 @@ START_TEST(t_offload)
 	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
 	struct offh p = {.hold = 1, .main = pthread_self()};
 	struct pq q;
-	struct nvme_cqe e;
 	struct sim_stats st;
 	pthread_t t;
 
@@ -1827,13 +1836,10 @@ START_TEST(t_offload)
 	ck_assert(!pthread_equal(p.big_thread, pthread_self()));
 	ck_assert_int_eq(atomic_load(&p.small_in), 1);
 	ck_assert(pthread_equal(p.small_thread, pthread_self()));
-	ck_assert_int_eq(pq_reap(&h, &q, &e), 0);
-	ck_assert_uint_eq(e.cid, c.cid); /* the small read first */
+	off_expect(&h, &q, c.cid); /* the small read first */
 	ck_assert_int_eq(atomic_load(&p.big_out), 0);
 	atomic_store(&p.hold, 0);
-	ck_assert_int_eq(pq_reap(&h, &q, &e), 0);
-	ck_assert_uint_eq(e.cid, big.cid);
-	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	off_expect(&h, &q, big.cid);
 
 	struct nvme_sqe rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
 	ck_assert_int_eq(pq_cmd(&h, &q, &rd), 0);
@@ -1880,7 +1886,6 @@ START_TEST(t_offload_back)
 	struct sim_opts o = opts(512, SIM_BACKING_RAM, false);
 	struct offh p = {.hold = 1, .main = pthread_self()};
 	struct pq q1, q2;
-	struct nvme_cqe e;
 	struct sim_stats st;
 
 	o.offload = 4096;
@@ -1900,27 +1905,21 @@ START_TEST(t_offload_back)
 	struct nvme_sqe c1 = pq_rw(&h, NVME_CMD_READ, 100, 1, small);
 	pq_submit2(&h, &q1, &b1, &c1); /* b1 held on the copy thread */
 	ck_assert_int_eq(atomic_load(&p.in_big), 1);
-	ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
-	ck_assert_uint_eq(e.cid, c1.cid);
+	off_expect(&h, &q1, c1.cid);
 
 	struct nvme_sqe b2 = pq_rw(&h, NVME_CMD_WRITE, 64, 16, w2);
 	struct nvme_sqe c2 = pq_rw(&h, NVME_CMD_READ, 101, 1, small);
 	pq_submit2(&h, &q2, &b2, &c2);
 	ck_assert_int_eq(atomic_load(&p.big_main), 1); /* taken back, executed here */
-	ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
-	ck_assert_uint_eq(e.cid, c2.cid);
-	ck_assert_int_eq(pq_reap(&h, &q2, &e), 0);
-	ck_assert_uint_eq(e.cid, b2.cid);
-	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	off_expect(&h, &q2, c2.cid);
+	off_expect(&h, &q2, b2.cid);
 	ck_assert_int_eq(atomic_load(&p.big_out), 0); /* b1 still held */
 	sim_get_stats(h.s, &st);
 	ck_assert_uint_eq(st.offload_back, 1);
 	ck_assert_uint_eq(st.offloaded, 0);
 
 	atomic_store(&p.hold, 0);
-	ck_assert_int_eq(pq_reap(&h, &q1, &e), 0);
-	ck_assert_uint_eq(e.cid, b1.cid);
-	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	off_expect(&h, &q1, b1.cid);
 
 	struct nvme_sqe rd = pq_rw(&h, NVME_CMD_READ, 0, 16, rbuf);
 	ck_assert_int_eq(pq_cmd(&h, &q1, &rd), 0);
