@@ -98,6 +98,20 @@ static struct sim_offload_cmd *sim_offload_pop(struct sim_offload *off, bool wai
 	return c;
 }
 
+/* Execute a command handed over, as thread xid of the namespaces' overlap
+ * table; its status, failures counted and logged. */
+static uint16_t sim_offload_io(struct sim *s, uint16_t qid, const struct nvme_sqe *c, unsigned xid)
+{
+	struct sim_sq *sq = &s->sq[qid];
+
+	if (s->o.io_hook)
+		s->o.io_hook(s->o.hook_arg, qid, c);
+	uint16_t status = sim_io(s, sq, c, xid);
+	if (status)
+		sim_cmd_failed(s, qid, sq, c, status);
+	return status;
+}
+
 /* Execute c and push it onto its queue's done stack.  c belongs to the
  * queue's executor from the push on: read nothing of it afterwards. */
 static void sim_offload_exec(struct sim *s, struct sim_offload_cmd *c)
@@ -105,11 +119,7 @@ static void sim_offload_exec(struct sim *s, struct sim_offload_cmd *c)
 	struct sim_sq *sq = &s->sq[c->qid];
 	struct sim_qexec *x = &s->qx[c->qid];
 
-	if (s->o.io_hook)
-		s->o.io_hook(s->o.hook_arg, c->qid, &c->sqe);
-	c->status = sim_io(s, sq, &c->sqe, SIM_OFFLOAD_XID);
-	if (c->status)
-		sim_cmd_failed(s, c->qid, sq, &c->sqe, c->status);
+	c->status = sim_offload_io(s, c->qid, &c->sqe, SIM_OFFLOAD_XID);
 	SIM_INC(sq->st.offloaded, 1);
 	c->next = atomic_load_explicit(&x->done, memory_order_relaxed);
 	while (!atomic_compare_exchange_weak_explicit(&x->done, &c->next, c, memory_order_release,
@@ -151,11 +161,7 @@ unsigned sim_offload_back(struct sim *s, uint16_t qid)
 	struct sim_qexec *x = &s->qx[qid];
 	for (c = mine; c; c = c->next) {
 		last = c;
-		if (s->o.io_hook)
-			s->o.io_hook(s->o.hook_arg, qid, &c->sqe);
-		uint16_t status = sim_io(s, sq, &c->sqe, qid);
-		if (status)
-			sim_cmd_failed(s, qid, sq, &c->sqe, status);
+		uint16_t status = sim_offload_io(s, qid, &c->sqe, qid);
 		/* the CQ kept a slot for it since the hand-over */
 		sim_complete(s, qid, sq, c->sqe.cid, status, 0, true);
 		x->inflight--;

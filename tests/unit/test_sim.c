@@ -1747,12 +1747,12 @@ END_TEST
 
 /* ---- the copy thread (opts.offload) ---- */
 
-/* Holds a command of 8 blocks or more (one the copy thread executes) while
- * hold is set, at most 5 s; records which threads ran what. */
-/* hold: a large command on the copy thread waits in the hook until it is
- * 0 (at most 5 s), and a small one on the ringing thread waits until the
- * copy thread has started the large one (else the ringing thread would take
- * it back at the end of its pass, sim_offload_back) */
+/* Records which threads ran what.  While hold is set, a command of 8
+ * blocks or more on the copy thread waits in the hook (at most 5 s), and a
+ * small one on the ringing thread waits until the copy thread has started
+ * the large one (else the ringing thread would take it back at the end of
+ * its pass, sim_offload_back); main counts large ones run on the test's
+ * own thread (big_main). */
 struct offh {
 	_Atomic int hold, in_big, big_out, small_in, big_main;
 	pthread_t main, big_thread, small_thread;
