@@ -1336,13 +1336,15 @@ static int start_reactors(struct daemon *d)
 	for (unsigned r = 0; r < n; r++) {
 		/* io_uring: each FUSE queue entry's payload lives in the pool:
 		 * fuse_queue_depth of them for an online CPU's queue, one for
-		 * an offline CPU's (cpumap_queue_entries) */
-		size_t ring_bytes = d->transport == FUSEFS_TRANSPORT_CLASSIC || iso
-					    ? 0
-					    : (size_t)cpumap_entries(d->cpu_topo, d->cpu_map,
-								     d->nr_cpu_map, r,
-								     d->cfg->daemon.fuse_queue_depth) *
-						      FUSEFS_MAX_IO;
+		 * an offline CPU's (cpumap_queue_entries); /dev/fuse (chosen,
+		 * fallen back to or adopted): fuse_queue_depth landing buffers
+		 * for writes' data (fusefs_opts.lands), in the same room */
+		unsigned depth = d->cfg->daemon.fuse_queue_depth;
+		unsigned ents = d->transport == FUSEFS_TRANSPORT_CLASSIC
+					? 0
+					: cpumap_entries(d->cpu_topo, d->cpu_map, d->nr_cpu_map, r,
+							 depth);
+		size_t ring_bytes = iso ? 0 : (size_t)(ents > depth ? ents : depth) * FUSEFS_MAX_IO;
 		size_t share = iso ? pool_bytes() / d->nr_ctrls : 0;
 		if (iso && share < ISO_POOL_MIN)
 			share = ISO_POOL_MIN;
@@ -1884,6 +1886,7 @@ static int run(struct daemon *d)
 		.pool_bytes = pool_bytes(),
 		.transport = d->transport,
 		.queue_depth = cd->fuse_queue_depth,
+		.lands = cd->fuse_queue_depth,
 		.nr_cpu_map = d->nr_cpu_map,
 		.cpu_map = d->cpu_map,
 		.cpus = d->cpu_topo,

@@ -2,6 +2,7 @@
 #include "channel.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -42,6 +43,101 @@ static void dev_drop(struct fw_req *r)
 
 static const struct fw_transport dev_transport = {.send = dev_send, .drop = dev_drop};
 
+/* ---- landing buffers ----
+ * A reader reads each request with readv into its read buffer's first
+ * FW_DEV_HEAD bytes and a landing buffer, DMA memory of the reactor's pool:
+ * a write's data lands there, block-aligned, and the write goes to the
+ * device from it, as over io_uring, instead of being copied out of the read
+ * buffer.  The write holds its landing buffer until its answer; while none
+ * is free (or the owner gave none: fusefs_opts.lands) the reader reads into
+ * its read buffer alone and a write's data is copied.  Other
+ * requests are made whole in the read buffer (fw_decode_dev_split) and
+ * leave their landing buffer free.  Not with the io_uring transport (its
+ * ring's payloads are the DMA memory) nor without a pool every controller
+ * reaches (dma_isolation = controller with several controllers). */
+
+struct chan_land {
+	struct fusefs_rx *rx;
+	void *buf; /* FUSEFS_MAX_IO bytes */
+	struct chan_land *next;
+};
+
+static void land_put(struct chan_land *l)
+{
+	l->next = l->rx->land_free;
+	l->rx->land_free = l;
+}
+
+static void land_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
+{
+	struct chan_land *l = r->tctx;
+	struct fw_req d = *r;
+
+	d.tctx = l->rx;
+	dev_send(&d, error, iov, iovcnt);
+	land_put(l);
+}
+
+static void land_drop(struct fw_req *r)
+{
+	land_put(r->tctx);
+}
+
+static const struct fw_transport land_transport = {.send = land_send, .drop = land_drop};
+
+/* The landing buffers the owner sized the pool for (fusefs_opts.lands), or
+ * as many as it gives: on rx's thread, at its first read without a ring. */
+static void lands_alloc(struct fusefs_rx *rx)
+{
+	unsigned want = rx->fs->o.lands;
+
+	rx->lands_tried = true;
+	if (!want || !rx->r || !nvme_reactor_buf_common(rx->r))
+		return;
+	rx->lands = calloc(want, sizeof(*rx->lands));
+	if (!rx->lands)
+		return;
+	for (unsigned i = 0; i < want; i++) {
+		struct chan_land *l = &rx->lands[i];
+
+		l->buf = nvme_reactor_buf_alloc(rx->r, FUSEFS_MAX_IO);
+		if (!l->buf)
+			break;
+		l->rx = rx;
+		land_put(l);
+		rx->nlands++;
+	}
+	if (rx->nlands < want)
+		log_info("fuse: reactor %u reads /dev/fuse writes into %u DMA buffers of %u "
+			 "(the pool has no room for more); the others' data is copied",
+			 rx->idx, rx->nlands, want);
+}
+
+void chan_lands_free(struct fusefs_rx *rx)
+{
+	for (unsigned i = 0; i < rx->nlands; i++)
+		nvme_reactor_buf_free(rx->r, rx->lands[i].buf, FUSEFS_MAX_IO);
+	free(rx->lands);
+	rx->lands = rx->land_free = NULL;
+	rx->nlands = 0;
+}
+
+/* Read one request; *land: the landing buffer its data may lie in. */
+static ssize_t chan_read(struct fusefs_rx *rx, struct chan_land **land)
+{
+	struct chan_land *l;
+
+	if (!rx->lands_tried && !rx->ring)
+		lands_alloc(rx);
+	l = rx->ring ? NULL : rx->land_free;
+	*land = l;
+	if (!l)
+		return read(rx->fs->fd, rx->dbuf, rx->dbuf_len);
+	struct iovec iov[2] = {{rx->dbuf, FW_DEV_HEAD}, {l->buf, FUSEFS_MAX_IO}};
+
+	return readv(rx->fs->fd, iov, 2);
+}
+
 /* ---- reading ---- */
 
 static void stop_reading(struct fusefs_rx *rx)
@@ -77,7 +173,8 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 			rx->paused = true;
 			break;
 		}
-		ssize_t n = read(rx->fs->fd, rx->dbuf, rx->dbuf_len);
+		struct chan_land *land;
+		ssize_t n = chan_read(rx, &land);
 
 		if (n < 0 && errno == EAGAIN)
 			break;
@@ -92,7 +189,21 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		struct fw_msg m;
 		struct fw_req r = {.t = &dev_transport, .tctx = rx};
-		int rc = fw_decode_dev(rx->dbuf, (size_t)n, &m);
+		bool in_land = false;
+		int rc;
+
+		if (land && (size_t)n > FW_DEV_HEAD)
+			rc = fw_decode_dev_split(rx->dbuf, FW_DEV_HEAD, rx->dbuf_len, land->buf,
+						 (size_t)n - FW_DEV_HEAD, &m, &in_land);
+		else
+			rc = fw_decode_dev(rx->dbuf, (size_t)n, &m);
+		if (in_land) {
+			/* the write holds its landing buffer until its answer */
+			rx->land_free = land->next;
+			r.t = &land_transport;
+			r.tctx = land;
+			r.data_dma = true;
+		}
 
 		if (!took && rx->r)
 			nvme_reactor_note_work(rx->r); /* the pass counts as busy */

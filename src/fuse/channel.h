@@ -5,7 +5,9 @@
  * reactor's loop; the callback reads up to a batch of requests per pass,
  * decodes each (fwire.h) and serves it on that reactor (fsops_dispatch).
  * Answers go out with one writev(2) each, from the DMA buffer a read's data
- * was read into.  Before each read it asks the reactor's scheduler whether
+ * was read into.  A write's data is read into DMA memory too, a landing
+ * buffer of the reactor's pool, and written to the device from there
+ * (channel.c).  Before each read it asks the reactor's scheduler whether
  * it may take one more request (sched_accepting): when not, the reactor
  * stops reading until the scheduler has room again (chan_room, its on_room
  * hook), which bounds what a reactor holds.
@@ -22,6 +24,9 @@
 
 /* The read buffer each reader needs: the largest write and its headers. */
 size_t chan_buf_size(void);
+/* Give rx's landing buffers back to its reactor's pool (the reactors have
+ * stopped, nothing is in flight). */
+void chan_lands_free(struct fusefs_rx *rx);
 /* Start reading on rx (before the reactors start). */
 void chan_start(struct fusefs_rx *rx, int fd);
 /* The scheduler's on_room hook: resume reading (rx's thread). */

@@ -638,8 +638,10 @@ void fusefs_destroy(struct fusefs *fs)
 	if (fs->adopted && fs->fd >= 0)
 		close(fs->fd);
 	fur_destroy(fs);
-	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++)
+	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++) {
+		chan_lands_free(&fs->rx[i]);
 		free(fs->rx[i].dbuf);
+	}
 	fsns_free(&fs->ns);
 	free(fs->rx);
 	free(fs->desc);

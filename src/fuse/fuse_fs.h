@@ -115,6 +115,11 @@ struct fusefs_opts {
 	 * offline CPU's queue gets one entry until the CPU comes online
 	 * (cpumap_queue_entries; uring.h says what follows) */
 	unsigned queue_depth;
+	/* /dev/fuse: landing buffers of FUSEFS_MAX_IO bytes per reading
+	 * reactor, which writes' data is read into (channel.h), taken from its
+	 * DMA pool at its first read without a ring: the owner sizes the pools
+	 * for them beside pool_bytes (0: none, writes' data is copied) */
+	unsigned lands;
 	unsigned nr_cpu_map;
 	const unsigned *cpu_map;
 	const struct cpumap_cpu *cpus;

@@ -47,6 +47,11 @@ struct fusefs_rx {
 	atomic_bool stopped;     /* not reading the channel (any more) */
 	char *dbuf;              /* /dev/fuse read buffer */
 	size_t dbuf_len;
+	/* /dev/fuse: DMA buffers a write's data is read into (channel.c) */
+	struct chan_land *lands;
+	struct chan_land *land_free;
+	unsigned nlands;
+	bool lands_tried;        /* allocated once, on the reactor's thread */
 	struct fur_ring *ring;   /* this reactor's FUSE queues (uring), or NULL */
 };
 

@@ -162,6 +162,37 @@ int fw_decode_dev(const void *buf, size_t len, struct fw_msg *m)
 	return fw_decode(&hc, b + sizeof(hc), hs, b + sizeof(hc) + hs, rest - hs, m);
 }
 
+int fw_decode_dev_split(void *head, size_t head_len, size_t head_room, const void *tail,
+			size_t tail_len, struct fw_msg *m, bool *in_tail)
+{
+	struct fuse_in_header hc;
+	size_t ext;
+
+	*in_tail = false;
+	if (!tail_len)
+		return fw_decode_dev(head, head_len, m);
+	if (head_len == FW_DEV_HEAD) {
+		memcpy(&hc, head, sizeof(hc));
+		ext = (size_t)hc.total_extlen * 8;
+		if (hc.opcode == FUSE_WRITE && hc.len == head_len + tail_len && ext <= tail_len) {
+			/* extensions trail the data: leave them out */
+			int rc = fw_decode(&hc, (const char *)head + sizeof(hc),
+					   sizeof(struct fuse_write_in), tail, tail_len - ext, m);
+
+			*in_tail = rc == FW_OK;
+			return rc;
+		}
+	}
+	if (head_len > head_room || tail_len > head_room - head_len) {
+		memset(m, 0, sizeof(*m));
+		if (head_len >= sizeof(hc))
+			memcpy(&m->h, head, sizeof(hc));
+		return FW_BAD;
+	}
+	memcpy((char *)head + head_len, tail, tail_len);
+	return fw_decode_dev(head, head_len + tail_len, m);
+}
+
 /* ---- INIT ---- */
 
 uint64_t fw_init_flags_in(const struct fuse_init_in *in)

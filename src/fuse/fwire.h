@@ -112,6 +112,19 @@ int fw_decode(const struct fuse_in_header *h, const void *op, size_t op_len, con
  * request (h.len must equal len).  -EINVAL with m->h zeroed when even the
  * in header is short. */
 int fw_decode_dev(const void *buf, size_t len, struct fw_msg *m);
+/* The in header and a WRITE's op header: what a /dev/fuse reader puts in
+ * its head buffer so that a write's data lands at the start of its tail. */
+#define FW_DEV_HEAD (sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in))
+/* Decode a request read(2)v from /dev/fuse into two buffers: its first
+ * head_len bytes into head, which has room for head_room, the rest
+ * (tail_len bytes) into tail.  A WRITE whose headers fill head exactly
+ * (head_len == FW_DEV_HEAD) is decoded with its data where it lies, in
+ * tail, and *in_tail is set when it decodes; any other request is first
+ * made whole in head (tail copied after head_len; FW_BAD when head_room is
+ * too small).
+ * Returns as fw_decode_dev. */
+int fw_decode_dev_split(void *head, size_t head_len, size_t head_room, const void *tail,
+			size_t tail_len, struct fw_msg *m, bool *in_tail);
 
 /* ---- INIT ---- */
 

@@ -233,6 +233,33 @@ static void check_ok(const struct view *v, const struct fw_msg *m, bool uring)
 	}
 }
 
+/* The same bytes read as a reader with a landing buffer reads them: split
+ * after FW_DEV_HEAD.  The same verdict and the same data as decoded whole;
+ * only a WRITE's data is decoded in the tail. */
+static void run_split(const uint8_t *in, size_t len, int rc, const struct fw_msg *m)
+{
+	size_t tl = len - FW_DEV_HEAD;
+	uint8_t *head = malloc(len), *tail = malloc(tl);
+	struct fw_msg m2;
+	bool in_tail;
+	int rc2;
+
+	if (!head || !tail)
+		goto out;
+	memcpy(head, in, FW_DEV_HEAD);
+	memcpy(tail, in + FW_DEV_HEAD, tl);
+	rc2 = fw_decode_dev_split(head, FW_DEV_HEAD, len, tail, tl, &m2, &in_tail);
+	CHECK(rc2 == rc);
+	CHECK(!memcmp(&m2.h, &m->h, sizeof(m->h)));
+	CHECK(!in_tail || (rc2 == FW_OK && m2.h.opcode == FUSE_WRITE && m2.data == tail));
+	if (rc == FW_OK)
+		CHECK(m2.data_len == m->data_len &&
+		      (!m->data_len || !memcmp(m2.data, m->data, m->data_len)));
+out:
+	free(head);
+	free(tail);
+}
+
 static void run_dev(const uint8_t *in, size_t len, bool uring)
 {
 	uint8_t *buf = malloc(len ? len : 1);
@@ -280,6 +307,8 @@ static void run_dev(const uint8_t *in, size_t len, bool uring)
 		check_in(&v, &m, v.op_len);
 		check_ok(&v, &m, uring);
 	}
+	if (len > FW_DEV_HEAD)
+		run_split(in, len, rc, &m);
 out:
 	free(buf);
 }

@@ -2,10 +2,14 @@
 # t-fuse-transport.sh - which FUSE transport serves, and what it costs.
 # On the suite's transport (FUSE_TRANSPORT): nvmefsctl status, stats and
 # queues name it; over io_uring requests are counted as ring requests, there
-# is one FUSE queue per possible CPU, and block-aligned reads and writes are
-# served with no payload byte copied in user space (an unaligned read is, and
-# is counted; over /dev/fuse a read is answered from the DMA buffer with no
-# copy).  Then, as root where the kernel has the switch: with
+# is one FUSE queue per possible CPU; on both, block-aligned reads and writes
+# are served with no payload byte copied in user space (an unaligned read is,
+# and is counted, over io_uring; over /dev/fuse a read is answered from the
+# DMA buffer with no copy, and a write's data is read into a landing buffer).
+# Over /dev/fuse with one landing buffer (fuse_queue_depth = 1) and every
+# command held 300 ms, four 1 MiB writes at once: the first holds the buffer,
+# the data of the ones read meanwhile is copied (and counted), all land
+# right.  Then, as root where the kernel has the switch: with
 # enable_uring off, fuse_transport = uring refuses to start with a message
 # naming the switch, and auto serves over /dev/fuse saying why; with the
 # switch on but io_uring refused (kernel.io_uring_disabled = 2), auto falls
@@ -59,10 +63,10 @@ dd if="$F" of="$TMP/back" bs=4k count=2048 iflag=direct status=none || fail "ali
 cmp "$TMP/data" "$TMP/back" || fail "aligned read back differs"
 c1=$(stat_of copy_bytes)
 r1=$(stat_of ring_requests)
+[ "$c1" = "$c0" ] || fail "aligned I/O over $WANT copied $((c1 - c0)) bytes in user space"
 if [ "$WANT" = uring ]; then
 	# 128 writes and 2048 reads at least
 	[ $((r1 - r0)) -ge 2176 ] || fail "ring requests moved by $((r1 - r0)), want >= 2176"
-	[ "$c1" = "$c0" ] || fail "aligned I/O over io_uring copied $((c1 - c0)) bytes in user space"
 else
 	[ "$r1" = 0 ] || fail "ring requests $r1 over /dev/fuse"
 fi
@@ -91,6 +95,36 @@ else
 fi
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+
+if [ "$WANT" = classic ]; then
+	FUSE_QD=1 conf_write <<EOF
+[controller nvme0]
+device = sim
+namespaces = 1
+size = 64M
+block_size = 4096
+backing = ram
+EOF
+	daemon_start nvme0n1 || { fail "start with one landing buffer"; finish; }
+	c0=$(stat_of copy_bytes)
+	$CTL inject nvme0 delay 300 > /dev/null || fail "inject delay 300"
+	pids=
+	for k in 0 1 2 3; do
+		dd if="$TMP/data" of="$F" bs=1M skip=$k seek=$k count=1 oflag=direct conv=notrunc \
+			status=none &
+		pids="$pids $!"
+	done
+	for p in $pids; do wait "$p" || fail "a concurrent write failed"; done
+	$CTL inject nvme0 delay 0 > /dev/null || fail "inject delay 0"
+	c1=$(stat_of copy_bytes)
+	# at least one write waited for the buffer, at least one had it
+	[ $((c1 - c0)) -ge $((1 << 20)) ] && [ $((c1 - c0)) -le $((3 << 20)) ] ||
+		fail "one landing buffer, four 1 MiB writes at once: $((c1 - c0)) bytes copied, want 1-3 MiB"
+	dd if="$F" of="$TMP/back" bs=1M count=4 iflag=direct status=none || fail "read back"
+	cmp -n $((4 << 20)) "$TMP/data" "$TMP/back" || fail "four concurrent writes read back wrong"
+	daemon_stop
+	[ "$DAEMON_RC" = 0 ] || fail "one landing buffer: daemon exit $DAEMON_RC"
+fi
 
 # the kernel switch off: uring refuses, auto falls back and says why
 if [ "$(id -u)" = 0 ] && [ -w $SW ]; then

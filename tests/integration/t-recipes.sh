@@ -223,7 +223,10 @@ daemon_stop
 pools() { sed -n '/^--- start/h; /^--- start/!H; ${x; p}' "$LOG" | grep 'dma: buffer pool of'; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 NODE_HP=/sys/devices/system/node/node0/hugepages/hugepages-2048kB
-FUSE_TRANSPORT=classic # the pools' size without io_uring's entries
+# the pools' size without io_uring's entries: over /dev/fuse a reactor's
+# pool is 32 MiB for requests and fuse_queue_depth (16) x 1 MiB for its
+# landing buffers
+FUSE_TRANSPORT=classic
 # two controllers, dma_isolation: one pool per controller per reactor
 DMA_ISOLATION=controller QD=64 conf_write <<EOF
 [controller nvme0]
@@ -251,11 +254,11 @@ else
 	daemon_start nvme0n1 || { fail "start (no hugepages)"; finish; }
 	daemon_stop
 	pools
-	[ "$(pools | grep -c 'buffer pool of 32 MiB on .*: 4 KiB pages (not enough free 2 MiB hugepages)')" = 2 ] ||
-		fail "without hugepages: want two 32 MiB pools on 4 KiB pages"
+	[ "$(pools | grep -c 'buffer pool of 48 MiB on .*: 4 KiB pages (not enough free 2 MiB hugepages)')" = 2 ] ||
+		fail "without hugepages: want two 48 MiB pools on 4 KiB pages"
 fi
-# two reactors of one 32 MiB pool each: 2 x 16 pages
-WANT=32
+# two reactors of one 48 MiB pool each: 2 x 24 pages
+WANT=48
 echo $((HP_OLD + WANT)) > /proc/sys/vm/nr_hugepages 2>/dev/null
 if [ "$(meminfo HugePages_Free)" -lt "$WANT" ]; then
 	echo "SKIP part: cannot reserve $WANT 2 MiB hugepages (HugePages_Free $(meminfo HugePages_Free))"
@@ -268,8 +271,8 @@ else
 	nfree1=$(cat $NODE_HP/free_hugepages)
 	daemon_stop
 	pools
-	[ "$(pools | grep -c 'buffer pool of 32 MiB on NUMA node 0: 16 2 MiB hugepages$')" = 2 ] ||
-		fail "with $WANT hugepages free: want two pools on 16 hugepages each"
+	[ "$(pools | grep -c 'buffer pool of 48 MiB on NUMA node 0: 24 2 MiB hugepages$')" = 2 ] ||
+		fail "with $WANT hugepages free: want two pools on 24 hugepages each"
 	[ $((free0 - free1)) = $WANT ] || fail "HugePages_Free went from $free0 to $free1, want -$WANT"
 	[ $((nfree0 - nfree1)) = $WANT ] || fail "node0 free_hugepages went from $nfree0 to $nfree1, want -$WANT"
 	[ "$(meminfo HugePages_Free)" = "$free0" ] || fail "hugepages not given back at stop"
@@ -278,7 +281,7 @@ else
 	daemon_start nvme0n1 || { fail "start (one hugepage short)"; finish; }
 	daemon_stop
 	pools
-	[ "$(pools | grep -c ': 16 2 MiB hugepages$')" = 1 ] &&
+	[ "$(pools | grep -c ': 24 2 MiB hugepages$')" = 1 ] &&
 		[ "$(pools | grep -c ': 4 KiB pages (not enough free 2 MiB hugepages)$')" = 1 ] ||
 		fail "one hugepage short: want one pool on hugepages and one on 4 KiB pages"
 	# dma_isolation, two controllers, queue_depth 64, one reactor: two

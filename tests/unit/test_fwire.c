@@ -17,8 +17,10 @@
 
 #include "fwire.h"
 
-enum { DEV, RING };
-static const char *const shape_name[] = {"dev", "ring"};
+/* SPLIT: /dev/fuse read with readv into FW_DEV_HEAD bytes and a tail
+ * buffer (fw_decode_dev_split), as a reader with a landing buffer reads */
+enum { DEV, RING, SPLIT };
+static const char *const shape_name[] = {"dev", "ring", "split"};
 
 #define OP_AREA FUSE_URING_OP_IN_OUT_SZ
 #define STALE   0xa5 /* what the ring's op area holds beyond the op header */
@@ -35,9 +37,11 @@ struct wire {
 	size_t ring_op_len; /* ring: op area given to fw_decode (default 128) */
 	bool ring_null;     /* ring: an empty payload passed as NULL (clang's
 	                     * UBSan caught NULL + 0 in the decoder) */
-	/* the buffers the decoder saw (exact sizes) */
+	/* the buffers the decoder saw (exact sizes; split: dev is the head,
+	 * with room for the whole request, payload the tail) */
 	uint8_t *dev, *ring_op, *payload;
 	size_t dev_len;
+	bool in_tail; /* split: the data was decoded in the tail */
 };
 
 static void w_init(struct wire *w, uint32_t opcode)
@@ -105,6 +109,27 @@ static int w_decode(struct wire *w, int shape, struct fw_msg *m)
 			memcpy(w->dev + sizeof(w->h) + w->op_len, w->rest, w->rest_len);
 		return fw_decode_dev(w->dev, w->dev_len, m);
 	}
+	if (shape == SPLIT) {
+		size_t all = sizeof(w->h) + w->op_len + w->rest_len;
+		size_t head = all < FW_DEV_HEAD ? all : FW_DEV_HEAD;
+
+		w->h.len = (uint32_t)((int)all + w->len_delta);
+		w->dev = malloc(all);
+		w->payload = malloc(all - head + 1);
+		ck_assert_ptr_nonnull(w->dev);
+		ck_assert_ptr_nonnull(w->payload);
+		memcpy(w->dev, &w->h, sizeof(w->h));
+		memcpy(w->dev + sizeof(w->h), w->op, w->op_len);
+		if (w->rest_len)
+			memcpy(w->dev + sizeof(w->h) + w->op_len, w->rest, w->rest_len);
+		/* the tail moves out; what stays in dev past head is junk the
+		 * decoder must overwrite when it makes the request whole */
+		memcpy(w->payload, w->dev + head, all - head);
+		memset(w->dev + head, STALE, all - head);
+		w->dev_len = head;
+		return fw_decode_dev_split(w->dev, head, all, w->payload, all - head, m,
+					   &w->in_tail);
+	}
 	w->h.len = (uint32_t)(sizeof(w->h) + w->op_len + w->rest_len);
 	w->ring_op = malloc(w->ring_op_len ? w->ring_op_len : 1);
 	ck_assert_ptr_nonnull(w->ring_op);
@@ -122,7 +147,9 @@ static int w_decode(struct wire *w, int shape, struct fw_msg *m)
 /* where the rest (names, data) starts in the buffers the decoder saw */
 static const uint8_t *w_rest(const struct wire *w, int shape)
 {
-	return shape == DEV ? w->dev + sizeof(w->h) + w->op_len : w->payload;
+	if (shape == SPLIT && w->in_tail)
+		return w->payload;
+	return shape != RING ? w->dev + sizeof(w->h) + w->op_len : w->payload;
 }
 
 static void check_header(const struct wire *w, const struct fw_msg *m)
@@ -689,6 +716,8 @@ START_TEST(t_write)
 	ck_assert_uint_eq(m.data_len, sizeof(buf));
 	ck_assert_mem_eq(m.data, buf, sizeof(buf));
 	ck_assert_ptr_null(m.name);
+	/* split: the data stays where the reader's readv put it */
+	ck_assert(w.in_tail == (_i == SPLIT));
 	w_free(&w);
 
 	/* the payload holds more than size (the ring's buffer): size counts */
@@ -815,6 +844,74 @@ START_TEST(t_op_truncated)
 		              rc);
 		w_free(&w);
 	}
+}
+END_TEST
+
+/* fw_decode_dev_split beyond the shapes the loop tests share */
+START_TEST(t_dev_split)
+{
+	struct fuse_in_header h = {.opcode = FUSE_WRITE, .unique = 9, .nodeid = 2};
+	struct fuse_write_in in = {.fh = 1, .offset = 4096, .size = 4096};
+	uint8_t head[FW_DEV_HEAD + 64], tail[4096 + 16];
+	struct fw_msg m;
+	bool in_tail = true;
+
+	for (size_t k = 0; k < sizeof(tail); k++)
+		tail[k] = (uint8_t)(k * 13 + 5);
+	/* a WRITE with an extension (8 bytes) after its data: the data in
+	 * place, the extension left out */
+	h.len = (uint32_t)(FW_DEV_HEAD + 4096 + 8);
+	h.total_extlen = 1;
+	memcpy(head, &h, sizeof(h));
+	memcpy(head + sizeof(h), &in, sizeof(in));
+	ck_assert_int_eq(fw_decode_dev_split(head, FW_DEV_HEAD, sizeof(head), tail, 4096 + 8, &m,
+					     &in_tail),
+			 FW_OK);
+	ck_assert(in_tail);
+	ck_assert_ptr_eq(m.data, tail);
+	ck_assert_uint_eq(m.data_len, 4096);
+	ck_assert_uint_eq(m.h.unique, 9);
+	/* extensions that leave less data than size: malformed, not taken */
+	h.total_extlen = 8;
+	memcpy(head, &h, sizeof(h));
+	ck_assert_int_eq(fw_decode_dev_split(head, FW_DEV_HEAD, sizeof(head), tail, 4096 + 8, &m,
+					     &in_tail),
+			 FW_BAD);
+	ck_assert(!in_tail);
+	/* extensions longer than what came: not a WRITE to take in place,
+	 * and the head has no room to make it whole */
+	h.total_extlen = 600;
+	memcpy(head, &h, sizeof(h));
+	ck_assert_int_eq(fw_decode_dev_split(head, FW_DEV_HEAD, sizeof(head), tail, 4096 + 8, &m,
+					     &in_tail),
+			 FW_BAD);
+	ck_assert(!in_tail);
+	ck_assert_uint_eq(m.h.unique, 9);
+	/* h.len not what was read: not taken in place; made whole it is
+	 * malformed (room given here) */
+	uint8_t whole[FW_DEV_HEAD + sizeof(tail)];
+
+	h.total_extlen = 0;
+	h.len = (uint32_t)(FW_DEV_HEAD + 4096 + 1);
+	memcpy(whole, &h, sizeof(h));
+	memcpy(whole + sizeof(h), &in, sizeof(in));
+	ck_assert_int_eq(fw_decode_dev_split(whole, FW_DEV_HEAD, sizeof(whole), tail, 4096, &m,
+					     &in_tail),
+			 FW_BAD);
+	ck_assert(!in_tail);
+	/* a READ's 80 bytes and a tail (the kernel never sends one; bytes of
+	 * some other request): made whole, its length says it is cut wrong */
+	h.opcode = FUSE_READ;
+	h.len = (uint32_t)FW_DEV_HEAD;
+	memcpy(whole, &h, sizeof(h));
+	ck_assert_int_eq(fw_decode_dev_split(whole, FW_DEV_HEAD, sizeof(whole), tail, 16, &m,
+					     &in_tail),
+			 FW_BAD);
+	/* nothing in the tail: as fw_decode_dev */
+	ck_assert_int_eq(fw_decode_dev_split(whole, FW_DEV_HEAD, FW_DEV_HEAD, tail, 0, &m,
+					     &in_tail),
+			 FW_OK);
+	ck_assert_uint_eq(m.h.opcode, FUSE_READ);
 }
 END_TEST
 
@@ -1444,34 +1541,35 @@ int main(void)
 	TCase *init = tcase_create("init");
 	TCase *ans = tcase_create("answers");
 
-	/* _i: the shape (0 /dev/fuse, 1 io_uring) */
-	tcase_add_loop_test(dec, t_getattr, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_setattr, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_open_opendir, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_read_readdir, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_release_flush_fsync, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_fallocate_lseek_access_interrupt, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_statfs_destroy, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_forget, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_batch_forget, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_init, DEV, RING + 1);
+	/* _i: the shape (0 /dev/fuse, 1 io_uring, 2 /dev/fuse split) */
+	tcase_add_loop_test(dec, t_getattr, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_setattr, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_open_opendir, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_read_readdir, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_release_flush_fsync, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_fallocate_lseek_access_interrupt, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_statfs_destroy, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_forget, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_batch_forget, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_init, DEV, SPLIT + 1);
 	tcase_add_test(dec, t_init_short);
-	tcase_add_loop_test(dec, t_lookup, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_name_with_header, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_symlink, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_rename, DEV, RING + 1);
-	tcase_add_loop_test(dec, t_write, DEV, RING + 1);
+	tcase_add_loop_test(dec, t_lookup, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_name_with_header, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_symlink, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_rename, DEV, SPLIT + 1);
+	tcase_add_loop_test(dec, t_write, DEV, SPLIT + 1);
 	suite_add_tcase(s, dec);
 
-	tcase_add_loop_test(bad, t_name_empty, DEV, RING + 1);
-	tcase_add_loop_test(bad, t_name_no_nul, DEV, RING + 1);
-	tcase_add_loop_test(bad, t_write_short, DEV, RING + 1);
-	tcase_add_loop_test(bad, t_batch_forget_overflow, DEV, RING + 1);
-	tcase_add_loop_test(bad, t_op_truncated, DEV, RING + 1);
+	tcase_add_loop_test(bad, t_name_empty, DEV, SPLIT + 1);
+	tcase_add_loop_test(bad, t_name_no_nul, DEV, SPLIT + 1);
+	tcase_add_loop_test(bad, t_write_short, DEV, SPLIT + 1);
+	tcase_add_loop_test(bad, t_batch_forget_overflow, DEV, SPLIT + 1);
+	tcase_add_loop_test(bad, t_op_truncated, DEV, SPLIT + 1);
 	tcase_add_test(bad, t_dev_short);
+	tcase_add_test(bad, t_dev_split);
 	tcase_add_test(bad, t_dev_len_mismatch);
 	tcase_add_test(bad, t_dev_extensions);
-	tcase_add_loop_test(bad, t_unknown_opcode, DEV, RING + 1);
+	tcase_add_loop_test(bad, t_unknown_opcode, DEV, SPLIT + 1);
 	suite_add_tcase(s, bad);
 
 	tcase_add_test(init, t_init_answer);
