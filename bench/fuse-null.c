@@ -26,8 +26,11 @@
  * (1 MiB requests, async direct I/O, 1024 background requests, parallel
  * direct writes).
  *
- * Usage: fuse-null [-p] [-r | -u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT
+ * Usage: fuse-null [-p] [-r | -u [-d DEPTH] [-e]] [-s SIZE] [-t THREADS] MOUNTPOINT
  *   -p          poll instead of sleeping (epoll, read, or the ring's wait)
+ *   -e          -u: wait as an event loop does (nvmefsd's reactor): sleep in
+ *               epoll_wait on the ring's fd, submit the answers apart, no
+ *               deferred task work; what that way of waiting costs
  *   -r          /dev/fuse without libfuse's loop (see above)
  *   -u          serve over io_uring; fails when the kernel does not offer it
  *   -d DEPTH    -u: entries per FUSE queue (default 16)
@@ -56,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -365,6 +369,7 @@ struct uqueue {
 	bool running;
 	struct io_uring ring;
 	struct uent *ents;
+	int epfd;             /* -e: the epoll the thread sleeps in */
 	unsigned live;        /* entries with the kernel or being served */
 	unsigned unsubmitted; /* SQEs prepared, not yet submitted */
 	struct counts c;
@@ -372,6 +377,7 @@ struct uqueue {
 };
 
 static bool uring_mode;
+static bool epoll_wait_mode; /* -e */
 static unsigned depth = 16;
 static struct uqueue *uqueues;
 static unsigned nr_uqueues;
@@ -700,7 +706,7 @@ static int ring_init(struct uqueue *q)
 	 * for completions, deferred task work runs them in this thread's
 	 * wait; polling never enters the kernel, so it takes the default. */
 	p.flags = IORING_SETUP_SQE128;
-	if (!polling)
+	if (!polling && !epoll_wait_mode)
 		p.flags |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	err = io_uring_queue_init_params(depth, &q->ring, &p);
 	if (err == -EINVAL && !polling) {
@@ -718,6 +724,7 @@ static void *ring_thread(void *arg)
 	unsigned head, n;
 	int err;
 
+	q->epfd = -1;
 	/* the ring is made here: with SINGLE_ISSUER its creator submits */
 	err = ring_init(q);
 	if (err < 0) {
@@ -748,6 +755,15 @@ static void *ring_thread(void *arg)
 		e->iov[1].iov_base = e->payload;
 		e->iov[1].iov_len = MAX_IO;
 	}
+	if (epoll_wait_mode) {
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		q->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (q->epfd < 0 || epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->ring.ring_fd, &ev) < 0) {
+			ring_fail(q, "epoll", -errno);
+			goto out_ents;
+		}
+	}
 	for (unsigned i = 0; i < depth; i++) {
 		q->live++;
 		prep_cmd(&q->ents[i], FUSE_IO_URING_CMD_REGISTER);
@@ -757,6 +773,13 @@ static void *ring_thread(void *arg)
 			err = 0;
 			if (q->unsubmitted)
 				err = io_uring_submit(&q->ring);
+		} else if (epoll_wait_mode) {
+			struct epoll_event ev;
+
+			err = io_uring_submit(&q->ring);
+			if (!io_uring_cq_ready(&q->ring) && epoll_wait(q->epfd, &ev, 1, -1) < 0 &&
+			    errno != EINTR)
+				err = -errno;
 		} else {
 			err = io_uring_submit_and_wait(&q->ring, 1);
 		}
@@ -781,6 +804,8 @@ out_ents:
 			munmap(q->ents[i].payload, MAX_IO);
 	free(q->ents);
 	q->ents = NULL;
+	if (q->epfd >= 0)
+		close(q->epfd);
 out_ring:
 	/* commands still with the kernel are cancelled here */
 	io_uring_queue_exit(&q->ring);
@@ -1216,8 +1241,10 @@ static int parse_size(const char *s, uint64_t *out)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fuse-null [-p] [-r | -u [-d DEPTH]] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
+	fprintf(f, "usage: fuse-null [-p] [-r | -u [-d DEPTH] [-e]] [-s SIZE] [-t THREADS] MOUNTPOINT\n"
 		   "  -p          poll (busy loop) instead of sleeping in epoll, read or the ring\n"
+		   "  -e          -u: sleep in epoll on the ring's fd and submit apart, as an\n"
+		   "              event loop does (no deferred task work)\n"
 		   "  -r          /dev/fuse without libfuse: THREADS pinned readers, each on\n"
 		   "              a clone of the channel, answering in place\n"
 		   "  -u          serve over io_uring: one pinned thread and queue per CPU\n"
@@ -1237,8 +1264,11 @@ int main(int argc, char **argv)
 	unsigned started = 1;
 	int opt, fd, flags, ret = 1;
 
-	while ((opt = getopt(argc, argv, "prud:s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "eprud:s:t:h")) != -1) {
 		switch (opt) {
+		case 'e':
+			epoll_wait_mode = true;
+			break;
 		case 'p':
 			polling = true;
 			break;
@@ -1293,6 +1323,10 @@ int main(int argc, char **argv)
 	}
 	if (uring_mode && raw_mode) {
 		fprintf(stderr, "fuse-null: -r and -u are two transports: one of them\n");
+		return 2;
+	}
+	if (epoll_wait_mode && (!uring_mode || polling)) {
+		fprintf(stderr, "fuse-null: -e is a way of sleeping over io_uring: with -u, not -p\n");
 		return 2;
 	}
 	if (uring_mode && nr_loops != 1) {

@@ -2,7 +2,7 @@
 # t-fuse-null.sh - the benchmarks' null server (bench/fuse-null.c) serves
 # what its ratios claim, on each of its transports: libfuse's loop, raw
 # readers on clones of /dev/fuse (-r) and, in the io_uring suite, its rings
-# (-u).  Per transport: reads return zeroes, writes are taken and dropped,
+# (-u), also sleeping in epoll as an event loop does (-u -e).  Per transport: reads return zeroes, writes are taken and dropped,
 # a read past the end returns nothing, the file has the size asked for, and
 # at SIGTERM it unmounts, exits 0 and counts the requests where they came
 # (-r: over its readers; -u: over the rings, not /dev/fuse).
@@ -69,5 +69,10 @@ if [ "${FUSE_TRANSPORT:-}" = uring ]; then
 	counts_check uring 's/^fuse-null: io_uring: [0-9]* requests (\([0-9]*\) reads, \([0-9]*\) writes.*/\1 \2/p'
 	grep -q '^fuse-null: /dev/fuse: [0-9]* requests (1 INIT, 0 reads, 0 writes' "$TMP/null.log" ||
 		fail "uring: reads or writes came over /dev/fuse: $(cat "$TMP/null.log")"
+	null_check uring-epoll -u -e -d 4
+	counts_check uring-epoll 's/^fuse-null: io_uring: [0-9]* requests (\([0-9]*\) reads, \([0-9]*\) writes.*/\1 \2/p'
 fi
+timeout 10 "$NULLD" -e -r "$MNT" 2> /dev/null
+rc=$?
+[ $rc = 2 ] || { fail "-e without -u: exit $rc, want 2 (a usage error)"; fusermount3 -u "$MNT" 2>/dev/null; }
 finish
