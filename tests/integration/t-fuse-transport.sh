@@ -38,7 +38,8 @@ stat_of() { # KEY: a counter of stats' "fuse" object
 	$CTL stats --json > "$TMP/s.json" || return 1
 	json "$TMP/s.json" "d['fuse']['$1']"
 }
-conf_write <<EOF
+ram_conf() { # a 64 MiB RAM namespace of 4 KiB blocks
+	conf_write <<EOF
 [controller nvme0]
 device = sim
 namespaces = 1
@@ -46,6 +47,8 @@ size = 64M
 block_size = 4096
 backing = ram
 EOF
+}
+ram_conf
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 
@@ -97,14 +100,9 @@ daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
 
 if [ "$WANT" = classic ]; then
-	FUSE_QD=1 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-EOF
+	FUSE_QD=1
+	ram_conf
+	unset FUSE_QD
 	daemon_start nvme0n1 || { fail "start with one landing buffer"; finish; }
 	c0=$(stat_of copy_bytes)
 	$CTL inject nvme0 delay 300 > /dev/null || fail "inject delay 300"
