@@ -2,7 +2,7 @@
 # t-iostat.sh - the per-namespace and per-reactor figures against what fio
 # measured in the same run: stats --json (counts, bytes, latency sums and
 # raw buckets) exactly against fio's totals and within the engine's bucket
-# resolution against its latencies; iostat --json and top's rates within a
+# resolution against its total latencies (submission to completion); iostat --json and top's rates within a
 # tolerance of fio's IOPS while fio runs; flush and punch counted; the
 # metrics' namespace series and promtool check metrics; top on a terminal
 # (ncurses, under script(1)) and plain; reactor busy time in poll mode when
@@ -29,7 +29,8 @@ sock=$TMP/admin.sock
 "$CTL" -s "$sock" stats --json > "$TMP/s0.json" || fail "stats before"
 fio --name=mix --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
 	--rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --size=32M --io_size=16M \
-	--randseed=42 --output-format=json --output="$TMP/fio-mix.json" > "$TMP/fio.err" 2>&1 ||
+	--randseed=42 --lat_percentiles=1 --output-format=json --output="$TMP/fio-mix.json" \
+	> "$TMP/fio.err" 2>&1 ||
 	{ cat "$TMP/fio.err"; fail "fio randrw"; }
 "$CTL" -s "$sock" stats --json > "$TMP/s1.json" || fail "stats after"
 python3 - "$TMP/s0.json" "$TMP/s1.json" "$TMP/fio-mix.json" <<'PY' || fail "stats against fio's totals"
@@ -47,9 +48,13 @@ for op in ("read", "write"):
     for le, c in a["ops"][op]["buckets"]: hist[le] -= c
     hn = sum(hist.values())
     fo = f[op]
-    print("%s: daemon %d requests %d bytes mean %.1f us; fio %d ios %d bytes clat mean %.1f us p99 %.1f us" % (
+    # against fio's total latency (submission to completion): its clat
+    # starts when io_submit has returned, and the daemon may have taken,
+    # even answered, the request before that (a reactor on fio's CPU)
+    lat = fo["lat_ns"]
+    print("%s: daemon %d requests %d bytes mean %.1f us; fio %d ios %d bytes lat mean %.1f us p99 %.1f us" % (
         op, d["count"], d["bytes"], d["sum_ns"] / max(d["count"], 1) / 1e3, fo["total_ios"],
-        fo["io_bytes"], fo["clat_ns"]["mean"] / 1e3, fo["clat_ns"]["percentile"]["99.000000"] / 1e3))
+        fo["io_bytes"], lat["mean"] / 1e3, lat["percentile"]["99.000000"] / 1e3))
     # each 4 KiB O_DIRECT request is one FUSE request: the counts are exact
     if d["count"] != fo["total_ios"] or d["bytes"] != fo["io_bytes"] or d["errors"]:
         print("FAIL: %s: counts differ from fio's" % op); bad += 1
@@ -57,15 +62,24 @@ for op in ("read", "write"):
         print("FAIL: %s: the raw buckets count %d, the counter %d" % (op, hn, d["count"])); bad += 1
     # the daemon's time is part of what fio waits for
     mean = d["sum_ns"] / max(d["count"], 1)
-    if not (0 < mean <= fo["clat_ns"]["mean"]):
-        print("FAIL: %s: daemon mean %.0f ns, fio's %.0f ns" % (op, mean, fo["clat_ns"]["mean"])); bad += 1
-    # p99 from the buckets (upper bounds, within 12.5%) against fio's
-    want, acc, p99 = 0.99 * hn, 0, 0
-    for le in sorted(hist):
-        acc += hist[le]
-        if acc >= want: p99 = le; break
-    if not (0 < p99 <= fo["clat_ns"]["percentile"]["99.000000"] * 1.125 + 2000):
-        print("FAIL: %s: daemon p99 %d ns, fio's %d ns" % (op, p99, fo["clat_ns"]["percentile"]["99.000000"])); bad += 1
+    if not (0 < mean <= lat["mean"]):
+        print("FAIL: %s: daemon mean %.0f ns, fio's %.0f ns" % (op, mean, lat["mean"])); bad += 1
+    # percentiles from the buckets (upper bounds, within 12.5%) against
+    # fio's.  A request's time starts at its reactor pass's clock, read
+    # once per pass before the pass reads its requests, so a pass that is
+    # preempted while reading makes its late requests look older than they
+    # are: the median is held to fio's median, the p99 (where such passes
+    # are) to fio's p99.9
+    def pct(q):
+        want, acc = q * hn, 0
+        for le in sorted(hist):
+            acc += hist[le]
+            if acc >= want: return le
+        return 0
+    for q, name, fq in ((0.5, "p50", "50.000000"), (0.99, "p99", "99.900000")):
+        mine, theirs = pct(q), lat["percentile"][fq]
+        if not (0 < mine <= theirs * 1.125 + 2000):
+            print("FAIL: %s: daemon %s %d ns, fio's p%s %d ns" % (op, name, mine, fq[:4].rstrip("0").rstrip("."), theirs)); bad += 1
 if b["inflight"] != 0:
     print("FAIL: %d requests in flight after fio" % b["inflight"]); bad += 1
 if b["busy_ns"] <= a["busy_ns"]:
@@ -106,13 +120,13 @@ bad = 0
 if len(lines) != 2 or not lines[0]["since_start"] or lines[1]["since_start"]:
     print("FAIL: iostat --json 2 2 gave %d reports" % len(lines)); sys.exit(1)
 r = [n for n in lines[1]["namespaces"] if n["name"] == "nvme0n1"][0]
-print("fio %.0f IOPS, clat mean %.3f ms; iostat r/s %.0f r_await %.3f ms r_p99 %.3f ms aqu-sz %.2f %%util %.1f interval %.2f s" % (
-    f["iops"], f["clat_ns"]["mean"] / 1e6, r["r_s"], r["r_await_ms"], r["r_p99_ms"], r["aqu_sz"],
+print("fio %.0f IOPS, lat mean %.3f ms; iostat r/s %.0f r_await %.3f ms r_p99 %.3f ms aqu-sz %.2f %%util %.1f interval %.2f s" % (
+    f["iops"], f["lat_ns"]["mean"] / 1e6, r["r_s"], r["r_await_ms"], r["r_p99_ms"], r["aqu_sz"],
     r["util_pct"], lines[1]["interval_s"]))
 if abs(r["r_s"] - f["iops"]) > 0.25 * f["iops"]:
     print("FAIL: iostat r/s %.0f against fio's %.0f IOPS" % (r["r_s"], f["iops"])); bad += 1
-if not (0 < r["r_await_ms"] <= f["clat_ns"]["mean"] / 1e6 * 1.25):
-    print("FAIL: r_await %.3f ms against fio's %.3f ms" % (r["r_await_ms"], f["clat_ns"]["mean"] / 1e6)); bad += 1
+if not (0 < r["r_await_ms"] <= f["lat_ns"]["mean"] / 1e6 * 1.25):
+    print("FAIL: r_await %.3f ms against fio's %.3f ms" % (r["r_await_ms"], f["lat_ns"]["mean"] / 1e6)); bad += 1
 if not (0 < r["aqu_sz"] <= 8.5) or not (0 < r["util_pct"] <= 100):
     print("FAIL: aqu-sz %.2f (fio keeps 8 in flight) or %%util %.1f" % (r["aqu_sz"], r["util_pct"])); bad += 1
 if r["w_s"] != 0:
