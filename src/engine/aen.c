@@ -52,12 +52,16 @@ static void aer_done(void *arg, int err, const struct nvme_cqe *cqe)
 	recov_aen_kick(c);
 }
 
-/* Post AERs until the target is out.  Any thread holding reset_lock (or at
- * bring-up). */
+/* Post the AERs missing from the target.  How many is counted once: one
+ * that fails while the rest are posted (Invalid Opcode) is not armed again,
+ * and a loop on the live count would post it again.  Any thread holding
+ * reset_lock (or at bring-up). */
 static void aen_arm(struct nvme_ctrl *c)
 {
 	unsigned target = aen_target(c);
-	while (atomic_load_explicit(&c->aers_armed, memory_order_relaxed) < target) {
+	unsigned armed = atomic_load_explicit(&c->aers_armed, memory_order_relaxed);
+
+	for (unsigned n = armed < target ? target - armed : 0; n > 0; n--) {
 		struct nvme_sqe cmd = {.opc = NVME_ADM_ASYNC_EVENT};
 		/* counted first: its completion may come before the submit returns */
 		atomic_fetch_add_explicit(&c->aers_armed, 1, memory_order_relaxed);
