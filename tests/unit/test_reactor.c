@@ -382,13 +382,24 @@ START_TEST(t_calls)
 END_TEST
 
 /* ---- load accounting and the pass clock ---- */
+/* The hook counts passes and takes the reactor's figures itself, on the
+ * reactor's thread, at pass numbers it chose: the windows are made of
+ * passes, not of the test thread's sleeps, so a busy machine that preempts
+ * the reactor (even in the middle of a pass) changes how long a window
+ * takes, never what it contains. */
+#define LOAD_WORK 400  /* passes that work (20 us each at least) */
+#define LOAD_IDLE 4000 /* passes that find nothing */
 struct loadt {
 	struct nvme_reactor *r;
-	_Atomic bool working;
 	unsigned clock_moved; /* passes whose clock changed within the pass */
 	unsigned passes;
 	uint64_t last;
 	bool went_back;
+	/* figures and pass clocks at the first working pass (a), the first
+	 * idle pass (b) and the pass after the last idle one (c) */
+	struct nvme_reactor_stats a, b, c;
+	uint64_t ca, cb, cc;
+	_Atomic bool done;
 };
 static uint64_t mono_ns(void)
 {
@@ -400,11 +411,23 @@ static void load_hook(void *arg)
 {
 	struct loadt *t = arg;
 	uint64_t c0 = nvme_reactor_clock(t->r);
+	unsigned n = t->passes++;
 	if (c0 < t->last)
 		t->went_back = true;
 	t->last = c0;
-	t->passes++;
-	if (atomic_load(&t->working)) {
+	/* pass 0 is the loop's first; 1..LOAD_WORK work; then LOAD_IDLE idle */
+	if (n == 1) {
+		nvme_reactor_stats_get(t->r, &t->a);
+		t->ca = c0;
+	} else if (n == 1 + LOAD_WORK) {
+		nvme_reactor_stats_get(t->r, &t->b);
+		t->cb = c0;
+	} else if (n == 1 + LOAD_WORK + LOAD_IDLE) {
+		nvme_reactor_stats_get(t->r, &t->c);
+		t->cc = c0;
+		atomic_store(&t->done, true);
+	}
+	if (n >= 1 && n < 1 + LOAD_WORK) {
 		uint64_t end = mono_ns() + 20000;
 		while (mono_ns() < end) /* 20 us of "work" */
 			;
@@ -415,42 +438,38 @@ static void load_hook(void *arg)
 }
 /* A polling reactor: the clock is read once per pass (every use in a pass
  * sees the same time, and it never goes back), passes that worked count as
- * busy, the others as idle, and the two add up to the time it ran. */
+ * busy, the others as idle, and the two add up to the time between the
+ * pass clocks. */
 START_TEST(t_load_accounting)
 {
 	struct nvme_reactor_opts ro = {.cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 1u << 20};
 	static struct loadt t;
-	struct nvme_reactor_stats a, b, c;
-	struct timespec ts = {0, 150000000};
 	memset(&t, 0, sizeof(t));
 	ck_assert_int_eq(nvme_reactor_create(&ro, &t.r), 0);
 	nvme_reactor_set_pass_hook(t.r, load_hook, &t);
 	ck_assert_int_eq(nvme_reactor_start(t.r), 0);
-	nanosleep(&(struct timespec){0, 20000000}, NULL);
-	nvme_reactor_stats_get(t.r, &a);
-	uint64_t t0 = mono_ns();
-	atomic_store(&t.working, true);
-	nanosleep(&ts, NULL);
-	atomic_store(&t.working, false);
-	nvme_reactor_stats_get(t.r, &b);
-	nanosleep(&ts, NULL);
-	uint64_t t2 = mono_ns();
-	nvme_reactor_stats_get(t.r, &c);
+	/* a hang bound only: the passes take about 10 ms on an idle machine */
+	for (int i = 0; i < 60000 && !atomic_load(&t.done); i++)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	nvme_reactor_stop(t.r);
 	nvme_reactor_join(t.r);
-	ck_assert_uint_gt(t.passes, 100);
+	ck_assert_msg(atomic_load(&t.done), "the reactor made %u passes in 60 s", t.passes);
 	ck_assert_uint_eq(t.clock_moved, 0);
 	ck_assert(!t.went_back);
-	/* working: nearly all busy; then nearly all idle (a shared machine
-	 * may preempt the thread: the bounds are loose, the split is not) */
-	uint64_t busy1 = b.busy_ns - a.busy_ns, idle1 = b.idle_ns - a.idle_ns;
-	uint64_t busy2 = c.busy_ns - b.busy_ns, idle2 = c.idle_ns - b.idle_ns;
-	ck_assert_uint_gt(busy1, 4 * idle1);
-	ck_assert_uint_gt(idle2, 4 * busy2);
-	ck_assert_uint_gt(b.busy_passes, a.busy_passes);
-	/* what was accounted is the time that passed, give or take a pass */
-	ck_assert_uint_le(busy1 + idle1 + busy2 + idle2, (t2 - t0) + 5000000);
-	ck_assert_uint_ge(busy1 + idle1 + busy2 + idle2, (t2 - t0) / 2);
+	/* a pass is accounted when the next one reads its clock: what the
+	 * figures hold at pass k is passes 0..k-1, so [a, b) is the working
+	 * passes and [b, c) the idle ones, whole */
+	uint64_t busy1 = t.b.busy_ns - t.a.busy_ns, idle1 = t.b.idle_ns - t.a.idle_ns;
+	uint64_t busy2 = t.c.busy_ns - t.b.busy_ns, idle2 = t.c.idle_ns - t.b.idle_ns;
+	ck_assert_uint_eq(idle1, 0);
+	ck_assert_uint_eq(busy2, 0);
+	ck_assert_uint_eq(t.b.busy_passes - t.a.busy_passes, LOAD_WORK);
+	ck_assert_uint_eq(t.c.busy_passes - t.b.busy_passes, 0);
+	ck_assert_uint_ge(busy1, (uint64_t)LOAD_WORK * 20000); /* each spun 20 us */
+	ck_assert_uint_gt(idle2, 0);
+	/* what was accounted is the time between the pass clocks, exactly */
+	ck_assert_uint_eq(busy1, t.cb - t.ca);
+	ck_assert_uint_eq(idle2, t.cc - t.cb);
 	nvme_reactor_destroy(t.r);
 }
 END_TEST
