@@ -49,20 +49,26 @@ static struct sim_opts sim_defaults(bool threaded)
 	return so;
 }
 
-static void env_open(struct env *e, const struct sim_opts *so, unsigned depth, unsigned budget,
-                     unsigned timeout_ms)
+static void env_open_retries(struct env *e, const struct sim_opts *so, unsigned depth,
+                             unsigned budget, unsigned timeout_ms, unsigned retries)
 {
 	memset(e, 0, sizeof(*e));
 	e->threaded = so->threaded;
 	struct rig_opts o = {.pool_bytes = 32u << 20};
 	o.sim[0] = *so;
 	o.ctrl[0] = (struct nvme_ctrl_opts){
-	    .queue_depth = depth, .cq_budget = budget, .io_timeout_ms = timeout_ms, .io_retries = 3};
+	    .queue_depth = depth, .cq_budget = budget, .io_timeout_ms = timeout_ms, .io_retries = retries};
 	ck_assert_int_eq(rig_open(&e->g, &o), 0);
 	e->sim = e->g.sim[0];
 	e->c = e->g.c[0];
 	e->r = e->g.r[0];
 	e->qp = e->g.qp[0][0];
+}
+
+static void env_open(struct env *e, const struct sim_opts *so, unsigned depth, unsigned budget,
+                     unsigned timeout_ms)
+{
+	env_open_retries(e, so, depth, budget, timeout_ms, 3);
 }
 
 static void env_close(struct env *e)
@@ -569,7 +575,10 @@ static void timeout_case(bool threaded, bool hang)
 {
 	struct env e;
 	struct sim_opts so = sim_defaults(threaded);
-	env_open(&e, &so, 32, 4, 100);
+	/* a resent command that a busy machine (valgrind, other load) keeps
+	 * past 100 ms times out again: enough retries that only a device that
+	 * never answers fails it */
+	env_open_retries(&e, &so, 32, 4, 100, 10);
 	struct tmo_ctx t = {.e = &e, .buf = nvme_reactor_buf_alloc(e.r, 8192), .hang = hang};
 	nvme_reactor_set_pass_hook(e.r, tmo_hook, &t);
 	uint64_t t0 = nvme_now_ns();
