@@ -32,6 +32,17 @@
 int safepath_open_parent(const char *path, bool create, const char **name, char *msg,
 			 size_t len);
 
+/* Make directory name in dfd (a directory the walk above trusts) and
+ * return it opened O_RDONLY|O_DIRECTORY, with mode 0755 whatever the
+ * umask.  A name that exists already (EEXIST: made meanwhile by someone
+ * else) is taken only if it is a directory owned by root (or the
+ * effective user), and keeps its mode for the caller to check.  Nothing is
+ * changed by name and no link is followed: a symbolic link planted between
+ * a caller's look-up and the mkdirat is refused (-ELOOP) and its target
+ * left alone.  shown: the path as msg names it.  Returns the fd or a
+ * negative errno. */
+int safepath_mkdir(int dfd, const char *name, const char *shown, char *msg, size_t len);
+
 /* path opened O_RDWR|O_CLOEXEC as a regular file after the walk: an
  * existing one must be a regular file owned by root (or the effective
  * user); a missing one is created with O_EXCL and the given mode (its

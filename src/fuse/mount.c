@@ -338,18 +338,20 @@ int fusefs_prepare_mountpoint(const char *path)
 			}
 		} else if (err == -ENOENT) {
 			/* 0755 whatever the umask: the unit's UMask=0077 would
-			 * keep everyone but root away from the namespace files */
-			if ((mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) ||
-			    fchmodat(dfd, name, 0755, 0) < 0) {
-				err = -errno;
-				log_err("%s: cannot create the mountpoint: %s", path, strerror(-err));
+			 * keep everyone but root away from the namespace files;
+			 * made and changed through an fd, never by name */
+			int mfd = safepath_mkdir(dfd, name, path, msg, sizeof(msg));
+
+			if (mfd < 0) {
+				err = mfd;
+				log_err("%s: cannot create the mountpoint: %s", path, msg);
 				goto out;
 			}
+			err = fstat(mfd, &st) < 0 ? -errno : 0;
+			close(mfd);
+			if (err)
+				goto out;
 			log_info("%s: created the mountpoint", path);
-			if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-				err = -errno;
-				goto out;
-			}
 		} else {
 			log_err("%s: mountpoint: %s", path, strerror(-err));
 			goto out;
