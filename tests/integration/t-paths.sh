@@ -7,7 +7,8 @@
 #   user, a file in a group- or world-writable directory (sticky or not) or
 #   below a directory owned by another user or writable by others without
 #   the sticky bit, a FIFO or a directory at the path; a link at the
-#   mountpoint, in its parents, or a world-writable parent.  A missing backing file is created
+#   mountpoint, in its parents, or a world-writable parent, and a mountpoint
+#   that is not empty (exit 1).  A missing backing file is created
 #   mode 0600 and an existing root-owned one is used (both serve I/O), in a
 #   private directory below a sticky world-writable one.
 . "$(dirname "$0")/lib.sh"
@@ -162,5 +163,14 @@ conf_mnt "$TMP/shared/mnt"
 mnt_refused "world-writable parent of the mountpoint" \
 	"$TMP/shared/mnt: mountpoint refused: directory $TMP/shared is writable by group or others" \
 	"$TMP/shared/mnt"
+# a mountpoint with files in it: refused (the mount would hide them), exit
+# status 1 (start-up failed, nvmefsd(8)), the files untouched
+mkdir -m 755 "$TMP/full"
+echo kept > "$TMP/full/data"
+conf_mnt "$TMP/full"
+mnt_refused "a mountpoint that is not empty" \
+	"$TMP/full: mountpoint is not empty \(1 entry: 'data'\)" "$TMP/full"
+[ "${DAEMON_RC:-}" = 1 ] || fail "a mountpoint that is not empty: exit ${DAEMON_RC:-none}, want 1"
+[ "$(cat "$TMP/full/data")" = kept ] || fail "a mountpoint that is not empty: its file changed"
 MNT=$TMP/mnt
 finish

@@ -1,5 +1,6 @@
 /* test_mount.c - fusefs_prepare_mountpoint against real mounts: a missing
- * mountpoint is created, an empty directory is accepted, a live mount is
+ * mountpoint is created, an empty directory is accepted and one that is not
+ * is refused, naming what is in it, a live mount is
  * refused with -EBUSY and named (its source read back through libmount,
  * escapes and all, also for a path with a space, a tab and a backslash), the
  * mount on top is the one named when two are stacked; the directories it
@@ -330,6 +331,30 @@ START_TEST(t_race_foreign_dir)
 }
 END_TEST
 
+/* a directory with something in it is refused, naming what is there,
+ * until it is empty again */
+START_TEST(t_not_empty)
+{
+	char path[192], f[192], log[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/mnt", dir);
+	snprintf(f, sizeof(f), "%s/mnt/old-data", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	fd = open(f, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -ENOTEMPTY);
+	ck_assert_msg(strstr(log, "mountpoint is not empty (1 entry: 'old-data')"), "log: %s", log);
+	ck_assert_int_eq(unlink(f), 0);
+	snprintf(f, sizeof(f), "%s/mnt/.hidden", dir);
+	ck_assert_int_eq(mkdir(f, 0700), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), -ENOTEMPTY);
+	ck_assert_int_eq(rmdir(f), 0);
+	ck_assert_int_eq(prepare(path, log, sizeof(log)), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mount");
@@ -350,6 +375,7 @@ int main(void)
 	tcase_add_test(tc, t_race_parent_link);
 	tcase_add_test(tc, t_race_mountpoint_link);
 	tcase_add_test(tc, t_race_foreign_dir);
+	tcase_add_test(tc, t_not_empty);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
