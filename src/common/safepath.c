@@ -210,7 +210,10 @@ int safepath_open_parent(const char *path, bool create, const char **name, char 
 		}
 		if (next < 0) {
 			err = -errno;
-			snprintf(msg, len, "cannot open %s: %s", buf, strerror(-err));
+			if (err == -ENOENT)
+				snprintf(msg, len, "directory %s does not exist", buf);
+			else
+				snprintf(msg, len, "cannot open %s: %s", buf, strerror(-err));
 			goto fail;
 		}
 		close(fd);
@@ -297,6 +300,27 @@ out:
 	if (*created)
 		unlinkat(dfd, name, 0);
 	*created = false;
+	close(dfd);
+	return err;
+}
+
+int safepath_check_file(const char *path, char *msg, size_t len)
+{
+	const char *name;
+	struct stat st;
+	int dfd, err = 0;
+
+	dfd = safepath_open_parent(path, false, &name, msg, len);
+	if (dfd < 0)
+		return dfd;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT) {
+			err = -errno;
+			snprintf(msg, len, "cannot stat %s: %s", path, strerror(-err));
+		}
+	} else {
+		err = check_file(&st, path, msg, len);
+	}
 	close(dfd);
 	return err;
 }

@@ -50,4 +50,11 @@ int safepath_mkdir(int dfd, const char *name, const char *shown, char *msg, size
  * negative errno. */
 int safepath_open_file(const char *path, mode_t mode, bool *created, char *msg, size_t len);
 
+/* What safepath_open_file would say of path, opening and creating
+ * nothing: 0 when the walk passes and the file is missing (it would be
+ * created) or is a regular file owned by root (or the effective user);
+ * else a negative errno and msg (-ENOENT: a directory on the way does not
+ * exist; -EACCES: the caller may not search one, so nothing was judged). */
+int safepath_check_file(const char *path, char *msg, size_t len);
+
 #endif
