@@ -21,7 +21,11 @@ extern const char *prog;                /* for messages */
 extern volatile sig_atomic_t stop_flag; /* SIGINT or SIGTERM came: stop */
 
 /* Send the request object req (consumed) and parse the reply.  Returns an
- * exit code; on EXIT_OK *rep is the reply (ok true).  Errors are printed. */
+ * exit code; on EXIT_OK *rep is the reply (ok true).  Errors are printed.
+ * Nothing is sent (EXIT_CONNECT) to a socket whose directory another user
+ * could change (not root's or the caller's, or writable by group or others
+ * unless sticky and root's) or whose listener runs as neither root nor the
+ * caller (SO_PEERCRED). */
 int ctl_exchange(const char *sock, json_object *req, json_object **rep);
 /* Send {"cmd": cmd[, "controller": ctrl]}: see ctl_exchange. */
 int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep);
