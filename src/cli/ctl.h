@@ -35,6 +35,10 @@ void ctl_catch_signals(void);
 /* Sleep for secs unless a signal ends it. */
 void ctl_nap(double secs);
 
+/* strcmp, but a run of digits compares as the number it is: nvme0n2
+ * before nvme0n10, nvme2 before nvme10 (the order people count in). */
+int ctl_natcmp(const char *a, const char *b);
+
 /* member k of object o, or NULL */
 json_object *jget(json_object *o, const char *k);
 const char *jstr(json_object *o, const char *k); /* "-" when absent */
