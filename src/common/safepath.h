@@ -24,9 +24,10 @@
 #include <sys/types.h>
 
 /* The directory holding path's last component, opened O_PATH|O_DIRECTORY
- * (an fd for openat, mkdirat, fstatat), after the walk above.  With create,
- * missing directories are made (mode 0755 whatever the umask) and then
- * checked like the rest.
+ * (O_RDONLY|O_DIRECTORY when the walk made it; either way an fd for openat,
+ * mkdirat, fstatat), after the walk above.  With create, missing
+ * directories are made (safepath_mkdir: mode 0755 whatever the umask, set
+ * through the fd) and then checked like the rest.
  * *name points to the last component inside path (never empty: a trailing
  * slash is refused).  Returns the fd or a negative errno. */
 int safepath_open_parent(const char *path, bool create, const char **name, char *msg,
