@@ -12,7 +12,7 @@ BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev l
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
 # strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec;
 # qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes)
-TEST="clang libclang-rt-14-dev e2fsprogs fio qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
+TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
 VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 

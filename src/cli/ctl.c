@@ -1,18 +1,90 @@
-/* ctl.c - talking to nvmefsd's admin socket, and reading its replies. */
+/* ctl.c - talking to nvmefsd's admin socket, and reading its replies.
+ * Before a request leaves, the socket's directory and the process that
+ * accepted the connection are checked (check_socket_dir, check_peer): a
+ * socket another user could have put at the path gets nothing. */
 #include "ctl.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 /* ---- talking to the daemon ---- */
+
+/* Who may answer: root, which nvmefsd runs as, or the caller itself (a
+ * daemon a user started, which can tell that user nothing the user could
+ * not make up).  Anyone else listening on the path took it before the
+ * daemon did: their "ok" to a restart or a detach would be a lie. */
+static bool trusted_peer(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+/* The socket's directory: whoever may change it may put their own socket
+ * at the path.  Writable by group or others only with the sticky bit and
+ * root as owner (as /tmp: then nobody else can rename or remove root's
+ * socket there, and a socket someone else put there first fails the peer
+ * check); owned by root or the caller. */
+static int check_socket_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else {
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	}
+	if (stat(dir, &st) < 0)
+		return 0; /* connect says what is wrong */
+	if (!trusted_peer(st.st_uid)) {
+		fprintf(stderr,
+		        "%s: refusing %s: its directory %s belongs to uid %u, not root, who could "
+		        "have put any socket there\n",
+		        prog, path, dir, (unsigned)st.st_uid);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !((st.st_mode & S_ISVTX) && st.st_uid == 0)) {
+		fprintf(stderr,
+		        "%s: refusing %s: its directory %s is writable by group or others (mode "
+		        "%04o) without being a sticky directory of root's: anyone there could have "
+		        "put a socket at that name\n",
+		        prog, path, dir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/* The process at the other end, as the kernel recorded it at connect. */
+static int check_peer(int fd, const char *path)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+		fprintf(stderr, "%s: %s: cannot tell who listens there (SO_PEERCRED): %s\n", prog,
+		        path, strerror(errno));
+		return -1;
+	}
+	if (!trusted_peer(cr.uid)) {
+		fprintf(stderr,
+		        "%s: refusing %s: the process listening there (pid %d) runs as uid %u, not "
+		        "root: it is not nvmefsd, and its answers would not be the daemon's\n",
+		        prog, path, (int)cr.pid, (unsigned)cr.uid);
+		return -1;
+	}
+	return 0;
+}
 
 static int ctl_connect(const char *path)
 {
@@ -23,14 +95,20 @@ static int ctl_connect(const char *path)
 		fprintf(stderr, "%s: cannot connect to %s: path too long\n", prog, path);
 		return -1;
 	}
+	if (check_socket_dir(path) < 0)
+		return -1;
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
 		return -1;
 	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		if (check_peer(fd, path) == 0)
+			return fd;
+		close(fd);
+		return -1;
+	}
 	e = errno;
 	close(fd);
 	switch (e) {
@@ -200,6 +278,36 @@ int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **
 }
 
 /* ---- reading replies ---- */
+
+int ctl_natcmp(const char *a, const char *b)
+{
+	while (*a && *b) {
+		if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+			size_t na, nb;
+			int c;
+
+			while (*a == '0' && isdigit((unsigned char)a[1]))
+				a++;
+			while (*b == '0' && isdigit((unsigned char)b[1]))
+				b++;
+			na = strspn(a, "0123456789");
+			nb = strspn(b, "0123456789");
+			if (na != nb)
+				return na < nb ? -1 : 1;
+			c = strncmp(a, b, na);
+			if (c)
+				return c;
+			a += na;
+			b += nb;
+			continue;
+		}
+		if (*a != *b)
+			return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+		a++;
+		b++;
+	}
+	return *a ? 1 : *b ? -1 : 0;
+}
 
 json_object *jget(json_object *o, const char *k)
 {

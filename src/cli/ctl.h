@@ -21,7 +21,11 @@ extern const char *prog;                /* for messages */
 extern volatile sig_atomic_t stop_flag; /* SIGINT or SIGTERM came: stop */
 
 /* Send the request object req (consumed) and parse the reply.  Returns an
- * exit code; on EXIT_OK *rep is the reply (ok true).  Errors are printed. */
+ * exit code; on EXIT_OK *rep is the reply (ok true).  Errors are printed.
+ * Nothing is sent (EXIT_CONNECT) to a socket whose directory another user
+ * could change (not root's or the caller's, or writable by group or others
+ * unless sticky and root's) or whose listener runs as neither root nor the
+ * caller (SO_PEERCRED). */
 int ctl_exchange(const char *sock, json_object *req, json_object **rep);
 /* Send {"cmd": cmd[, "controller": ctrl]}: see ctl_exchange. */
 int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **rep);
@@ -30,6 +34,10 @@ int ctl_call(const char *sock, const char *cmd, const char *ctrl, json_object **
 void ctl_catch_signals(void);
 /* Sleep for secs unless a signal ends it. */
 void ctl_nap(double secs);
+
+/* strcmp, but a run of digits compares as the number it is: nvme0n2
+ * before nvme0n10, nvme2 before nvme10 (the order people count in). */
+int ctl_natcmp(const char *a, const char *b);
 
 /* member k of object o, or NULL */
 json_object *jget(json_object *o, const char *k);

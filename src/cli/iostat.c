@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl.h"
+#include "table.h"
 
 /* A histogram as the daemon sends it: [[upper bound ns, count], ...] in
  * ascending order, only non-empty buckets. */
@@ -197,45 +199,61 @@ int io_ns_rates(json_object *prev, json_object *cur, struct io_ns_rates **out, s
 
 /* ---- nvmefsctl iostat ---- */
 
-static void col(double v, int width, int prec)
+/* iostat prints 0.00 where the interval had no such request */
+static void cell(struct tab *t, double v, int prec)
 {
-	if (isfinite(v))
-		printf(" %*.*f", width, prec, v);
-	else
-		printf(" %*.*f", width, prec, 0.0); /* iostat prints 0.00 for none */
+	tab_cell(t, "%.*f", prec, isfinite(v) ? v : 0.0);
 }
 
-static void print_text(json_object *prev, json_object *cur, const struct io_ns_rates *v,
-                       size_t n, bool ext)
+static void print_text(const struct io_ns_rates *v, size_t n, const struct io_iostat_opts *o,
+                       time_t when)
 {
-	printf("\n%-16s", "Device");
-	if (ext)
-		printf(" %9s %10s %8s %8s %9s %10s %8s %8s %9s %10s %8s %9s %8s %8s %8s %7s %6s\n",
-		       "r/s", "rkB/s", "r_await", "rareq-sz", "w/s", "wkB/s", "w_await",
-		       "wareq-sz", "d/s", "dkB/s", "d_await", "f/s", "f_await", "r_p99",
-		       "w_p99", "aqu-sz", "%util");
-	else
-		printf(" %9s %9s %10s %10s %8s %8s %7s %6s\n", "r/s", "w/s", "rkB/s", "wkB/s",
-		       "r_await", "w_await", "aqu-sz", "%util");
+	static const struct tab_col basic[] = {
+	    {"Device", TAB_LEFT, 0, 0},    {"r/s", TAB_RIGHT, 0, 0},     {"w/s", TAB_RIGHT, 0, 0},
+	    {"rkB/s", TAB_RIGHT, 0, 0},    {"wkB/s", TAB_RIGHT, 0, 0},   {"r_await", TAB_RIGHT, 0, 0},
+	    {"w_await", TAB_RIGHT, 0, 0},  {"aqu-sz", TAB_RIGHT, 0, 0},  {"%util", TAB_RIGHT, 0, 0},
+	};
+	static const struct tab_col ext[] = {
+	    {"Device", TAB_LEFT, 0, 0},    {"r/s", TAB_RIGHT, 0, 0},      {"rkB/s", TAB_RIGHT, 0, 0},
+	    {"r_await", TAB_RIGHT, 0, 0},  {"rareq-sz", TAB_RIGHT, 0, 0}, {"w/s", TAB_RIGHT, 0, 0},
+	    {"wkB/s", TAB_RIGHT, 0, 0},    {"w_await", TAB_RIGHT, 0, 0},  {"wareq-sz", TAB_RIGHT, 0, 0},
+	    {"d/s", TAB_RIGHT, 0, 0},      {"dkB/s", TAB_RIGHT, 0, 0},    {"d_await", TAB_RIGHT, 0, 0},
+	    {"f/s", TAB_RIGHT, 0, 0},      {"f_await", TAB_RIGHT, 0, 0},  {"r_p99", TAB_RIGHT, 0, 0},
+	    {"w_p99", TAB_RIGHT, 0, 0},    {"aqu-sz", TAB_RIGHT, 0, 0},   {"%util", TAB_RIGHT, 0, 0},
+	};
+	struct tab *t = o->extended ? tab_new(ext, sizeof(ext) / sizeof(ext[0]))
+	                            : tab_new(basic, sizeof(basic) / sizeof(basic[0]));
+
+	if (o->stamp) {
+		/* when the figures came, ISO 8601 in local time (iostat -t
+		 * with S_TIME_FORMAT=ISO) */
+		struct tm tm;
+		char b[40];
+
+		if (!localtime_r(&when, &tm) || !strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%S%z", &tm))
+			snprintf(b, sizeof(b), "-");
+		printf("\n%s", b);
+	}
+	putchar('\n');
 	for (size_t i = 0; i < n; i++) {
 		const struct io_ns_rates *r = &v[i];
 
-		printf("%-16s", r->name);
-		if (ext) {
-			col(r->rs, 9, 2), col(r->rkbs, 10, 2), col(r->r_await, 8, 3);
-			col(r->rareq, 8, 2), col(r->ws, 9, 2), col(r->wkbs, 10, 2);
-			col(r->w_await, 8, 3), col(r->wareq, 8, 2), col(r->ds, 9, 2);
-			col(r->dkbs, 10, 2), col(r->d_await, 8, 3), col(r->fs, 9, 2);
-			col(r->f_await, 8, 3), col(r->r_p99, 8, 3), col(r->w_p99, 8, 3);
-			col(r->aqu, 7, 2), col(r->util, 6, 2);
+		tab_cell(t, "%s", r->name);
+		if (o->extended) {
+			cell(t, r->rs, 2), cell(t, r->rkbs, 2), cell(t, r->r_await, 3);
+			cell(t, r->rareq, 2), cell(t, r->ws, 2), cell(t, r->wkbs, 2);
+			cell(t, r->w_await, 3), cell(t, r->wareq, 2), cell(t, r->ds, 2);
+			cell(t, r->dkbs, 2), cell(t, r->d_await, 3), cell(t, r->fs, 2);
+			cell(t, r->f_await, 3), cell(t, r->r_p99, 3), cell(t, r->w_p99, 3);
+			cell(t, r->aqu, 2), cell(t, r->util, 2);
 		} else {
-			col(r->rs, 9, 2), col(r->ws, 9, 2), col(r->rkbs, 10, 2);
-			col(r->wkbs, 10, 2), col(r->r_await, 8, 3), col(r->w_await, 8, 3);
-			col(r->aqu, 7, 2), col(r->util, 6, 2);
+			cell(t, r->rs, 2), cell(t, r->ws, 2), cell(t, r->rkbs, 2);
+			cell(t, r->wkbs, 2), cell(t, r->r_await, 3), cell(t, r->w_await, 3);
+			cell(t, r->aqu, 2), cell(t, r->util, 2);
 		}
-		putchar('\n');
 	}
-	(void)prev, (void)cur;
+	tab_print(t);
+	tab_free(t);
 }
 
 static void jnum(json_object *o, const char *k, double v)
@@ -286,7 +304,49 @@ static void print_jsonl(json_object *prev, json_object *cur, const struct io_ns_
 	json_object_put(o);
 }
 
-static int report(json_object *prev, json_object *cur, bool ext, bool json)
+/* v reduced to the names asked for, in their order (n updated). */
+static void pick(struct io_ns_rates *v, size_t *n, const struct io_iostat_opts *o)
+{
+	struct io_ns_rates *all;
+	size_t k = 0;
+
+	if (!o->nr_names || !(all = malloc(*n * sizeof(*all) + 1)))
+		return;
+	memcpy(all, v, *n * sizeof(*all));
+	for (size_t i = 0; i < o->nr_names; i++)
+		for (size_t j = 0; j < *n; j++)
+			if (!strcmp(all[j].name, o->names[i])) {
+				v[k++] = all[j];
+				break;
+			}
+	*n = k;
+	free(all);
+}
+
+/* Every name asked for is a namespace of cur; else an error naming it. */
+static int names_known(json_object *cur, const struct io_iostat_opts *o)
+{
+	json_object *arr = jget(cur, "namespaces");
+
+	for (size_t i = 0; i < o->nr_names; i++) {
+		size_t j;
+
+		for (j = 0; j < jlen(arr); j++)
+			if (!strcmp(jstr(jidx(arr, j), "name"), o->names[i]))
+				break;
+		if (j == jlen(arr)) {
+			fprintf(stderr, "%s: iostat: no namespace '%s'; the daemon serves:", prog,
+			        o->names[i]);
+			for (j = 0; j < jlen(arr); j++)
+				fprintf(stderr, " %s", jstr(jidx(arr, j), "name"));
+			fputc('\n', stderr);
+			return EXIT_DAEMON;
+		}
+	}
+	return EXIT_OK;
+}
+
+static int report(json_object *prev, json_object *cur, const struct io_iostat_opts *o)
 {
 	struct io_ns_rates *v;
 	size_t n;
@@ -300,16 +360,18 @@ static int report(json_object *prev, json_object *cur, bool ext, bool json)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return EXIT_DAEMON;
 	}
-	if (json)
+	pick(v, &n, o);
+	if (o->json)
 		print_jsonl(prev, cur, v, n);
 	else
-		print_text(prev, cur, v, n, ext);
+		print_text(v, n, o, time(NULL));
 	free(v);
 	fflush(stdout);
 	return EXIT_OK;
 }
 
-int io_iostat(const char *sock, bool extended, bool json, double interval, unsigned long count)
+int io_iostat(const char *sock, const struct io_iostat_opts *o, double interval,
+              unsigned long count)
 {
 	json_object *prev = NULL, *cur = NULL;
 	unsigned long done = 0;
@@ -319,9 +381,17 @@ int io_iostat(const char *sock, bool extended, bool json, double interval, unsig
 	ret = ctl_call(sock, "stats", NULL, &cur);
 	if (ret)
 		return ret;
-	/* as iostat: the first report covers the time since start */
-	ret = report(NULL, cur, extended, json);
-	done++;
+	ret = names_known(cur, o);
+	if (ret) {
+		json_object_put(cur);
+		return ret;
+	}
+	/* as iostat: the first report covers the time since start, unless
+	 * -y leaves it out (only with an interval: else there is no other) */
+	if (!(o->skip_first && interval > 0)) {
+		ret = report(NULL, cur, o);
+		done++;
+	}
 	while (!ret && interval > 0 && (!count || done < count) && !stop_flag) {
 		prev = cur;
 		cur = NULL;
@@ -330,7 +400,7 @@ int io_iostat(const char *sock, bool extended, bool json, double interval, unsig
 			break;
 		ret = ctl_call(sock, "stats", NULL, &cur);
 		if (!ret)
-			ret = report(prev, cur, extended, json);
+			ret = report(prev, cur, o);
 		json_object_put(prev);
 		prev = NULL;
 		done++;

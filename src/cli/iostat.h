@@ -37,10 +37,22 @@ int io_ns_rates(json_object *prev, json_object *cur, struct io_ns_rates **out, s
 /* Seconds between prev and cur (cur's uptime without prev). */
 double io_interval(json_object *prev, json_object *cur);
 
-/* nvmefsctl iostat [-x] [--json] [INTERVAL [COUNT]]: a report since start,
- * then one per INTERVAL seconds, COUNT in all (0: until a signal).  Returns
- * nvmefsctl's exit code. */
-int io_iostat(const char *sock, bool extended, bool json, double interval, unsigned long count);
+/* What nvmefsctl iostat was asked for. */
+struct io_iostat_opts {
+	bool extended;             /* -x: the extended columns */
+	bool json;                 /* --json: one object per report and line */
+	bool skip_first;           /* -y: no report since start (with an interval) */
+	bool stamp;                /* -t: each text report opens with the time */
+	const char *const *names;  /* namespaces to show, in this order (none: all) */
+	size_t nr_names;
+};
+
+/* nvmefsctl iostat [-x] [-y] [-t] [--json] [NAME...] [INTERVAL [COUNT]]: a
+ * report since start (unless -y with an interval), then one per INTERVAL
+ * seconds, COUNT reports in all (0: until a signal).  A NAME the daemon
+ * does not serve is an error.  Returns nvmefsctl's exit code. */
+int io_iostat(const char *sock, const struct io_iostat_opts *o, double interval,
+              unsigned long count);
 
 /* nvmefsctl top [INTERVAL [COUNT]] (top.c): full screen on a terminal,
  * plain reports otherwise. */

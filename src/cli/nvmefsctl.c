@@ -27,6 +27,17 @@
 #include "config.h"
 #include "ctl.h"
 #include "iostat.h"
+#include "table.h"
+
+#define NCOLS(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
+
+/* t printed (every column as wide as its content: a long name moves the
+ * columns after it, never breaks them) and freed */
+static void tab_out(struct tab *t)
+{
+	tab_print(t);
+	tab_free(t);
+}
 
 #define CTL_DEFAULT_SOCKET "/run/nvmefsd.sock"
 
@@ -45,17 +56,20 @@ static void usage(FILE *f)
 	    "  stats [-w SECONDS]   counters per queue pair and totals; with -w, rates\n"
 	    "                       over every interval until Ctrl-C (like iostat -x)\n"
 	    "  stats --prometheus   the counters in Prometheus text format (= metrics)\n"
-	    "  iostat [-x] [INTERVAL [COUNT]]\n"
-	    "                       per namespace file: r/s, w/s, rkB/s, wkB/s, r_await,\n"
-	    "                       w_await (ms), aqu-sz, %%util, as iostat; -x adds\n"
-	    "                       discards, flushes, request sizes and p99 latencies;\n"
-	    "                       the first report since start, then one per INTERVAL\n"
-	    "                       (--json: one JSON object per report)\n"
+	    "  iostat [-x] [-y] [-t] [NAME...] [INTERVAL [COUNT]]\n"
+	    "                       per namespace file (or only the NAMEs): r/s, w/s,\n"
+	    "                       rkB/s, wkB/s, r_await, w_await (ms), aqu-sz, %%util,\n"
+	    "                       as iostat; -x adds discards, flushes, request sizes\n"
+	    "                       and p99 latencies; the first report since start (-y:\n"
+	    "                       left out), then one per INTERVAL; -t: the time before\n"
+	    "                       each report (--json: one JSON object per report)\n"
 	    "  top [INTERVAL [COUNT]]\n"
 	    "                       live view (every 1 s): reactors' busy %%, IOPS, queue\n"
 	    "                       depth; namespaces' IOPS, MB/s, p50/p99; controllers'\n"
 	    "                       state, resets, temperature.  Keys: q quit, s n i b l\n"
-	    "                       sort.  Plain reports when stdout is not a terminal\n"
+	    "                       sort.  Columns a narrow screen cannot show are named\n"
+	    "                       under the table.  Plain reports when stdout is not a\n"
+	    "                       terminal (within $COLUMNS when it is set)\n"
 	    "  queues               reactor -> CPU -> NUMA node -> controller -> qid -> vector\n"
 	    "  namespaces           the namespace files\n"
 	    "  identify CONTROLLER  the controller's identify data\n"
@@ -68,7 +82,7 @@ static void usage(FILE *f)
 	    "                       the Commands Supported and Effects log\n"
 	    "  detach CONTROLLER    take a controller away while the others serve: its\n"
 	    "                       files go (open ones fail with EIO), its device is\n"
-	    "                       released (scripts/vfio-bind --unbind can take it)\n"
+	    "                       released (vfio-bind --unbind can take it)\n"
 	    "  attach [--wait] CONTROLLER\n"
 	    "                       bring a removed, failed or detached controller back;\n"
 	    "                       returns at once (\"attaching\"), with --wait when it is\n"
@@ -94,6 +108,8 @@ static void usage(FILE *f)
 	    "  -w, --watch SECONDS  stats: print rates every SECONDS\n"
 	    "  -p, --prometheus     stats: Prometheus text format\n"
 	    "  -x, --extended       iostat: the extended columns\n"
+	    "  -y                   iostat: no report since start (with an INTERVAL)\n"
+	    "  -t                   iostat: the time before each report\n"
 	    "  -h, --help           this help\n"
 	    "  -V, --version        the version\n"
 	    "\n"
@@ -159,44 +175,81 @@ static void show_status(json_object *r)
 	       jstr(r, "queue_depth"), jstr(r, "cq_budget"));
 	printf("transport    %s\n", jget(r, "transport") ? jstr(r, "transport") : "-");
 	printf("namespaces   %s\n", jstr(r, "namespaces"));
-	printf("\n%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", "CONTROLLER", "STATE", "DEVICE",
-	       "BACKEND", "MODE", "QUEUES", "NS", "MODEL");
+	static const struct tab_col ccols[] = {
+	    {"CONTROLLER", TAB_LEFT, 0, 0}, {"STATE", TAB_LEFT, 0, 0},   {"DEVICE", TAB_LEFT, 0, 0},
+	    {"BACKEND", TAB_LEFT, 0, 0},    {"MODE", TAB_LEFT, 0, 0},    {"QUEUES", TAB_RIGHT, 0, 0},
+	    {"NS", TAB_RIGHT, 0, 0},        {"MODEL", TAB_LEFT, 0, 2},
+	};
+	static const struct tab_col hcols[] = {
+	    {"CONTROLLER", TAB_LEFT, 0, 0},  {"TEMP", TAB_RIGHT, 0, 0},     {"SPARE", TAB_RIGHT, 0, 0},
+	    {"USED", TAB_RIGHT, 0, 0},       {"HEALTH READ", TAB_LEFT, 0, 2}, {"WARNINGS", TAB_LEFT, 0, 0},
+	    {"ERROR", TAB_LEFT, 0, 0},
+	};
+	static const struct tab_col rcols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0}, {"CPU", TAB_RIGHT, 0, 0}, {"NODE", TAB_RIGHT, 0, 0}};
+	struct tab *t = tab_new(ccols, NCOLS(ccols));
+
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i);
 
-		printf("%-16s %-9s %-14s %-7s %-9s %6s %4s  %s\n", jstr(c, "name"),
-		       jstr(c, "state"), jstr(c, "device"), jstr(c, "backend"), jstr(c, "mode"),
-		       jstr(c, "io_queues"), jstr(c, "namespaces"), jstr(c, "model"));
+		tab_cell(t, "%s", jstr(c, "name"));
+		tab_cell(t, "%s", jstr(c, "state"));
+		tab_cell(t, "%s", jstr(c, "device"));
+		tab_cell(t, "%s", jstr(c, "backend"));
+		tab_cell(t, "%s", jstr(c, "mode"));
+		tab_cell(t, "%s", jstr(c, "io_queues"));
+		tab_cell(t, "%s", jstr(c, "namespaces"));
+		tab_cell(t, "%s", jstr(c, "model"));
 	}
-	printf("\n%-16s %6s %6s %6s  %-20s %-20s %s\n", "CONTROLLER", "TEMP", "SPARE", "USED",
-	       "HEALTH READ", "WARNINGS", "ERROR");
+	putchar('\n');
+	tab_out(t);
+	t = tab_new(hcols, NCOLS(hcols));
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i), *h = jget(c, "health"), *w = jget(h, "critical_warnings");
-		char t[16] = "-", sp[16] = "-", us[16] = "-", warn[128] = "";
+		char tp[16] = "-", sp[16] = "-", us[16] = "-", warn[128] = "";
 		size_t off = 0;
 
 		if (jbool(h, "valid")) {
-			snprintf(t, sizeof(t), "%s C", jstr(h, "temperature_c"));
+			snprintf(tp, sizeof(tp), "%s C", jstr(h, "temperature_c"));
 			snprintf(sp, sizeof(sp), "%s%%", jstr(h, "available_spare"));
 			snprintf(us, sizeof(us), "%s%%", jstr(h, "percentage_used"));
 		}
 		for (size_t k = 0; k < jlen(w) && off < sizeof(warn); k++)
 			off += (size_t)snprintf(warn + off, sizeof(warn) - off, "%s%s", k ? "," : "",
 			                        json_object_get_string(jidx(w, k)));
-		printf("%-16s %6s %6s %6s  %-20s %-20s %s\n", jstr(c, "name"), t, sp, us,
-		       jbool(h, "valid") ? jstr(h, "read_at") : "never",
-		       jbool(h, "valid") ? (warn[0] ? warn : "none") : "-",
-		       jget(h, "error") ? jstr(h, "error") : "-");
+		tab_cell(t, "%s", jstr(c, "name"));
+		tab_cell(t, "%s", tp);
+		tab_cell(t, "%s", sp);
+		tab_cell(t, "%s", us);
+		tab_cell(t, "%s", jbool(h, "valid") ? jstr(h, "read_at") : "never");
+		tab_cell(t, "%s", jbool(h, "valid") ? (warn[0] ? warn : "none") : "-");
+		tab_cell(t, "%s", jget(h, "error") ? jstr(h, "error") : "-");
 	}
-	printf("\n%-7s %4s %4s\n", "REACTOR", "CPU", "NODE");
+	putchar('\n');
+	tab_out(t);
+	t = tab_new(rcols, NCOLS(rcols));
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *x = jidx(rs, i);
 
-		printf("%-7s %4s %4s\n", jstr(x, "id"), jstr(x, "cpu"), jstr(x, "node"));
+		tab_cell(t, "%s", jstr(x, "id"));
+		tab_cell(t, "%s", jstr(x, "cpu"));
+		tab_cell(t, "%s", jstr(x, "node"));
 	}
+	putchar('\n');
+	tab_out(t);
 }
 
-static void stats_row(const char *reactor, const char *ctrl, const char *qid, json_object *q)
+static const struct tab_col stats_cols[] = {
+    {"REACTOR", TAB_LEFT, 0, 0},    {"CONTROLLER", TAB_LEFT, 0, 0}, {"QID", TAB_RIGHT, 0, 0},
+    {"SUBMITTED", TAB_RIGHT, 0, 0}, {"COMPLETED", TAB_RIGHT, 0, 0}, {"INFLIGHT", TAB_RIGHT, 0, 0},
+    {"READ", TAB_RIGHT, 0, 0},      {"WRITTEN", TAB_RIGHT, 0, 0},   {"CPL/PASS", TAB_RIGHT, 0, 0},
+    {"DB/IO", TAB_RIGHT, 0, 0},     {"BUDGET", TAB_RIGHT, 0, 0},    {"ERRORS", TAB_RIGHT, 0, 0},
+    {"BOGUS", TAB_RIGHT, 0, 0},     {"P50us", TAB_RIGHT, 0, 0},     {"P99us", TAB_RIGHT, 0, 0},
+    {"P99.9us", TAB_RIGHT, 0, 0},   {"MAXus", TAB_RIGHT, 0, 0},
+};
+
+static void stats_row(struct tab *t, const char *reactor, const char *ctrl, const char *qid,
+                      json_object *q)
 {
 	json_object *lat = jget(q, "latency_us"), *err = jget(q, "errors");
 	char rd[32], wr[32], cpp[16], db[16], p50[16], p99[16], p999[16], mx[16];
@@ -207,16 +260,23 @@ static void stats_row(const char *reactor, const char *ctrl, const char *qid, js
 	put_num(p99, sizeof(p99), jdbl(lat, "p99"), 1);
 	put_num(p999, sizeof(p999), jdbl(lat, "p99_9"), 1);
 	put_num(mx, sizeof(mx), jdbl(lat, "max"), 1);
-	printf("%-7s %-12s %4s %12llu %12llu %8s %10s %10s %8.8s %6s %8llu %6llu %6llu %9s %9s %9s "
-	       "%9s\n",
-	       reactor, ctrl, qid, (unsigned long long)ju64(q, "submitted"),
-	       (unsigned long long)ju64(q, "completed"),
-	       jget(q, "inflight") ? jstr(q, "inflight") : "",
-	       human_size(ju64(q, "bytes_read"), rd, sizeof(rd)),
-	       human_size(ju64(q, "bytes_written"), wr, sizeof(wr)), cpp, db,
-	       (unsigned long long)ju64(q, "budget_exhausted"),
-	       (unsigned long long)ju64(err, "total"), (unsigned long long)ju64(q, "bogus_cqes"),
-	       p50, p99, p999, mx);
+	tab_cell(t, "%s", reactor);
+	tab_cell(t, "%s", ctrl);
+	tab_cell(t, "%s", qid);
+	tab_cell(t, "%llu", (unsigned long long)ju64(q, "submitted"));
+	tab_cell(t, "%llu", (unsigned long long)ju64(q, "completed"));
+	tab_cell(t, "%s", jget(q, "inflight") ? jstr(q, "inflight") : "");
+	tab_cell(t, "%s", human_size(ju64(q, "bytes_read"), rd, sizeof(rd)));
+	tab_cell(t, "%s", human_size(ju64(q, "bytes_written"), wr, sizeof(wr)));
+	tab_cell(t, "%s", cpp);
+	tab_cell(t, "%s", db);
+	tab_cell(t, "%llu", (unsigned long long)ju64(q, "budget_exhausted"));
+	tab_cell(t, "%llu", (unsigned long long)ju64(err, "total"));
+	tab_cell(t, "%llu", (unsigned long long)ju64(q, "bogus_cqes"));
+	tab_cell(t, "%s", p50);
+	tab_cell(t, "%s", p99);
+	tab_cell(t, "%s", p999);
+	tab_cell(t, "%s", mx);
 }
 
 /* The FUSE front end's part of a stats reply ("fuse"), when it has one. */
@@ -270,49 +330,61 @@ static void show_fuse_stats(json_object *f)
 /* stats: the recovery counters per controller and per queue */
 static void show_recovery(json_object *r)
 {
+	static const struct tab_col ccols[] = {
+	    {"CONTROLLER", TAB_LEFT, 0, 0}, {"STATE", TAB_LEFT, 0, 0},    {"TIMEOUTS", TAB_RIGHT, 0, 0},
+	    {"ABORTS", TAB_RIGHT, 0, 0},    {"ABRT-OK", TAB_RIGHT, 0, 0}, {"RESETS", TAB_RIGHT, 0, 0},
+	    {"RST-OK", TAB_RIGHT, 0, 0},    {"RST-ERR", TAB_RIGHT, 0, 0}, {"LASTms", TAB_RIGHT, 0, 0},
+	    {"MAXms", TAB_RIGHT, 0, 0},     {"RESUBMIT", TAB_RIGHT, 0, 0}, {"FAILED", TAB_RIGHT, 0, 0},
+	    {"CFS", TAB_RIGHT, 0, 0},       {"GONE", TAB_RIGHT, 0, 0},    {"CUT", TAB_RIGHT, 0, 0},
+	    {"CANCELED", TAB_RIGHT, 0, 0},
+	};
+	static const struct tab_col qcols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0},  {"CONTROLLER", TAB_LEFT, 0, 0}, {"QID", TAB_RIGHT, 0, 0},
+	    {"TIMEOUTS", TAB_RIGHT, 0, 0}, {"ABORTS", TAB_RIGHT, 0, 0},   {"ABRT-OK", TAB_RIGHT, 0, 0},
+	    {"RESUBMIT", TAB_RIGHT, 0, 0}, {"FAILED", TAB_RIGHT, 0, 0},
+	};
 	json_object *cs = jget(r, "controllers"), *rs = jget(r, "reactors");
+	struct tab *t = tab_new(ccols, NCOLS(ccols));
 	char last[16], max[16];
 
-	printf("\n%-16s %-9s %8s %7s %7s %7s %7s %7s %9s %9s %9s %8s %5s %5s %5s %8s\n",
-	       "CONTROLLER", "STATE", "TIMEOUTS", "ABORTS", "ABRT-OK", "RESETS", "RST-OK", "RST-ERR",
-	       "LASTms", "MAXms", "RESUBMIT", "FAILED", "CFS", "GONE", "CUT", "CANCELED");
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i), *x = jget(c, "recovery");
+		static const char *const k[] = {"timeouts", "aborts_sent", "aborts_ok",
+		                                "resets_started", "resets_ok", "resets_failed"};
+		static const char *const k2[] = {"resubmitted", "failed_after_retries", "cfs_events",
+		                                 "removals", "isolations", "cancelled"};
 
 		put_num(last, sizeof(last), jdbl(x, "reset_last_ms"), 1);
 		put_num(max, sizeof(max), jdbl(x, "reset_max_ms"), 1);
-		printf("%-16s %-9s %8llu %7llu %7llu %7llu %7llu %7llu %9s %9s %9llu %8llu %5llu "
-		       "%5llu %5llu %8llu\n",
-		       jstr(c, "name"), jstr(c, "state"), (unsigned long long)ju64(x, "timeouts"),
-		       (unsigned long long)ju64(x, "aborts_sent"),
-		       (unsigned long long)ju64(x, "aborts_ok"),
-		       (unsigned long long)ju64(x, "resets_started"),
-		       (unsigned long long)ju64(x, "resets_ok"),
-		       (unsigned long long)ju64(x, "resets_failed"), last, max,
-		       (unsigned long long)ju64(x, "resubmitted"),
-		       (unsigned long long)ju64(x, "failed_after_retries"),
-		       (unsigned long long)ju64(x, "cfs_events"),
-		       (unsigned long long)ju64(x, "removals"),
-		       (unsigned long long)ju64(x, "isolations"),
-		       (unsigned long long)ju64(x, "cancelled"));
+		tab_cell(t, "%s", jstr(c, "name"));
+		tab_cell(t, "%s", jstr(c, "state"));
+		for (size_t j = 0; j < sizeof(k) / sizeof(k[0]); j++)
+			tab_cell(t, "%llu", (unsigned long long)ju64(x, k[j]));
+		tab_cell(t, "%s", last);
+		tab_cell(t, "%s", max);
+		for (size_t j = 0; j < sizeof(k2) / sizeof(k2[0]); j++)
+			tab_cell(t, "%llu", (unsigned long long)ju64(x, k2[j]));
 	}
-	printf("\n%-7s %-12s %4s %8s %7s %7s %9s %8s\n", "REACTOR", "CONTROLLER", "QID", "TIMEOUTS",
-	       "ABORTS", "ABRT-OK", "RESUBMIT", "FAILED");
+	putchar('\n');
+	tab_out(t);
+	t = tab_new(qcols, NCOLS(qcols));
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *qs = jget(jidx(rs, i), "qpairs");
 
 		for (size_t k = 0; k < jlen(qs); k++) {
+			static const char *const f[] = {"timeouts", "aborts_sent", "aborts_ok",
+			                                "resubmitted", "failed_after_retries"};
 			json_object *q = jidx(qs, k);
 
-			printf("%-7s %-12s %4s %8llu %7llu %7llu %9llu %8llu\n", jstr(q, "reactor"),
-			       jstr(q, "controller"), jstr(q, "qid"),
-			       (unsigned long long)ju64(q, "timeouts"),
-			       (unsigned long long)ju64(q, "aborts_sent"),
-			       (unsigned long long)ju64(q, "aborts_ok"),
-			       (unsigned long long)ju64(q, "resubmitted"),
-			       (unsigned long long)ju64(q, "failed_after_retries"));
+			tab_cell(t, "%s", jstr(q, "reactor"));
+			tab_cell(t, "%s", jstr(q, "controller"));
+			tab_cell(t, "%s", jstr(q, "qid"));
+			for (size_t j = 0; j < sizeof(f) / sizeof(f[0]); j++)
+				tab_cell(t, "%llu", (unsigned long long)ju64(q, f[j]));
 		}
 	}
+	putchar('\n');
+	tab_out(t);
 }
 
 /* Per namespace file and kind since start: count, bytes, errors, mean and
@@ -320,11 +392,17 @@ static void show_recovery(json_object *r)
 static void show_ns_stats(json_object *ns)
 {
 	static const char *const kinds[] = {"read", "write", "flush", "punch", "zero"};
+	static const struct tab_col cols[] = {
+	    {"NAMESPACE", TAB_LEFT, 0, 0}, {"OP", TAB_LEFT, 0, 0},     {"COUNT", TAB_RIGHT, 0, 0},
+	    {"BYTES", TAB_RIGHT, 0, 0},    {"ERRORS", TAB_RIGHT, 0, 0}, {"MEANus", TAB_RIGHT, 0, 0},
+	    {"P50us", TAB_RIGHT, 0, 0},    {"P99us", TAB_RIGHT, 0, 0},  {"QUEUE%", TAB_RIGHT, 0, 0},
+	    {"INFLIGHT", TAB_RIGHT, 0, 0},
+	};
+	struct tab *t;
 
 	if (!jlen(ns))
 		return;
-	printf("\n%-14s %-6s %12s %10s %8s %9s %9s %9s %7s %9s\n", "NAMESPACE", "OP", "COUNT",
-	       "BYTES", "ERRORS", "MEANus", "P50us", "P99us", "QUEUE%", "INFLIGHT");
+	t = tab_new(cols, NCOLS(cols));
 	for (size_t i = 0; i < jlen(ns); i++) {
 		json_object *n = jidx(ns, i);
 
@@ -335,51 +413,64 @@ static void show_ns_stats(json_object *ns)
 
 			put_num(mean, sizeof(mean), cnt > 0 ? sum / cnt / 1e3 : NAN, 1);
 			put_num(q, sizeof(q), sum > 0 ? (double)ju64(o, "queue_ns") / sum * 100 : NAN, 1);
-			printf("%-14s %-6s %12llu %10s %8llu %9s %9.1f %9.1f %7s", k ? "" : jstr(n, "name"),
-			       kinds[k], (unsigned long long)ju64(o, "count"),
-			       human_size(ju64(o, "bytes"), by, sizeof(by)),
-			       (unsigned long long)ju64(o, "errors"), mean, jdbl(lat, "p50"),
-			       jdbl(lat, "p99"), q);
+			tab_cell(t, "%s", k ? "" : jstr(n, "name"));
+			tab_cell(t, "%s", kinds[k]);
+			tab_cell(t, "%llu", (unsigned long long)ju64(o, "count"));
+			tab_cell(t, "%s", human_size(ju64(o, "bytes"), by, sizeof(by)));
+			tab_cell(t, "%llu", (unsigned long long)ju64(o, "errors"));
+			tab_cell(t, "%s", mean);
+			tab_cell(t, "%.1f", jdbl(lat, "p50"));
+			tab_cell(t, "%.1f", jdbl(lat, "p99"));
+			tab_cell(t, "%s", q);
 			if (k)
-				putchar('\n');
+				tab_cell(t, "%s", "");
 			else
-				printf(" %9llu\n", (unsigned long long)ju64(n, "inflight"));
+				tab_cell(t, "%llu", (unsigned long long)ju64(n, "inflight"));
 		}
 	}
+	putchar('\n');
+	tab_out(t);
 }
 
 static void show_stats(json_object *r)
 {
-	json_object *rs = jget(r, "reactors"), *t = jget(r, "totals");
+	static const struct tab_col rcols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0},  {"CPU", TAB_RIGHT, 0, 0},    {"NODE", TAB_RIGHT, 0, 0},
+	    {"PASSES", TAB_RIGHT, 0, 0},  {"SLEEPS", TAB_RIGHT, 0, 0}, {"WAKEUPS", TAB_RIGHT, 0, 0},
+	    {"CALLS", TAB_RIGHT, 0, 0},   {"BUSY%", TAB_RIGHT, 0, 0},
+	};
+	json_object *rs = jget(r, "reactors"), *tot = jget(r, "totals");
+	struct tab *t = tab_new(stats_cols, NCOLS(stats_cols));
 
-	printf("%-7s %-12s %4s %12s %12s %8s %10s %10s %8s %6s %8s %6s %6s %9s %9s %9s %9s\n",
-	       "REACTOR", "CONTROLLER", "QID", "SUBMITTED", "COMPLETED", "INFLIGHT", "READ",
-	       "WRITTEN", "CPL/PASS", "DB/IO", "BUDGET", "ERRORS", "BOGUS", "P50us", "P99us",
-	       "P99.9us", "MAXus");
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *qs = jget(jidx(rs, i), "qpairs");
 
 		for (size_t k = 0; k < jlen(qs); k++) {
 			json_object *q = jidx(qs, k);
 
-			stats_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"), q);
+			stats_row(t, jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"), q);
 		}
 	}
-	stats_row("total", "", "", t);
-	printf("\n%-7s %4s %4s %14s %12s %12s %10s %7s\n", "REACTOR", "CPU", "NODE", "PASSES",
-	       "SLEEPS", "WAKEUPS", "CALLS", "BUSY%");
+	stats_row(t, "total", "", "", tot);
+	tab_out(t);
+	t = tab_new(rcols, NCOLS(rcols));
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *x = jidx(rs, i);
 		double busy = (double)ju64(x, "busy_ns"), idle = (double)ju64(x, "idle_ns");
 		char b[32];
 
 		put_num(b, sizeof(b), busy + idle > 0 ? busy / (busy + idle) * 100 : NAN, 1);
-		printf("%-7s %4s %4s %14llu %12llu %12llu %10llu %7s\n", jstr(x, "id"), jstr(x, "cpu"),
-		       jstr(x, "node"), (unsigned long long)ju64(x, "passes"),
-		       (unsigned long long)ju64(x, "sleeps"),
-		       (unsigned long long)ju64(x, "wakeups"),
-		       (unsigned long long)ju64(x, "calls"), b);
+		tab_cell(t, "%s", jstr(x, "id"));
+		tab_cell(t, "%s", jstr(x, "cpu"));
+		tab_cell(t, "%s", jstr(x, "node"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(x, "passes"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(x, "sleeps"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(x, "wakeups"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(x, "calls"));
+		tab_cell(t, "%s", b);
 	}
+	putchar('\n');
+	tab_out(t);
 	show_fuse_stats(jget(r, "fuse"));
 	show_ns_stats(jget(r, "namespaces"));
 	show_recovery(r);
@@ -389,71 +480,113 @@ static void show_stats(json_object *r)
  * the reactor serving it, and that reactor's NVMe queue on each controller. */
 static void show_fuse_queues(json_object *r, json_object *qs)
 {
+	static const struct tab_col cols[] = {
+	    {"CPU", TAB_RIGHT, 0, 0},  {"FUSE-Q", TAB_RIGHT, 0, 0},    {"NODE", TAB_RIGHT, 0, 0},
+	    {"REACTOR", TAB_RIGHT, 0, 0}, {"RCPU", TAB_RIGHT, 0, 0}, {"CONTROLLER", TAB_LEFT, 0, 0},
+	    {"QID", TAB_RIGHT, 0, 0},  {"VECTOR", TAB_RIGHT, 0, 0},
+	};
 	json_object *fq = jget(r, "fuse_queues");
+	struct tab *t;
 
 	printf("\nFUSE transport %s", jget(r, "transport") ? jstr(r, "transport") : "-");
 	if (!jlen(fq)) {
 		printf(" (no FUSE queues: requests come over /dev/fuse)\n");
 		return;
 	}
-	printf("\n%4s %6s %4s %7s %4s %-16s %4s %6s\n", "CPU", "FUSE-Q", "NODE", "REACTOR",
-	       "RCPU", "CONTROLLER", "QID", "VECTOR");
+	t = tab_new(cols, NCOLS(cols));
+	putchar('\n');
 	for (size_t i = 0; i < jlen(fq); i++) {
 		json_object *f = jidx(fq, i);
 		int shown = 0;
 
-		for (size_t k = 0; k < jlen(qs); k++) {
-			json_object *q = jidx(qs, k);
+		for (size_t k = 0; k <= jlen(qs); k++) {
+			json_object *q = k < jlen(qs) ? jidx(qs, k) : NULL;
 
-			if (strcmp(jstr(q, "reactor"), jstr(f, "reactor")))
+			if (q ? strcmp(jstr(q, "reactor"), jstr(f, "reactor")) != 0 : shown)
 				continue;
-			printf("%4s %6s %4s %7s %4s %-16s %4s %6s\n", jstr(f, "cpu"),
-			       jstr(f, "fuse_queue"), jstr(f, "node"), jstr(f, "reactor"),
-			       jstr(f, "reactor_cpu"), jstr(q, "controller"), jstr(q, "qid"),
-			       jget(q, "vector") ? jstr(q, "vector") : "-");
+			tab_cell(t, "%s", jstr(f, "cpu"));
+			tab_cell(t, "%s", jstr(f, "fuse_queue"));
+			tab_cell(t, "%s", jstr(f, "node"));
+			tab_cell(t, "%s", jstr(f, "reactor"));
+			tab_cell(t, "%s", jstr(f, "reactor_cpu"));
+			tab_cell(t, "%s", q ? jstr(q, "controller") : "-");
+			tab_cell(t, "%s", q ? jstr(q, "qid") : "-");
+			tab_cell(t, "%s", q && jget(q, "vector") ? jstr(q, "vector") : "-");
 			shown = 1;
 		}
-		if (!shown)
-			printf("%4s %6s %4s %7s %4s %-16s %4s %6s\n", jstr(f, "cpu"),
-			       jstr(f, "fuse_queue"), jstr(f, "node"), jstr(f, "reactor"),
-			       jstr(f, "reactor_cpu"), "-", "-", "-");
 	}
+	tab_out(t);
+}
+
+/* How the reactors wait in mode m, for the line above the queues. */
+static const char *mode_words(const char *m)
+{
+	if (!strcmp(m, "poll"))
+		return "always polled";
+	if (!strcmp(m, "interrupt"))
+		return "asleep until a completion's interrupt";
+	if (!strcmp(m, "hybrid"))
+		return "polled while commands are in flight, asleep when none are (no interrupt "
+		       "needed)";
+	return "?";
 }
 
 static void show_queues(json_object *r)
 {
+	static const struct tab_col cols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0}, {"CPU", TAB_RIGHT, 0, 0},   {"NODE", TAB_RIGHT, 0, 0},
+	    {"CONTROLLER", TAB_LEFT, 0, 0}, {"QID", TAB_RIGHT, 0, 0}, {"VECTOR", TAB_RIGHT, 0, 0},
+	    {"DEPTH", TAB_RIGHT, 0, 0},  {"INFLIGHT", TAB_RIGHT, 0, 0},
+	};
 	json_object *qs = jget(r, "queues");
+	struct tab *t = tab_new(cols, NCOLS(cols));
+	size_t vec = 0;
 
-	printf("mode %s, interrupts %s\n\n", jstr(r, "mode"),
-	       json_object_get_boolean(jget(r, "interrupts")) ? "on" : "off");
-	printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", "REACTOR", "CPU", "NODE", "CONTROLLER",
-	       "QID", "VECTOR", "DEPTH", "INFLIGHT");
+	/* the vectors themselves, not the mode's name, say whether a queue
+	 * has an interrupt: hybrid mode wires none */
+	for (size_t i = 0; i < jlen(qs); i++)
+		vec += jget(jidx(qs, i), "vector") != NULL;
+	printf("mode %s: %s; interrupt vectors on %zu of %zu I/O queues\n\n", jstr(r, "mode"),
+	       mode_words(jstr(r, "mode")), vec, jlen(qs));
 	for (size_t i = 0; i < jlen(qs); i++) {
 		json_object *q = jidx(qs, i);
 
-		printf("%-7s %4s %4s %-16s %4s %6s %6s %8s\n", jstr(q, "reactor"), jstr(q, "cpu"),
-		       jstr(q, "node"), jstr(q, "controller"), jstr(q, "qid"),
-		       jget(q, "vector") ? jstr(q, "vector") : "-", jstr(q, "depth"),
-		       jstr(q, "inflight"));
+		tab_cell(t, "%s", jstr(q, "reactor"));
+		tab_cell(t, "%s", jstr(q, "cpu"));
+		tab_cell(t, "%s", jstr(q, "node"));
+		tab_cell(t, "%s", jstr(q, "controller"));
+		tab_cell(t, "%s", jstr(q, "qid"));
+		tab_cell(t, "%s", jget(q, "vector") ? jstr(q, "vector") : "-");
+		tab_cell(t, "%s", jstr(q, "depth"));
+		tab_cell(t, "%s", jstr(q, "inflight"));
 	}
+	tab_out(t);
 	show_fuse_queues(r, qs);
 }
 
 static void show_namespaces(json_object *r)
 {
+	static const struct tab_col cols[] = {
+	    {"NAME", TAB_LEFT, 0, 0}, {"CONTROLLER", TAB_LEFT, 0, 0}, {"STATE", TAB_LEFT, 0, 0},
+	    {"NSID", TAB_RIGHT, 0, 0}, {"SIZE", TAB_RIGHT, 0, 0},     {"LBA", TAB_RIGHT, 0, 0},
+	    {"PATH", TAB_LEFT, 0, 2},
+	};
 	json_object *ns = jget(r, "namespaces");
+	struct tab *t = tab_new(cols, NCOLS(cols));
 	char sz[32];
 
-	printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", "NAME", "CONTROLLER", "STATE", "NSID", "SIZE",
-	       "LBA", "PATH");
 	for (size_t i = 0; i < jlen(ns); i++) {
 		json_object *n = jidx(ns, i);
 
-		printf("%-20s %-16s %-9s %5s %12s %6s  %s\n", jstr(n, "name"),
-		       jstr(n, "controller"), jstr(n, "state"), jstr(n, "nsid"),
-		       human_size(ju64(n, "size"), sz, sizeof(sz)), jstr(n, "lba_size"),
-		       jstr(n, "path"));
+		tab_cell(t, "%s", jstr(n, "name"));
+		tab_cell(t, "%s", jstr(n, "controller"));
+		tab_cell(t, "%s", jstr(n, "state"));
+		tab_cell(t, "%s", jstr(n, "nsid"));
+		tab_cell(t, "%s", human_size(ju64(n, "size"), sz, sizeof(sz)));
+		tab_cell(t, "%s", jstr(n, "lba_size"));
+		tab_cell(t, "%s", jstr(n, "path"));
 	}
+	tab_out(t);
 }
 
 static void show_list(const char *label, json_object *r, const char *key, const char *raw)
@@ -653,22 +786,31 @@ static void show_effects_log(json_object *r)
 
 static void show_ctrl_list(json_object *r)
 {
+	static const struct tab_col cols[] = {
+	    {"Node", TAB_LEFT, 0, 0},   {"SN", TAB_LEFT, 0, 0},     {"Model", TAB_LEFT, 0, 0},
+	    {"NS", TAB_RIGHT, 0, 0},    {"Usage", TAB_RIGHT, 0, 0}, {"Format", TAB_LEFT, 0, 0},
+	    {"FW Rev", TAB_LEFT, 0, 0}, {"State", TAB_LEFT, 0, 0},  {"Transport", TAB_LEFT, 0, 0},
+	};
 	json_object *cs = jget(r, "controllers");
+	struct tab *t = tab_new(cols, NCOLS(cols));
 	char sz[32];
 
-	printf("%-12s %-20s %-40s %3s %12s %-12s %-8s %-9s %s\n", "Node", "SN", "Model", "NS",
-	       "Usage", "Format", "FW Rev", "State", "Transport");
 	for (size_t i = 0; i < jlen(cs); i++) {
 		json_object *c = jidx(cs, i);
+		bool pci = jget(c, "device") && strcmp(jstr(c, "transport"), "sim");
 
-		printf("%-12s %-20s %-40s %3s %12s %-12s %-8s %-9s %s%s%s\n", jstr(c, "name"),
-		       jstr(c, "serial"), jstr(c, "model"), jstr(c, "namespaces"),
-		       human_size(ju64(c, "size"), sz, sizeof(sz)), jstr(c, "lba_format"),
-		       jstr(c, "firmware"), jstr(c, "state"), jstr(c, "transport"),
-		       jget(c, "device") && strcmp(jstr(c, "transport"), "sim") ? " " : "",
-		       jget(c, "device") && strcmp(jstr(c, "transport"), "sim") ? jstr(c, "device")
-		                                                                  : "");
+		tab_cell(t, "%s", jstr(c, "name"));
+		tab_cell(t, "%s", jstr(c, "serial"));
+		tab_cell(t, "%s", jstr(c, "model"));
+		tab_cell(t, "%s", jstr(c, "namespaces"));
+		tab_cell(t, "%s", human_size(ju64(c, "size"), sz, sizeof(sz)));
+		tab_cell(t, "%s", jstr(c, "lba_format"));
+		tab_cell(t, "%s", jstr(c, "firmware"));
+		tab_cell(t, "%s", jstr(c, "state"));
+		tab_cell(t, "%s%s%s", jstr(c, "transport"), pci ? " " : "",
+		         pci ? jstr(c, "device") : "");
 	}
+	tab_out(t);
 }
 
 static void show_text(json_object *r)
@@ -697,8 +839,8 @@ static void cpp_sums(json_object *q, double *cpl, double *passes)
 	}
 }
 
-static void rate_row(const char *reactor, const char *ctrl, const char *qid, json_object *a,
-                     json_object *b, double dt)
+static void rate_row(struct tab *t, const char *reactor, const char *ctrl, const char *qid,
+                     json_object *a, json_object *b, double dt)
 {
 	double dcpl = (double)(ju64(b, "completed") - ju64(a, "completed"));
 	double drd = (double)(ju64(b, "bytes_read") - ju64(a, "bytes_read"));
@@ -715,10 +857,18 @@ static void rate_row(const char *reactor, const char *ctrl, const char *qid, jso
 	cpp_sums(b, &c2, &p2);
 	put_num(cpp, sizeof(cpp), p2 > p1 ? (c2 - c1) / (p2 - p1) : NAN, 2);
 	put_num(db, sizeof(db), dcpl > 0 ? ddb / dcpl : NAN, 2);
-	printf("%-7s %-12s %4s %10.0f %9.2f %9.2f %8s %6s %8llu %6llu %6llu %8s\n", reactor, ctrl,
-	       qid, dcpl / dt, drd / dt / 1048576.0, dwr / dt / 1048576.0, cpp, db,
-	       (unsigned long long)dbud, (unsigned long long)derr, (unsigned long long)dbog,
-	       jget(b, "inflight") ? jstr(b, "inflight") : "");
+	tab_cell(t, "%s", reactor);
+	tab_cell(t, "%s", ctrl);
+	tab_cell(t, "%s", qid);
+	tab_cell(t, "%.0f", dcpl / dt);
+	tab_cell(t, "%.2f", drd / dt / 1048576.0);
+	tab_cell(t, "%.2f", dwr / dt / 1048576.0);
+	tab_cell(t, "%s", cpp);
+	tab_cell(t, "%s", db);
+	tab_cell(t, "%llu", (unsigned long long)dbud);
+	tab_cell(t, "%llu", (unsigned long long)derr);
+	tab_cell(t, "%llu", (unsigned long long)dbog);
+	tab_cell(t, "%s", jget(b, "inflight") ? jstr(b, "inflight") : "");
 }
 
 /* The qpair of b's reactor ri, position k, matched in a by controller and qid. */
@@ -741,6 +891,13 @@ static json_object *find_qpair(json_object *snap, const char *ctrl, uint64_t qid
 
 static void show_rates(json_object *a, json_object *b)
 {
+	static const struct tab_col cols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0},   {"CONTROLLER", TAB_LEFT, 0, 0}, {"QID", TAB_RIGHT, 0, 0},
+	    {"IOPS", TAB_RIGHT, 0, 0},     {"rMiB/s", TAB_RIGHT, 0, 0},    {"wMiB/s", TAB_RIGHT, 0, 0},
+	    {"CPL/PASS", TAB_RIGHT, 0, 0}, {"DB/IO", TAB_RIGHT, 0, 0},     {"BUDGET", TAB_RIGHT, 0, 0},
+	    {"ERRORS", TAB_RIGHT, 0, 0},   {"BOGUS", TAB_RIGHT, 0, 0},     {"INFLIGHT", TAB_RIGHT, 0, 0},
+	};
+	struct tab *t = tab_new(cols, NCOLS(cols));
 	json_object *rs = jget(b, "reactors");
 	double dt = jdbl(b, "time") - jdbl(a, "time");
 	char when[32];
@@ -752,9 +909,6 @@ static void show_rates(json_object *a, json_object *b)
 	localtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	printf("%s  interval %.3f s\n", when, dt);
-	printf("%-7s %-12s %4s %10s %9s %9s %8s %6s %8s %6s %6s %8s\n", "REACTOR", "CONTROLLER",
-	       "QID", "IOPS", "rMiB/s", "wMiB/s", "CPL/PASS", "DB/IO", "BUDGET", "ERRORS", "BOGUS",
-	       "INFLIGHT");
 	for (size_t i = 0; i < jlen(rs); i++) {
 		json_object *qs = jget(jidx(rs, i), "qpairs");
 
@@ -763,11 +917,12 @@ static void show_rates(json_object *a, json_object *b)
 
 			p = find_qpair(a, jstr(q, "controller"), ju64(q, "qid"));
 			if (p)
-				rate_row(jstr(q, "reactor"), jstr(q, "controller"), jstr(q, "qid"),
-				         p, q, dt);
+				rate_row(t, jstr(q, "reactor"), jstr(q, "controller"),
+				         jstr(q, "qid"), p, q, dt);
 		}
 	}
-	rate_row("total", "", "", jget(a, "totals"), jget(b, "totals"), dt);
+	rate_row(t, "total", "", "", jget(a, "totals"), jget(b, "totals"), dt);
+	tab_out(t);
 	putchar('\n');
 	fflush(stdout);
 }
@@ -1023,7 +1178,9 @@ static int attach_wait(const char *sock, const char *ctrl, json_object **rep)
 static int socket_from_config(const char *conf, char *out, size_t len)
 {
 	struct cfg *cfg = NULL;
-	int ret = cfg_load(conf, &cfg, stderr);
+	/* the socket's path is all it needs: the text alone, not the paths
+	 * the daemon checks at its start (cfg_load) */
+	int ret = cfg_load_syntax(conf, &cfg, stderr);
 
 	if (ret < 0) {
 		fprintf(stderr, "%s: %s: cannot take admin_socket from it: %s\n", prog, conf,
@@ -1046,13 +1203,15 @@ int main(int argc, char **argv)
 	};
 	const char *sock = NULL, *conf = NULL, *cmd, *wire, *ctrl = NULL;
 	char sockbuf[PATH_MAX];
-	bool json = false, prom = false, wait = false, ext = false;
+	bool json = false, prom = false, wait = false, ext = false, skip_first = false, stamp = false;
+	const char **names = NULL;
+	size_t nr_names = 0;
 	double watch = 0, interval = 0;
 	unsigned long long count = 0;
 	json_object *rep = NULL;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "s:c:jw:phVx", lopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:c:jw:phVxyt", lopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			sock = optarg;
@@ -1080,6 +1239,12 @@ int main(int argc, char **argv)
 			break;
 		case 'x':
 			ext = true;
+			break;
+		case 'y':
+			skip_first = true;
+			break;
+		case 't':
+			stamp = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1120,6 +1285,24 @@ int main(int argc, char **argv)
 		wait = true; /* attach CTRL --wait */
 		optind++;
 	}
+	if (!strcmp(cmd, "iostat")) {
+		/* [NAME...] before [INTERVAL [COUNT]], as iostat's devices: a
+		 * namespace's name is never a number (it ends in n<nsid>) */
+		names = calloc((size_t)(argc - optind) + 1, sizeof(*names));
+		if (!names) {
+			fprintf(stderr, "%s: out of memory\n", prog);
+			return EXIT_DAEMON;
+		}
+		while (optind < argc) {
+			char *end;
+
+			errno = 0;
+			(void)strtod(argv[optind], &end);
+			if (end != argv[optind] && !*end)
+				break;
+			names[nr_names++] = argv[optind++];
+		}
+	}
 	if (!strcmp(cmd, "iostat") || !strcmp(cmd, "top")) {
 		/* [INTERVAL [COUNT]], as iostat and top -d -n take them */
 		char *end;
@@ -1143,6 +1326,8 @@ int main(int argc, char **argv)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (ext && strcmp(cmd, "iostat"))
 		return usage_error("%s", "-x goes with iostat only");
+	if ((skip_first || stamp) && strcmp(cmd, "iostat"))
+		return usage_error("%s", "-y and -t go with iostat only");
 	if ((watch > 0 || prom) && strcmp(cmd, "stats"))
 		return usage_error("%s", "-w and --prometheus go with stats only");
 	if (watch > 0 && prom)
@@ -1164,8 +1349,18 @@ int main(int argc, char **argv)
 
 	if (watch > 0)
 		return watch_stats(sock, watch, json);
-	if (!strcmp(cmd, "iostat"))
-		return io_iostat(sock, ext, json, interval, count);
+	if (!strcmp(cmd, "iostat")) {
+		struct io_iostat_opts io = {.extended = ext,
+		                            .json = json,
+		                            .skip_first = skip_first,
+		                            .stamp = stamp,
+		                            .names = names,
+		                            .nr_names = nr_names};
+
+		ret = io_iostat(sock, &io, interval, count);
+		free(names);
+		return ret;
+	}
 	if (!strcmp(cmd, "top"))
 		return io_top(sock, interval > 0 ? interval : 1.0, count);
 	wire = prom ? "metrics" : cmd;

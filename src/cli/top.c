@@ -1,7 +1,9 @@
 /* top.c - `nvmefsctl top`: reactors, namespaces and controllers of a running
  * daemon, refreshed every interval.  On a terminal a full-screen view
  * (ncurses: keys to sort and to quit); otherwise the same tables printed
- * once per interval, as top -b does. */
+ * once per interval, as top -b does.  Columns are as wide as their content
+ * (table.h); on a screen too narrow for a table (or in plain mode within
+ * $COLUMNS) its least needed columns are left out and a line names them. */
 #include <curses.h>
 #include <errno.h>
 #include <math.h>
@@ -13,14 +15,18 @@
 
 #include "ctl.h"
 #include "iostat.h"
+#include "table.h"
 
 enum sort_key { SORT_NAME, SORT_IOPS, SORT_BW, SORT_P99, SORT_NR };
 static const char *const sort_names[SORT_NR] = {"name", "iops", "MB/s", "p99"};
 
-/* Where a frame's lines go: the screen (row by row) or stdout. */
+/* Where a frame's lines go: the screen (row by row) or stdout; width: the
+ * screen's, or in plain mode $COLUMNS when set (as top -b), else none. */
 struct out {
 	bool curses;
 	int row;
+	unsigned width;
+	unsigned below; /* lines that did not fit under the screen */
 };
 
 static void emit(struct out *o, bool bold, const char *fmt, ...)
@@ -38,8 +44,10 @@ static void emit(struct out *o, bool bold, const char *fmt, ...)
 		puts(line);
 		return;
 	}
-	if (o->row >= LINES)
+	if (o->row >= LINES) {
+		o->below++;
 		return;
+	}
 	if (bold)
 		attron(A_BOLD | A_REVERSE);
 	mvaddnstr(o->row, 0, line, COLS);
@@ -60,6 +68,25 @@ static const char *num(char *b, size_t n, double v, int prec)
 	else
 		snprintf(b, n, "-");
 	return b;
+}
+
+static void emit_line(void *arg, bool head, const char *line)
+{
+	emit(arg, head, "%s", line);
+}
+
+/* A table within the width; the columns left out are named on a line of
+ * their own, so that a narrow screen never hides one without a sign. */
+static int emit_tab(struct out *o, struct tab *t)
+{
+	char hidden[256];
+	int n = tab_render(t, o->width, emit_line, o, hidden, sizeof(hidden));
+
+	tab_free(t);
+	if (n > 0)
+		emit(o, false, "(%d column%s hidden at %u columns: %s; widen the %s)", n,
+		     n == 1 ? "" : "s", o->width, hidden, o->curses ? "terminal" : "COLUMNS");
+	return n < 0 ? n : 0;
 }
 
 static json_object *find_by(json_object *arr, const char *k, const char *v)
@@ -88,12 +115,18 @@ static double grow(json_object *c, json_object *p, const char *k)
 	return a > b ? (double)(a - b) : 0;
 }
 
-static void reactors(struct out *o, json_object *prev, json_object *cur, double dt)
+static int reactors(struct out *o, json_object *prev, json_object *cur, double dt)
 {
+	static const struct tab_col cols[] = {
+	    {"REACTOR", TAB_LEFT, 0, 0}, {"CPU", TAB_RIGHT, 0, 0},     {"NODE", TAB_RIGHT, 3, 0},
+	    {"BUSY%", TAB_RIGHT, 0, 0},  {"IOPS", TAB_RIGHT, 0, 0},    {"QD", TAB_RIGHT, 0, 0},
+	    {"PASSES/s", TAB_RIGHT, 2, 0}, {"CPL/PASS", TAB_RIGHT, 1, 0},
+	};
 	json_object *arr = jget(cur, "reactors");
+	struct tab *t = tab_new(cols, sizeof(cols) / sizeof(cols[0]));
 
-	emit(o, true, "%-8s %4s %5s %7s %10s %6s %10s %9s", "REACTOR", "CPU", "NODE", "BUSY%",
-	     "IOPS", "QD", "PASSES/s", "CPL/PASS");
+	if (!t)
+		return -ENOMEM;
 	for (size_t i = 0; i < jlen(arr); i++) {
 		json_object *r = jidx(arr, i), *pr = prev ? find_reactor(prev, ju64(r, "id")) : NULL;
 		json_object *qs = jget(r, "qpairs");
@@ -113,13 +146,17 @@ static void reactors(struct out *o, json_object *prev, json_object *cur, double 
 			done += grow(q, pq, "completed");
 			qd += ju64(q, "inflight");
 		}
-		emit(o, false, "%-8llu %4s %5s %7s %10s %6llu %10s %9s",
-		     (unsigned long long)ju64(r, "id"), jstr(r, "cpu"), jstr(r, "node"),
-		     num(b1, sizeof(b1), busy + idle > 0 ? busy / (busy + idle) * 100 : NAN, 1),
-		     num(b2, sizeof(b2), done / dt, 0), (unsigned long long)qd,
-		     num(b3, sizeof(b3), passes / dt, 0),
-		     num(b4, sizeof(b4), busy_passes > 0 ? done / busy_passes : NAN, 2));
+		tab_cell(t, "%llu", (unsigned long long)ju64(r, "id"));
+		tab_cell(t, "%s", jstr(r, "cpu"));
+		tab_cell(t, "%s", jstr(r, "node"));
+		tab_cell(t, "%s",
+		         num(b1, sizeof(b1), busy + idle > 0 ? busy / (busy + idle) * 100 : NAN, 1));
+		tab_cell(t, "%s", num(b2, sizeof(b2), done / dt, 0));
+		tab_cell(t, "%llu", (unsigned long long)qd);
+		tab_cell(t, "%s", num(b3, sizeof(b3), passes / dt, 0));
+		tab_cell(t, "%s", num(b4, sizeof(b4), busy_passes > 0 ? done / busy_passes : NAN, 2));
 	}
+	return emit_tab(o, t);
 }
 
 static enum sort_key sort_by;
@@ -144,10 +181,10 @@ static int ns_cmp(const void *a, const void *b)
 	double vx, vy;
 
 	if (sort_by == SORT_NAME)
-		return strcmp(x->name, y->name);
+		return ctl_natcmp(x->name, y->name);
 	vx = sort_val(x);
 	vy = sort_val(y);
-	return vx < vy ? 1 : vx > vy ? -1 : strcmp(x->name, y->name);
+	return vx < vy ? 1 : vx > vy ? -1 : ctl_natcmp(x->name, y->name);
 }
 
 static int namespaces(struct out *o, json_object *prev, json_object *cur)
@@ -155,45 +192,73 @@ static int namespaces(struct out *o, json_object *prev, json_object *cur)
 	struct io_ns_rates *v;
 	size_t n;
 
+	/* what goes first on a narrow screen: the controller (the name says
+	 * it), then the medians, then aqu-sz */
+	static const struct tab_col cols[] = {
+	    {"NAMESPACE", TAB_LEFT, 0, 0}, {"CTRL", TAB_LEFT, 5, 0},   {"r/s", TAB_RIGHT, 0, 0},
+	    {"w/s", TAB_RIGHT, 0, 0},      {"rMB/s", TAB_RIGHT, 0, 0}, {"wMB/s", TAB_RIGHT, 0, 0},
+	    {"r_p50", TAB_RIGHT, 4, 0},    {"r_p99", TAB_RIGHT, 0, 0}, {"w_p50", TAB_RIGHT, 4, 0},
+	    {"w_p99", TAB_RIGHT, 0, 0},    {"aqu", TAB_RIGHT, 3, 0},   {"QD", TAB_RIGHT, 0, 0},
+	    {"%util", TAB_RIGHT, 0, 0},
+	};
+	struct tab *t;
+
 	if (io_ns_rates(prev, cur, &v, &n))
 		return -ENOMEM;
 	qsort(v, n, sizeof(*v), ns_cmp);
-	emit(o, true, "%-14s %-8s %9s %9s %8s %8s %8s %8s %8s %8s %6s %4s %6s", "NAMESPACE",
-	     "CTRL", "r/s", "w/s", "rMB/s", "wMB/s", "r_p50", "r_p99", "w_p50", "w_p99",
-	     "aqu", "QD", "%util");
+	t = tab_new(cols, sizeof(cols) / sizeof(cols[0]));
+	if (!t) {
+		free(v);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct io_ns_rates *r = &v[i];
 		char b[10][32];
 
-		emit(o, false, "%-14s %-8s %9s %9s %8s %8s %8s %8s %8s %8s %6s %4llu %6s", r->name,
-		     r->ctrl, num(b[0], 32, r->rs, 0), num(b[1], 32, r->ws, 0),
-		     num(b[2], 32, r->rkbs / 1024, 1), num(b[3], 32, r->wkbs / 1024, 1),
-		     num(b[4], 32, r->r_p50, 3), num(b[5], 32, r->r_p99, 3),
-		     num(b[6], 32, r->w_p50, 3), num(b[7], 32, r->w_p99, 3),
-		     num(b[8], 32, r->aqu, 2), (unsigned long long)r->inflight,
-		     num(b[9], 32, r->util, 1));
+		tab_cell(t, "%s", r->name);
+		tab_cell(t, "%s", r->ctrl);
+		tab_cell(t, "%s", num(b[0], 32, r->rs, 0));
+		tab_cell(t, "%s", num(b[1], 32, r->ws, 0));
+		tab_cell(t, "%s", num(b[2], 32, r->rkbs / 1024, 1));
+		tab_cell(t, "%s", num(b[3], 32, r->wkbs / 1024, 1));
+		tab_cell(t, "%s", num(b[4], 32, r->r_p50, 3));
+		tab_cell(t, "%s", num(b[5], 32, r->r_p99, 3));
+		tab_cell(t, "%s", num(b[6], 32, r->w_p50, 3));
+		tab_cell(t, "%s", num(b[7], 32, r->w_p99, 3));
+		tab_cell(t, "%s", num(b[8], 32, r->aqu, 2));
+		tab_cell(t, "%llu", (unsigned long long)r->inflight);
+		tab_cell(t, "%s", num(b[9], 32, r->util, 1));
 	}
 	free(v);
-	return 0;
+	return emit_tab(o, t);
 }
 
-static void controllers(struct out *o, json_object *cur, json_object *status)
+static int controllers(struct out *o, json_object *cur, json_object *status)
 {
+	static const struct tab_col cols[] = {
+	    {"CONTROLLER", TAB_LEFT, 0, 0}, {"STATE", TAB_LEFT, 0, 0},  {"RESETS", TAB_RIGHT, 0, 0},
+	    {"TIMEOUTS", TAB_RIGHT, 0, 0},  {"TEMP_C", TAB_RIGHT, 1, 0}, {"WARN", TAB_RIGHT, 0, 0},
+	};
 	json_object *arr = jget(cur, "controllers");
+	struct tab *t = tab_new(cols, sizeof(cols) / sizeof(cols[0]));
 
-	emit(o, true, "%-12s %-10s %7s %9s %7s %6s", "CONTROLLER", "STATE", "RESETS", "TIMEOUTS",
-	     "TEMP_C", "WARN");
+	if (!t)
+		return -ENOMEM;
 	for (size_t i = 0; i < jlen(arr); i++) {
 		json_object *c = jidx(arr, i), *rec = jget(c, "recovery");
 		json_object *h = jget(find_by(jget(status, "controllers"), "name", jstr(c, "name")),
 		                      "health");
-		json_object *t = jget(h, "temperature_c");
+		json_object *temp = jget(h, "temperature_c");
 
-		emit(o, false, "%-12s %-10s %7llu %9llu %7s %6s", jstr(c, "name"), jstr(c, "state"),
-		     (unsigned long long)ju64(rec, "resets_started"),
-		     (unsigned long long)ju64(rec, "timeouts"), t ? json_object_get_string(t) : "-",
-		     h && jbool(h, "valid") ? (ju64(h, "critical_warning") ? "yes" : "no") : "-");
+		tab_cell(t, "%s", jstr(c, "name"));
+		tab_cell(t, "%s", jstr(c, "state"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(rec, "resets_started"));
+		tab_cell(t, "%llu", (unsigned long long)ju64(rec, "timeouts"));
+		tab_cell(t, "%s", temp ? json_object_get_string(temp) : "-");
+		tab_cell(t, "%s",
+		         h && jbool(h, "valid") ? (ju64(h, "critical_warning") ? "yes" : "no") : "-");
 	}
+	return emit_tab(o, t);
 }
 
 static int frame(struct out *o, json_object *prev, json_object *cur, json_object *status,
@@ -209,13 +274,13 @@ static int frame(struct out *o, json_object *prev, json_object *cur, json_object
 		emit(o, false, "keys: q quit, s sort (by %s), n name, i iops, b MB/s, l p99; every %.1f s",
 		     sort_names[sort_by], interval);
 	emit(o, false, "%s", "");
-	reactors(o, prev, cur, dt > 0 ? dt : NAN);
+	if (reactors(o, prev, cur, dt > 0 ? dt : NAN))
+		return -ENOMEM;
 	emit(o, false, "%s", "");
 	if (namespaces(o, prev, cur))
 		return -ENOMEM;
 	emit(o, false, "%s", "");
-	controllers(o, cur, status);
-	return 0;
+	return controllers(o, cur, status);
 }
 
 /* Wait for interval seconds on the screen, taking keys; false: quit. */
@@ -263,8 +328,17 @@ int io_top(const char *sock, double interval, unsigned long count)
 {
 	json_object *prev = NULL, *cur = NULL, *status = NULL;
 	struct out o = {.curses = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO)};
+	const char *cols = getenv("COLUMNS");
 	unsigned long done = 0;
 	int ret = EXIT_OK;
+
+	if (!o.curses && cols && *cols) {
+		char *end;
+		unsigned long w = strtoul(cols, &end, 10);
+
+		if (!*end && w >= 20 && w <= 10000)
+			o.width = (unsigned)w;
+	}
 
 	ctl_catch_signals();
 	if (o.curses && !initscr()) {
@@ -289,13 +363,28 @@ int io_top(const char *sock, double interval, unsigned long count)
 			break;
 		done++;
 		o.row = 0;
-		if (o.curses)
+		o.below = 0;
+		if (o.curses) {
 			erase();
+			o.width = COLS > 0 ? (unsigned)COLS : 0;
+		}
 		if (frame(&o, prev, cur, status, interval)) {
 			ret = EXIT_DAEMON;
 			break;
 		}
 		if (o.curses) {
+			if (o.below && LINES > 0) {
+				/* the last line says what the screen's height cut */
+				char msg[96];
+
+				snprintf(msg, sizeof(msg), "(%u more line%s below: a taller terminal)",
+				         o.below + 1, o.below ? "s" : "");
+				move(LINES - 1, 0);
+				clrtoeol();
+				attron(A_BOLD);
+				mvaddnstr(LINES - 1, 0, msg, COLS);
+				attroff(A_BOLD);
+			}
 			refresh();
 		} else {
 			putchar('\n');

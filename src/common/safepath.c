@@ -91,6 +91,64 @@ static int check_file(const struct stat *st, const char *path, char *msg, size_t
 	return 0;
 }
 
+int safepath_mkdir(int dfd, const char *name, const char *shown, char *msg, size_t len)
+{
+	bool made = true;
+	struct stat st;
+	int fd, err;
+
+	if (mkdirat(dfd, name, 0755) < 0) {
+		if (errno != EEXIST) {
+			err = -errno;
+			snprintf(msg, len, "cannot create directory %s: %s", shown,
+				 strerror(-err));
+			return err;
+		}
+		made = false;
+	}
+	/* Whatever holds the name now, ours or made meanwhile by someone
+	 * else (in a sticky directory another user can plant a link there
+	 * between a look-up and the mkdirat): never followed, and changed
+	 * only through an fd once it is known to be a trusted directory. */
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)))
+			return check_dir(&st, shown, false, msg, len);
+		snprintf(msg, len, "cannot open directory %s: %s", shown, strerror(-err));
+		return err;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		snprintf(msg, len, "cannot stat %s: %s", shown, strerror(-err));
+		goto fail;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(msg, len, "%s is not a directory", shown);
+		err = -ENOTDIR;
+		goto fail;
+	}
+	if (!trusted_uid(st.st_uid)) {
+		snprintf(msg, len, "directory %s is owned by uid %u, not root", shown,
+			 (unsigned)st.st_uid);
+		err = -EPERM;
+		goto fail;
+	}
+	/* ours: 0755 whatever the umask (UMask=0077 in the unit), as a
+	 * 0700 directory would keep everyone but root out.  One made by
+	 * someone else keeps its mode, for the caller's checks to judge. */
+	if (made && (st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
+		err = -errno;
+		snprintf(msg, len, "cannot chmod directory %s: %s", shown, strerror(-err));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return err;
+}
+
 int safepath_open_parent(const char *path, bool create, const char **name, char *msg, size_t len)
 {
 	char buf[PATH_MAX];
@@ -144,19 +202,18 @@ int safepath_open_parent(const char *path, bool create, const char **name, char 
 		}
 		next = openat(fd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
-			/* 0755 whatever the umask (UMask=0077 in the unit):
-			 * a 0700 parent keeps everyone but root out */
-			if ((mkdirat(fd, p, 0755) < 0 && errno != EEXIST) ||
-			    fchmodat(fd, p, 0755, 0) < 0) {
-				err = -errno;
-				snprintf(msg, len, "cannot create directory %s: %s", buf, strerror(-err));
+			next = safepath_mkdir(fd, p, buf, msg, len);
+			if (next < 0) {
+				err = next;
 				goto fail;
 			}
-			next = openat(fd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (next < 0) {
 			err = -errno;
-			snprintf(msg, len, "cannot open %s: %s", buf, strerror(-err));
+			if (err == -ENOENT)
+				snprintf(msg, len, "directory %s does not exist", buf);
+			else
+				snprintf(msg, len, "cannot open %s: %s", buf, strerror(-err));
 			goto fail;
 		}
 		close(fd);
@@ -243,6 +300,27 @@ out:
 	if (*created)
 		unlinkat(dfd, name, 0);
 	*created = false;
+	close(dfd);
+	return err;
+}
+
+int safepath_check_file(const char *path, char *msg, size_t len)
+{
+	const char *name;
+	struct stat st;
+	int dfd, err = 0;
+
+	dfd = safepath_open_parent(path, false, &name, msg, len);
+	if (dfd < 0)
+		return dfd;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT) {
+			err = -errno;
+			snprintf(msg, len, "cannot stat %s: %s", path, strerror(-err));
+		}
+	} else {
+		err = check_file(&st, path, msg, len);
+	}
 	close(dfd);
 	return err;
 }

@@ -24,13 +24,25 @@
 #include <sys/types.h>
 
 /* The directory holding path's last component, opened O_PATH|O_DIRECTORY
- * (an fd for openat, mkdirat, fstatat), after the walk above.  With create,
- * missing directories are made (mode 0755 whatever the umask) and then
- * checked like the rest.
+ * (O_RDONLY|O_DIRECTORY when the walk made it; either way an fd for openat,
+ * mkdirat, fstatat), after the walk above.  With create, missing
+ * directories are made (safepath_mkdir: mode 0755 whatever the umask, set
+ * through the fd) and then checked like the rest.
  * *name points to the last component inside path (never empty: a trailing
  * slash is refused).  Returns the fd or a negative errno. */
 int safepath_open_parent(const char *path, bool create, const char **name, char *msg,
 			 size_t len);
+
+/* Make directory name in dfd (a directory the walk above trusts) and
+ * return it opened O_RDONLY|O_DIRECTORY, with mode 0755 whatever the
+ * umask.  A name that exists already (EEXIST: made meanwhile by someone
+ * else) is taken only if it is a directory owned by root (or the
+ * effective user), and keeps its mode for the caller to check.  Nothing is
+ * changed by name and no link is followed: a symbolic link planted between
+ * a caller's look-up and the mkdirat is refused (-ELOOP) and its target
+ * left alone.  shown: the path as msg names it.  Returns the fd or a
+ * negative errno. */
+int safepath_mkdir(int dfd, const char *name, const char *shown, char *msg, size_t len);
 
 /* path opened O_RDWR|O_CLOEXEC as a regular file after the walk: an
  * existing one must be a regular file owned by root (or the effective
@@ -38,5 +50,12 @@ int safepath_open_parent(const char *path, bool create, const char **name, char 
  * directory must exist).  *created says which.  Returns the fd or a
  * negative errno. */
 int safepath_open_file(const char *path, mode_t mode, bool *created, char *msg, size_t len);
+
+/* What safepath_open_file would say of path, opening and creating
+ * nothing: 0 when the walk passes and the file is missing (it would be
+ * created) or is a regular file owned by root (or the effective user);
+ * else a negative errno and msg (-ENOENT: a directory on the way does not
+ * exist; -EACCES: the caller may not search one, so nothing was judged). */
+int safepath_check_file(const char *path, char *msg, size_t len);
 
 #endif

@@ -8,7 +8,9 @@
  * every key (section, name, type, field, range, default, help); a table pass
  * takes each section's keys by their type and fills in defaults, then each
  * section's cross-key rules run (cq_budget < queue_depth, queues <= CPUs,
- * size against block_size, the backing pattern, a PCI device at most once).
+ * size against block_size, the backing pattern, a PCI device at most once, a
+ * mountpoint that is no system directory; under cfg_load, what the file
+ * system says of the paths, config.h).
  * Errors are gathered and printed sorted by line.
  */
 #include "config.h"
@@ -23,8 +25,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "safepath.h"
 
 #if INI_HANDLER_LINENO
 #error "the handler below has no lineno parameter; lines are counted by cfg_reader"
@@ -71,6 +76,7 @@ struct ctx {
 	struct err *errs;
 	unsigned nerrs, errs_cap;
 	bool oom;
+	bool fs_checks; /* cfg_load: also ask the file system about the paths */
 	struct cfg *cfg;
 	uint8_t *online; /* bitmap of online CPUs, CFG_CPU_ID_MAX + 1 bits */
 	char online_str[256];
@@ -1075,13 +1081,138 @@ static void classify(struct ctx *c)
 			       "[controller NAME]");
 }
 
+/* ---- paths ---- */
+
+/* A path's text: no "." or ".." component (the daemon walks paths
+ * component by component and refuses them, safepath.h). */
+static bool dot_free(const char *p)
+{
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+
+		if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return false;
+		s += n;
+		s += *s == '/';
+	}
+	return true;
+}
+
+/* The system directories a mountpoint may not be: the mount would hide
+ * what the system keeps there (or, on a file system of the kernel's, make
+ * no sense).  within: the directory and everything below it; otherwise the
+ * directory itself only (a directory of its own below it is fine, such as
+ * /run/nvmefs, /srv/nvme or /mnt/nvme). */
+static const struct {
+	const char *dir;
+	bool within;
+} system_dirs[] = {
+    {"/", false},         {"/bin", true},      {"/boot", true},      {"/dev", true},
+    {"/etc", true},       {"/home", false},    {"/lib", true},       {"/lib32", true},
+    {"/lib64", true},     {"/libx32", true},   {"/media", false},    {"/mnt", false},
+    {"/opt", false},      {"/proc", true},     {"/root", false},     {"/run", false},
+    {"/sbin", true},      {"/srv", false},     {"/sys", true},       {"/tmp", false},
+    {"/usr", true},       {"/var", false},     {"/var/cache", false}, {"/var/lib", false},
+    {"/var/log", false},  {"/var/spool", false}, {"/var/tmp", false},
+};
+
+/* The system directory that mountpoint p (absolute, dot_free) is, or is
+ * within; NULL if none.  "//" is read as the kernel reads it. */
+static const char *system_dir(const char *p, bool *within)
+{
+	char n[PATH_MAX];
+	size_t len = 0;
+
+	for (const char *s = p; *s && len < sizeof(n) - 1; s++)
+		if (*s != '/' || !len || n[len - 1] != '/')
+			n[len++] = *s;
+	if (len > 1 && n[len - 1] == '/')
+		len--;
+	n[len] = '\0';
+	for (size_t i = 0; i < sizeof(system_dirs) / sizeof(system_dirs[0]); i++) {
+		const char *d = system_dirs[i].dir;
+		size_t dl = strlen(d);
+
+		*within = system_dirs[i].within && strncmp(n, d, dl) == 0 && n[dl] == '/';
+		if (!strcmp(n, d) || *within)
+			return d;
+	}
+	return NULL;
+}
+
+/* An error about key (kv: where it is given; NULL: its default, val). */
+#define err_path(c, kv, key, val, fmt, ...)                                                        \
+	((kv) ? err_kv(c, kv, fmt, ##__VA_ARGS__)                                                  \
+	      : add_err(c, CFG_NOLINE, "%s: %s = %s (the default): " fmt, (c)->name, key, val,     \
+	                ##__VA_ARGS__))
+
+/* What would stop the daemon at start, asked of the file system now (only
+ * cfg_load; cfg_load_string is text alone).  A directory the caller may
+ * not search (EACCES: not root) is not judged.  The mountpoint itself is
+ * never looked at: a FUSE mount there whose server is gone would hang the
+ * look-up (mount.c); its parents are walked as the daemon walks them, and
+ * a missing one is fine (the daemon creates them). */
+static void check_mountpoint_fs(struct ctx *c, const struct kv *kv, const char *mp)
+{
+	char msg[PATH_MAX + 160];
+	const char *name;
+	int fd = safepath_open_parent(mp, false, &name, msg, sizeof(msg));
+
+	if (fd >= 0)
+		close(fd);
+	else if (fd != -ENOENT && fd != -EACCES)
+		err_path(c, kv, "mountpoint", mp, "%s", msg);
+}
+
+/* The socket is made at start, its directory is not. */
+static void check_socket_fs(struct ctx *c, const struct kv *kv, const char *sock)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(sock, '/');
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%.*s", slash == sock ? 1 : (int)(slash - sock), sock);
+	if (stat(dir, &st) < 0) {
+		if (errno == ENOENT)
+			err_path(c, kv, "admin_socket", sock,
+			         "directory %s does not exist (the daemon makes the socket, not its "
+			         "directory)",
+			         dir);
+		else if (errno == ENOTDIR)
+			err_path(c, kv, "admin_socket", sock, "%s is not a directory", dir);
+	} else if (!S_ISDIR(st.st_mode)) {
+		err_path(c, kv, "admin_socket", sock, "%s is not a directory", dir);
+	}
+}
+
 static void do_daemon(struct ctx *c, int si)
 {
+	struct cfg_daemon *d = &c->cfg->daemon;
 	const struct kv *slot[K_NKEYS];
-	bool ok[K_NKEYS];
+	bool ok[K_NKEYS], mp_ok, within;
+	const char *sys;
 
-	/* the daemon's keys have no cross-key rules */
-	take_section(c, CFG_SEC_DAEMON, si, &c->cfg->daemon, slot, ok);
+	take_section(c, CFG_SEC_DAEMON, si, d, slot, ok);
+
+	mp_ok = !slot[K_MOUNTPOINT] || ok[K_MOUNTPOINT];
+	if (mp_ok && !dot_free(d->mountpoint)) {
+		err_kv(c, slot[K_MOUNTPOINT], "must have no . or .. component");
+		mp_ok = false;
+	} else if (mp_ok && strlen(d->mountpoint) > 1 &&
+	           d->mountpoint[strlen(d->mountpoint) - 1] == '/') {
+		err_kv(c, slot[K_MOUNTPOINT], "must not end with a slash");
+		mp_ok = false;
+	} else if (mp_ok && (sys = system_dir(d->mountpoint, &within))) {
+		err_kv(c, slot[K_MOUNTPOINT],
+		       "must not be %s %s: a mount there hides what the system keeps in it; give "
+		       "the namespaces a directory of their own, such as /run/nvmefs or /srv/nvme",
+		       within ? "inside the system directory" : "the system directory", sys);
+		mp_ok = false;
+	}
+	if (c->fs_checks && mp_ok)
+		check_mountpoint_fs(c, slot[K_MOUNTPOINT], d->mountpoint);
+	if (c->fs_checks && (!slot[K_ADMIN_SOCKET] || ok[K_ADMIN_SOCKET]))
+		check_socket_fs(c, slot[K_ADMIN_SOCKET], d->admin_socket);
 }
 
 /* Each CPU of a valid cpus once and online. */
@@ -1145,6 +1276,34 @@ static void do_engine(struct ctx *c, int si)
 		e->queues = cpus_ok && e->nr_cpus < 64 ? e->nr_cpus : 64;
 }
 
+/* Each namespace's backing file as the daemon will open it
+ * (safepath_open_file): its directory must exist (the daemon creates the
+ * file, not the directory) and pass the walk's rules, and a file there
+ * must be a regular file of root's.  One error per key: the files of one
+ * pattern share their directory. */
+static void check_backing_fs(struct ctx *c, const struct kv *kv, const struct cfg_controller *ctl)
+{
+	char path[PATH_MAX], msg[PATH_MAX + 160];
+
+	for (unsigned ns = 1; ns <= ctl->namespaces; ns++) {
+		int rc;
+
+		if (cfg_backing_file(ctl, ns, path, sizeof(path)))
+			return;
+		rc = safepath_check_file(path, msg, sizeof(msg));
+		if (rc == -ENOENT) {
+			err_kv(c, kv, "%s: the daemon creates a missing backing file, not its "
+			       "directory (install -d -m 0700 %.*s)",
+			       msg, (int)(strrchr(path, '/') - path), path);
+			return;
+		}
+		if (rc && rc != -EACCES) {
+			err_kv(c, kv, "%s", msg);
+			return;
+		}
+	}
+}
+
 static void do_controller(struct ctx *c, int si)
 {
 	struct sec *s = &c->secs[si];
@@ -1191,6 +1350,10 @@ static void do_controller(struct ctx *c, int si)
 			err_kv(c, kv, "must expand to a path shorter than %d bytes", PATH_MAX);
 			ctl->backing = CFG_BACKING_RAM;
 			ctl->backing_path[0] = '\0';
+		} else if (!dot_free(ctl->backing_path)) {
+			err_kv(c, kv, "must have no . or .. component");
+		} else if (c->fs_checks && ns_ok) {
+			check_backing_fs(c, kv, ctl);
 		}
 	}
 	if (!ok[K_DEVICE]) {
@@ -1224,9 +1387,10 @@ static void ctx_free(struct ctx *c)
 	free(c->online);
 }
 
-static int load_buf(const char *name, const char *buf, size_t len, struct cfg **out, FILE *errs)
+static int load_buf(const char *name, const char *buf, size_t len, bool fs_checks,
+                    struct cfg **out, FILE *errs)
 {
-	struct ctx c = {.name = name, .buf = buf, .len = len, .cur_sec = -1};
+	struct ctx c = {.name = name, .buf = buf, .len = len, .cur_sec = -1, .fs_checks = fs_checks};
 	int daemon = -1, engine = -1;
 	int rc;
 
@@ -1283,10 +1447,10 @@ out:
 
 int cfg_load_string(const char *name, const char *text, struct cfg **out, FILE *errs)
 {
-	return load_buf(name, text, strlen(text), out, errs);
+	return load_buf(name, text, strlen(text), false, out, errs);
 }
 
-int cfg_load(const char *path, struct cfg **out, FILE *errs)
+static int load_file(const char *path, bool fs_checks, struct cfg **out, FILE *errs)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -1320,11 +1484,21 @@ int cfg_load(const char *path, struct cfg **out, FILE *errs)
 		        CFG_FILE_MAX);
 		goto out;
 	}
-	rc = load_buf(path, buf, len, out, errs);
+	rc = load_buf(path, buf, len, fs_checks, out, errs);
 out:
 	free(buf);
 	fclose(f);
 	return rc;
+}
+
+int cfg_load(const char *path, struct cfg **out, FILE *errs)
+{
+	return load_file(path, true, out, errs);
+}
+
+int cfg_load_syntax(const char *path, struct cfg **out, FILE *errs)
+{
+	return load_file(path, false, out, errs);
 }
 
 /* ---- output ---- */

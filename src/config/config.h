@@ -135,10 +135,21 @@ int cfg_parse_cpu_list(const char *s, unsigned *cpus, unsigned max, unsigned *n)
 
 /* Parse and validate PATH.  On success *out is a new cfg (cfg_free it) and 0
  * is returned; otherwise every problem has been written to errs and -EINVAL
- * (bad content) or -errno (cannot read the file) is returned. */
+ * (bad content) or -errno (cannot read the file) is returned.
+ * Besides the text, the file system is asked what would stop the daemon at
+ * start: a backing file's directory must exist and pass safepath.h's walk
+ * (an existing file there must be a regular file of root's), the
+ * mountpoint's existing parents must pass it, the admin socket's directory
+ * must exist.  Looked at with the caller's rights: a directory it may not
+ * search is not judged.  The mountpoint itself is never looked at (a mount
+ * there may hang a look-up); that it is empty is checked at start. */
 int cfg_load(const char *path, struct cfg **out, FILE *errs);
 
-/* The same on a string; name stands for the file name in messages. */
+/* cfg_load without the file system: the text alone (nvmefsctl -c, which
+ * needs admin_socket only, and tests). */
+int cfg_load_syntax(const char *path, struct cfg **out, FILE *errs);
+
+/* The text alone, on a string; name stands for the file name in messages. */
 int cfg_load_string(const char *name, const char *text, struct cfg **out, FILE *errs);
 
 /* The effective config (every key, defaults filled in) as a valid config

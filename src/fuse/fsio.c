@@ -273,6 +273,9 @@ static void write_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
+	/* before the answer (a failed write may have written blocks too): a
+	 * stat after it sees the change */
+	fsns_touch(q->ns);
 	if (!cmd_ok(q, err))
 		return;
 	if (q->dflush && q->stage != RS_DFLUSH) {
@@ -456,6 +459,7 @@ static void fa_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
+	fsns_touch(q->ns); /* as write_done (an edge's read marks it too: harmless) */
 	if (!cmd_ok(q, err))
 		return;
 	if (q->part < q->nedge) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "nvme.h"
@@ -78,6 +79,7 @@ int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 	atomic_init(&ns->size, ns->d.size);
 	atomic_init(&ns->state, FSNS_PRESENT);
 	atomic_init(&ns->gen, 0);
+	atomic_init(&ns->mtime, 0);
 	rlock_init(&ns->lock);
 	/* the slot is complete before a reader can count it */
 	atomic_store_explicit(&t->nr, k + 1, memory_order_release);
@@ -119,6 +121,8 @@ int fsns_revive(struct fsns_table *t, uint64_t ino)
 		rc = -ENOENT;
 	else
 		atomic_store_explicit(&ns->state, FSNS_PRESENT, memory_order_release);
+	if (!rc)
+		fsns_touch(ns); /* what it holds now is what the device kept */
 	pthread_mutex_unlock(&t->wlock);
 	return rc;
 }
@@ -134,10 +138,37 @@ int fsns_resize(struct fsns_table *t, uint64_t ino, uint64_t bytes)
 		rc = -ENOENT;
 	else if (bytes < fsns_size(ns))
 		rc = -ERANGE;
-	else
+	else if (bytes > fsns_size(ns)) {
 		atomic_store_explicit(&ns->size, bytes, memory_order_release);
+		fsns_touch(ns);
+	}
 	pthread_mutex_unlock(&t->wlock);
 	return rc;
+}
+
+uint64_t fsns_mtime(struct fusefs_ns *ns, uint64_t floor)
+{
+	uint64_t v = atomic_load_explicit(&ns->mtime, memory_order_acquire);
+
+	floor &= ~1ull;
+	/* A write that ends while this runs sets the mark again and fails the
+	 * exchange: the loop stamps once more, so no stat that begins after
+	 * a write ended can return a time taken before it. */
+	while (v & 1) {
+		struct timespec ts;
+		uint64_t now, prev = v & ~1ull;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		now = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) & ~1ull;
+		if (prev < floor)
+			prev = floor;
+		if (now <= prev)
+			now = prev + 2; /* the clock stepped back: still a change */
+		if (atomic_compare_exchange_weak_explicit(&ns->mtime, &v, now, memory_order_acq_rel,
+							  memory_order_acquire))
+			return now;
+	}
+	return v > floor ? v : floor;
 }
 
 uint64_t fsns_find(struct fsns_table *t, unsigned ctrl, uint32_t nsid)

@@ -51,6 +51,10 @@ struct fusefs_ns {
 	_Atomic uint64_t size;  /* bytes, grows only */
 	atomic_uint state;      /* enum fsns_state */
 	atomic_uint gen;        /* handle generation: bumped by each removal */
+	/* mtime and ctime, ns since the epoch, even (0: the mount's start);
+	 * bit 0 set: changed since, to be stamped by the next stat
+	 * (fsns_touch, fsns_mtime) */
+	_Atomic uint64_t mtime;
 	struct rlock lock;      /* writes and fallocate, shared by the reactors */
 	/* its figures, one per reactor (the table's nr_stats), each written by
 	 * its reactor only; NULL when the table keeps none */
@@ -138,5 +142,24 @@ static inline uint64_t fsns_size(const struct fusefs_ns *ns)
 {
 	return atomic_load_explicit(&((struct fusefs_ns *)ns)->size, memory_order_acquire);
 }
+
+/* The namespace's content may have changed (a write or fallocate ended,
+ * failed ones too: they may have written some blocks; a resize; a
+ * detached namespace back): the next stat shows a new mtime and ctime.
+ * Any thread.  On the write path this is one load of a word beside size;
+ * it stores only the first time after a stat took the mark, and reads no
+ * clock: fsns_mtime does, once per stat that finds the mark. */
+static inline void fsns_touch(struct fusefs_ns *ns)
+{
+	if (!(atomic_load_explicit(&ns->mtime, memory_order_relaxed) & 1))
+		atomic_fetch_or_explicit(&ns->mtime, 1, memory_order_release);
+}
+
+/* mtime and ctime for a stat, ns since the epoch: when the namespace was
+ * touched since the last stat, the wall clock now (a write that ended
+ * before this stat began is never later than that), else the time the
+ * last such stat stamped; never before floor (the mount's start) and never
+ * going back, whatever the clock does.  Any thread. */
+uint64_t fsns_mtime(struct fusefs_ns *ns, uint64_t floor);
 
 #endif

@@ -64,8 +64,18 @@ static void reply_err(struct fusefs_rx *rx, struct fw_req *r, uint8_t op, int er
 
 /* ---- attributes and directory ---- */
 
-static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, uint64_t ino, struct stat *st)
+static uint64_t ts_ns(struct timespec t)
 {
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* mtime and ctime move with the namespace's content (fsns_mtime: the first
+ * stat after a write stamps it), so that cp -u, rsync and backup tools see
+ * a change; atime stays the mount's start (reads are not recorded). */
+static void ns_stat(struct fusefs *fs, struct fusefs_ns *ns, uint64_t ino, struct stat *st)
+{
+	uint64_t m = fsns_mtime(ns, ts_ns(fs->t0));
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_mode = S_IFREG | (fs->o.file_mode & 07777);
@@ -75,7 +85,10 @@ static void ns_stat(struct fusefs *fs, const struct fusefs_ns *ns, uint64_t ino,
 	st->st_size = (off_t)fsns_size(ns);
 	st->st_blksize = ns->d.lba_size > OPT_BLKSIZE ? ns->d.lba_size : OPT_BLKSIZE;
 	st->st_blocks = (blkcnt_t)(fsns_size(ns) / 512);
-	st->st_atim = st->st_mtim = st->st_ctim = fs->t0;
+	st->st_atim = fs->t0;
+	st->st_mtim.tv_sec = (time_t)(m / 1000000000u);
+	st->st_mtim.tv_nsec = (long)(m % 1000000000u);
+	st->st_ctim = st->st_mtim;
 }
 
 static void root_stat(struct fusefs *fs, struct stat *st)

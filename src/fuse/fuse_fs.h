@@ -158,7 +158,8 @@ struct fusefs_ns_desc {
  * whatever the umask) if missing; clear a stale FUSE mount left by a crashed daemon (stat fails with
  * ENOTCONN or ECONNABORTED) with a lazy unmount (UMOUNT_NOFOLLOW) and a log
  * line; fail with -EBUSY and a message naming what is mounted there when it is
- * a live mount.  The path is walked by safepath_open_parent's rules
+ * a live mount, and with -ENOTEMPTY naming what is in the directory when it
+ * is not empty (a mount would hide it).  The path is walked by safepath_open_parent's rules
  * (safepath.h: no symbolic link anywhere, every parent owned by root, the
  * mountpoint's own parent writable by its owner only); a symbolic link at the
  * mountpoint itself is refused with -ELOOP.  fusefs_create calls it. */

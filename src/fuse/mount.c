@@ -1,8 +1,10 @@
 /* mount.c - make a mountpoint usable: create it, clear a stale FUSE mount,
- * refuse a live one, a symbolic link, or a path another user could change
- * (safepath.h).  What is mounted where comes from libmount. */
+ * refuse a live one, a directory that is not empty, a symbolic link, or a
+ * path another user could change (safepath.h).  What is mounted where comes
+ * from libmount. */
 #include "fuse_fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -299,6 +301,49 @@ static bool dead_server(int err)
 	return err == ENOTCONN || err == ECONNABORTED;
 }
 
+/* The mountpoint (name in dfd) holds nothing: a mount would hide whatever
+ * is there (someone's files, or a copy meant to be elsewhere) without a
+ * word.  -ENOTEMPTY names up to three of its entries and their count. */
+static int check_empty(int dfd, const char *name, const char *path)
+{
+	char shown[160] = "";
+	size_t off = 0;
+	unsigned n = 0;
+	struct dirent *de;
+	DIR *dir;
+	int fd, err;
+
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(dir = fdopendir(fd))) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		log_err("%s: mountpoint: cannot read the directory: %s", path, strerror(-err));
+		return err;
+	}
+	errno = 0;
+	while ((de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n < 3 && off < sizeof(shown))
+			off += (size_t)snprintf(shown + off, sizeof(shown) - off, "%s'%s'",
+						n ? ", " : "", de->d_name);
+		n++;
+	}
+	err = errno ? -errno : 0;
+	closedir(dir);
+	if (err) {
+		log_err("%s: mountpoint: cannot read the directory: %s", path, strerror(-err));
+		return err;
+	}
+	if (!n)
+		return 0;
+	log_err("%s: mountpoint is not empty (%u entr%s: %s%s): the mount would hide them; move "
+		"them away or choose an empty or missing directory",
+		path, n, n == 1 ? "y" : "ies", shown, n > 3 ? ", ..." : "");
+	return -ENOTEMPTY;
+}
+
 int fusefs_prepare_mountpoint(const char *path)
 {
 	char real[PATH_MAX], type[64], src[PATH_MAX], msg[PATH_MAX + 160];
@@ -338,18 +383,20 @@ int fusefs_prepare_mountpoint(const char *path)
 			}
 		} else if (err == -ENOENT) {
 			/* 0755 whatever the umask: the unit's UMask=0077 would
-			 * keep everyone but root away from the namespace files */
-			if ((mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) ||
-			    fchmodat(dfd, name, 0755, 0) < 0) {
-				err = -errno;
-				log_err("%s: cannot create the mountpoint: %s", path, strerror(-err));
+			 * keep everyone but root away from the namespace files;
+			 * made and changed through an fd, never by name */
+			int mfd = safepath_mkdir(dfd, name, path, msg, sizeof(msg));
+
+			if (mfd < 0) {
+				err = mfd;
+				log_err("%s: cannot create the mountpoint: %s", path, msg);
 				goto out;
 			}
+			err = fstat(mfd, &st) < 0 ? -errno : 0;
+			close(mfd);
+			if (err)
+				goto out;
 			log_info("%s: created the mountpoint", path);
-			if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-				err = -errno;
-				goto out;
-			}
 		} else {
 			log_err("%s: mountpoint: %s", path, strerror(-err));
 			goto out;
@@ -392,7 +439,7 @@ int fusefs_prepare_mountpoint(const char *path)
 		err = -EBUSY;
 		goto out;
 	}
-	err = 0;
+	err = check_empty(dfd, name, path);
 out:
 	close(dfd);
 	return err;

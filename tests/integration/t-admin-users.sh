@@ -2,7 +2,7 @@
 # t-admin-users.sh - who may do what, with real users and groups (useradd):
 # a member of file_group reads and writes the namespace file and cannot reach
 # the admin socket; a member of admin_group runs the read-only commands and
-# is refused inject, attach and restart (and the refused hang does not
+# is refused inject, attach, detach and restart (and the refused hang does not
 # happen, nor the restart); an
 # operator (operator_group, also in admin_group to reach the socket) injects.
 # Runs on whichever FUSE transport the suite selects.
@@ -77,6 +77,8 @@ as "$UV" "$C" -s "$SOCK" attach nvme0 > "$TMP/out" 2>&1
 grep -q "permission denied" "$TMP/out" || fail "admin_group: attach: $(cat "$TMP/out")"
 as "$UV" "$C" -s "$SOCK" restart > "$TMP/out" 2>&1 && fail "admin_group member restarted the daemon"
 grep -q "permission denied" "$TMP/out" || fail "admin_group: restart: $(cat "$TMP/out")"
+as "$UV" "$C" -s "$SOCK" detach nvme0 > "$TMP/out" 2>&1 && fail "admin_group member detached nvme0"
+grep -q "permission denied" "$TMP/out" || fail "admin_group: detach: $(cat "$TMP/out")"
 grep -q 'refused "restart"' "$LOG" || fail "the refused restart is not in the daemon's log"
 grep -q 'refused "inject"' "$LOG" || fail "the refusal is not in the daemon's log"
 # the hang was refused: I/O still completes

@@ -2,7 +2,8 @@
 # t-completion.sh - contrib/bash-completion/nvmefsctl against the real
 # nvmefsctl and a running daemon: it offers every command and every fault
 # that nvmefsctl --help lists (and nothing else), options, and the names of
-# the daemon's controllers (asked over the socket given with -s or -c).
+# the daemon's controllers and (for iostat) namespace files (asked over the
+# socket given with -s or -c).
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v bash > /dev/null || skip "no bash"
@@ -56,6 +57,11 @@ got=$(complete_words nvmefsctl -s "$TMP/admin.sock" attach --w)
 [ "$got" = "--wait " ] || fail "attach --w: '$got'"
 got=$(complete_words nvmefsctl -s "$TMP/admin.sock" inject nvme0 warn te)
 [ "$got" = "temperature " ] || fail "inject warn te: '$got'"
+# iostat: its options, and the namespace files' names
+got=$(complete_words nvmefsctl -s "$TMP/admin.sock" iostat -)
+[ "$got" = "--extended --json -j -t -x -y " ] || fail "iostat -: '$got'"
+got=$(complete_words nvmefsctl -s "$TMP/admin.sock" iostat -y fa)
+[ "$got" = "fast_1n1 " ] || fail "iostat -y fa: '$got'"
 # no daemon on the socket: nothing, and no error
 got=$(complete_words nvmefsctl -s "$TMP/none.sock" identify "" 2>&1)
 [ -z "$(echo "$got" | tr -d ' ')" ] || fail "without a daemon: '$got'"

@@ -7,14 +7,17 @@
 #   user, a file in a group- or world-writable directory (sticky or not) or
 #   below a directory owned by another user or writable by others without
 #   the sticky bit, a FIFO or a directory at the path; a link at the
-#   mountpoint, in its parents, or a world-writable parent.  A missing backing file is created
+#   mountpoint, in its parents, or a world-writable parent, and a mountpoint
+#   that is not empty (exit 1).  A missing backing file is created
 #   mode 0600 and an existing root-owned one is used (both serve I/O), in a
 #   private directory below a sticky world-writable one.
 . "$(dirname "$0")/lib.sh"
 lib_init
 
-# refused BACKING WHAT MESSAGE-REGEX: the daemon must exit non-zero during
-# start-up, log the message and leave no mount behind
+# refused BACKING WHAT MESSAGE-REGEX: the daemon must exit 78 (the config's
+# checks of the paths find it: FILE:LINE: backing = ...), log the message
+# and leave no mount behind.  The same walk at the open itself (a path
+# changed after the check) is test_mount's.
 refused() {
 	conf_write <<EOF
 [controller nvme0]
@@ -29,7 +32,9 @@ EOF
 		daemon_stop
 		return
 	fi
-	[ "${DAEMON_RC:-0}" != 0 ] || fail "$2: exit status 0"
+	# found by the config's checks (nvmefs.conf(5)): a config error, which
+	# a restart cannot mend
+	[ "${DAEMON_RC:-0}" = 78 ] || fail "$2: exit status ${DAEMON_RC:-0}, want 78"
 	grep -Eq "$3" "$LOG" || { fail "$2: no message matching '$3'"; tail -n 5 "$LOG"; }
 	fuse_mounted && { fail "$2: left a mount behind"; umount -l "$MNT"; }
 	echo "ok: $2: $(grep -E "$3" "$LOG" | head -1 | sed 's/^.*\] //')"
@@ -49,13 +54,13 @@ mkdir -m 700 "$B"
 
 ln -s "$V" "$B/link.img"
 refused "$B/link.img" "symlink at the backing path" \
-	"backing file $B/link.img: $B/link.img is a symbolic link"
+	"backing = $B/link.img: $B/link.img is a symbolic link"
 victim_intact "symlink at the backing path"
 
 mkdir -m 700 "$TMP/real"
 ln -s "$TMP/real" "$TMP/linkdir"
 refused "$TMP/linkdir/ns.img" "symlink in a parent" \
-	"backing file $TMP/linkdir/ns.img: $TMP/linkdir is a symbolic link"
+	"backing = $TMP/linkdir/ns.img: $TMP/linkdir is a symbolic link"
 [ -e "$TMP/real/ns.img" ] && fail "symlink in a parent: created $TMP/real/ns.img"
 
 printf 'owned-by-nobody' > "$B/nobody.img"
@@ -126,7 +131,9 @@ else
 	fail "a new backing file in a 0700 root directory refused"
 fi
 
-# mountpoints: a link at the mountpoint, a link above it, a writable parent
+# mountpoints: a link at the mountpoint (found at start: the config's checks
+# never look at the mountpoint itself), a link above it, a writable parent
+# (found by the config's checks)
 conf_mnt() {
 	MNT=$1
 	conf_write <<EOF
@@ -155,12 +162,21 @@ mnt_refused "symlink at the mountpoint" \
 	"$TMP/mlink: mountpoint refused: it is a symbolic link" "$TMP/mtarget"
 conf_mnt "$TMP/linkdir/mnt"
 mnt_refused "symlink above the mountpoint" \
-	"$TMP/linkdir/mnt: mountpoint refused: $TMP/linkdir is a symbolic link" "$TMP/real/mnt"
+	"mountpoint = $TMP/linkdir/mnt: $TMP/linkdir is a symbolic link" "$TMP/real/mnt"
 [ -e "$TMP/real/mnt" ] && fail "symlink above the mountpoint: created $TMP/real/mnt"
 mkdir -m 1777 "$TMP/shared"
 conf_mnt "$TMP/shared/mnt"
 mnt_refused "world-writable parent of the mountpoint" \
-	"$TMP/shared/mnt: mountpoint refused: directory $TMP/shared is writable by group or others" \
+	"mountpoint = $TMP/shared/mnt: directory $TMP/shared is writable by group or others" \
 	"$TMP/shared/mnt"
+# a mountpoint with files in it: refused (the mount would hide them), exit
+# status 1 (start-up failed, nvmefsd(8)), the files untouched
+mkdir -m 755 "$TMP/full"
+echo kept > "$TMP/full/data"
+conf_mnt "$TMP/full"
+mnt_refused "a mountpoint that is not empty" \
+	"$TMP/full: mountpoint is not empty \(1 entry: 'data'\)" "$TMP/full"
+[ "${DAEMON_RC:-}" = 1 ] || fail "a mountpoint that is not empty: exit ${DAEMON_RC:-none}, want 1"
+[ "$(cat "$TMP/full/data")" = kept ] || fail "a mountpoint that is not empty: its file changed"
 MNT=$TMP/mnt
 finish

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <ini.h>
 #include <libgen.h>
@@ -631,6 +632,123 @@ START_TEST(test_missing_file)
 }
 END_TEST
 
+/* cfg_load asks the file system about the paths (what would stop the
+ * daemon at start); cfg_load_syntax and cfg_load_string read the text
+ * alone.  conf is written into a private directory d, @ in it stands for d. */
+static int load_paths(const char *d, const char *conf, bool syntax_only, char **msgs)
+{
+	char path[PATH_MAX], text[4096];
+	struct cfg *cfg = NULL;
+	size_t len, o = 0;
+	FILE *f, *errs;
+	int rc;
+
+	for (const char *s = conf; *s && o + 256 < sizeof(text); s++)
+		o += (size_t)(*s == '@' ? snprintf(text + o, sizeof(text) - o, "%s", d)
+		                        : snprintf(text + o, sizeof(text) - o, "%c", *s));
+	snprintf(path, sizeof(path), "%s/t.conf", d);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	errs = open_memstream(msgs, &len);
+	ck_assert_ptr_nonnull(errs);
+	rc = syntax_only ? cfg_load_syntax(path, &cfg, errs) : cfg_load(path, &cfg, errs);
+	fclose(errs);
+	ck_assert_int_eq(rc == 0, cfg != NULL);
+	cfg_free(cfg);
+	return rc;
+}
+
+START_TEST(test_paths_checked)
+{
+	char d[] = "/tmp/test_config.XXXXXX", p[PATH_MAX], *msgs = NULL, *m2 = NULL;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	snprintf(p, sizeof(p), "%s/real", d);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/link", d);
+	ck_assert_int_eq(symlink("real", p), 0);
+	snprintf(p, sizeof(p), "%s/real/fifo.img", d);
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/real/ns1.img", d);
+	fd = open(p, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+
+	/* missing parents of the mountpoint are made at start: fine; files
+	 * that exist and files that do not in a private directory: fine */
+	ck_assert_int_eq(load_paths(d, "[daemon]\nmountpoint = @/a/b/mnt\nadmin_socket = @/s\n"
+	                               "[controller x]\ndevice = sim\nnamespaces = 2\n"
+	                               "backing = @/real/ns%n.img\n",
+	                            false, &msgs), 0);
+	ck_assert_str_eq(msgs, "");
+	free(msgs);
+
+	/* a link above the mountpoint, a missing socket directory, a FIFO at
+	 * the backing path: each with its line */
+	ck_assert_int_eq(load_paths(d, "[daemon]\nmountpoint = @/link/mnt\n"
+	                               "admin_socket = @/nodir/s\n"
+	                               "[controller x]\ndevice = sim\nbacking = @/real/fifo.img\n",
+	                            false, &msgs), -EINVAL);
+	ck_assert_msg(strstr(msgs, "t.conf:2: mountpoint = ") &&
+	                  strstr(msgs, "/link is a symbolic link (no link is followed in this path)"),
+	              "%s", msgs);
+	ck_assert_msg(strstr(msgs, "t.conf:3: admin_socket = ") &&
+	                  strstr(msgs, "/nodir does not exist (the daemon makes the socket"),
+	              "%s", msgs);
+	ck_assert_msg(strstr(msgs, "t.conf:6: backing = ") &&
+	                  strstr(msgs, "/real/fifo.img is a FIFO, not a regular file"),
+	              "%s", msgs);
+	/* the text alone (nvmefsctl -c) passes the same file */
+	ck_assert_int_eq(load_paths(d, "[daemon]\nmountpoint = @/link/mnt\n"
+	                               "admin_socket = @/nodir/s\n"
+	                               "[controller x]\ndevice = sim\nbacking = @/real/fifo.img\n",
+	                            true, &m2), 0);
+	ck_assert_str_eq(m2, "");
+	free(msgs);
+	free(m2);
+
+	/* the default socket's directory is checked too: /run exists */
+	ck_assert_int_eq(load_paths(d, "[controller x]\ndevice = sim\n", false, &msgs), 0);
+	free(msgs);
+	snprintf(p, sizeof(p), "rm -rf '%s'", d);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
+/* Mountpoints that are system directories, or inside a kernel's or the
+ * system's own, are refused by the text alone; directories of their own
+ * below those that hold such are fine. */
+START_TEST(test_mountpoint_system_dirs)
+{
+	static const char *const bad[] = {"/",         "/etc",      "/usr",       "/usr/lib",
+	                                  "/bin",      "/sbin",     "/lib",       "/lib64",
+	                                  "/boot",     "/dev",      "/dev/nvmefs", "/proc",
+	                                  "/sys/fs/x", "/var",      "/var/lib",   "/home",
+	                                  "/root",     "/run",      "/tmp",       "//etc",
+	                                  "/etc/nvmefs", "/mnt",    "/srv",       "/opt"};
+	static const char *const good[] = {"/run/nvmefs", "/srv/nvme", "/mnt/nvme", "/var/lib/nvmefs",
+	                                   "/home/nvme",  "/data",     "/etcetera", "/proc2"};
+	char text[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct cfg *cfg = NULL;
+		char *msgs = NULL;
+
+		snprintf(text, sizeof(text), "[daemon]\nmountpoint = %s\n" CTRL, bad[i]);
+		ck_assert_msg(load(text, &cfg, &msgs) == -EINVAL, "%s accepted", bad[i]);
+		ck_assert_msg(strstr(msgs, "system directory"), "%s: %s", bad[i], msgs);
+		free(msgs);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[daemon]\nmountpoint = %s\n" CTRL, good[i]);
+		cfg_free(load_ok(text));
+	}
+}
+END_TEST
+
 /* ---- effective config ---- */
 
 static char *print(const struct cfg *cfg)
@@ -1238,6 +1356,8 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_fuse_keys);
 	tcase_add_test(tc, test_missing_file);
+	tcase_add_test(tc, test_paths_checked);
+	tcase_add_test(tc, test_mountpoint_system_dirs);
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_equal_sees_differences);
 	suite_add_tcase(s, tc);

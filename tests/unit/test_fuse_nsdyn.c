@@ -1,6 +1,7 @@
 /* test_fuse_nsdyn.c - the namespace table that changes at run time (fsns.h):
  * add, remove, detach and revive, resize (grow only), stale inodes and
- * handles, slots never reused, the table full, and a reader thread that
+ * handles, slots never reused, the table full, mtime stamped by the first
+ * stat after a change, and a reader thread that
  * looks up and reads sizes without a lock while the table changes. */
 #include <check.h>
 #include <errno.h>
@@ -147,6 +148,50 @@ START_TEST(t_resize_full)
 }
 END_TEST
 
+/* mtime: the floor until a change; a touch makes the next stat stamp a
+ * later time, which stays until the next touch (however many stats, and
+ * touches before a stat count once); resize and revive touch, a resize to
+ * the same size does not; a floor later than the clock (a clock stepped
+ * back) still gives a later time */
+START_TEST(t_mtime)
+{
+	struct fsns_table t;
+	struct nvme_ns_info a = nsi(1, 1000, 512);
+	struct fusefs_ns *ns;
+	uint64_t ino, floor = 4000000000ull * 1000000000ull, m0, m1, m2, m3;
+
+	ck_assert_int_eq(fsns_init(&t, 2, 0), 0);
+	ck_assert_int_eq(fsns_add(&t, 0, "nvme0", &feat, &a, &ino), 0);
+	ns = fsns_by_ino(&t, ino);
+	ck_assert_uint_eq(fsns_mtime(ns, 1000), 1000);
+	ck_assert_uint_eq(fsns_mtime(ns, 1000), 1000);
+	fsns_touch(ns);
+	fsns_touch(ns);
+	m0 = fsns_mtime(ns, 1000);
+	ck_assert_uint_gt(m0, 1000);
+	ck_assert_uint_eq(m0 & 1, 0);
+	ck_assert_uint_eq(fsns_mtime(ns, 1000), m0);
+	fsns_touch(ns);
+	m1 = fsns_mtime(ns, 1000);
+	ck_assert_uint_gt(m1, m0);
+	ck_assert_int_eq(fsns_resize(&t, ino, 1000 * 512), 0); /* the same size */
+	ck_assert_uint_eq(fsns_mtime(ns, 1000), m1);
+	ck_assert_int_eq(fsns_resize(&t, ino, 1001 * 512), 0);
+	m2 = fsns_mtime(ns, 1000);
+	ck_assert_uint_gt(m2, m1);
+	ck_assert_int_eq(fsns_remove(&t, ino, FSNS_DETACHED), 0);
+	ck_assert_uint_eq(fsns_mtime(ns, 1000), m2);
+	ck_assert_int_eq(fsns_revive(&t, ino), 0);
+	m3 = fsns_mtime(ns, 1000);
+	ck_assert_uint_gt(m3, m2);
+	/* a floor in the year 2096: after the clock */
+	fsns_touch(ns);
+	ck_assert_uint_eq(fsns_mtime(ns, floor), floor + 2);
+	ck_assert_uint_eq(fsns_mtime(ns, floor), floor + 2);
+	fsns_free(&t);
+}
+END_TEST
+
 /* A reader thread looks names up, reads sizes and walks the slots while
  * the writer adds, removes, revives and grows: every slot it sees is
  * complete, a size never goes down, and a lookup finds only a present
@@ -245,6 +290,7 @@ int main(void)
 	tcase_add_test(tc, t_remove_stale);
 	tcase_add_test(tc, t_detach_revive);
 	tcase_add_test(tc, t_resize_full);
+	tcase_add_test(tc, t_mtime);
 	tcase_add_test(tc, t_concurrent_reader);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
