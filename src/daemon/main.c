@@ -78,9 +78,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adopt.h"
 #include "admin.h"
 #include "config.h"
 #include "cpumap.h"
+#include "daemon.h"
 #include "fdstore.h"
 #include "fstate.h"
 #include "fuse_proto.h"
@@ -112,94 +114,6 @@
 #define JOIN_MAX_S 5.0
 #define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S)
 
-struct daemon;
-
-/* What the main loop keeps per controller for removal and attach. */
-struct dctrl {
-	struct daemon *d;
-	unsigned idx;
-	struct sim *sim;         /* the software controller, NULL for PCI */
-	struct nvme_bus *kept;   /* a removed sim's bus, kept for attach */
-	int req_efd, err_efd;    /* VFIO request / error IRQ eventfds (-1: none) */
-	ev_io req_w, err_w;
-	ev_async event;          /* the engine's event callback, from any thread */
-	enum nvme_ctrl_state seen; /* last state logged */
-	bool detached;           /* its files were taken away (daemon_detach) */
-	/* attach: the thread, its bus and outcome (attach_done tells the
-	 * loop); attach_state for status: NULL, "attaching", "live", "failed" */
-	pthread_t attach_thr;
-	bool attach_running;
-	struct nvme_bus *attach_bus;
-	int attach_rc;
-	char attach_err[512];
-	const char *attach_state;
-	ev_async attach_done;
-	/* namespace events, copied on the engine's thread for the loop */
-	pthread_mutex_t aen_mu;
-	struct nvme_ns_change *aen_q;
-	unsigned aen_n, aen_cap;
-	unsigned aen_other;       /* 1 << enum nvme_aen_kind of the other events */
-	ev_async aen;
-};
-
-struct daemon {
-	struct cfg *cfg;
-	const char *config_path;
-	unsigned nr_ctrls;
-	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
-	const char *names[CFG_MAX_CTRLS];
-	struct dctrl dc[CFG_MAX_CTRLS];
-	struct sim *sims[CFG_MAX_CTRLS]; /* dc[i].sim, in the shape admin wants */
-	unsigned nr_reactors;
-	struct nvme_reactor **reactors;
-	bool started;
-	struct nvme_qpair **qpairs;
-	struct fusefs *fs;
-	struct admin *admin;
-	struct admin_ns *ans;    /* the files shown now (ns_view_refresh) */
-	char **ns_paths;
-	unsigned nr_ns;
-	struct fusefs_ns_desc *ns_desc; /* scratch of fusefs_ns_capacity entries */
-	unsigned ns_cap;
-	/* FUSE over io_uring: the transport asked of the front end, and which
-	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
-	enum fusefs_transport transport;
-	unsigned nr_cpu_map;
-	unsigned *cpu_map;
-	struct cpumap_cpu *cpu_topo;
-
-	/* the fd store: the fds handed by the service manager (-1: none),
-	 * our state record's memfd, and the connection's number (0: not
-	 * known); INIT's outcome comes from a reactor through init_done */
-	struct fusefs_opts fo;
-	int fuse_fd_in, state_fd_in;
-	int state_fd;
-	bool adopted, stored;
-	unsigned conn;
-	pthread_mutex_t init_mu;
-	struct fusefs_init_params init;
-	ev_async init_done;
-
-	/* planned upgrade: the binary to re-execute (resolved at start), the
-	 * original argv, and the connection's fd kept past teardown */
-	char binary[PATH_MAX];
-	char **argv;
-	bool restarting;
-	int keep_fuse_fd;
-	/* the first change of the namespace table at run time ("" none): the
-	 * state record then makes a later run refuse to adopt (table_changed_mark) */
-	char table_changed[128];
-
-	struct ev_loop *loop;
-	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
-	ev_async session_end;
-	ev_timer drain;
-	bool stopping;
-	bool cancelling;        /* the drain ran out: the controllers end their commands */
-	bool gave_up;           /* requests cancelled, or left unanswered past every bound */
-	bool abandoned;         /* reactors still busy past the bound: leave without freeing */
-	ev_tstamp drain_deadline;
-};
 
 static void log_stats(struct daemon *d, enum log_level lvl)
 {
@@ -690,33 +604,19 @@ static void ctrl_unwatch(struct daemon *d, unsigned i)
  * nvmefsctl restart is refused.  Once is enough. */
 static void table_changed_mark(struct daemon *d, const char *why)
 {
-	struct fstate st;
-	char *buf = NULL;
-	size_t len = 0;
-	int fd = -1, rc;
+	uint64_t digest;
+	int rc;
 
 	if (d->table_changed[0])
 		return;
 	snprintf(d->table_changed, sizeof(d->table_changed), "%s", why);
 	if (!d->stored || d->state_fd < 0)
 		return;
-	buf = malloc(fstate_size() + 1);
-	rc = buf ? fdstore_memfd_read(d->state_fd, buf, fstate_size() + 1, &len) : -ENOMEM;
+	/* FNV-1a 64 digests of a config never have all bits flipped by
+	 * design; a table changed at run time is not a config's */
+	rc = adopt_stored_digest(d, &digest);
 	if (!rc)
-		rc = fstate_decode(buf, len, &st);
-	if (!rc) {
-		/* FNV-1a 64 digests of a config never have all bits flipped
-		 * by design; a table changed at run time is not a config's */
-		st.digest = ~st.digest;
-		rc = fstate_encode(&st, buf, fstate_size());
-	}
-	if (!rc)
-		rc = fdstore_memfd(buf, fstate_size(), &fd);
-	free(buf);
-	if (!rc) {
-		fdstore_forget();
-		rc = fdstore_save(fusefs_fd(d->fs), fd);
-	}
+		rc = adopt_restamp(d, ~digest);
 	if (rc) {
 		/* the old record stays: a run after a crash might adopt a table
 		 * it does not reproduce; say so */
@@ -724,12 +624,8 @@ static void table_changed_mark(struct daemon *d, const char *why)
 			"be replaced (%s): a run after a crash may adopt the mount with files "
 			"numbered differently",
 			why, strerror(-rc));
-		if (fd >= 0)
-			close(fd);
 		return;
 	}
-	close(d->state_fd);
-	d->state_fd = fd;
 	log_info("fdstore: the namespace table changed at run time (%s): a run after a crash "
 		 "will mount afresh instead of adopting the mount",
 		 why);
@@ -1577,263 +1473,6 @@ static size_t dsync_fua_max(void)
 	return s ? (size_t)strtoull(s, NULL, 10) : 0;
 }
 
-/* ---- the fd store: storing and adopting the connection ---- */
-
-/* Store the connection's fd and a state record of init (fresh: clear
- * whatever the store held under our names first). */
-static void store_connection(struct daemon *d, const struct fusefs_init_params *init)
-{
-	const struct cfg_controller *vc;
-	struct fstate st;
-	unsigned conn;
-	bool nvmefs;
-	char *buf = NULL;
-	int rc, fd = fusefs_fd(d->fs);
-
-	if (!fdstore_available() || fd < 0)
-		return;
-	vc = cfg_volatile_ctrl(d->cfg);
-	if (vc) {
-		/* a later run would serve the same files over empty memory */
-		log_info("fdstore: the FUSE connection is not stored: controller %s keeps its "
-			 "namespaces in memory (backing = ram), which dies with the daemon, so the "
-			 "mount does not outlive a crash",
-			 vc->name);
-		return;
-	}
-	memset(&st, 0, sizeof(st));
-	st.init = *init;
-	st.transport = init->flags & FUSE_OVER_IO_URING ? FUSEFS_TRANSPORT_URING
-							 : FUSEFS_TRANSPORT_CLASSIC;
-	if (fusefs_conn_of_fd(fd, &conn) == 0 ||
-	    fusefs_conn_at(d->cfg->daemon.mountpoint, &conn, &nvmefs) == 0)
-		st.conn = d->conn = conn;
-	snprintf(st.mountpoint, sizeof(st.mountpoint), "%s", d->cfg->daemon.mountpoint);
-	rc = fusefs_digest(&d->fo, &st.digest);
-	buf = malloc(fstate_size());
-	if (!rc && !buf)
-		rc = -ENOMEM;
-	if (!rc)
-		rc = fstate_encode(&st, buf, fstate_size());
-	if (!rc)
-		rc = fdstore_memfd(buf, fstate_size(), &d->state_fd);
-	free(buf);
-	if (rc) {
-		log_warn("fdstore: cannot make the state record: %s: the mount will not outlive a "
-			 "crash",
-			 strerror(-rc));
-		return;
-	}
-	fdstore_forget();
-	if (fdstore_save(fd, d->state_fd) == 0) {
-		d->stored = true;
-		log_info("fdstore: FUSE connection %u (%s) stored with the service manager", d->conn,
-			 fusefs_transport_name(st.transport));
-	}
-}
-
-/* INIT answered (a reactor thread): the main loop stores the connection. */
-static void on_fuse_init(void *arg, const struct fusefs_init_params *p)
-{
-	struct daemon *d = arg;
-
-	pthread_mutex_lock(&d->init_mu);
-	d->init = *p;
-	pthread_mutex_unlock(&d->init_mu);
-	ev_async_send(d->loop, &d->init_done);
-}
-
-static void init_done_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	struct daemon *d = w->data;
-	struct fusefs_init_params p;
-
-	(void)loop;
-	(void)revents;
-	pthread_mutex_lock(&d->init_mu);
-	p = d->init;
-	pthread_mutex_unlock(&d->init_mu);
-	if (!d->stored && !d->stopping)
-		store_connection(d, &p);
-}
-
-/* Not adopting what the store handed over: say why, end the connection if
- * it is ours (conn, 0: not known) so that nothing waits on it, unmount it
- * lazily, close the fds and empty the store.  The start goes on with a
- * fresh mount (fusefs_create; a mountpoint still busy then fails it). */
-static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void adopt_refuse(struct daemon *d, unsigned conn, const char *fmt, ...)
-{
-	char why[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	log_warn("fuse: not adopting the connection the service manager handed over: %s; "
-		 "mounting afresh",
-		 why);
-	if (conn) {
-		bool aborted;
-		int n = fusefs_conn_end(conn, &aborted);
-
-		if (aborted)
-			log_info("fuse: FUSE connection %u aborted, %d mount%s of it detached", conn,
-				 n > 0 ? n : 0, n == 1 ? "" : "s");
-		else if (n < 0)
-			log_warn("fuse: cannot end FUSE connection %u: %s", conn, strerror(-n));
-	}
-	if (d->fuse_fd_in >= 0)
-		close(d->fuse_fd_in);
-	if (d->state_fd_in >= 0)
-		close(d->state_fd_in);
-	d->fuse_fd_in = d->state_fd_in = -1;
-	fdstore_forget();
-}
-
-/* Whether to serve the connection the service manager handed over (true:
- * fo says adopt) or to mount afresh.  Nothing here stats the mountpoint:
- * a connection in the store that no one serves would hang it.
- *
- * Why serving it again is safe.  The kernel resends (FUSE_NOTIFY_RESEND)
- * every request the dead run had read and not answered, so a request it
- * had already sent to the device may run twice.  That is harmless for each
- * kind we serve: a read reads again; a write writes the same bytes to the
- * same blocks, and no later write to an overlapping range can have been
- * answered in between, since the kernel answers the application only with
- * our reply and an application that orders its writes waits for that
- * reply; flush, Write Zeroes and deallocate are idempotent.  The range lock
- * died with the process and starts empty, which is right: every resent
- * request is unanswered, so none of them was ordered after another by us,
- * and new ones queue behind them as usual.  No stale DMA can land in the new
- * run's memory: the controllers are reset and brought up by this start (a
- * VFIO device's container closed with the dead process, which reset and
- * unmapped it; the software controller's memory died with it). */
-static bool adopt_check(struct daemon *d)
-{
-	const struct cfg_controller *vc;
-	const char *mnt = d->cfg->daemon.mountpoint;
-	struct fstate st;
-	unsigned conn_fd = 0, conn_mnt = 0, conn;
-	bool nvmefs;
-	uint64_t digest;
-	char *buf, why[256];
-	size_t len = 0;
-	int rc;
-
-	if (d->fuse_fd_in < 0 && d->state_fd_in < 0)
-		return false;
-	if (d->fuse_fd_in >= 0) {
-		rc = fusefs_conn_of_fd(d->fuse_fd_in, &conn_fd);
-		if (rc == -ENOTTY) {
-			adopt_refuse(d, 0, "the fd named \"" FDSTORE_FUSE "\" is not /dev/fuse");
-			return false;
-		}
-		if (rc && rc != -ENODATA) {
-			adopt_refuse(d, 0, "the fd named \"" FDSTORE_FUSE "\": %s", strerror(-rc));
-			return false;
-		}
-	}
-	if (d->fuse_fd_in < 0 || d->state_fd_in < 0) {
-		adopt_refuse(d, conn_fd, "only \"%s\" was handed over",
-			     d->fuse_fd_in >= 0 ? FDSTORE_FUSE : FDSTORE_STATE);
-		return false;
-	}
-	buf = malloc(fstate_size() + 1);
-	if (!buf) {
-		adopt_refuse(d, conn_fd, "out of memory");
-		return false;
-	}
-	rc = fdstore_memfd_read(d->state_fd_in, buf, fstate_size() + 1, &len);
-	if (!rc)
-		rc = fstate_decode(buf, len, &st);
-	free(buf);
-	if (rc) {
-		adopt_refuse(d, conn_fd, "the state record: %s",
-			     rc == -EPERM ? "not sealed" : fstate_strerror(rc));
-		return false;
-	}
-	/* without fdinfo's line (kernels before 6.16) the record's number
-	 * stands for the fd's; it is ended only if it is what is mounted at
-	 * the record's mountpoint (a number can be reused) */
-	conn = conn_fd;
-	if (!conn && fusefs_conn_at(st.mountpoint, &conn_mnt, &nvmefs) == 0 && nvmefs &&
-	    conn_mnt == st.conn)
-		conn = st.conn;
-	if ((vc = cfg_volatile_ctrl(d->cfg))) {
-		adopt_refuse(d, conn,
-			     "controller %s keeps its namespaces in memory (backing = ram): what "
-			     "the files held died with the previous run",
-			     vc->name);
-		return false;
-	}
-	/* the same checks nvmefsd --check-adopt makes before a restart */
-	rc = fusefs_digest(&d->fo, &digest);
-	if (rc) {
-		adopt_refuse(d, conn, "the config's digest: %s", strerror(-rc));
-		return false;
-	}
-	if (fstate_adoptable(&st, mnt, digest, why, sizeof(why))) {
-		adopt_refuse(d, conn, "%s", why);
-		return false;
-	}
-	rc = fusefs_conn_at(mnt, &conn_mnt, &nvmefs);
-	if (rc || !nvmefs) {
-		adopt_refuse(d, conn, "no nvmefs FUSE mount is on %s", mnt);
-		return false;
-	}
-	if (conn_fd && conn_fd != conn_mnt) {
-		adopt_refuse(d, conn, "the fd is FUSE connection %u, %s is connection %u", conn_fd,
-			     mnt, conn_mnt);
-		return false;
-	}
-	if (!conn_fd) {
-		log_info("fuse: /proc's fdinfo names no FUSE connection (a kernel before 6.16): "
-			 "matching the stored connection number and the mount's instead");
-		if (st.conn != conn_mnt || !fusefs_conn_alive(conn_mnt)) {
-			adopt_refuse(d, 0, "the stored connection %u is not %s's live connection %u",
-				     st.conn, mnt, conn_mnt);
-			return false;
-		}
-	}
-	d->conn = conn_mnt;
-	d->fo.adopt = true;
-	d->fo.adopt_fd = d->fuse_fd_in;
-	d->fo.adopt_init = st.init;
-	d->fuse_fd_in = -1; /* the front end's now */
-	d->state_fd = d->state_fd_in;
-	d->state_fd_in = -1;
-	d->adopted = true;
-	log_info("fuse: adopting FUSE connection %u at %s from the previous run (protocol %u.%u, "
-		 "max_write %u)",
-		 conn_mnt, mnt, st.init.major, st.init.minor, st.init.max_write);
-	return true;
-}
-
-/* Before the reactors read the adopted connection: have the kernel put
- * back in its queue what the previous run had taken and not answered.
- * Before, not after: a request this run had read already when the resend
- * came would be resent too and served twice (harmless, see adopt_check,
- * but a restart in place, which leaves nothing unanswered, would then
- * resend something). */
-static void adopt_resend(struct daemon *d)
-{
-	int rc = fusefs_resend(d->fs);
-
-	if (rc == 0)
-		log_info("fuse: the kernel resends the requests the previous run left unanswered");
-	else
-		log_err("fuse: asking the kernel to resend requests: %s", strerror(-rc));
-}
-
-/* The reactors serve the adopted connection: keep the fds in the store. */
-static void adopt_finish(struct daemon *d)
-{
-	/* the same open files as in the store: systemd keeps one of each */
-	if (fdstore_available() && fdstore_save(fusefs_fd(d->fs), d->state_fd) == 0)
-		d->stored = true;
-}
 
 static int run(struct daemon *d)
 {
@@ -1890,7 +1529,7 @@ static int run(struct daemon *d)
 		.nr_cpu_map = d->nr_cpu_map,
 		.cpu_map = d->cpu_map,
 		.cpus = d->cpu_topo,
-		.on_init = on_fuse_init,
+		.on_init = adopt_on_init,
 		.on_init_arg = d,
 		.on_exit = on_session_exit,
 		.on_exit_arg = d,
@@ -1898,9 +1537,7 @@ static int run(struct daemon *d)
 	ev_async_init(&d->session_end, session_end_cb);
 	d->session_end.data = d;
 	ev_async_start(d->loop, &d->session_end);
-	ev_async_init(&d->init_done, init_done_cb);
-	d->init_done.data = d;
-	ev_async_start(d->loop, &d->init_done);
+	adopt_watch_init(d);
 	if (adopt_check(d)) /* served over /dev/fuse whatever the config says */
 		d->transport = d->fo.transport = FUSEFS_TRANSPORT_CLASSIC;
 	rc = fusefs_create(&d->fo, &d->fs);

@@ -1,0 +1,120 @@
+/* daemon.h - struct daemon: what nvmefsd's rooms share.  Private to
+ * src/daemon (main.c and the rooms it wires); nothing else sees it.
+ *
+ * Threads.  The main thread owns the struct: it starts the daemon, runs the
+ * libev loop (signals, the admin socket, controller events, the drain) and
+ * tears everything down, and every field is read and written there unless
+ * its comment says otherwise.  The reactors never see it: they get the
+ * arrays ctrls, names and qpairs through the front end's and admin's
+ * options.  The other threads that touch it, each through the fields named:
+ *   - a reactor, once, when INIT is answered: init, under init_mu, then
+ *     init_done (adopt.c);
+ *   - the engine's threads: a controller's event and aen (struct dctrl);
+ *   - a controller's attach thread: its attach fields while it runs.
+ * Prefix: none (the rooms' functions carry theirs).
+ */
+#ifndef NVMEFS_DAEMON_H
+#define NVMEFS_DAEMON_H
+
+#include <ev.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "admin.h"
+#include "config.h"
+#include "cpumap.h"
+#include "fuse_fs.h"
+#include "nvme.h"
+
+struct daemon;
+struct sim;
+
+/* What the main loop keeps per controller for removal and attach. */
+struct dctrl {
+	struct daemon *d;
+	unsigned idx;
+	struct sim *sim;         /* the software controller, NULL for PCI */
+	struct nvme_bus *kept;   /* a removed sim's bus, kept for attach */
+	int req_efd, err_efd;    /* VFIO request / error IRQ eventfds (-1: none) */
+	ev_io req_w, err_w;
+	ev_async event;          /* the engine's event callback, from any thread */
+	enum nvme_ctrl_state seen; /* last state logged */
+	bool detached;           /* its files were taken away (daemon_detach) */
+	/* attach: the thread, its bus and outcome (attach_done tells the
+	 * loop); attach_state for status: NULL, "attaching", "live", "failed" */
+	pthread_t attach_thr;
+	bool attach_running;
+	struct nvme_bus *attach_bus;
+	int attach_rc;
+	char attach_err[512];
+	const char *attach_state;
+	ev_async attach_done;
+	/* namespace events, copied on the engine's thread for the loop */
+	pthread_mutex_t aen_mu;
+	struct nvme_ns_change *aen_q;
+	unsigned aen_n, aen_cap;
+	unsigned aen_other;       /* 1 << enum nvme_aen_kind of the other events */
+	ev_async aen;
+};
+
+struct daemon {
+	struct cfg *cfg;
+	const char *config_path;
+	unsigned nr_ctrls;
+	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
+	const char *names[CFG_MAX_CTRLS];
+	struct dctrl dc[CFG_MAX_CTRLS];
+	struct sim *sims[CFG_MAX_CTRLS]; /* dc[i].sim, in the shape admin wants */
+	unsigned nr_reactors;
+	struct nvme_reactor **reactors;
+	bool started;
+	struct nvme_qpair **qpairs;
+	struct fusefs *fs;
+	struct admin *admin;
+	struct admin_ns *ans;    /* the files shown now (ns_view_refresh) */
+	char **ns_paths;
+	unsigned nr_ns;
+	struct fusefs_ns_desc *ns_desc; /* scratch of fusefs_ns_capacity entries */
+	unsigned ns_cap;
+	/* FUSE over io_uring: the transport asked of the front end, and which
+	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
+	enum fusefs_transport transport;
+	unsigned nr_cpu_map;
+	unsigned *cpu_map;
+	struct cpumap_cpu *cpu_topo;
+
+	/* the fd store: the fds handed by the service manager (-1: none),
+	 * our state record's memfd, and the connection's number (0: not
+	 * known); INIT's outcome comes from a reactor through init_done */
+	struct fusefs_opts fo;
+	int fuse_fd_in, state_fd_in;
+	int state_fd;
+	bool adopted, stored;
+	unsigned conn;
+	pthread_mutex_t init_mu;
+	struct fusefs_init_params init;
+	ev_async init_done;
+
+	/* planned upgrade: the binary to re-execute (resolved at start), the
+	 * original argv, and the connection's fd kept past teardown */
+	char binary[PATH_MAX];
+	char **argv;
+	bool restarting;
+	int keep_fuse_fd;
+	/* the first change of the namespace table at run time ("" none): the
+	 * state record then makes a later run refuse to adopt (table_changed_mark) */
+	char table_changed[128];
+
+	struct ev_loop *loop;
+	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
+	ev_async session_end;
+	ev_timer drain;
+	bool stopping;
+	bool cancelling;        /* the drain ran out: the controllers end their commands */
+	bool gave_up;           /* requests cancelled, or left unanswered past every bound */
+	bool abandoned;         /* reactors still busy past the bound: leave without freeing */
+	ev_tstamp drain_deadline;
+};
+
+#endif
