@@ -9,7 +9,7 @@
  * options.  The other threads that touch it, each through the fields named:
  *   - a reactor, once, when INIT is answered: init, under init_mu, then
  *     init_done (adopt.c);
- *   - the engine's threads: a controller's event and aen (struct dctrl);
+ *   - the engine's threads: a controller's event and aen (ctrlmgr.h);
  *   - a controller's attach thread: its attach fields while it runs.
  * Prefix: none (the rooms' functions carry theirs).
  */
@@ -24,39 +24,13 @@
 #include "admin.h"
 #include "config.h"
 #include "cpumap.h"
+#include "ctrlmgr.h"
 #include "fuse_fs.h"
+#include "lifecycle.h"
 #include "nvme.h"
 
 struct daemon;
 struct sim;
-
-/* What the main loop keeps per controller for removal and attach. */
-struct dctrl {
-	struct daemon *d;
-	unsigned idx;
-	struct sim *sim;         /* the software controller, NULL for PCI */
-	struct nvme_bus *kept;   /* a removed sim's bus, kept for attach */
-	int req_efd, err_efd;    /* VFIO request / error IRQ eventfds (-1: none) */
-	ev_io req_w, err_w;
-	ev_async event;          /* the engine's event callback, from any thread */
-	enum nvme_ctrl_state seen; /* last state logged */
-	bool detached;           /* its files were taken away (daemon_detach) */
-	/* attach: the thread, its bus and outcome (attach_done tells the
-	 * loop); attach_state for status: NULL, "attaching", "live", "failed" */
-	pthread_t attach_thr;
-	bool attach_running;
-	struct nvme_bus *attach_bus;
-	int attach_rc;
-	char attach_err[512];
-	const char *attach_state;
-	ev_async attach_done;
-	/* namespace events, copied on the engine's thread for the loop */
-	pthread_mutex_t aen_mu;
-	struct nvme_ns_change *aen_q;
-	unsigned aen_n, aen_cap;
-	unsigned aen_other;       /* 1 << enum nvme_aen_kind of the other events */
-	ev_async aen;
-};
 
 struct daemon {
 	struct cfg *cfg;
@@ -64,8 +38,8 @@ struct daemon {
 	unsigned nr_ctrls;
 	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
 	const char *names[CFG_MAX_CTRLS];
-	struct dctrl dc[CFG_MAX_CTRLS];
-	struct sim *sims[CFG_MAX_CTRLS]; /* dc[i].sim, in the shape admin wants */
+	struct cm_ctrl cm[CFG_MAX_CTRLS]; /* ctrlmgr.h */
+	struct sim *sims[CFG_MAX_CTRLS]; /* cm[i].sim, in the shape admin wants */
 	unsigned nr_reactors;
 	struct nvme_reactor **reactors;
 	bool started;

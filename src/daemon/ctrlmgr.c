@@ -1,0 +1,829 @@
+/* ctrlmgr.c - the controller manager (contract in ctrlmgr.h). */
+#include "ctrlmgr.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "adopt.h"
+#include "config.h"
+#include "daemon.h"
+#include "fuse_fs.h"
+#include "health.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "sim.h"
+
+/* ---- the slot's states ---- */
+
+static const char *const cm_state_names[CM_NR_STATES] = {
+	[CM_EMPTY] = "empty",         [CM_OPENING] = "opening",     [CM_LIVE] = "live",
+	[CM_REMOVED] = "removed",     [CM_DETACHING] = "detaching", [CM_DETACHED] = "detached",
+	[CM_ATTACHING] = "attaching",
+};
+
+/* cm_edges[from] has bit 1 << to for each allowed edge (ctrlmgr.h) */
+static const unsigned cm_edges[CM_NR_STATES] = {
+	[CM_EMPTY] = 1u << CM_OPENING,
+	[CM_OPENING] = 1u << CM_LIVE | 1u << CM_EMPTY,
+	[CM_LIVE] = 1u << CM_REMOVED | 1u << CM_DETACHING,
+	[CM_REMOVED] = 1u << CM_DETACHING | 1u << CM_ATTACHING,
+	[CM_DETACHING] = 1u << CM_DETACHED,
+	[CM_DETACHED] = 1u << CM_ATTACHING,
+	[CM_ATTACHING] = 1u << CM_LIVE | 1u << CM_REMOVED | 1u << CM_DETACHED,
+};
+
+const char *cm_state_name(enum cm_state s)
+{
+	return (unsigned)s < CM_NR_STATES ? cm_state_names[s] : "?";
+}
+
+bool cm_edge_allowed(enum cm_state from, enum cm_state to)
+{
+	return (unsigned)from < CM_NR_STATES && (unsigned)to < CM_NR_STATES &&
+	       (cm_edges[from] & 1u << to);
+}
+
+bool cm_set_state(struct cm_ctrl *c, enum cm_state to)
+{
+	if (!cm_edge_allowed(c->state, to)) {
+		log_debug("%s: slot %u: %s -> %s refused", c->name ? c->name : "?", c->idx,
+			  cm_state_name(c->state), cm_state_name(to));
+		return false;
+	}
+	log_debug("%s: slot %u: %s -> %s", c->name ? c->name : "?", c->idx,
+		  cm_state_name(c->state), cm_state_name(to));
+	c->state = to;
+	return true;
+}
+
+bool cm_files_away(const struct daemon *d, unsigned i)
+{
+	const struct cm_ctrl *c = &d->cm[i];
+
+	return c->state == CM_DETACHING || c->state == CM_DETACHED ||
+	       (c->state == CM_ATTACHING && c->attach_from == CM_DETACHED);
+}
+
+/* ---- removal, events, interrupts ---- */
+
+/* Take controller dc out of the engine (idempotent); orderly: a detach,
+ * which shuts a live controller down (CC.SHN) first.  A VFIO bus is closed
+ * so that the kernel can finish the removal; a sim's bus is kept. */
+static void ctrl_remove(struct cm_ctrl *dc, const char *why, bool orderly)
+{
+	struct daemon *d = dc->d;
+	struct nvme_ctrl *c = d->ctrls[dc->idx];
+	struct nvme_bus *bus = NULL;
+	struct timespec t0, t1;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = orderly ? nvme_ctrl_detach(c, why, &bus) : nvme_ctrl_remove(c, why, &bus);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc) {
+		log_err("%s: removal (%s) failed: %s", d->names[dc->idx], why, strerror(-rc));
+		return;
+	}
+	if (!bus)
+		return; /* removed already */
+	log_warn("%s: removed (%s) in %.1f ms: its files fail every I/O with EIO until "
+		 "nvmefsctl attach %s",
+		 d->names[dc->idx], why,
+		 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+		 d->names[dc->idx]);
+	if (dc->sim) {
+		dc->kept = bus;
+	} else {
+		/* the fds go: the kernel's removal (or unbind) can complete */
+		bus->ops->close(bus);
+	}
+	dc->seen = NVME_CTRL_REMOVED;
+	/* a detach (DETACHING) or an attach (ATTACHING) under way moves the
+	 * slot itself when it ends */
+	if (dc->state == CM_LIVE)
+		(void)cm_set_state(dc, CM_REMOVED);
+	lc_status_update(d);
+}
+
+/* Log a state change once, and remove a controller the engine found gone. */
+static void ctrl_event_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct cm_ctrl *dc = w->data;
+	struct daemon *d = dc->d;
+	enum nvme_ctrl_state s = nvme_ctrl_state(d->ctrls[dc->idx]);
+
+	(void)loop;
+	(void)revents;
+	if (s == NVME_CTRL_REMOVED) {
+		ctrl_remove(dc, "the device stopped answering", false);
+		return;
+	}
+	if (s != dc->seen) {
+		log_info("%s: %s -> %s", d->names[dc->idx], nvme_ctrl_state_name(dc->seen),
+			 nvme_ctrl_state_name(s));
+		dc->seen = s;
+		lc_status_update(d);
+	}
+}
+
+/* The engine's event callback: a reactor or any thread; must not block. */
+static void ctrl_event(void *arg, struct nvme_ctrl *c, enum nvme_ctrl_state s)
+{
+	struct cm_ctrl *dc = arg;
+
+	(void)c;
+	(void)s;
+	ev_async_send(dc->d->loop, &dc->event);
+}
+
+static void efd_drain(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		;
+}
+
+static void req_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct cm_ctrl *dc = w->data;
+
+	(void)loop;
+	(void)revents;
+	efd_drain(dc->req_efd);
+	log_warn("%s: the kernel asks for the device back (hot removal or unbind)",
+		 dc->d->names[dc->idx]);
+	ctrl_remove(dc, "device removal requested", false);
+}
+
+static void err_irq_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct cm_ctrl *dc = w->data;
+	int rc;
+
+	(void)loop;
+	(void)revents;
+	efd_drain(dc->err_efd);
+	rc = nvme_ctrl_reset_async(dc->d->ctrls[dc->idx], "PCIe error reported (AER)");
+	log_warn("%s: PCIe error reported (AER): %s", dc->d->names[dc->idx],
+		 rc == 0 ? "resetting the controller" : rc == -EBUSY ? "a reset is running already"
+								      : strerror(-rc));
+}
+
+/* Wire the bus's request and error IRQs to dc's eventfds (a bus without
+ * them, like the software controller's, has none: not an error). */
+static void ctrl_wire_irqs(struct cm_ctrl *dc, struct nvme_bus *bus)
+{
+	int rc;
+
+	if (dc->req_efd >= 0 && (rc = nvme_bus_req_irq_set(bus, dc->req_efd)) && rc != -ENOTSUP)
+		log_warn("%s: request IRQ: %s: a hot removal will be noticed only when the "
+			 "device stops answering",
+			 dc->d->names[dc->idx], strerror(-rc));
+	if (dc->err_efd >= 0 && (rc = nvme_bus_err_irq_set(bus, dc->err_efd)) && rc != -ENOTSUP)
+		log_warn("%s: error IRQ: %s", dc->d->names[dc->idx], strerror(-rc));
+}
+
+static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents);
+static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents);
+static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
+
+int cm_watch(struct daemon *d, unsigned i)
+{
+	struct cm_ctrl *dc = &d->cm[i];
+
+	dc->seen = NVME_CTRL_LIVE;
+	dc->watched = true;
+	ev_async_init(&dc->event, ctrl_event_cb);
+	dc->event.data = dc;
+	ev_async_start(d->loop, &dc->event);
+	nvme_ctrl_set_event_cb(d->ctrls[i], ctrl_event, dc);
+	ev_async_init(&dc->attach_done, attach_done_cb);
+	dc->attach_done.data = dc;
+	ev_async_start(d->loop, &dc->attach_done);
+	pthread_mutex_init(&dc->aen_mu, NULL);
+	ev_async_init(&dc->aen, ctrl_aen_cb);
+	dc->aen.data = dc;
+	ev_async_start(d->loop, &dc->aen);
+	nvme_ctrl_set_aen_cb(d->ctrls[i], ctrl_aen, dc);
+	if (dc->sim)
+		return 0;
+	dc->req_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	dc->err_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dc->req_efd < 0 || dc->err_efd < 0) {
+		log_err("%s: eventfd: %s", d->names[i], strerror(errno));
+		return -errno;
+	}
+	ev_io_init(&dc->req_w, req_irq_cb, dc->req_efd, EV_READ);
+	ev_io_init(&dc->err_w, err_irq_cb, dc->err_efd, EV_READ);
+	dc->req_w.data = dc->err_w.data = dc;
+	ev_io_start(d->loop, &dc->req_w);
+	ev_io_start(d->loop, &dc->err_w);
+	ctrl_wire_irqs(dc, nvme_ctrl_bus(d->ctrls[i]));
+	return 0;
+}
+
+void cm_unwatch(struct daemon *d, unsigned i)
+{
+	struct cm_ctrl *dc = &d->cm[i];
+
+	if (!dc->watched)
+		return;
+	dc->watched = false;
+	nvme_ctrl_set_event_cb(d->ctrls[i], NULL, NULL);
+	ev_async_stop(d->loop, &dc->event);
+	nvme_ctrl_set_aen_cb(d->ctrls[i], NULL, NULL);
+	ev_async_stop(d->loop, &dc->aen);
+	ev_async_stop(d->loop, &dc->attach_done);
+	free(dc->aen_q);
+	dc->aen_q = NULL;
+	dc->aen_n = dc->aen_cap = 0;
+	pthread_mutex_destroy(&dc->aen_mu);
+	if (dc->req_efd >= 0) {
+		ev_io_stop(d->loop, &dc->req_w);
+		close(dc->req_efd);
+	}
+	if (dc->err_efd >= 0) {
+		ev_io_stop(d->loop, &dc->err_w);
+		close(dc->err_efd);
+	}
+	dc->req_efd = dc->err_efd = -1;
+}
+
+/* The namespace table changed at run time (why): a later run builds its
+ * table from the controllers as at a start, numbering the files anew and
+ * with every handle generation at 0, which is not what the kernel has
+ * cached.  So the stored state record gets a digest no run computes
+ * (adoption after a crash is refused and the next run mounts afresh), and
+ * nvmefsctl restart is refused.  Once is enough. */
+static void table_changed_mark(struct daemon *d, const char *why)
+{
+	uint64_t digest;
+	int rc;
+
+	if (d->table_changed[0])
+		return;
+	snprintf(d->table_changed, sizeof(d->table_changed), "%s", why);
+	if (!d->stored || d->state_fd < 0)
+		return;
+	/* FNV-1a 64 digests of a config never have all bits flipped by
+	 * design; a table changed at run time is not a config's */
+	rc = adopt_stored_digest(d, &digest);
+	if (!rc)
+		rc = adopt_restamp(d, ~digest);
+	if (rc) {
+		/* the old record stays: a run after a crash might adopt a table
+		 * it does not reproduce; say so */
+		log_err("fdstore: the namespace table changed (%s) but the state record could not "
+			"be replaced (%s): a run after a crash may adopt the mount with files "
+			"numbered differently",
+			why, strerror(-rc));
+		return;
+	}
+	log_info("fdstore: the namespace table changed at run time (%s): a run after a crash "
+		 "will mount afresh instead of adopting the mount",
+		 why);
+}
+
+/* The files shown now, for admin (namespaces, status): rebuilt on the
+ * loop after every change of the table. */
+int cm_ns_view_refresh(struct daemon *d)
+{
+	unsigned n;
+
+	if (!d->fs || !d->ns_desc)
+		return 0;
+	for (unsigned i = 0; i < d->nr_ns; i++) {
+		free(d->ns_paths[i]);
+		d->ns_paths[i] = NULL;
+	}
+	d->nr_ns = 0;
+	n = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);
+	for (unsigned i = 0; i < n; i++) {
+		const struct fusefs_ns_desc *ns = &d->ns_desc[i];
+
+		if (asprintf(&d->ns_paths[i], "%s/%s", d->cfg->daemon.mountpoint, ns->name) < 0) {
+			d->ns_paths[i] = NULL;
+			return -ENOMEM;
+		}
+		d->ans[i] = (struct admin_ns){
+			.name = ns->name,
+			.ctrl = ns->ctrl,
+			.nsid = ns->nsid,
+			.size = ns->size,
+			.lba_size = ns->lba_size,
+			.path = d->ns_paths[i],
+		};
+		d->nr_ns = i + 1;
+	}
+	return 0;
+}
+
+const struct admin_ns *cm_ns_view(void *arg, unsigned *nr)
+{
+	struct daemon *d = arg;
+
+	*nr = d->nr_ns;
+	return d->ans;
+}
+
+/* The end of attach_thread, on the loop once it ended (or at teardown). */
+static void attach_finish(struct cm_ctrl *dc)
+{
+	struct daemon *d = dc->d;
+	int n;
+
+	if (!dc->attach_running)
+		return;
+	pthread_join(dc->attach_thr, NULL);
+	dc->attach_running = false;
+	if (dc->attach_rc) {
+		if (!dc->sim && dc->attach_bus)
+			dc->attach_bus->ops->close(dc->attach_bus);
+		dc->attach_bus = NULL;
+		dc->attach_state = "failed";
+		(void)cm_set_state(dc, dc->attach_from);
+		log_err("%s: attach failed: %s", d->names[dc->idx], dc->attach_err);
+		lc_status_update(d);
+		return;
+	}
+	if (dc->sim)
+		dc->kept = NULL; /* the controller owns it again */
+	else
+		ctrl_wire_irqs(dc, dc->attach_bus);
+	dc->attach_bus = NULL;
+	dc->seen = NVME_CTRL_LIVE;
+	dc->attach_state = "live";
+	(void)cm_set_state(dc, CM_LIVE);
+	if (dc->attach_from == CM_DETACHED && d->fs) {
+		n = fusefs_ctrl_attach(d->fs, dc->idx);
+		(void)cm_ns_view_refresh(d);
+		log_info("%s: attached: %d file%s back", d->names[dc->idx], n, n == 1 ? "" : "s");
+	} else {
+		log_info("%s: attached", d->names[dc->idx]);
+	}
+	lc_status_update(d);
+}
+
+void cm_attach_wait(struct daemon *d)
+{
+	for (unsigned i = 0; i < d->nr_ctrls; i++)
+		attach_finish(&d->cm[i]);
+}
+
+static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	attach_finish(w->data);
+}
+
+/* Off the loop: open the device and bring the controller up (bounded by
+ * the engine's bring-up timeouts). */
+static void *attach_thread(void *arg)
+{
+	struct cm_ctrl *dc = arg;
+	struct daemon *d = dc->d;
+	const struct cfg_controller *cc = &dc->cc;
+	const char *name = d->names[dc->idx];
+	struct nvme_bus *bus = dc->attach_bus;
+	int rc = 0;
+
+	if (!bus) {
+		rc = vfio_bus_open(cc->device, &bus);
+		if (rc)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: cannot open %s through VFIO (%s): is the device back and "
+				 "bound to vfio-pci (scripts/vfio-bind %s)? the daemon's log says more",
+				 name, cc->device, strerror(-rc), cc->device);
+	}
+	if (!rc) {
+		dc->attach_bus = bus;
+		rc = nvme_ctrl_attach(d->ctrls[dc->idx], bus);
+		if (rc == -ESTALE)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: the namespaces changed (nsid set, size or format differ from "
+				 "those the files were made for): not attached; restart the daemon "
+				 "to serve the new ones",
+				 name);
+		else if (rc && dc->sim && rc == -ENODEV)
+			snprintf(dc->attach_err, sizeof(dc->attach_err),
+				 "%s: the software controller still reads as removed (nvmefsctl "
+				 "inject %s clear first)",
+				 name, name);
+		else if (rc)
+			snprintf(dc->attach_err, sizeof(dc->attach_err), "%s: bring-up on %s failed: %s",
+				 name, bus->name, strerror(-rc));
+	}
+	dc->attach_rc = rc;
+	ev_async_send(d->loop, &dc->attach_done);
+	return NULL;
+}
+
+/* nvmefsctl attach (admin_ctx.attach): start re-opening a removed, failed
+ * or detached controller's device and handing it to the engine again; the
+ * outcome shows in status (cm_attach_state). */
+int cm_attach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	struct daemon *d = arg;
+	struct cm_ctrl *dc = &d->cm[i];
+	struct nvme_ctrl *c = d->ctrls[i];
+	enum nvme_ctrl_state s = nvme_ctrl_state(c);
+	int rc;
+
+	if (dc->attach_running) {
+		snprintf(err, errlen, "%s: an attach is running already", d->names[i]);
+		return -EBUSY;
+	}
+	if (s == NVME_CTRL_LIVE || s == NVME_CTRL_RESETTING) {
+		snprintf(err, errlen, "%s is %s, not removed: nothing to attach", d->names[i],
+			 nvme_ctrl_state_name(s));
+		return -EBUSY;
+	}
+	if (dc->state == CM_OPENING || dc->state == CM_DETACHING) {
+		snprintf(err, errlen, "%s is %s: attach when that has ended", d->names[i],
+			 cm_state_name(dc->state));
+		return -EBUSY;
+	}
+	if (s == NVME_CTRL_FAILED) /* still holds its device: release it first */
+		ctrl_remove(dc, "attach after a failed reset", false);
+	dc->attach_bus = NULL;
+	if (dc->sim) {
+		if (!dc->kept) {
+			snprintf(err, errlen, "%s: the software controller's bus is gone",
+				 d->names[i]);
+			return -ENODEV;
+		}
+		dc->attach_bus = dc->kept;
+		/* after inject powerfail: power back, with only the durable data; a
+		 * removed sim (-ENODEV) still reads as removed and is refused */
+		(void)sim_power_on(dc->sim);
+	}
+	dc->attach_rc = 0;
+	dc->attach_err[0] = '\0';
+	rc = pthread_create(&dc->attach_thr, NULL, attach_thread, dc);
+	if (rc) {
+		snprintf(err, errlen, "%s: cannot start the attach: %s", d->names[i], strerror(rc));
+		return -rc;
+	}
+	dc->attach_running = true;
+	dc->attach_state = "attaching";
+	dc->attach_from = dc->state;
+	(void)cm_set_state(dc, CM_ATTACHING);
+	log_info("%s: attaching", d->names[i]);
+	return 0;
+}
+
+const char *cm_attach_state(void *arg, unsigned i, const char **why)
+{
+	struct daemon *d = arg;
+	struct cm_ctrl *dc = &d->cm[i];
+
+	*why = dc->attach_state && !strcmp(dc->attach_state, "failed") ? dc->attach_err : NULL;
+	return dc->attach_state;
+}
+
+/* The volatile write cache of controller i written back before it goes
+ * (Flush, all namespaces, on reactor 0's queue), waited for at most
+ * FLUSH_WAIT_MS.  The engine's shutdown (CC.SHN) ends a controller for
+ * good, so a detach, which must allow an attach, flushes instead. */
+#define FLUSH_WAIT_MS 5000
+struct flush_wait {
+	struct nvme_qpair *qp;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int err;
+	atomic_int refs; /* the waiter and the command: the last one frees */
+};
+
+static void flush_put(struct flush_wait *f)
+{
+	if (atomic_fetch_sub(&f->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f);
+}
+
+static void flush_done(void *arg, int err, uint16_t status)
+{
+	struct flush_wait *f = arg;
+
+	pthread_mutex_lock(&f->mu);
+	f->err = err ? err : status ? -EIO : 0;
+	f->done = true;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	flush_put(f);
+}
+
+static void flush_submit(void *arg)
+{
+	struct flush_wait *f = arg;
+	int rc = nvme_qpair_flush(f->qp, 0xffffffffu, flush_done, f);
+
+	if (rc)
+		flush_done(f, rc, 0);
+}
+
+static int ctrl_flush(struct daemon *d, unsigned i)
+{
+	struct flush_wait *f = calloc(1, sizeof(*f));
+	struct timespec ts;
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	f->qp = d->qpairs[i]; /* reactor 0's */
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	atomic_init(&f->refs, 2);
+	rc = nvme_reactor_call(d->reactors[0], flush_submit, f);
+	if (rc) {
+		atomic_store(&f->refs, 1);
+		flush_put(f);
+		return rc;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += FLUSH_WAIT_MS / 1000;
+	pthread_mutex_lock(&f->mu);
+	while (!f->done)
+		if (pthread_cond_timedwait(&f->cv, &f->mu, &ts))
+			break;
+	rc = f->done ? f->err : -ETIMEDOUT;
+	pthread_mutex_unlock(&f->mu);
+	flush_put(f);
+	return rc;
+}
+
+/* nvmefsctl detach (admin_ctx.detach): controller i's files go (handles
+ * fail with EIO from now on), its write cache is flushed, it is shut down
+ * and removed and its device released; the others go on.  The number of
+ * files gone. */
+int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	struct daemon *d = arg;
+	struct cm_ctrl *dc = &d->cm[i];
+	struct nvme_ctrl *c = d->ctrls[i];
+	enum nvme_ctrl_state s = nvme_ctrl_state(c);
+	int n, rc;
+
+	if (dc->attach_running) {
+		snprintf(err, errlen, "%s: an attach is running: detach when it has ended",
+			 d->names[i]);
+		return -EBUSY;
+	}
+	if (dc->state == CM_DETACHED) {
+		snprintf(err, errlen, "%s is detached already", d->names[i]);
+		return -EALREADY;
+	}
+	if (!cm_set_state(dc, CM_DETACHING)) {
+		snprintf(err, errlen, "%s is %s: detach when that has ended", d->names[i],
+			 cm_state_name(dc->state));
+		return -EBUSY;
+	}
+	n = d->fs ? fusefs_ctrl_detach(d->fs, i) : 0;
+	table_changed_mark(d, "a controller detached");
+	dc->attach_state = NULL;
+	(void)cm_ns_view_refresh(d);
+	if (s == NVME_CTRL_LIVE && nvme_ctrl_get_info(c)->vwc) {
+		rc = ctrl_flush(d, i);
+		if (rc)
+			log_warn("%s: detach: flushing the write cache: %s", d->names[i],
+				 strerror(-rc));
+	}
+	ctrl_remove(dc, "detached (nvmefsctl detach)", true);
+	/* its files are gone whatever the removal did */
+	(void)cm_set_state(dc, CM_DETACHED);
+	lc_status_update(d);
+	s = nvme_ctrl_state(c);
+	if (s != NVME_CTRL_REMOVED) {
+		/* the files are gone; the device is still held (removal failed) */
+		snprintf(err, errlen, "%s: its files are gone but the controller could not be "
+			 "released (%s): the daemon's log says why", d->names[i],
+			 nvme_ctrl_state_name(s));
+		return -EBUSY;
+	}
+	return n;
+}
+
+/* ---- namespace events ---- */
+
+/* The engine's event callback, on its admin thread: copy the namespace
+ * changes for the loop; note the other kinds for it (a SMART event makes
+ * the health cache read the log again, which logs a warning once). */
+static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev)
+{
+	struct cm_ctrl *dc = arg;
+	bool post = false;
+
+	(void)c;
+	if (ev->kind != NVME_AEN_NS_CHANGED) {
+		pthread_mutex_lock(&dc->aen_mu);
+		dc->aen_other |= 1u << ev->kind;
+		pthread_mutex_unlock(&dc->aen_mu);
+		ev_async_send(dc->d->loop, &dc->aen);
+		return;
+	}
+	if (!ev->nr_changes)
+		return;
+	pthread_mutex_lock(&dc->aen_mu);
+	if (dc->aen_n + ev->nr_changes > dc->aen_cap) {
+		unsigned cap = dc->aen_n + ev->nr_changes + 16;
+		struct nvme_ns_change *q = realloc(dc->aen_q, cap * sizeof(*q));
+
+		if (q) {
+			dc->aen_q = q;
+			dc->aen_cap = cap;
+		}
+	}
+	for (unsigned k = 0; k < ev->nr_changes && dc->aen_n < dc->aen_cap; k++) {
+		dc->aen_q[dc->aen_n++] = ev->changes[k];
+		post = true;
+	}
+	pthread_mutex_unlock(&dc->aen_mu);
+	if (post)
+		ev_async_send(dc->d->loop, &dc->aen);
+}
+
+/* True when the table changed. */
+static bool ns_change_apply(struct daemon *d, unsigned i, const struct nvme_ns_change *ch)
+{
+	const char *name = d->names[i];
+	uint32_t nsid = ch->ns.nsid;
+	int rc = 0;
+
+	switch (ch->kind) {
+	case NVME_NS_ADDED:
+		rc = fusefs_ns_add(d->fs, i, &ch->ns);
+		if (rc)
+			log_warn("%s: namespace %u added: not shown (%s)", name, nsid,
+				 rc == -EOPNOTSUPP ? "LBA size larger than any at start"
+				 : rc == -ENOSPC  ? "no free slot in the namespace table"
+						  : strerror(-rc));
+		else
+			log_info("%s: namespace %u added: file %sn%u, %llu bytes", name, nsid, name,
+				 nsid, (unsigned long long)(ch->ns.nlba * ch->ns.lba_size));
+		break;
+	case NVME_NS_REMOVED:
+		rc = fusefs_ns_remove(d->fs, i, nsid);
+		log_info("%s: namespace %u removed%s", name, nsid,
+			 rc ? " (its file was not shown)" : ": file gone, open handles fail with EIO");
+		break;
+	case NVME_NS_GROWN:
+		rc = fusefs_ns_resize(d->fs, i, nsid, ch->ns.nlba);
+		if (rc)
+			log_warn("%s: namespace %u grew to %llu blocks: size not changed (%s)", name,
+				 nsid, (unsigned long long)ch->ns.nlba, strerror(-rc));
+		else
+			log_info("%s: namespace %u grew from %llu to %llu blocks", name, nsid,
+				 (unsigned long long)ch->old_nlba, (unsigned long long)ch->ns.nlba);
+		break;
+	case NVME_NS_SHRUNK:
+		log_err("%s: namespace %u shrank from %llu to %llu blocks: refused, its file keeps "
+			"its size and fails every I/O with EIO (restart the daemon to serve the new "
+			"size)",
+			name, nsid, (unsigned long long)ch->old_nlba, (unsigned long long)ch->ns.nlba);
+		return false;
+	case NVME_NS_REFORMATTED:
+		log_err("%s: namespace %u changed format (LBA size now %u): refused, its file fails "
+			"every I/O with EIO (restart the daemon to serve the new format)",
+			name, nsid, ch->ns.lba_size);
+		return false;
+	}
+	return rc == 0;
+}
+
+static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct cm_ctrl *dc = w->data;
+	struct daemon *d = dc->d;
+	struct nvme_ns_change *q;
+	unsigned n, other;
+
+	(void)loop;
+	(void)revents;
+	pthread_mutex_lock(&dc->aen_mu);
+	q = dc->aen_q;
+	n = dc->aen_n;
+	other = dc->aen_other;
+	dc->aen_q = NULL;
+	dc->aen_n = dc->aen_cap = 0;
+	dc->aen_other = 0;
+	pthread_mutex_unlock(&dc->aen_mu);
+	if (other & (1u << NVME_AEN_FW_ACTIVATE))
+		log_warn("%s: firmware activation starting (asynchronous event): I/O may pause "
+			 "while the controller switches firmware",
+			 d->names[dc->idx]);
+	if (other & (1u << NVME_AEN_ERROR))
+		log_info("%s: the controller logged an error (asynchronous event): see nvmefsctl "
+			 "error-log %s",
+			 d->names[dc->idx], d->names[dc->idx]);
+	/* the log read with the event cleared it; the cache reads it again for
+	 * status and metrics (and logs a change of the warnings once) */
+	if (other & (1u << NVME_AEN_SMART | 1u << NVME_AEN_ERROR))
+		(void)health_refresh(admin_health(d->admin), dc->idx);
+	for (unsigned k = 0; d->fs && k < n; k++)
+		if (ns_change_apply(d, dc->idx, &q[k]))
+			table_changed_mark(d, "a namespace added, removed or grown");
+	free(q);
+	if (n)
+		(void)cm_ns_view_refresh(d);
+}
+
+/* ---- start-up ---- */
+
+/* Open cc's device and bring its controller up with the engine settings of
+ * cfg: *simp (NULL for PCI) and *out, or a negative errno with the log's
+ * sentence in err.  Touches nothing of the daemon's: a thread may run it. */
+static int open_one(const struct cfg *cfg, const struct cfg_controller *cc, struct sim **simp,
+		    struct nvme_ctrl **out, char *err, size_t errlen)
+{
+	struct nvme_ctrl_opts co = {
+		.name = cc->name,
+		.io_queues = cfg->engine.queues,
+		.queue_depth = cfg->engine.queue_depth,
+		.cq_budget = cfg->engine.cq_budget,
+		.io_timeout_ms = cfg->engine.io_timeout_ms,
+		.io_retries = cfg->engine.io_retries,
+		.interrupts = cfg->engine.mode == CFG_MODE_INTERRUPT,
+	};
+	struct nvme_bus *bus = NULL;
+	struct sim *sim = NULL;
+	int rc;
+
+	*simp = NULL;
+	if (cc->sim) {
+		rc = sim_create_from_cfg(cc, &sim);
+		if (rc) {
+			snprintf(err, errlen, "%s: cannot create the software controller: %s",
+				 cc->name, strerror(-rc));
+			return rc;
+		}
+		bus = sim_bus(sim);
+	} else {
+		rc = vfio_bus_open(cc->device, &bus);
+		if (rc) {
+			snprintf(err, errlen, "%s: cannot open %s through VFIO: %s", cc->name,
+				 cc->device, strerror(-rc));
+			return rc;
+		}
+	}
+	rc = nvme_ctrl_open(bus, &co, out);
+	if (rc) {
+		snprintf(err, errlen, "%s: controller bring-up failed: %s", cc->name,
+			 strerror(-rc));
+		bus->ops->close(bus); /* a sim's bus owns the sim */
+		return rc;
+	}
+	*simp = sim;
+	return 0;
+}
+
+static void log_opened(const struct cfg_controller *cc, struct nvme_ctrl *c)
+{
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
+
+	log_info("%s: %s %s, %u namespace%s, %u I/O queue%s granted, max transfer %u KiB%s",
+		 cc->name, in->model, nvme_ctrl_bus(c)->name, in->nr_ns, in->nr_ns == 1 ? "" : "s",
+		 in->nr_io_queues, in->nr_io_queues == 1 ? "" : "s", in->max_xfer / 1024,
+		 in->vwc ? ", volatile write cache" : "");
+}
+
+int cm_open_all(struct daemon *d)
+{
+	const struct cfg *cfg = d->cfg;
+	char err[512];
+
+	for (unsigned i = 0; i < cfg->nr_ctrls; i++) {
+		struct cm_ctrl *dc = &d->cm[i];
+		int rc;
+
+		dc->d = d;
+		dc->idx = i;
+		dc->cc = cfg->ctrls[i];
+		dc->name = dc->cc.name;
+		(void)cm_set_state(dc, CM_OPENING);
+		rc = open_one(cfg, &dc->cc, &dc->sim, &d->ctrls[i], err, sizeof(err));
+		if (rc) {
+			log_err("%s", err);
+			(void)cm_set_state(dc, CM_EMPTY);
+			return rc;
+		}
+		d->sims[i] = dc->sim;
+		d->names[i] = dc->name;
+		d->nr_ctrls = i + 1;
+		(void)cm_set_state(dc, CM_LIVE);
+		log_opened(&dc->cc, d->ctrls[i]);
+	}
+	return 0;
+}
