@@ -89,7 +89,7 @@ static void init_done_cb(struct ev_loop *loop, ev_async *w, int revents)
 	pthread_mutex_lock(&d->init_mu);
 	p = d->init;
 	pthread_mutex_unlock(&d->init_mu);
-	if (!d->stored && !d->stopping)
+	if (!d->stored && d->lc.state <= LC_SERVING) /* not stopping */
 		adopt_store(d, &p);
 }
 

@@ -29,28 +29,25 @@
 #include "lifecycle.h"
 #include "nvme.h"
 
-struct daemon;
 struct sim;
 
 struct daemon {
-	struct cfg *cfg;
+	struct cfg *cfg;          /* the running config */
 	const char *config_path;
+
+	/* ---- the controllers (ctrlmgr.h): slot i is ctrls[i], names[i], cm[i]
+	 * and sims[i] ---- */
 	unsigned nr_ctrls;
 	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
 	const char *names[CFG_MAX_CTRLS];
-	struct cm_ctrl cm[CFG_MAX_CTRLS]; /* ctrlmgr.h */
+	struct cm_ctrl cm[CFG_MAX_CTRLS];
 	struct sim *sims[CFG_MAX_CTRLS]; /* cm[i].sim, in the shape admin wants */
+
+	/* ---- reactors and queues (lifecycle.c): qpairs[r * nr_ctrls + i] is
+	 * reactor r's queue pair on controller i ---- */
 	unsigned nr_reactors;
 	struct nvme_reactor **reactors;
-	bool started;
 	struct nvme_qpair **qpairs;
-	struct fusefs *fs;
-	struct admin *admin;
-	struct admin_ns *ans;    /* the files shown now (ns_view_refresh) */
-	char **ns_paths;
-	unsigned nr_ns;
-	struct fusefs_ns_desc *ns_desc; /* scratch of fusefs_ns_capacity entries */
-	unsigned ns_cap;
 	/* FUSE over io_uring: the transport asked of the front end, and which
 	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
 	enum fusefs_transport transport;
@@ -58,10 +55,20 @@ struct daemon {
 	unsigned *cpu_map;
 	struct cpumap_cpu *cpu_topo;
 
-	/* the fd store: the fds handed by the service manager (-1: none),
-	 * our state record's memfd, and the connection's number (0: not
-	 * known); INIT's outcome comes from a reactor through init_done */
+	/* ---- the mount and the admin socket ---- */
 	struct fusefs_opts fo;
+	struct fusefs *fs;
+	struct admin *admin;
+	struct admin_ns *ans;    /* the files shown now (cm_ns_view_refresh) */
+	char **ns_paths;
+	unsigned nr_ns;
+	struct fusefs_ns_desc *ns_desc; /* scratch of fusefs_ns_capacity entries */
+	unsigned ns_cap;
+
+	/* ---- the fd store (adopt.c): the fds handed by the service manager
+	 * (-1: none), our state record's memfd, and the connection's number
+	 * (0: not known).  init is written by a reactor under init_mu, which
+	 * then sends init_done. ---- */
 	int fuse_fd_in, state_fd_in;
 	int state_fd;
 	bool adopted, stored;
@@ -69,26 +76,20 @@ struct daemon {
 	pthread_mutex_t init_mu;
 	struct fusefs_init_params init;
 	ev_async init_done;
+	/* the first change of the namespace table at run time ("" none): the
+	 * state record then makes a later run refuse to adopt (ctrlmgr.c) */
+	char table_changed[128];
 
+	/* ---- the life cycle (lifecycle.h) ---- */
+	struct lc lc;
 	/* planned upgrade: the binary to re-execute (resolved at start), the
 	 * original argv, and the connection's fd kept past teardown */
 	char binary[PATH_MAX];
 	char **argv;
-	bool restarting;
 	int keep_fuse_fd;
-	/* the first change of the namespace table at run time ("" none): the
-	 * state record then makes a later run refuse to adopt (table_changed_mark) */
-	char table_changed[128];
-
 	struct ev_loop *loop;
 	ev_signal sig_term, sig_int, sig_usr1, sig_usr2, sig_hup;
-	ev_async session_end;
-	ev_timer drain;
-	bool stopping;
-	bool cancelling;        /* the drain ran out: the controllers end their commands */
-	bool gave_up;           /* requests cancelled, or left unanswered past every bound */
-	bool abandoned;         /* reactors still busy past the bound: leave without freeing */
-	ev_tstamp drain_deadline;
+	ev_async session_end;   /* from a reactor: the session ended */
 };
 
 #endif

@@ -1,350 +1,42 @@
 /* main.c - nvmefsd: load the config, bring the controllers up, start one
  * reactor per queue, mount the namespaces, serve until SIGTERM/SIGINT.
  *
- * The main thread runs its own libev loop (signals, the admin socket, the
- * drain at shutdown); the I/O path lives entirely on the reactors.
+ * This file is the options and the wiring; the rooms do the work:
+ *   ctrlmgr.c    the controllers served and each one's life after start
+ *                (removal, attach, detach, namespace changes);
+ *   lifecycle.c  the daemon's states: start-up steps, serving, the restart
+ *                in place, the bounded stop;
+ *   adopt.c      the fd store: the mount outlives the daemon;
+ *   admin*.c     the admin socket; upgrade.c the re-exec.
+ * struct daemon (daemon.h) is what they share.
  *
- * Stopping is bounded, in three phases, each told to systemd
- * (EXTEND_TIMEOUT_USEC) as it starts:
- *   drain     stop taking FUSE requests and wait for those taken, at most
- *             min(2 io_timeout_ms + 5 s, DRAIN_MAX_S);
- *   cancel    if some are still unanswered, every controller with commands
- *             outstanding ends them (nvme_ctrl_cancel_async: abrupt
- *             shutdown, disable, or isolation when it will not disable), so each
- *             such request is answered EIO, at most CANCEL_MAX_S;
- *   shutdown  unmount, stop the reactors (after a cancel at most JOIN_MAX_S),
- *             CC.SHN normal on every controller at once (at most
- *             NVME_SHUTDOWN_MAX_MS), delete, free, exit.
- * Exit 0 when every request was answered by the device, 1 when the stop had
- * to cancel (or, past every bound, gave up waiting and left without
- * freeing: the kernel then answers what remains when the mount goes).
- * STOP_MAX_S, the sum, is what the unit's TimeoutStopSec must cover
- * (t-install checks it).
- *
- * A controller that goes away (the VFIO request IRQ: hot removal or an
- * unbind; or a reactor finding its BAR reading all ones, reported through the
- * engine's event callback) is removed from the engine on the main loop: its
- * files stay and fail every I/O with EIO, the other controllers go on, and a
- * VFIO bus is closed so that the kernel can finish the removal (a software
- * controller's bus is kept, with its data, for a later attach).
- * nvmefsctl attach brings it back (daemon_attach): the work runs on a thread
- * of its own (attach_thread), the loop learns how it ended (attach_done_cb).
- * nvmefsctl detach (daemon_detach) takes a live controller away on purpose:
- * its files go from the mount (open handles fail with EIO), its volatile
- * write cache is flushed, it is shut down (CC.SHN, nvme_ctrl_detach) and
- * removed as above, and its VFIO device is released; attach brings the
- * files back in their inodes.
- *
- * Namespace events (nvme_ctrl_set_aen_cb, on an engine thread) are copied
- * and posted to the loop (ctrl_aen_cb), which adds, removes or grows the
- * files; a namespace that shrank or changed format is refused with a log
- * line (its I/O fails, the engine marks it failed).
- *
- * The mount outlives the daemon (fdstore.h): once INIT is answered, the
- * /dev/fuse fd and a sealed state record go to the service manager's fd
- * store; a run started after a crash gets them back, checks them
- * (adopt_check) and, instead of mounting, serves the same connection and
- * has the kernel resend what the dead run had taken but not answered.  A
- * normal stop takes them out of the store before it unmounts.
- *
- * A planned upgrade replaces the process image in place (upgrade.h):
- * nvmefsctl restart or SIGUSR2 first has the installed binary check that it
- * would adopt the connection (refused, with its reason, and nothing stops
- * if not); then the daemon stops reading requests, drains what it has
- * taken (the drain bound of a stop), shuts the controllers down as a stop
- * does, but neither unmounts nor empties the fd store, and execs the binary
- * with the connection and the state record handed over LISTEN_FDS-style.
- * The new image adopts it as after a crash; the kernel queued what came
- * meanwhile.  A drain that runs out, a shutdown that fails or an exec that
- * fails exits 1 instead: the service manager restarts the daemon, which
- * adopts the connection from the store and has the kernel resend what was
- * left unanswered.
+ * The main thread runs its own libev loop (signals, the admin socket,
+ * controller events, the drain at shutdown); the I/O path lives entirely on
+ * the reactors.
  *
  * The daemon always stays in the foreground and logs to stderr (systemd's
  * Type=notify runs it that way); -f is accepted for compatibility.
  */
 #include <errno.h>
 #include <ev.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "adopt.h"
-#include "admin.h"
 #include "config.h"
-#include "cpumap.h"
+#include "ctrlmgr.h"
 #include "daemon.h"
 #include "fdstore.h"
-#include "fstate.h"
-#include "fuse_proto.h"
 #include "fuse_fs.h"
-#include "health.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "notify.h"
-#include "nvme.h"
 #include "options.h"
-#include "sim.h"
 #include "upgrade.h"
-
-#define POOL_BYTES (32u << 20)  /* DMA buffers per reactor: 32 requests of 1 MiB */
-#define POOL_MIB_MAX 4096u
-/* dma_isolation = controller: the least request memory of one controller's
- * pool, two of the largest requests (each a 2 MiB buddy block) */
-#define ISO_POOL_MIN (4u << 20)
-#define DRAIN_POLL 0.01         /* seconds between checks while draining */
-/* The longest a stop waits for requests in flight, whatever io_timeout_ms
- * (up to 600 s) and io_retries say: the systemd unit's TimeoutStopSec must
- * cover this plus the controllers' shutdown (CC.SHN, at most 60 s), and
- * t-install checks that it does. */
-#define DRAIN_MAX_S 30.0
-/* The cancel phase: the engine's bound, and slack for the requests to be
- * answered once their commands ended. */
-#define CANCEL_MAX_S (NVME_CANCEL_MAX_MS / 1000.0 + 10.0)
-#define SHUTDOWN_MAX_S (NVME_SHUTDOWN_MAX_MS / 1000.0 + 5.0)
-/* After a cancel, the reactors are given this long to end. */
-#define JOIN_MAX_S 5.0
-#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S)
-
-
-static void log_stats(struct daemon *d, enum log_level lvl)
-{
-	struct fusefs_stats fst;
-
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		struct sim *s = d->cm[i].sim;
-		struct sim_stats st;
-
-		if (!s)
-			continue;
-		sim_get_stats(s, &st);
-		log_msg(lvl,
-			"stats: %s: sim reads=%llu writes=%llu flushes=%llu write_zeroes=%llu dsm=%llu "
-			"bytes_read=%llu bytes_written=%llu dma_errors=%llu invalid_cmds=%llu "
-			"fua_writes=%llu wc_dirty_blocks=%llu wc_destaged=%llu powerfails=%llu "
-			"shutdowns=%llu offloaded=%llu offload_back=%llu",
-			d->names[i], (unsigned long long)st.reads, (unsigned long long)st.writes,
-			(unsigned long long)st.flushes, (unsigned long long)st.write_zeroes,
-			(unsigned long long)st.dsm, (unsigned long long)st.bytes_read,
-			(unsigned long long)st.bytes_written, (unsigned long long)st.dma_errors,
-			(unsigned long long)st.invalid_cmds, (unsigned long long)st.fua_writes,
-			(unsigned long long)st.wc_dirty_blocks, (unsigned long long)st.wc_destaged,
-			(unsigned long long)st.powerfails, (unsigned long long)st.shutdowns,
-			(unsigned long long)st.offloaded, (unsigned long long)st.offload_back);
-	}
-	if (d->fs) {
-		fusefs_stats_get(d->fs, &fst);
-		log_msg(lvl,
-			"stats: fuse reads=%llu writes=%llu rmw_writes=%llu fsyncs=%llu flushes_sent=%llu "
-			"dsync_writes=%llu fua_writes=%llu dsync_flushes=%llu "
-			"fallocs=%llu errors=%llu lock_waits=%llu resource_waits=%llu resent=%llu",
-			(unsigned long long)fst.reads, (unsigned long long)fst.writes,
-			(unsigned long long)fst.rmw_writes, (unsigned long long)fst.fsyncs,
-			(unsigned long long)fst.flushes_sent, (unsigned long long)fst.dsync_writes,
-			(unsigned long long)fst.fua_writes, (unsigned long long)fst.dsync_flushes,
-			(unsigned long long)fst.fallocs,
-			(unsigned long long)fst.errors, (unsigned long long)fst.lock_waits,
-			(unsigned long long)fst.resource_waits,
-			(unsigned long long)fst.resent_requests);
-		log_msg(lvl,
-			"stats: sched inflight=%llu parked_mem=%llu parked_slot=%llu parked_lock=%llu "
-			"waits_mem=%llu waits_slot=%llu waits_lock=%llu lock_wait_us=%llu "
-			"bounce_bytes=%llu bounce_peak=%llu channel_pauses=%llu "
-			"read_p99_us=%llu write_p99_us=%llu",
-			(unsigned long long)fst.inflight,
-			(unsigned long long)fst.parked[FUSEFS_WAIT_MEM],
-			(unsigned long long)fst.parked[FUSEFS_WAIT_SLOT],
-			(unsigned long long)fst.parked[FUSEFS_WAIT_LOCK],
-			(unsigned long long)fst.waits[FUSEFS_WAIT_MEM],
-			(unsigned long long)fst.waits[FUSEFS_WAIT_SLOT],
-			(unsigned long long)fst.waits[FUSEFS_WAIT_LOCK],
-			(unsigned long long)(fst.lock_wait_ns / 1000),
-			(unsigned long long)fst.bounce_bytes, (unsigned long long)fst.bounce_peak,
-			(unsigned long long)fst.channel_pauses,
-			(unsigned long long)(nvme_lat_percentile(fst.op[FUSEFS_OP_READ].lat_ns, 99.0) /
-					     1000),
-			(unsigned long long)(nvme_lat_percentile(fst.op[FUSEFS_OP_WRITE].lat_ns, 99.0) /
-					     1000));
-	}
-}
-
-/* ---- stopping ---- */
-
-/* End the commands of every controller that still has some (cancel phase). */
-static void cancel_outstanding(struct daemon *d)
-{
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		unsigned out = 0;
-
-		for (unsigned r = 0; r < d->nr_reactors; r++) {
-			struct nvme_qpair *qp = d->qpairs[(size_t)r * d->nr_ctrls + i];
-
-			if (qp)
-				out += nvme_qpair_inflight(qp);
-		}
-		if (out)
-			nvme_ctrl_cancel_async(d->ctrls[i]);
-	}
-}
-
-static void drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct daemon *d = w->data;
-	(void)revents;
-
-	if (fusefs_drained(d->fs)) {
-		log_info("drained: no request in flight");
-	} else if (ev_now(loop) < d->drain_deadline) {
-		return;
-	} else if (d->restarting) {
-		/* cancelling would fail them with EIO; freeing under commands still
-		 * outstanding is worse: leave as a crash does, and the store's
-		 * connection is adopted by the restarted daemon, which has the
-		 * kernel resend what is unanswered */
-		log_err("restart: %u request(s) still in flight at the drain deadline: exiting "
-			"for the service manager to restart the daemon (the connection stays in "
-			"its fd store; they are resent)",
-			fusefs_inflight(d->fs));
-		_exit(OPT_EXIT_FAILURE);
-	} else if (!d->cancelling) {
-		log_warn("%u request(s) still in flight at the drain deadline: ending the commands "
-			 "outstanding on the controllers",
-			 fusefs_inflight(d->fs));
-		d->cancelling = true;
-		d->gave_up = true;
-		cancel_outstanding(d);
-		d->drain_deadline = ev_now(loop) + CANCEL_MAX_S;
-		notify_extend((uint64_t)((CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
-			      "stopping: ending the commands outstanding");
-		return;
-	} else {
-		log_warn("%u request(s) still unanswered after the controllers ended their "
-			 "commands: stopping anyway",
-			 fusefs_inflight(d->fs));
-	}
-	ev_timer_stop(loop, w);
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void begin_stop(struct daemon *d, const char *why)
-{
-	if (d->stopping) {
-		if (d->restarting && strcmp(why, "restart") != 0) {
-			/* a stop asked during a restart wins: the same drain goes
-			 * on, then the stop's unmount instead of the exec */
-			d->restarting = false;
-			log_info("%s: stopping instead of restarting", why);
-			notify_stopping("stopping (%s)", why);
-			return;
-		}
-		log_info("%s: already %s", why, d->restarting ? "restarting" : "stopping");
-		return;
-	}
-	d->stopping = true;
-	log_info("%s: %s: no new requests, draining %u in flight", why,
-		 d->restarting ? "restarting" : "stopping", fusefs_inflight(d->fs));
-	if (d->restarting)
-		notify_reloading("restarting (%s): re-executing %s", why, d->binary);
-	else
-		notify_stopping("stopping (%s)", why);
-	fusefs_stop(d->fs);
-	/* the engine fails a stuck command after its timeout (and a reset):
-	 * allow for that, then end what is left (capped: a stop must end
-	 * within the unit's TimeoutStopSec) */
-	double wait = 2.0 * d->cfg->engine.io_timeout_ms / 1000.0 + 5.0;
-	if (wait > DRAIN_MAX_S)
-		wait = DRAIN_MAX_S;
-	d->drain_deadline = ev_now(d->loop) + wait;
-	notify_extend((uint64_t)((wait + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S) * 1e6),
-		      "%s (%s): draining", d->restarting ? "restarting" : "stopping", why);
-	ev_timer_init(&d->drain, drain_cb, 0.0, DRAIN_POLL);
-	d->drain.data = d;
-	ev_timer_start(d->loop, &d->drain);
-}
-
-/* Whether the running daemon can be replaced in place, and whether the
- * installed binary would take the connection over: 0, or an errno with the
- * reason in err.  Nothing stops here. */
-static int restart_check(struct daemon *d, char *err, size_t errlen)
-{
-	const struct cfg_controller *vc;
-	const struct fusefs_ns_desc *ns;
-	unsigned nr;
-	bool uring;
-
-	if (d->stopping) {
-		snprintf(err, errlen, "the daemon is %s already",
-			 d->restarting ? "restarting" : "stopping");
-		return -EBUSY;
-	}
-	/* auto may have been granted either: what INIT agreed decides (an
-	 * adopted connection is always /dev/fuse, its init flags unset here) */
-	pthread_mutex_lock(&d->init_mu);
-	uring = d->init.flags & FUSE_OVER_IO_URING;
-	pthread_mutex_unlock(&d->init_mu);
-	if (uring || fusefs_transport_active(d->fs) == FUSEFS_TRANSPORT_URING) {
-		snprintf(err, errlen,
-			 "the connection is served over io_uring, whose queues die with this "
-			 "process: a new one cannot adopt it (fuse_transport = classic can; a "
-			 "restart of the unit remounts)");
-		return -EOPNOTSUPP;
-	}
-	if ((vc = cfg_volatile_ctrl(d->cfg))) {
-		snprintf(err, errlen,
-			 "controller %s keeps its namespaces in memory (backing = ram): a new "
-			 "image would serve the files over empty memory",
-			 vc->name);
-		return -EOPNOTSUPP;
-	}
-	if (d->table_changed[0]) {
-		snprintf(err, errlen,
-			 "the namespace files changed at run time (%s): a new image builds them "
-			 "from the controllers as at a start and could not serve what the kernel "
-			 "has cached (a restart of the unit remounts)",
-			 d->table_changed);
-		return -EOPNOTSUPP;
-	}
-	if (!d->stored || d->state_fd < 0) {
-		snprintf(err, errlen,
-			 "the connection is not in the service manager's fd store (no "
-			 "NOTIFY_SOCKET, INIT not answered yet, or storing failed): should the "
-			 "re-exec fail, nothing could adopt the mount");
-		return -EOPNOTSUPP;
-	}
-	if (!d->binary[0]) {
-		snprintf(err, errlen, "the path of the installed binary is not known");
-		return -ENOENT;
-	}
-	ns = fusefs_namespaces(d->fs, &nr);
-	return upg_precheck(d->binary, d->config_path, d->state_fd, ns, nr, err, errlen);
-}
-
-/* nvmefsctl restart (admin_ctx.restart) and SIGUSR2: check, then drain and
- * re-exec (main() does the exec once the loop ends). */
-static int daemon_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
-{
-	struct daemon *d = arg;
-	int rc = restart_check(d, err, errlen);
-
-	if (rc) {
-		log_warn("restart refused: %s", err);
-		return rc;
-	}
-	log_info("restart: %s would adopt the connection: re-executing it in place (pid %d)",
-		 d->binary, (int)getpid());
-	snprintf(msg, msglen, "pid %d re-executes %s", (int)getpid(), d->binary);
-	d->restarting = true;
-	begin_stop(d, "restart");
-	return 0;
-}
 
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -354,7 +46,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 	switch (w->signum) {
 	case SIGUSR1:
-		log_stats(d, LOG_LVL_INFO);
+		lc_log_stats(d, LOG_LVL_INFO);
 		break;
 	case SIGHUP:
 		log_info("SIGHUP: ignored (restart the daemon to apply a new config)");
@@ -362,19 +54,26 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	case SIGUSR2: {
 		char msg[PATH_MAX + 64], err[1024];
 
-		(void)daemon_restart(d, msg, sizeof(msg), err, sizeof(err));
+		(void)lc_restart(d, msg, sizeof(msg), err, sizeof(err));
 		break;
 	}
 	default:
-		begin_stop(d, strsignal(w->signum));
+		lc_begin_stop(d, strsignal(w->signum));
 	}
+}
+
+static void watch_signal(struct daemon *d, ev_signal *w, int sig)
+{
+	ev_signal_init(w, signal_cb, sig);
+	w->data = d;
+	ev_signal_start(d->loop, w);
 }
 
 static void session_end_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	begin_stop(w->data, "mount gone");
+	lc_begin_stop(w->data, "mount gone");
 }
 
 /* from a reactor thread */
@@ -385,402 +84,11 @@ static void on_session_exit(void *arg)
 	ev_async_send(d->loop, &d->session_end);
 }
 
-/* ---- removal and attach ---- */
-
-/* STATUS= for systemctl status: what is served, and every controller that
- * is not live ("serving 3 namespaces at /srv/nvme; nvme1 removed").  Kept
- * current from the main loop while serving; the stop sets its own. */
-static void status_format(struct daemon *d, char *buf, size_t len)
-{
-	size_t n = (size_t)snprintf(buf, len, "serving %u namespace%s at %s", d->nr_ns,
-				    d->nr_ns == 1 ? "" : "s", d->cfg->daemon.mountpoint);
-
-	for (unsigned i = 0; i < d->nr_ctrls && n < len; i++) {
-		const struct cm_ctrl *dc = &d->cm[i];
-
-		if (cm_files_away(d, i))
-			n += (size_t)snprintf(buf + n, len - n, "; %s detached", d->names[i]);
-		else if (dc->seen != NVME_CTRL_LIVE)
-			n += (size_t)snprintf(buf + n, len - n, "; %s %s", d->names[i],
-					      nvme_ctrl_state_name(dc->seen));
-	}
-}
-
-void lc_status_update(struct daemon *d)
-{
-	char buf[1024];
-
-	if (!d->started || d->stopping)
-		return;
-	status_format(d, buf, sizeof(buf));
-	notify_status("%s", buf);
-}
-
-/* ---- start-up ---- */
-
-/* NVMEFS_POOL_MIB: a test and benchmarking knob (small pools exercise the
- * front end's waiting for memory); the front end refuses a pool that cannot
- * hold its largest request. */
-static size_t pool_bytes(void)
-{
-	const char *s = getenv("NVMEFS_POOL_MIB");
-	unsigned long mib = s ? strtoul(s, NULL, 10) : 0;
-
-	return mib && mib <= POOL_MIB_MAX ? (size_t)mib << 20 : POOL_BYTES;
-}
-
-#define URING_SWITCH "/sys/module/fuse/parameters/enable_uring"
-
-/* The kernel's switch for FUSE over io_uring: 1 on, 0 off, -ENOENT when
- * this kernel has no such parameter. */
-static int uring_switch(void)
-{
-	FILE *f = fopen(URING_SWITCH, "re");
-	int c;
-
-	if (!f)
-		return -ENOENT;
-	c = fgetc(f);
-	fclose(f);
-	return c == 'Y' || c == 'y' || c == '1';
-}
-
-/* Which transport to ask the front end for, and, for io_uring, the CPU map
- * over n reactors whose CPUs are rcpu[]. */
-static int plan_transport(struct daemon *d, const int *rcpu, unsigned n)
-{
-	const struct cfg_daemon *cd = &d->cfg->daemon;
-	int sw, rc;
-
-	d->transport = cd->fuse_transport == CFG_FUSE_TRANSPORT_URING	  ? FUSEFS_TRANSPORT_URING
-		       : cd->fuse_transport == CFG_FUSE_TRANSPORT_CLASSIC ? FUSEFS_TRANSPORT_CLASSIC
-									  : FUSEFS_TRANSPORT_AUTO;
-	if (d->transport == FUSEFS_TRANSPORT_CLASSIC)
-		return 0;
-	sw = uring_switch();
-	if (sw != 1) {
-		const char *why = sw < 0 ? "this kernel has no FUSE over io_uring ("
-					   URING_SWITCH " is missing)"
-					 : "the kernel's switch is off (" URING_SWITCH " is N)";
-
-		if (d->transport == FUSEFS_TRANSPORT_URING) {
-			log_err("fuse_transport = uring: %s%s", why,
-				sw < 0 ? "" : "; write Y to it, or set 'options fuse enable_uring=1' "
-					      "in /etc/modprobe.d/, before the daemon starts");
-			return -EOPNOTSUPP;
-		}
-		log_info("fuse: io_uring not used: %s%s", why,
-			 sw < 0 ? "" : "; to use io_uring write Y to it, or set 'options fuse "
-				       "enable_uring=1' in /etc/modprobe.d/, before the daemon starts");
-		d->transport = FUSEFS_TRANSPORT_CLASSIC;
-		return 0;
-	}
-	rc = cpumap_read_topology(&d->cpu_topo, &d->nr_cpu_map);
-	if (!rc) {
-		d->cpu_map = calloc(d->nr_cpu_map, sizeof(*d->cpu_map));
-		rc = d->cpu_map ? cpumap_build(d->cpu_topo, d->nr_cpu_map, rcpu, n, d->cpu_map)
-				: -ENOMEM;
-	}
-	if (rc) {
-		log_err("fuse: cannot map the CPUs' FUSE queues onto the reactors: %s",
-			strerror(-rc));
-		if (d->transport == FUSEFS_TRANSPORT_URING)
-			return rc;
-		d->transport = FUSEFS_TRANSPORT_CLASSIC;
-		d->nr_cpu_map = 0;
-	}
-	return 0;
-}
-
-static int start_reactors(struct daemon *d)
-{
-	const struct cfg_engine *e = &d->cfg->engine;
-	unsigned n = e->queues;
-	int rc;
-
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		unsigned g = nvme_ctrl_get_info(d->ctrls[i])->nr_io_queues;
-		if (g < n) {
-			log_info("%s grants %u I/O queue%s: %u reactor%s", d->names[i], g,
-				 g == 1 ? "" : "s", g, g == 1 ? "" : "s");
-			n = g;
-		}
-	}
-	if (n == 0) {
-		log_err("no I/O queue granted");
-		return -ENODEV;
-	}
-	d->reactors = calloc(n, sizeof(*d->reactors));
-	d->qpairs = calloc((size_t)n * d->nr_ctrls, sizeof(*d->qpairs));
-	int *rcpu = calloc(n, sizeof(*rcpu));
-	if (!d->reactors || !d->qpairs || !rcpu) {
-		free(rcpu);
-		return -ENOMEM;
-	}
-	for (unsigned r = 0; r < n; r++)
-		rcpu[r] = e->nr_cpus ? (int)e->cpus[r % e->nr_cpus] : -1;
-	rc = plan_transport(d, rcpu, n);
-	free(rcpu);
-	if (rc)
-		return rc;
-	/* dma_isolation = controller with several controllers: a pool per
-	 * controller on each reactor, of pool_bytes() / controllers plus its
-	 * queue's PRP list pages (which the shared pool holds in its
-	 * pool_bytes()): a reactor pins about what it pins shared.  Each
-	 * controller's requests get pool_bytes() / controllers, at least
-	 * ISO_POOL_MIN (shared: at most half of pool_bytes() each, the same
-	 * with two controllers).
-	 * The io_uring payloads are then ordinary memory (no pool is reachable
-	 * by every controller), not in a pool. */
-	bool iso = e->dma_isolation == CFG_DMA_ISO_CONTROLLER && d->nr_ctrls > 1;
-	for (unsigned r = 0; r < n; r++) {
-		/* io_uring: each FUSE queue entry's payload lives in the pool:
-		 * fuse_queue_depth of them for an online CPU's queue, one for
-		 * an offline CPU's (cpumap_queue_entries); /dev/fuse (chosen,
-		 * fallen back to or adopted): fuse_queue_depth landing buffers
-		 * for writes' data (fusefs_opts.lands), in the same room */
-		unsigned depth = d->cfg->daemon.fuse_queue_depth;
-		unsigned ents = d->transport == FUSEFS_TRANSPORT_CLASSIC
-					? 0
-					: cpumap_entries(d->cpu_topo, d->cpu_map, d->nr_cpu_map, r,
-							 depth);
-		size_t ring_bytes = iso ? 0 : (size_t)(ents > depth ? ents : depth) * FUSEFS_MAX_IO;
-		size_t share = iso ? pool_bytes() / d->nr_ctrls : 0;
-		if (iso && share < ISO_POOL_MIN)
-			share = ISO_POOL_MIN;
-		size_t pool = iso ? share + (size_t)e->queue_depth * 4096 : pool_bytes() + ring_bytes;
-		struct nvme_reactor_opts ro = {
-			.id = r,
-			.cpu = e->nr_cpus ? (int)e->cpus[r % e->nr_cpus] : -1,
-			.numa = e->numa,
-			.mode = e->mode == CFG_MODE_POLL        ? NVME_MODE_POLL
-				: e->mode == CFG_MODE_INTERRUPT ? NVME_MODE_INTERRUPT
-								: NVME_MODE_HYBRID,
-			.buf_pool_bytes = pool,
-			.dma_isolation = iso,
-		};
-
-		rc = nvme_reactor_create(&ro, &d->reactors[r]);
-		if (rc) {
-			log_err("reactor %u (cpu %d): %s", r, ro.cpu, strerror(-rc));
-			return rc;
-		}
-		d->nr_reactors = r + 1;
-		for (unsigned c = 0; c < d->nr_ctrls; c++) {
-			rc = nvme_qpair_create(d->ctrls[c], d->reactors[r], (uint16_t)(r + 1),
-					       &d->qpairs[(size_t)r * d->nr_ctrls + c]);
-			if (rc) {
-				log_err("%s: I/O queue %u: %s", d->names[c], r + 1, strerror(-rc));
-				return rc;
-			}
-		}
-	}
-	return 0;
-}
-
-static void admin_fuse_stats(void *arg, struct fusefs_stats *out)
-{
-	fusefs_stats_get(arg, out);
-}
-
-static int admin_fuse_ns_stats(void *arg, const char *name, struct fusefs_ns_stats *out)
-{
-	return fusefs_ns_stats_get(arg, name, out);
-}
-
-static int start_admin(struct daemon *d)
-{
-	struct admin_ctx ctx;
-	int rc;
-
-	/* room for every slot of the table: a change never allocates here */
-	d->ns_cap = fusefs_ns_capacity(d->fs);
-	d->ans = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ans));
-	d->ns_paths = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ns_paths));
-	d->ns_desc = calloc(d->ns_cap ? d->ns_cap : 1, sizeof(*d->ns_desc));
-	if (!d->ans || !d->ns_paths || !d->ns_desc)
-		return -ENOMEM;
-	rc = cm_ns_view_refresh(d);
-	if (rc)
-		return rc;
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cfg = d->cfg;
-	ctx.config_path = d->config_path;
-	ctx.start_time = time(NULL);
-	ctx.ctrls = d->ctrls;
-	ctx.nr_ctrls = d->nr_ctrls;
-	ctx.reactors = d->reactors;
-	ctx.nr_reactors = d->nr_reactors;
-	ctx.qpairs = d->qpairs;
-	ctx.ns = d->ans;
-	ctx.nr_ns = d->nr_ns;
-	ctx.ns_view = cm_ns_view;
-	ctx.ns_view_arg = d;
-	if (d->transport != FUSEFS_TRANSPORT_CLASSIC) {
-		ctx.fuse_cpu_map = d->cpu_map;
-		ctx.fuse_cpus = d->cpu_topo;
-		ctx.nr_fuse_cpus = d->nr_cpu_map;
-	}
-	ctx.fuse_stats = admin_fuse_stats;
-	ctx.fuse_ns_stats = admin_fuse_ns_stats;
-	ctx.fuse_stats_arg = d->fs;
-	ctx.sims = d->sims;
-	ctx.attach = cm_attach;
-	ctx.attach_arg = d;
-	ctx.attach_state = cm_attach_state;
-	ctx.detach = cm_detach;
-	ctx.restart = daemon_restart;
-	ctx.restart_arg = d;
-	return admin_start(d->loop, &ctx, &d->admin);
-}
-
-static void teardown(struct daemon *d)
-{
-	admin_stop(d->admin);
-	d->admin = NULL;
-	/* an attach still running ends first (bounded by the bring-up) */
-	cm_attach_wait(d);
-	if (d->restarting && d->fs) {
-		/* the next image serves this mount: keep it, the store and the
-		 * state record; our copy of the connection outlives the front end */
-		d->keep_fuse_fd = fcntl(fusefs_fd(d->fs), F_DUPFD_CLOEXEC, 5);
-		if (d->keep_fuse_fd < 0)
-			log_err("restart: keeping the FUSE connection's fd: %s", strerror(errno));
-		fusefs_keep_mount(d->fs);
-	} else {
-		/* the next start mounts afresh: nothing of ours stays in the store */
-		if (d->stored)
-			fdstore_forget();
-		if (d->fs)
-			fusefs_unmount(d->fs);
-		/* the store's copy may still hold the connection open for a moment:
-		 * what is still open on the detached mount fails now, as without a
-		 * store, rather than wait on no one */
-		if (d->stored && d->conn && fusefs_conn_alive(d->conn))
-			fusefs_conn_abort(d->conn);
-		if (d->state_fd >= 0)
-			close(d->state_fd);
-		d->state_fd = -1;
-	}
-	if (d->started) {
-		for (unsigned r = 0; r < d->nr_reactors; r++)
-			nvme_reactor_stop(d->reactors[r]);
-		/* nothing is in flight after the drain and the cancel; a reactor
-		 * still waiting past that (a controller that ended nothing) is
-		 * left running: freeing its memory under it is worse than exiting */
-		struct timespec t0, t1;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (unsigned r = 0; r < d->nr_reactors; r++) {
-			unsigned left = 0;
-
-			if (d->gave_up) { /* JOIN_MAX_S for all of them together */
-				clock_gettime(CLOCK_MONOTONIC, &t1);
-				double used = (t1.tv_sec - t0.tv_sec) * 1e3 +
-					      (t1.tv_nsec - t0.tv_nsec) / 1e6;
-				left = used < JOIN_MAX_S * 1000 - 1 ? (unsigned)(JOIN_MAX_S * 1000 - used)
-								     : 1;
-			}
-			if (nvme_reactor_join_timeout(d->reactors[r], left) < 0)
-				d->abandoned = true;
-		}
-	}
-	if (d->abandoned) {
-		log_err("a reactor still waits for commands past the stop's bound: exiting "
-			"without shutting the controllers down");
-		return;
-	}
-	if (log_get_level() >= LOG_LVL_DEBUG)
-		log_stats(d, LOG_LVL_DEBUG);
-	/* every controller shuts down at once: the stop's bound is one
-	 * controller's, not their sum */
-	if (d->nr_ctrls)
-		notify_extend((uint64_t)(SHUTDOWN_MAX_S * 1e6), "stopping: shutting down");
-	for (unsigned i = 0; i < d->nr_ctrls; i++)
-		nvme_ctrl_shutdown_async(d->ctrls[i]);
-	struct timespec s0, s1;
-
-	clock_gettime(CLOCK_MONOTONIC, &s0);
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		/* one deadline for them all */
-		clock_gettime(CLOCK_MONOTONIC, &s1);
-		double used = (s1.tv_sec - s0.tv_sec) + (s1.tv_nsec - s0.tv_nsec) / 1e9;
-		uint32_t left = used < SHUTDOWN_MAX_S ? (uint32_t)((SHUTDOWN_MAX_S - used) * 1000) : 1;
-		int rc = nvme_ctrl_shutdown_wait(d->ctrls[i], left);
-
-		if (rc == -EBUSY) {
-			log_err("%s: the controller could be neither disabled nor cut off: its "
-				"memory is not freed",
-				d->names[i]);
-			d->abandoned = true;
-		} else if (rc < 0) {
-			log_err("%s: shutdown did not end in time", d->names[i]);
-			d->abandoned = true;
-		}
-	}
-	if (d->abandoned) {
-		/* freeing what a device may still reach, or waiting on a
-		 * recovery step that did not end, is worse than exiting: the
-		 * kernel resets the functions and unpins their memory */
-		log_err("stopping without freeing");
-		return;
-	}
-	for (size_t i = 0; d->qpairs && i < (size_t)d->nr_reactors * d->nr_ctrls; i++)
-		if (d->qpairs[i])
-			nvme_qpair_destroy(d->qpairs[i]);
-	fusefs_destroy(d->fs);
-	d->fs = NULL;
-	for (unsigned r = 0; r < d->nr_reactors; r++)
-		nvme_reactor_destroy(d->reactors[r]);
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
-		if (d->loop)
-			cm_unwatch(d, i);
-		/* a removed controller no longer touches a bus: a kept one is ours */
-		nvme_ctrl_close(d->ctrls[i]);
-		if (d->cm[i].kept)
-			d->cm[i].kept->ops->close(d->cm[i].kept);
-	}
-	for (unsigned i = 0; d->ns_paths && i < d->nr_ns; i++)
-		free(d->ns_paths[i]);
-	free(d->ns_paths);
-	free(d->ans);
-	free(d->ns_desc);
-	free(d->qpairs);
-	free(d->reactors);
-	free(d->cpu_map);
-	free(d->cpu_topo);
-}
-
-static void watch_signal(struct daemon *d, ev_signal *w, int sig)
-{
-	ev_signal_init(w, signal_cb, sig);
-	w->data = d;
-	ev_signal_start(d->loop, w);
-}
-
-static unsigned readers_wanted(void)
-{
-	/* every reactor reads the channel (measured in docs/fuse.md); the
-	 * variable is a benchmarking knob: 1 = reactor 0 only */
-	const char *s = getenv("NVMEFS_FUSE_READERS");
-
-	return s ? (unsigned)strtoul(s, NULL, 10) : 0;
-}
-
-/* NVMEFS_DSYNC_FUA_MAX: a benchmarking knob, bytes up to which an O_DSYNC
- * write goes out with FUA rather than followed by a Flush (fusefs_opts). */
-static size_t dsync_fua_max(void)
-{
-	const char *s = getenv("NVMEFS_DSYNC_FUA_MAX");
-
-	return s ? (size_t)strtoull(s, NULL, 10) : 0;
-}
-
-
 static int run(struct daemon *d)
 {
 	const struct cfg_daemon *cd = &d->cfg->daemon;
 	sigset_t sigs, old;
+	char status[1024];
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -801,7 +109,7 @@ static int run(struct daemon *d)
 	rc = cm_open_all(d);
 	if (rc)
 		return rc;
-	rc = start_reactors(d);
+	rc = lc_start_reactors(d);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < d->nr_ctrls; i++) {
@@ -810,61 +118,32 @@ static int run(struct daemon *d)
 			return rc;
 	}
 
-	d->fo = (struct fusefs_opts){
-		.mountpoint = cd->mountpoint,
-		.file_mode = cd->file_mode,
-		.uid = cd->uid,
-		.gid = cd->gid,
-		.allow_other = cd->allow_other,
-		.debug = getenv("NVMEFS_FUSE_DEBUG") != NULL,
-		.nr_ctrls = d->nr_ctrls,
-		.ctrls = d->ctrls,
-		.ctrl_names = d->names,
-		.nr_reactors = d->nr_reactors,
-		.reactors = d->reactors,
-		.qpairs = d->qpairs,
-		.readers = readers_wanted(),
-		.dsync_fua_max = dsync_fua_max(),
-		.pool_bytes = pool_bytes(),
-		.transport = d->transport,
-		.queue_depth = cd->fuse_queue_depth,
-		.lands = cd->fuse_queue_depth,
-		.nr_cpu_map = d->nr_cpu_map,
-		.cpu_map = d->cpu_map,
-		.cpus = d->cpu_topo,
-		.on_init = adopt_on_init,
-		.on_init_arg = d,
-		.on_exit = on_session_exit,
-		.on_exit_arg = d,
-	};
+	lc_fuse_opts(d);
+	d->fo.on_init = adopt_on_init;
+	d->fo.on_init_arg = d;
+	d->fo.on_exit = on_session_exit;
+	d->fo.on_exit_arg = d;
 	ev_async_init(&d->session_end, session_end_cb);
 	d->session_end.data = d;
 	ev_async_start(d->loop, &d->session_end);
 	adopt_watch_init(d);
-	if (adopt_check(d)) /* served over /dev/fuse whatever the config says */
+	if (adopt_check(d)) { /* served over /dev/fuse whatever the config says */
 		d->transport = d->fo.transport = FUSEFS_TRANSPORT_CLASSIC;
+		(void)lc_set_state(&d->lc, LC_ADOPTING);
+	}
 	rc = fusefs_create(&d->fo, &d->fs);
 	if (rc)
 		return rc;
-	rc = start_admin(d);
+	rc = lc_start_admin(d);
 	if (rc) {
 		log_err("%s: admin socket: %s", cd->admin_socket, strerror(-rc));
 		return rc;
 	}
 	if (d->adopted)
 		adopt_resend(d);
-	for (unsigned r = 0; r < d->nr_reactors; r++) {
-		rc = nvme_reactor_start(d->reactors[r]);
-		if (rc) {
-			log_err("reactor %u: cannot start: %s", r, strerror(-rc));
-			for (unsigned k = 0; k < r; k++)
-				nvme_reactor_stop(d->reactors[k]);
-			for (unsigned k = 0; k < r; k++)
-				nvme_reactor_join(d->reactors[k]);
-			return rc;
-		}
-	}
-	d->started = true;
+	rc = lc_run_reactors(d);
+	if (rc)
+		return rc;
 	if (d->adopted)
 		adopt_finish(d);
 
@@ -875,12 +154,11 @@ static int run(struct daemon *d)
 	watch_signal(d, &d->sig_hup, SIGHUP);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
+	(void)lc_set_state(&d->lc, LC_SERVING);
 	log_info("ready: %u namespace%s at %s, %u reactor%s, %s mode", d->nr_ns,
 		 d->nr_ns == 1 ? "" : "s", cd->mountpoint, d->nr_reactors,
 		 d->nr_reactors == 1 ? "" : "s", cfg_mode_name(d->cfg->engine.mode));
-	char status[1024];
-
-	status_format(d, status, sizeof(status));
+	lc_status_format(d, status, sizeof(status));
 	notify_ready("%s", status);
 	ev_run(d->loop, 0);
 	return 0;
@@ -938,29 +216,8 @@ int main(int argc, char **argv)
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
 	log_names(d.cfg);
 	rc = run(&d);
-	teardown(&d);
-	if (d.abandoned)
-		_exit(OPT_EXIT_ABANDONED); /* threads still run: no atexit handler, no freeing */
-	if (d.restarting && rc == 0) {
-		log_info("restart: controllers shut down, exec %s", d.binary);
-		fflush(stderr);
-		rc = d.keep_fuse_fd >= 0 && d.state_fd >= 0
-			     ? upg_exec(d.binary, d.argv, d.keep_fuse_fd, d.state_fd)
-			     : -EBADF;
-		/* this image's state is gone: the service manager restarts the
-		 * daemon, which adopts the connection from its fd store */
-		log_err("restart: exec %s: %s: exiting for the service manager to restart the "
-			"daemon (the connection stays in its fd store)",
-			d.binary, strerror(-rc));
-		cfg_free(d.cfg);
-		return OPT_EXIT_FAILURE;
-	}
-	if (rc == 0 && d.gave_up)
-		log_warn("stopped, after ending with EIO the requests the drain could not wait "
-			 "for: exit status %d",
-			 OPT_EXIT_ABANDONED);
-	else if (rc == 0)
-		log_info("stopped");
+	lc_teardown(&d);
+	rc = lc_finish(&d, rc);
 	cfg_free(d.cfg);
-	return rc ? OPT_EXIT_FAILURE : d.gave_up ? OPT_EXIT_ABANDONED : OPT_EXIT_OK;
+	return rc;
 }
