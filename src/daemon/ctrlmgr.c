@@ -17,7 +17,7 @@
 #include "daemon.h"
 #include "fuse_fs.h"
 #include "health.h"
-#include "lifecycle.h"
+#include "notify.h"
 #include "log.h"
 #include "sim.h"
 
@@ -72,6 +72,34 @@ bool cm_files_away(const struct daemon *d, unsigned i)
 	       (c->state == CM_ATTACHING && c->attach_from == CM_DETACHED);
 }
 
+/* ---- STATUS= ---- */
+
+void cm_status_format(struct daemon *d, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "serving %u namespace%s at %s", d->nr_ns,
+				    d->nr_ns == 1 ? "" : "s", d->cfg->daemon.mountpoint);
+
+	for (unsigned i = 0; i < d->nr_ctrls && n < len; i++) {
+		const struct cm_ctrl *dc = &d->cm[i];
+
+		if (cm_files_away(d, i))
+			n += (size_t)snprintf(buf + n, len - n, "; %s detached", d->names[i]);
+		else if (dc->seen != NVME_CTRL_LIVE)
+			n += (size_t)snprintf(buf + n, len - n, "; %s %s", d->names[i],
+					      nvme_ctrl_state_name(dc->seen));
+	}
+}
+
+void cm_status_update(struct daemon *d)
+{
+	char buf[1024];
+
+	if (!d->status_live)
+		return;
+	cm_status_format(d, buf, sizeof(buf));
+	notify_status("%s", buf);
+}
+
 /* ---- removal, events, interrupts ---- */
 
 /* Take controller dc out of the engine (idempotent); orderly: a detach,
@@ -110,7 +138,7 @@ static void ctrl_remove(struct cm_ctrl *dc, const char *why, bool orderly)
 	 * slot itself when it ends */
 	if (dc->state == CM_LIVE)
 		(void)cm_set_state(dc, CM_REMOVED);
-	lc_status_update(d);
+	cm_status_update(d);
 }
 
 /* Log a state change once, and remove a controller the engine found gone. */
@@ -130,7 +158,7 @@ static void ctrl_event_cb(struct ev_loop *loop, ev_async *w, int revents)
 		log_info("%s: %s -> %s", d->names[dc->idx], nvme_ctrl_state_name(dc->seen),
 			 nvme_ctrl_state_name(s));
 		dc->seen = s;
-		lc_status_update(d);
+		cm_status_update(d);
 	}
 }
 
@@ -352,7 +380,7 @@ static void attach_finish(struct cm_ctrl *dc)
 		dc->attach_state = "failed";
 		(void)cm_set_state(dc, dc->attach_from);
 		log_err("%s: attach failed: %s", d->names[dc->idx], dc->attach_err);
-		lc_status_update(d);
+		cm_status_update(d);
 		return;
 	}
 	if (dc->sim)
@@ -370,7 +398,7 @@ static void attach_finish(struct cm_ctrl *dc)
 	} else {
 		log_info("%s: attached", d->names[dc->idx]);
 	}
-	lc_status_update(d);
+	cm_status_update(d);
 }
 
 void cm_attach_wait(struct daemon *d)
@@ -604,7 +632,7 @@ int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
 	ctrl_remove(dc, "detached (nvmefsctl detach)", true);
 	/* its files are gone whatever the removal did */
 	(void)cm_set_state(dc, CM_DETACHED);
-	lc_status_update(d);
+	cm_status_update(d);
 	s = nvme_ctrl_state(c);
 	if (s != NVME_CTRL_REMOVED) {
 		/* the files are gone; the device is still held (removal failed) */

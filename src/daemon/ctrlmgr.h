@@ -134,6 +134,14 @@ void cm_attach_wait(struct daemon *d);
  * exist); its controller is closed by the caller. */
 void cm_unwatch(struct daemon *d, unsigned i);
 
+/* STATUS= for systemctl status: what is served, and every controller that
+ * is not live ("serving 3 namespaces at /srv/nvme; nvme1 removed").
+ * cm_status_update sends it while d->status_live (the life cycle's: set
+ * while serving; a stop or restart writes its own line); the controller
+ * manager calls it at each change. */
+void cm_status_format(struct daemon *d, char *buf, size_t len);
+void cm_status_update(struct daemon *d);
+
 /* The files shown now, for admin (namespaces, status): rebuilt on the
  * loop after every change of the table.  cm_ns_view is admin_ctx.ns_view. */
 int cm_ns_view_refresh(struct daemon *d);

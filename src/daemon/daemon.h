@@ -82,6 +82,7 @@ struct daemon {
 
 	/* ---- the life cycle (lifecycle.h) ---- */
 	struct lc lc;
+	bool status_live;         /* STATUS= is the controllers' line (serving) */
 	/* planned upgrade: the binary to re-execute (resolved at start), the
 	 * original argv, and the connection's fd kept past teardown */
 	char binary[PATH_MAX];

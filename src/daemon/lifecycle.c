@@ -260,6 +260,7 @@ static void begin_stop(struct daemon *d, const char *why, bool restart)
 	}
 	if (!lc_set_state(lc, restart ? LC_RESTARTING : LC_DRAINING))
 		return;
+	d->status_live = false; /* the stop's own lines from now on */
 	lc->reexec = restart;
 	log_info("%s: %s: no new requests, draining %u in flight", why,
 		 restart ? "restarting" : "stopping", fusefs_inflight(d->fs));
@@ -353,37 +354,6 @@ int lc_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
 	snprintf(msg, msglen, "pid %d re-executes %s", (int)getpid(), d->binary);
 	begin_stop(d, "restart", true);
 	return 0;
-}
-
-/* ---- serving ---- */
-
-/* STATUS= for systemctl status: what is served, and every controller that
- * is not live ("serving 3 namespaces at /srv/nvme; nvme1 removed").  Kept
- * current from the main loop while serving; the stop sets its own. */
-void lc_status_format(struct daemon *d, char *buf, size_t len)
-{
-	size_t n = (size_t)snprintf(buf, len, "serving %u namespace%s at %s", d->nr_ns,
-				    d->nr_ns == 1 ? "" : "s", d->cfg->daemon.mountpoint);
-
-	for (unsigned i = 0; i < d->nr_ctrls && n < len; i++) {
-		const struct cm_ctrl *dc = &d->cm[i];
-
-		if (cm_files_away(d, i))
-			n += (size_t)snprintf(buf + n, len - n, "; %s detached", d->names[i]);
-		else if (dc->seen != NVME_CTRL_LIVE)
-			n += (size_t)snprintf(buf + n, len - n, "; %s %s", d->names[i],
-					      nvme_ctrl_state_name(dc->seen));
-	}
-}
-
-void lc_status_update(struct daemon *d)
-{
-	char buf[1024];
-
-	if (d->lc.state != LC_SERVING)
-		return;
-	lc_status_format(d, buf, sizeof(buf));
-	notify_status("%s", buf);
 }
 
 /* ---- start-up ---- */

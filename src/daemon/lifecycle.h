@@ -127,11 +127,6 @@ int lc_start_admin(struct daemon *d);
 int lc_run_reactors(struct daemon *d);
 
 /* ---- serving ---- */
-/* STATUS= for systemctl status: what is served, and every controller that
- * is not live.  Kept current while serving (the stop sets its own). */
-void lc_status_update(struct daemon *d);
-/* The same line into buf (for READY=1). */
-void lc_status_format(struct daemon *d, char *buf, size_t len);
 /* The stats lines (SIGUSR1; at debug level when stopping). */
 void lc_log_stats(struct daemon *d, enum log_level lvl);
 /* admin_ctx.restart (arg is the daemon) and SIGUSR2: check that the

@@ -155,10 +155,11 @@ static int run(struct daemon *d)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	(void)lc_set_state(&d->lc, LC_SERVING);
+	d->status_live = true;
 	log_info("ready: %u namespace%s at %s, %u reactor%s, %s mode", d->nr_ns,
 		 d->nr_ns == 1 ? "" : "s", cd->mountpoint, d->nr_reactors,
 		 d->nr_reactors == 1 ? "" : "s", cfg_mode_name(d->cfg->engine.mode));
-	lc_status_format(d, status, sizeof(status));
+	cm_status_format(d, status, sizeof(status));
 	notify_ready("%s", status);
 	ev_run(d->loop, 0);
 	return 0;
