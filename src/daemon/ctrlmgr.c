@@ -79,9 +79,11 @@ void cm_status_format(struct daemon *d, char *buf, size_t len)
 	size_t n = (size_t)snprintf(buf, len, "serving %u namespace%s at %s", d->nr_ns,
 				    d->nr_ns == 1 ? "" : "s", d->cfg->daemon.mountpoint);
 
-	for (unsigned i = 0; i < d->nr_ctrls && n < len; i++) {
+	for (unsigned i = 0; i < d->slots && n < len; i++) {
 		const struct cm_ctrl *dc = &d->cm[i];
 
+		if (!d->ctrls[i])
+			continue; /* empty, or being added */
 		if (cm_files_away(d, i))
 			n += (size_t)snprintf(buf + n, len - n, "; %s detached", d->names[i]);
 		else if (dc->seen != NVME_CTRL_LIVE)
@@ -222,6 +224,17 @@ static void ctrl_wire_irqs(struct cm_ctrl *dc, struct nvme_bus *bus)
 
 static void attach_done_cb(struct ev_loop *loop, ev_async *w, int revents);
 static void ctrl_aen_cb(struct ev_loop *loop, ev_async *w, int revents);
+
+/* attach_done, which an attach or an add thread sends (once per slot: an
+ * add arms it before cm_watch runs) */
+static void watch_attach_done(struct cm_ctrl *dc)
+{
+	if (ev_is_active(&dc->attach_done))
+		return;
+	ev_async_init(&dc->attach_done, attach_done_cb);
+	dc->attach_done.data = dc;
+	ev_async_start(dc->d->loop, &dc->attach_done);
+}
 static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
 
 int cm_watch(struct daemon *d, unsigned i)
@@ -234,9 +247,7 @@ int cm_watch(struct daemon *d, unsigned i)
 	dc->event.data = dc;
 	ev_async_start(d->loop, &dc->event);
 	nvme_ctrl_set_event_cb(d->ctrls[i], ctrl_event, dc);
-	ev_async_init(&dc->attach_done, attach_done_cb);
-	dc->attach_done.data = dc;
-	ev_async_start(d->loop, &dc->attach_done);
+	watch_attach_done(dc);
 	pthread_mutex_init(&dc->aen_mu, NULL);
 	ev_async_init(&dc->aen, ctrl_aen_cb);
 	dc->aen.data = dc;
@@ -363,7 +374,10 @@ const struct admin_ns *cm_ns_view(void *arg, unsigned *nr)
 	return d->ans;
 }
 
-/* The end of attach_thread, on the loop once it ended (or at teardown). */
+static void add_finish(struct cm_ctrl *dc);
+
+/* The end of attach_thread (or add_thread), on the loop once it ended (or
+ * at teardown). */
 static void attach_finish(struct cm_ctrl *dc)
 {
 	struct daemon *d = dc->d;
@@ -373,6 +387,10 @@ static void attach_finish(struct cm_ctrl *dc)
 		return;
 	pthread_join(dc->attach_thr, NULL);
 	dc->attach_running = false;
+	if (dc->state == CM_OPENING) {
+		add_finish(dc);
+		return;
+	}
 	if (dc->attach_rc) {
 		if (!dc->sim && dc->attach_bus)
 			dc->attach_bus->ops->close(dc->attach_bus);
@@ -403,7 +421,7 @@ static void attach_finish(struct cm_ctrl *dc)
 
 void cm_attach_wait(struct daemon *d)
 {
-	for (unsigned i = 0; i < d->nr_ctrls; i++)
+	for (unsigned i = 0; i < d->slots; i++)
 		attach_finish(&d->cm[i]);
 }
 
@@ -519,87 +537,165 @@ const char *cm_attach_state(void *arg, unsigned i, const char **why)
 	return dc->attach_state;
 }
 
-/* The volatile write cache of controller i written back before it goes
- * (Flush, all namespaces, on reactor 0's queue), waited for at most
- * FLUSH_WAIT_MS.  The engine's shutdown (CC.SHN) ends a controller for
- * good, so a detach, which must allow an attach, flushes instead. */
-#define FLUSH_WAIT_MS 5000
-struct flush_wait {
+/* ---- work done on a reactor's thread for the loop (or an add thread) ----
+ * A call posted with nvme_reactor_call and waited for, with a bound: fn
+ * runs on the reactor and ends it with rcall_done, there or later (from a
+ * command's completion).  The waiter and the call each hold a reference;
+ * the last one frees.  A waiter that gave up leaves the call its undo (run
+ * where rcall_done runs: on the reactor for what rcall makes there). */
+struct rcall {
+	void (*fn)(struct rcall *k);
+	void (*undo)(struct rcall *k); /* the waiter gave up first (NULL: nothing) */
+	struct nvme_ctrl *c;
+	struct nvme_reactor *r;
 	struct nvme_qpair *qp;
+	uint16_t qid;
+	unsigned pending;              /* flush: commands out (the reactor's) */
+	int first_err;                 /* flush: the first one's error */
+	int rc;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool done;
-	int err;
-	atomic_int refs; /* the waiter and the command: the last one frees */
+	bool done, gave_up;
+	atomic_int refs;
 };
 
-static void flush_put(struct flush_wait *f)
+static void rcall_put(struct rcall *k)
 {
-	if (atomic_fetch_sub(&f->refs, 1) != 1)
+	if (atomic_fetch_sub(&k->refs, 1) != 1)
 		return;
-	pthread_mutex_destroy(&f->mu);
-	pthread_cond_destroy(&f->cv);
-	free(f);
+	pthread_mutex_destroy(&k->mu);
+	pthread_cond_destroy(&k->cv);
+	free(k);
 }
 
+static void rcall_done(struct rcall *k, int rc)
+{
+	pthread_mutex_lock(&k->mu);
+	k->rc = rc;
+	k->done = true;
+	if (k->gave_up && k->undo)
+		k->undo(k);
+	pthread_cond_signal(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	rcall_put(k);
+}
+
+static void rcall_tramp(void *arg)
+{
+	struct rcall *k = arg;
+
+	k->fn(k);
+}
+
+/* Run k->fn on k->r, wait at most wait_ms for rcall_done: its rc, the
+ * posting's error, or -ETIMEDOUT (k->undo then runs when it ends).  k was
+ * made by rcall_new and is the call's from now on; *qp (qp non-NULL): the
+ * queue pair the call left in k->qp, NULL unless it ended. */
+static int rcall_run(struct rcall *k, unsigned wait_ms, struct nvme_qpair **qp)
+{
+	struct timespec ts;
+	int rc = nvme_reactor_call(k->r, rcall_tramp, k);
+
+	if (rc) {
+		atomic_store(&k->refs, 1);
+		rcall_put(k);
+		return rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&k->mu);
+	while (!k->done)
+		if (pthread_cond_timedwait(&k->cv, &k->mu, &ts))
+			break;
+	rc = k->done ? k->rc : -ETIMEDOUT;
+	k->gave_up = !k->done;
+	if (qp)
+		*qp = k->done ? k->qp : NULL;
+	pthread_mutex_unlock(&k->mu);
+	rcall_put(k);
+	return rc;
+}
+
+static struct rcall *rcall_new(void (*fn)(struct rcall *k), struct nvme_reactor *r)
+{
+	struct rcall *k = calloc(1, sizeof(*k));
+	pthread_condattr_t ca;
+
+	if (!k)
+		return NULL;
+	k->fn = fn;
+	k->r = r;
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_init(&k->refs, 2);
+	return k;
+}
+
+/* The volatile write cache of controller i written back before it goes
+ * (a Flush of each of its namespaces, on reactor 0's queue), waited for at
+ * most FLUSH_WAIT_MS, before it is shut down and released.  (The I/O
+ * queues take a Flush of one namespace, not of all at once: the engine
+ * checks the NSID of every command.) */
+#define FLUSH_WAIT_MS 5000
+
+/* on the reactor, as each Flush completes */
 static void flush_done(void *arg, int err, uint16_t status)
 {
-	struct flush_wait *f = arg;
+	struct rcall *k = arg;
 
-	pthread_mutex_lock(&f->mu);
-	f->err = err ? err : status ? -EIO : 0;
-	f->done = true;
-	pthread_cond_signal(&f->cv);
-	pthread_mutex_unlock(&f->mu);
-	flush_put(f);
+	if (!k->first_err)
+		k->first_err = err ? err : status ? -EIO : 0;
+	if (--k->pending == 0)
+		rcall_done(k, k->first_err);
 }
 
-static void flush_submit(void *arg)
+static void flush_submit(struct rcall *k)
 {
-	struct flush_wait *f = arg;
-	int rc = nvme_qpair_flush(f->qp, 0xffffffffu, flush_done, f);
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(k->c);
+	unsigned nr = __atomic_load_n(&in->nr_ns, __ATOMIC_ACQUIRE);
 
-	if (rc)
-		flush_done(f, rc, 0);
+	k->pending = 1; /* ours, until every Flush is out */
+	for (unsigned n = 0; n < nr; n++) {
+		int rc;
+
+		if (in->ns[n].removed || in->ns[n].failed)
+			continue;
+		k->pending++;
+		rc = nvme_qpair_flush(k->qp, in->ns[n].nsid, flush_done, k);
+		if (rc)
+			flush_done(k, rc, 0);
+	}
+	flush_done(k, 0, 0);
 }
 
 static int ctrl_flush(struct daemon *d, unsigned i)
 {
-	struct flush_wait *f = calloc(1, sizeof(*f));
-	struct timespec ts;
-	int rc;
+	struct rcall *k = rcall_new(flush_submit, d->reactors[0]);
 
-	if (!f)
+	if (!k)
 		return -ENOMEM;
-	f->qp = d->qpairs[i]; /* reactor 0's */
-	pthread_mutex_init(&f->mu, NULL);
-	pthread_cond_init(&f->cv, NULL);
-	atomic_init(&f->refs, 2);
-	rc = nvme_reactor_call(d->reactors[0], flush_submit, f);
-	if (rc) {
-		atomic_store(&f->refs, 1);
-		flush_put(f);
-		return rc;
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += FLUSH_WAIT_MS / 1000;
-	pthread_mutex_lock(&f->mu);
-	while (!f->done)
-		if (pthread_cond_timedwait(&f->cv, &f->mu, &ts))
-			break;
-	rc = f->done ? f->err : -ETIMEDOUT;
-	pthread_mutex_unlock(&f->mu);
-	flush_put(f);
-	return rc;
+	k->c = d->ctrls[i];
+	k->qp = d->qpairs[i]; /* reactor 0's */
+	return rcall_run(k, FLUSH_WAIT_MS, NULL);
 }
 
 /* nvmefsctl detach (admin_ctx.detach): controller i's files go (handles
  * fail with EIO from now on), its write cache is flushed, it is shut down
  * and removed and its device released; the others go on.  The number of
  * files gone. */
-int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
+/* Take slot i's controller away on purpose (why: for the log, and the
+ * removal's reason), as cm_detach says. */
+static int detach_slot(struct daemon *d, unsigned i, const char *why, const char *table_why,
+		       char *err, size_t errlen)
 {
-	struct daemon *d = arg;
 	struct cm_ctrl *dc = &d->cm[i];
 	struct nvme_ctrl *c = d->ctrls[i];
 	enum nvme_ctrl_state s = nvme_ctrl_state(c);
@@ -620,7 +716,7 @@ int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
 		return -EBUSY;
 	}
 	n = d->fs ? fusefs_ctrl_detach(d->fs, i) : 0;
-	table_changed_mark(d, "a controller detached");
+	table_changed_mark(d, table_why);
 	dc->attach_state = NULL;
 	(void)cm_ns_view_refresh(d);
 	if (s == NVME_CTRL_LIVE && nvme_ctrl_get_info(c)->vwc) {
@@ -629,7 +725,7 @@ int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
 			log_warn("%s: detach: flushing the write cache: %s", d->names[i],
 				 strerror(-rc));
 	}
-	ctrl_remove(dc, "detached (nvmefsctl detach)", true);
+	ctrl_remove(dc, why, true);
 	/* its files are gone whatever the removal did */
 	(void)cm_set_state(dc, CM_DETACHED);
 	cm_status_update(d);
@@ -642,6 +738,12 @@ int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
 		return -EBUSY;
 	}
 	return n;
+}
+
+int cm_detach(void *arg, unsigned i, char *err, size_t errlen)
+{
+	return detach_slot(arg, i, "detached (nvmefsctl detach)", "a controller detached", err,
+			   errlen);
 }
 
 /* ---- namespace events ---- */
@@ -832,12 +934,17 @@ int cm_open_all(struct daemon *d)
 	const struct cfg *cfg = d->cfg;
 	char err[512];
 
+	/* room for the controllers a reload may add */
+	d->slots = cfg->nr_ctrls + CM_SPARE_SLOTS < CFG_MAX_CTRLS ? cfg->nr_ctrls + CM_SPARE_SLOTS
+								  : CFG_MAX_CTRLS;
+	for (unsigned i = 0; i < d->slots; i++) {
+		d->cm[i].d = d;
+		d->cm[i].idx = i;
+	}
 	for (unsigned i = 0; i < cfg->nr_ctrls; i++) {
 		struct cm_ctrl *dc = &d->cm[i];
 		int rc;
 
-		dc->d = d;
-		dc->idx = i;
 		dc->cc = cfg->ctrls[i];
 		dc->name = dc->cc.name;
 		(void)cm_set_state(dc, CM_OPENING);
@@ -855,3 +962,376 @@ int cm_open_all(struct daemon *d)
 	}
 	return 0;
 }
+
+/* ---- controllers added and removed by a reload ---- */
+
+/* Reactor r's queue pair of an added controller: made on r's own thread
+ * (nvme_qpair_create, which a running reactor's loop must do itself); the
+ * Create I/O CQ and SQ commands are bounded by the engine's admin timeout,
+ * so ADD_QP_WAIT_MS is reached only by a reactor that no longer runs its
+ * calls. */
+#define ADD_QP_WAIT_MS 30000
+
+static void qp_make(struct rcall *k)
+{
+	int rc = nvme_qpair_create(k->c, k->r, k->qid, &k->qp);
+
+	rcall_done(k, rc);
+}
+
+/* the waiter gave up: the queue pair goes again, on its reactor */
+static void qp_unmake(struct rcall *k)
+{
+	if (!k->rc && k->qp)
+		nvme_qpair_destroy(k->qp);
+}
+
+static void qp_destroy(struct rcall *k)
+{
+	nvme_qpair_destroy(k->qp);
+	rcall_done(k, 0);
+}
+
+/* Off the loop: open the added controller's device, bring it up (bounded
+ * by the engine's bring-up timeouts) and make its queue pair on every
+ * reactor; undo all of it on a failure.  Writes only dc's add and attach
+ * fields, then tells the loop (attach_done). */
+static void *add_thread(void *arg)
+{
+	struct cm_ctrl *dc = arg;
+	struct daemon *d = dc->d;
+	struct nvme_ctrl *c = NULL;
+	struct sim *sim = NULL;
+	unsigned made = 0;
+	int rc;
+
+	/* d->cfg's engine section is not written while a slot is OPENING */
+	rc = open_one(d->cfg, &dc->cc, &sim, &c, dc->attach_err, sizeof(dc->attach_err));
+	if (!rc && nvme_ctrl_get_info(c)->nr_io_queues < d->nr_reactors) {
+		snprintf(dc->attach_err, sizeof(dc->attach_err),
+			 "%s: grants %u I/O queue%s, and each of the daemon's %u reactors needs one",
+			 dc->name, nvme_ctrl_get_info(c)->nr_io_queues,
+			 nvme_ctrl_get_info(c)->nr_io_queues == 1 ? "" : "s", d->nr_reactors);
+		rc = -ENOSPC;
+	}
+	for (; !rc && made < d->nr_reactors; made++) {
+		struct rcall *k = rcall_new(qp_make, d->reactors[made]);
+
+		if (!k) {
+			rc = -ENOMEM;
+			break;
+		}
+		k->c = c;
+		k->qid = (uint16_t)(made + 1);
+		k->undo = qp_unmake;
+		rc = rcall_run(k, ADD_QP_WAIT_MS, &dc->add_qp[made]);
+		if (rc) {
+			snprintf(dc->attach_err, sizeof(dc->attach_err), "%s: I/O queue %u on reactor %u: %s",
+				 dc->name, made + 1, made, strerror(-rc));
+			break;
+		}
+	}
+	if (rc) {
+		for (unsigned r = 0; r < made; r++) {
+			struct rcall *k = rcall_new(qp_destroy, d->reactors[r]);
+
+			if (k) {
+				k->qp = dc->add_qp[r];
+				(void)rcall_run(k, ADD_QP_WAIT_MS, NULL);
+			}
+			dc->add_qp[r] = NULL;
+		}
+		if (c)
+			nvme_ctrl_close(c); /* and its bus: a sim's owns the sim */
+		c = NULL;
+		sim = NULL;
+	}
+	dc->add_ctrl = c;
+	dc->add_sim = sim;
+	dc->attach_rc = rc;
+	ev_async_send(d->loop, &dc->attach_done);
+	return NULL;
+}
+
+/* The namespace table grew by a controller added at run time (why).  A new
+ * image builds its table from the config's controllers in the config's
+ * order; when that is the table served now (every controller of the
+ * running config served, in that order, and nothing removed before), the
+ * stored record gets its digest: a run after a crash adopts the mount, and
+ * nvmefsctl restart is allowed.  Otherwise it is a change no run can build
+ * again (table_changed_mark). */
+static void table_grown(struct daemon *d, const char *why)
+{
+	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
+	const char *names[CFG_MAX_CTRLS];
+	struct fusefs_opts fo = d->fo;
+	const struct cfg *cfg = d->cfg;
+	uint64_t want, have;
+	unsigned n;
+	int rc;
+
+	if (d->table_changed[0])
+		return; /* a change before was not reproducible: still not */
+	for (unsigned k = 0; k < cfg->nr_ctrls; k++) {
+		unsigned i = 0;
+
+		while (i < d->slots && !(d->cm[i].state == CM_LIVE &&
+					 !strcmp(d->cm[i].name, cfg->ctrls[k].name)))
+			i++;
+		if (i == d->slots) {
+			table_changed_mark(d, why);
+			return;
+		}
+		ctrls[k] = d->ctrls[i];
+		names[k] = d->names[i];
+	}
+	fo.nr_ctrls = cfg->nr_ctrls;
+	fo.ctrls = ctrls;
+	fo.ctrl_names = names;
+	n = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);
+	fusefs_digest_table(&fo, d->ns_desc, n, &have);
+	rc = fusefs_digest(&fo, &want);
+	if (rc || want != have) {
+		table_changed_mark(d, why);
+		return;
+	}
+	if (!d->stored || d->state_fd < 0)
+		return;
+	rc = adopt_restamp(d, want);
+	if (rc) {
+		table_changed_mark(d, why);
+		return;
+	}
+	log_info("fdstore: the namespace table grew at run time (%s) as the config now builds it: "
+		 "the stored record follows it, a run after a crash still adopts the mount",
+		 why);
+}
+
+/* The end of add_thread, on the loop: the controller joins the daemon's
+ * arrays and its files appear, or the slot is empty again. */
+static void add_finish(struct cm_ctrl *dc)
+{
+	struct daemon *d = dc->d;
+	unsigned i = dc->idx;
+	int n;
+
+	if (dc->attach_rc) {
+		log_err("%s (not added; the next reload tries again)", dc->attach_err);
+		free(dc->add_qp);
+		dc->add_qp = NULL;
+		ev_async_stop(d->loop, &dc->attach_done);
+		(void)cm_set_state(dc, CM_EMPTY);
+		dc->name = NULL;
+		return;
+	}
+	for (unsigned r = 0; r < d->nr_reactors; r++)
+		d->qpairs[(size_t)r * d->slots + i] = dc->add_qp[r];
+	free(dc->add_qp);
+	dc->add_qp = NULL;
+	d->names[i] = dc->name;
+	d->sims[i] = dc->sim = dc->add_sim;
+	d->ctrls[i] = dc->add_ctrl;
+	dc->add_ctrl = NULL;
+	dc->add_sim = NULL;
+	log_add_ctrl_name(dc->name);
+	log_opened(&dc->cc, d->ctrls[i]);
+	if (cm_watch(d, i))
+		log_warn("%s: its removal and error interrupts are not watched: a hot removal "
+			 "will be noticed only when the device stops answering",
+			 dc->name);
+	(void)cm_set_state(dc, CM_LIVE);
+	n = d->fs ? fusefs_ctrl_add(d->fs, i) : 0;
+	(void)cm_ns_view_refresh(d);
+	log_info("%s: added: %d file%s", dc->name, n, n == 1 ? "" : "s");
+	table_grown(d, "a controller added");
+	cm_status_update(d);
+}
+
+/* The slot serving name (any state but EMPTY), or d->slots. */
+static unsigned slot_of(const struct daemon *d, const char *name)
+{
+	unsigned i = 0;
+
+	while (i < d->slots && !(d->cm[i].state != CM_EMPTY && !strcmp(d->cm[i].name, name)))
+		i++;
+	return i;
+}
+
+/* The section of name in cfg, NULL when it has none. */
+static const struct cfg_controller *section_of(const struct cfg *cfg, const char *name)
+{
+	for (unsigned k = 0; k < cfg->nr_ctrls; k++)
+		if (!strcmp(cfg->ctrls[k].name, name))
+			return &cfg->ctrls[k];
+	return NULL;
+}
+
+/* Whether two sections say the same (cfg_equal of a config of each). */
+static bool section_equal(const struct cfg_controller *a, const struct cfg_controller *b)
+{
+	struct cfg *x = calloc(1, sizeof(*x)), *y = calloc(1, sizeof(*y));
+	bool eq = false;
+
+	if (x && y) {
+		x->nr_ctrls = y->nr_ctrls = 1;
+		x->ctrls[0] = *a;
+		y->ctrls[0] = *b;
+		eq = cfg_equal(x, y);
+	}
+	free(x);
+	free(y);
+	return eq;
+}
+
+/* Whether next says the same as the running config but for its
+ * controllers. */
+static bool others_equal(const struct cfg *run, const struct cfg *next)
+{
+	struct cfg *x = malloc(sizeof(*x));
+	bool eq = false;
+
+	if (x) {
+		*x = *run;
+		x->nr_ctrls = next->nr_ctrls;
+		memcpy(x->ctrls, next->ctrls, sizeof(x->ctrls));
+		eq = cfg_equal(x, next);
+	}
+	free(x);
+	return eq;
+}
+
+#define MSG_ADD(...)                                                                   \
+	do {                                                                           \
+		if (off < msglen)                                                      \
+			off += (size_t)snprintf(msg + off, msglen - off, __VA_ARGS__); \
+	} while (0)
+
+int cm_reload(struct daemon *d, const struct cfg *next, char *msg, size_t msglen, char *err,
+	      size_t errlen)
+{
+	enum { KEEP, REMOVE, READD, ADD } plan[CFG_MAX_CTRLS] = {0};
+	unsigned target[CFG_MAX_CTRLS], nr_add = 0, nr_change = 0, free_slots = 0;
+	size_t off = 0;
+
+	/* ---- decide, refusing before anything changes ---- */
+	for (unsigned i = 0; i < d->slots; i++) {
+		struct cm_ctrl *dc = &d->cm[i];
+		const struct cfg_controller *cc;
+
+		if (dc->state == CM_EMPTY) {
+			free_slots++;
+			continue;
+		}
+		cc = section_of(next, dc->name);
+		if (dc->state == CM_OPENING || dc->state == CM_ATTACHING ||
+		    dc->state == CM_DETACHING) {
+			snprintf(err, errlen, "%s is %s: reload when that has ended", dc->name,
+				 cm_state_name(dc->state));
+			return -EBUSY;
+		}
+		if (!cc && dc->state != CM_DETACHED) {
+			plan[i] = REMOVE;
+			nr_change++;
+		} else if (cc && dc->state == CM_DETACHED && dc->unconfigured) {
+			if (!section_equal(cc, &dc->cc)) {
+				snprintf(err, errlen,
+					 "%s was removed from the config at run time and comes back "
+					 "with other settings: its slot keeps the old ones (restart "
+					 "the unit to serve it anew)",
+					 dc->name);
+				return -EOPNOTSUPP;
+			}
+			plan[i] = READD;
+			nr_change++;
+		} else if (!cc) {
+			dc->unconfigured = true; /* detached already: it stays so */
+		}
+	}
+	for (unsigned k = 0; k < next->nr_ctrls; k++)
+		if (slot_of(d, next->ctrls[k].name) == d->slots)
+			target[nr_add++] = k;
+	if (nr_add && d->cfg->engine.dma_isolation == CFG_DMA_ISO_CONTROLLER && !d->iso) {
+		snprintf(err, errlen,
+			 "%s is new, and dma_isolation = controller: the daemon started with one "
+			 "controller, whose buffers its reactors keep in one pool that a controller "
+			 "added now would reach (restart the unit to serve them with a pool each)",
+			 next->ctrls[target[0]].name);
+		return -EOPNOTSUPP;
+	}
+	if (nr_add > free_slots) {
+		snprintf(err, errlen,
+			 "%u controller%s to add and room for %u (the daemon keeps %u slots: the "
+			 "controllers it started with and %u more): restart the unit",
+			 nr_add, nr_add == 1 ? "" : "s", free_slots, d->slots, CM_SPARE_SLOTS);
+		return -ENOSPC;
+	}
+	if (!nr_add && !nr_change)
+		return 0; /* the same controllers: a restart in place as before */
+
+	/* ---- apply: the running config's controllers are the file's ---- */
+	d->cfg->nr_ctrls = next->nr_ctrls;
+	memcpy(d->cfg->ctrls, next->ctrls, sizeof(d->cfg->ctrls));
+	for (unsigned i = 0; i < d->slots; i++) {
+		struct cm_ctrl *dc = &d->cm[i];
+		char e[512];
+		int n;
+
+		if (plan[i] == REMOVE) {
+			n = detach_slot(d, i, "removed from the config", "a controller removed from "
+					"the config", e, sizeof(e));
+			dc->unconfigured = true;
+			if (n < 0)
+				MSG_ADD("%s%s", off ? "; " : "", e);
+			else
+				MSG_ADD("%s%s: removed, %d file%s gone", off ? "; " : "", dc->name, n,
+					n == 1 ? "" : "s");
+		} else if (plan[i] == READD) {
+			dc->unconfigured = false;
+			if (cm_attach(d, i, e, sizeof(e)))
+				MSG_ADD("%s%s", off ? "; " : "", e);
+			else
+				MSG_ADD("%s%s: attaching", off ? "; " : "", dc->name);
+		}
+	}
+	for (unsigned a = 0, i = 0; a < nr_add; a++, i++) {
+		const struct cfg_controller *cc = &next->ctrls[target[a]];
+		struct cm_ctrl *dc;
+		int rc;
+
+		while (d->cm[i].state != CM_EMPTY)
+			i++;
+		dc = &d->cm[i];
+		dc->d = d;
+		dc->idx = i;
+		dc->cc = *cc;
+		dc->name = dc->cc.name;
+		dc->unconfigured = false;
+		dc->attach_rc = 0;
+		dc->attach_err[0] = '\0';
+		dc->attach_state = NULL;
+		dc->add_qp = calloc(d->nr_reactors, sizeof(*dc->add_qp));
+		(void)cm_set_state(dc, CM_OPENING);
+		watch_attach_done(dc);
+		rc = dc->add_qp ? pthread_create(&dc->attach_thr, NULL, add_thread, dc) : ENOMEM;
+		if (rc) {
+			log_err("%s: cannot start adding it: %s", dc->name, strerror(rc));
+			MSG_ADD("%s%s: not added (%s)", off ? "; " : "", dc->name, strerror(rc));
+			free(dc->add_qp);
+			dc->add_qp = NULL;
+			ev_async_stop(d->loop, &dc->attach_done);
+			(void)cm_set_state(dc, CM_EMPTY);
+			dc->name = NULL;
+			continue;
+		}
+		dc->attach_running = true;
+		log_info("%s: added to the config: opening %s", dc->name,
+			 cc->sim ? "the software controller" : cc->device);
+		MSG_ADD("%s%s: adding", off ? "; " : "", dc->name);
+	}
+	if (!others_equal(d->cfg, next))
+		MSG_ADD("; the config's other changes apply at the next restart");
+	log_info("reload: %s", msg);
+	cm_status_update(d);
+	return 1;
+}
+

@@ -67,6 +67,10 @@ struct daemon;
 struct admin_ns;
 struct sim;
 
+/* Slots a daemon keeps beyond the controllers it starts with, for those a
+ * reload adds (at most CFG_MAX_CTRLS in all). */
+#define CM_SPARE_SLOTS 8
+
 enum cm_state {
 	CM_EMPTY,
 	CM_OPENING,
@@ -94,6 +98,11 @@ struct cm_ctrl {
 	enum cm_state attach_from; /* REMOVED or DETACHED: where an attach goes back to */
 	struct sim *sim;         /* the software controller, NULL for PCI */
 	struct nvme_bus *kept;   /* a removed sim's bus, kept for attach */
+	bool unconfigured;       /* detached because a reload's config lacks it */
+	/* an add (OPENING): what add_thread made, for add_finish */
+	struct nvme_ctrl *add_ctrl;
+	struct sim *add_sim;
+	struct nvme_qpair **add_qp; /* one per reactor */
 	bool watched;            /* cm_watch ran, cm_unwatch did not */
 	int req_efd, err_efd;    /* VFIO request / error IRQ eventfds (-1: none) */
 	ev_io req_w, err_w;
@@ -158,5 +167,24 @@ bool cm_files_away(const struct daemon *d, unsigned i);
 int cm_attach(void *arg, unsigned i, char *err, size_t errlen);
 const char *cm_attach_state(void *arg, unsigned i, const char **why);
 int cm_detach(void *arg, unsigned i, char *err, size_t errlen);
+
+/* A reload with next, the config file read again: the controllers it no
+ * longer names are detached (as nvmefsctl detach, flush first: their files
+ * go) and stay in their slots, marked unconfigured; those it names anew are
+ * opened on a thread each and, once up, get a queue pair on every reactor
+ * and their files (OPENING -> LIVE), in a free slot; one removed earlier
+ * and named again with the same section is attached in its slot.  The
+ * controllers kept are not touched, whatever their sections say now.  The
+ * running config's controllers become next's; its other settings stay
+ * (they apply at the next restart: msg says so).
+ * 0: next names the same controllers (nothing done); 1: applied, with what
+ * was done in msg; a negative errno with the reason in err, nothing done:
+ * -EBUSY while a controller is being opened, attached or detached,
+ * -EOPNOTSUPP for an addition a pool per controller cannot be kept for
+ * (dma_isolation = controller, the daemon started with one controller), or
+ * a removed one named again with other settings, -ENOSPC with no free
+ * slot. */
+int cm_reload(struct daemon *d, const struct cfg *next, char *msg, size_t msglen, char *err,
+	      size_t errlen);
 
 #endif

@@ -10,7 +10,8 @@
  *   - a reactor, once, when INIT is answered: init, under init_mu, then
  *     init_done (adopt.c);
  *   - the engine's threads: a controller's event and aen (ctrlmgr.h);
- *   - a controller's attach thread: its attach fields while it runs.
+ *   - a controller's attach (or add) thread: its attach fields while it
+ *     runs.
  * Prefix: none (the rooms' functions carry theirs).
  */
 #ifndef NVMEFS_DAEMON_H
@@ -36,18 +37,23 @@ struct daemon {
 	const char *config_path;
 
 	/* ---- the controllers (ctrlmgr.h): slot i is ctrls[i], names[i], cm[i]
-	 * and sims[i] ---- */
+	 * and sims[i].  slots is fixed at start (the config's controllers and
+	 * room for more, which a reload may add); a slot without a controller
+	 * has ctrls[i] NULL.  nr_ctrls: the controllers the daemon started
+	 * with, in slots 0 .. nr_ctrls - 1. ---- */
+	unsigned slots;
 	unsigned nr_ctrls;
 	struct nvme_ctrl *ctrls[CFG_MAX_CTRLS];
 	const char *names[CFG_MAX_CTRLS];
 	struct cm_ctrl cm[CFG_MAX_CTRLS];
 	struct sim *sims[CFG_MAX_CTRLS]; /* cm[i].sim, in the shape admin wants */
 
-	/* ---- reactors and queues (lifecycle.c): qpairs[r * nr_ctrls + i] is
-	 * reactor r's queue pair on controller i ---- */
+	/* ---- reactors and queues (lifecycle.c): qpairs[r * slots + i] is
+	 * reactor r's queue pair on slot i's controller (NULL: none) ---- */
 	unsigned nr_reactors;
 	struct nvme_reactor **reactors;
 	struct nvme_qpair **qpairs;
+	bool iso;                 /* each reactor keeps a DMA pool per controller */
 	/* FUSE over io_uring: the transport asked of the front end, and which
 	 * reactor serves each possible CPU's FUSE queue (cpumap.h) */
 	enum fusefs_transport transport;

@@ -110,7 +110,7 @@ void lc_log_stats(struct daemon *d, enum log_level lvl)
 {
 	struct fusefs_stats fst;
 
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+	for (unsigned i = 0; i < d->slots; i++) {
 		struct sim *s = d->cm[i].sim;
 		struct sim_stats st;
 
@@ -172,11 +172,13 @@ void lc_log_stats(struct daemon *d, enum log_level lvl)
 /* End the commands of every controller that still has some (cancel phase). */
 static void cancel_outstanding(struct daemon *d)
 {
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+	for (unsigned i = 0; i < d->slots; i++) {
 		unsigned out = 0;
 
+		if (!d->ctrls[i])
+			continue;
 		for (unsigned r = 0; r < d->nr_reactors; r++) {
-			struct nvme_qpair *qp = d->qpairs[(size_t)r * d->nr_ctrls + i];
+			struct nvme_qpair *qp = d->qpairs[(size_t)r * d->slots + i];
 
 			if (qp)
 				out += nvme_qpair_inflight(qp);
@@ -336,15 +338,59 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "the path of the installed binary is not known");
 		return -ENOENT;
 	}
-	ns = fusefs_namespaces(d->fs, &nr);
+	/* the table served now: the start's, or grown as the config builds it
+	 * (ctrlmgr.c, table_grown) */
+	nr = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);
+	ns = d->ns_desc;
 	return upg_precheck(d->binary, d->config_path, d->state_fd, ns, nr, err, errlen);
+}
+
+/* Read the config file again and hand it to the controller manager: 0 when
+ * it names the same controllers, 1 when they were applied (msg), or a
+ * negative errno with the reason in err (the file does not load: its first
+ * error). */
+static int reload_ctrls(struct daemon *d, char *msg, size_t msglen, char *err, size_t errlen)
+{
+	struct cfg *next = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *errs = open_memstream(&text, &len);
+	int rc;
+
+	if (!errs)
+		return -errno;
+	rc = cfg_load(d->config_path, &next, errs);
+	fclose(errs);
+	if (rc) {
+		size_t n = text ? strcspn(text, "\n") : 0;
+
+		snprintf(err, errlen, "the config does not load: %.*s%s", (int)n, text ? text : "",
+			 text && text[n] && text[n + 1] ? " (and more: nvmefsd --check-config)" : "");
+		free(text);
+		log_warn("reload refused: %s", err);
+		return rc;
+	}
+	free(text);
+	rc = cm_reload(d, next, msg, msglen, err, errlen);
+	cfg_free(next);
+	if (rc < 0)
+		log_warn("reload refused: %s", err);
+	return rc;
 }
 
 int lc_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
 {
 	struct daemon *d = arg;
-	int rc = restart_check(d, err, errlen);
+	int rc;
 
+	/* controllers the config adds or removes are applied in place, without
+	 * a re-exec (ctrlmgr.h) */
+	if (d->lc.state == LC_SERVING) {
+		rc = reload_ctrls(d, msg, msglen, err, errlen);
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+	rc = restart_check(d, err, errlen);
 	if (rc) {
 		log_warn("restart refused: %s", err);
 		return rc;
@@ -451,7 +497,9 @@ int lc_start_reactors(struct daemon *d)
 		return -ENODEV;
 	}
 	d->reactors = calloc(n, sizeof(*d->reactors));
-	d->qpairs = calloc((size_t)n * d->nr_ctrls, sizeof(*d->qpairs));
+	/* a row of slots per reactor: the empty ones get their queue pairs
+	 * when a controller is added (cm_reload) */
+	d->qpairs = calloc((size_t)n * d->slots, sizeof(*d->qpairs));
 	int *rcpu = calloc(n, sizeof(*rcpu));
 	if (!d->reactors || !d->qpairs || !rcpu) {
 		free(rcpu);
@@ -473,6 +521,8 @@ int lc_start_reactors(struct daemon *d)
 	 * The io_uring payloads are then ordinary memory (no pool is reachable
 	 * by every controller), not in a pool. */
 	bool iso = e->dma_isolation == CFG_DMA_ISO_CONTROLLER && d->nr_ctrls > 1;
+
+	d->iso = iso;
 	for (unsigned r = 0; r < n; r++) {
 		/* io_uring: each FUSE queue entry's payload lives in the pool:
 		 * fuse_queue_depth of them for an online CPU's queue, one for
@@ -508,7 +558,7 @@ int lc_start_reactors(struct daemon *d)
 		d->nr_reactors = r + 1;
 		for (unsigned c = 0; c < d->nr_ctrls; c++) {
 			rc = nvme_qpair_create(d->ctrls[c], d->reactors[r], (uint16_t)(r + 1),
-					       &d->qpairs[(size_t)r * d->nr_ctrls + c]);
+					       &d->qpairs[(size_t)r * d->slots + c]);
 			if (rc) {
 				log_err("%s: I/O queue %u: %s", d->names[c], r + 1, strerror(-rc));
 				return rc;
@@ -548,7 +598,7 @@ int lc_start_admin(struct daemon *d)
 	ctx.config_path = d->config_path;
 	ctx.start_time = time(NULL);
 	ctx.ctrls = d->ctrls;
-	ctx.nr_ctrls = d->nr_ctrls;
+	ctx.nr_ctrls = d->slots;
 	ctx.reactors = d->reactors;
 	ctx.nr_reactors = d->nr_reactors;
 	ctx.qpairs = d->qpairs;
@@ -637,12 +687,15 @@ void lc_teardown(struct daemon *d)
 	 * controller's, not their sum */
 	if (d->nr_ctrls)
 		notify_extend((uint64_t)LC_SHUTDOWN_MAX_S * 1000000, "stopping: shutting down");
-	for (unsigned i = 0; i < d->nr_ctrls; i++)
-		nvme_ctrl_shutdown_async(d->ctrls[i]);
+	for (unsigned i = 0; i < d->slots; i++)
+		if (d->ctrls[i])
+			nvme_ctrl_shutdown_async(d->ctrls[i]);
 	struct timespec s0, s1;
 
 	clock_gettime(CLOCK_MONOTONIC, &s0);
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+	for (unsigned i = 0; i < d->slots; i++) {
+		if (!d->ctrls[i])
+			continue;
 		/* one deadline for them all */
 		clock_gettime(CLOCK_MONOTONIC, &s1);
 		double used = (s1.tv_sec - s0.tv_sec) + (s1.tv_nsec - s0.tv_nsec) / 1e9;
@@ -666,14 +719,16 @@ void lc_teardown(struct daemon *d)
 		log_err("stopping without freeing");
 		return;
 	}
-	for (size_t i = 0; d->qpairs && i < (size_t)d->nr_reactors * d->nr_ctrls; i++)
+	for (size_t i = 0; d->qpairs && i < (size_t)d->nr_reactors * d->slots; i++)
 		if (d->qpairs[i])
 			nvme_qpair_destroy(d->qpairs[i]);
 	fusefs_destroy(d->fs);
 	d->fs = NULL;
 	for (unsigned r = 0; r < d->nr_reactors; r++)
 		nvme_reactor_destroy(d->reactors[r]);
-	for (unsigned i = 0; i < d->nr_ctrls; i++) {
+	for (unsigned i = 0; i < d->slots; i++) {
+		if (!d->ctrls[i])
+			continue;
 		if (d->loop)
 			cm_unwatch(d, i);
 		/* a removed controller no longer touches a bus: a kept one is ours */
@@ -722,7 +777,7 @@ void lc_fuse_opts(struct daemon *d)
 		.gid = cd->gid,
 		.allow_other = cd->allow_other,
 		.debug = getenv("NVMEFS_FUSE_DEBUG") != NULL,
-		.nr_ctrls = d->nr_ctrls,
+		.nr_ctrls = d->slots,
 		.ctrls = d->ctrls,
 		.ctrl_names = d->names,
 		.nr_reactors = d->nr_reactors,
