@@ -22,6 +22,8 @@
 #   - a config that does not load: refused with its first error, nothing
 #     changes.
 # fio ends with error 0 and the whole verify; the daemon stops with 0.
+# A reload of the same controllers with other settings (io_timeout_ms,
+# log_level) replaces the daemon, which runs with them.
 # Then, without fio: a daemon started with one controller and
 # dma_isolation = controller refuses to add one (the reason says why), and
 # with dma_isolation = shared adds it.
@@ -109,6 +111,11 @@ kill -0 "$FP" 2>/dev/null || fail "fio ended before the restart (make it longer)
 if [ "$FUSE_TRANSPORT" = classic ]; then
 	grep -q "the namespace table grew at run time (a controller added) as the config now builds it" "$LOG" ||
 		fail "the stored record does not follow the grown table"
+	# the same controllers, other settings: the daemon is replaced and
+	# runs with them
+	IO_TIMEOUT=6000
+	LOG_LEVEL=debug
+	conf nvme0 nvme1 nvme2
 	reload || fail "restart after the addition: $(cat "$TMP/out")"
 	grep -q "re-executes" "$TMP/out" || fail "restart after the addition: $(cat "$TMP/out")"
 	wait_for "adopting FUSE connection" 1 20 || fail "not adopted after the restart"
@@ -116,6 +123,9 @@ if [ "$FUSE_TRANSPORT" = classic ]; then
 	[ "$(ino "$MNT/nvme2n1")" = "$ino2" ] && [ "$(ino "$MNT/nvme0n1")" = "$ino0" ] ||
 		fail "inodes moved across the restart"
 	rw "$MNT/nvme2n1" || fail "nvme2n1 after the restart"
+	$CTL config > "$TMP/cfg" 2>&1
+	grep -q "^io_timeout_ms = 6000" "$TMP/cfg" && grep -q "^log_level = debug" "$TMP/cfg" ||
+		fail "the replaced daemon does not run with the new settings: $(grep -E "io_timeout|log_level" "$TMP/cfg")"
 fi
 
 # ---- removed: flushed first, its file goes, its device is released ----
