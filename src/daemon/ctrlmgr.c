@@ -1107,6 +1107,16 @@ static void table_grown(struct daemon *d, const char *why)
 		 why);
 }
 
+/* An add that did not happen: the slot is empty again. */
+static void add_abandon(struct cm_ctrl *dc)
+{
+	free(dc->add_qp);
+	dc->add_qp = NULL;
+	ev_async_stop(dc->d->loop, &dc->attach_done);
+	(void)cm_set_state(dc, CM_EMPTY);
+	dc->name = NULL;
+}
+
 /* The end of add_thread, on the loop: the controller joins the daemon's
  * arrays and its files appear, or the slot is empty again. */
 static void add_finish(struct cm_ctrl *dc)
@@ -1117,11 +1127,7 @@ static void add_finish(struct cm_ctrl *dc)
 
 	if (dc->attach_rc) {
 		log_err("%s (not added; the next reload tries again)", dc->attach_err);
-		free(dc->add_qp);
-		dc->add_qp = NULL;
-		ev_async_stop(d->loop, &dc->attach_done);
-		(void)cm_set_state(dc, CM_EMPTY);
-		dc->name = NULL;
+		add_abandon(dc);
 		return;
 	}
 	for (unsigned r = 0; r < d->nr_reactors; r++)
@@ -1316,11 +1322,7 @@ int cm_reload(struct daemon *d, const struct cfg *next, char *msg, size_t msglen
 		if (rc) {
 			log_err("%s: cannot start adding it: %s", dc->name, strerror(rc));
 			MSG_ADD("%s%s: not added (%s)", off ? "; " : "", dc->name, strerror(rc));
-			free(dc->add_qp);
-			dc->add_qp = NULL;
-			ev_async_stop(d->loop, &dc->attach_done);
-			(void)cm_set_state(dc, CM_EMPTY);
-			dc->name = NULL;
+			add_abandon(dc);
 			continue;
 		}
 		dc->attach_running = true;
