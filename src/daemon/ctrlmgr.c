@@ -235,6 +235,7 @@ static void watch_attach_done(struct cm_ctrl *dc)
 	dc->attach_done.data = dc;
 	ev_async_start(dc->d->loop, &dc->attach_done);
 }
+
 static void ctrl_aen(void *arg, struct nvme_ctrl *c, const struct nvme_aen *ev);
 
 int cm_watch(struct daemon *d, unsigned i)
@@ -247,6 +248,9 @@ int cm_watch(struct daemon *d, unsigned i)
 	dc->event.data = dc;
 	ev_async_start(d->loop, &dc->event);
 	nvme_ctrl_set_event_cb(d->ctrls[i], ctrl_event, dc);
+	/* a change before the callback was set (an added controller that
+	 * went away already) is looked at too */
+	ev_async_send(d->loop, &dc->event);
 	watch_attach_done(dc);
 	pthread_mutex_init(&dc->aen_mu, NULL);
 	ev_async_init(&dc->aen, ctrl_aen_cb);
