@@ -66,11 +66,12 @@ LIBS := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(B)/lib/libnvmefs_$(m
 LINK_LIBS := $(filter %fuse.a,$(LIBS)) $(filter %engine.a,$(LIBS)) $(filter %sim.a,$(LIBS)) \
 	$(filter %engine.a,$(LIBS)) $(filter %config.a,$(LIBS)) $(filter %common.a,$(LIBS))
 
-# the admin server (src/daemon/admin*.c), linked into nvmefsd with the other
-# daemon objects and, as an archive, into the unit tests and fuzzers that
-# drive it
-ADMIN_LIB := $(B)/lib/libnvmefs_admin.a
-ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/admin*.c src/daemon/health.c))
+# the daemon's rooms (src/daemon/*.c but main.c: the admin server, the
+# controller manager, the life cycle...), linked into nvmefsd with main.o
+# and, as an archive, into the unit tests and fuzzers that drive them (a
+# test pulls in only the objects it uses)
+ADMIN_LIB := $(B)/lib/libnvmefs_daemon.a
+ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/daemon/main.c,$(wildcard src/daemon/*.c)))
 
 # what the tests share (tests/support: the engine rig), linked into the unit
 # tests and the helpers

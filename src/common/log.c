@@ -23,6 +23,8 @@
 static enum log_level log_level = LOG_LVL_INFO;
 static const char *log_ident = "nvmefsd";
 static char log_names[LOG_NAMES_MAX][LOG_NAME_LEN];
+/* names published by a release store of the count, read with an acquire
+ * load: log_add_ctrl_name may run while other threads log */
 static unsigned log_nr_names;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static bool log_stream; /* fd 2 is the journal's stream */
@@ -51,6 +53,19 @@ void log_set_ctrl_names(const char *const *names, unsigned n)
 			strcpy(log_names[log_nr_names++], names[i]);
 }
 
+void log_add_ctrl_name(const char *name)
+{
+	unsigned n = __atomic_load_n(&log_nr_names, __ATOMIC_RELAXED);
+
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(log_names[i], name))
+			return;
+	if (n == LOG_NAMES_MAX || strlen(name) >= LOG_NAME_LEN)
+		return;
+	strcpy(log_names[n], name);
+	__atomic_store_n(&log_nr_names, n + 1, __ATOMIC_RELEASE);
+}
+
 /* systemd's own test: JOURNAL_STREAM is "DEV:INODE" of the stream it
  * connected fd 2 to; an inherited variable with fd 2 redirected elsewhere
  * does not count.  The native socket must be there too: sd_journal_send
@@ -71,7 +86,9 @@ static void log_decide(void)
 /* The controller a message is about: the name it begins with, before ':' */
 static const char *log_ctrl_of(const char *line)
 {
-	for (unsigned i = 0; i < log_nr_names; i++) {
+	unsigned nr = __atomic_load_n(&log_nr_names, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < nr; i++) {
 		size_t n = strlen(log_names[i]);
 
 		if (strncmp(line, log_names[i], n) == 0 && line[n] == ':')
@@ -98,7 +115,9 @@ static bool log_ns_of(const char *line, const char *ctrl, char *out, size_t len)
 			}
 		}
 	}
-	for (unsigned i = 0; i < log_nr_names; i++) {
+	unsigned nr = __atomic_load_n(&log_nr_names, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < nr; i++) {
 		size_t n = strlen(log_names[i]);
 
 		for (const char *p = strstr(line, log_names[i]); p; p = strstr(p + 1, log_names[i])) {

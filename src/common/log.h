@@ -31,6 +31,9 @@ void log_set_ident(const char *ident);
 /* The controllers' names, for CONTROLLER= (copied; at most 64, each
  * shorter than 64 bytes; others are ignored).  Call before threads log. */
 void log_set_ctrl_names(const char *const *names, unsigned n);
+/* One more name (a controller added at run time), unless it is there
+ * already or there is no room: one thread at a time, while others log. */
+void log_add_ctrl_name(const char *name);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)

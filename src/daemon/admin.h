@@ -134,7 +134,12 @@ struct admin_ctx {
 	const struct cfg *cfg;
 	const char *config_path;  /* the file the daemon was started with */
 	time_t start_time;        /* wall clock at daemon start (time()) */
-	struct nvme_ctrl **ctrls; /* ctrls[i] is the controller of cfg->ctrls[i] */
+	/* The controller slots: ctrls[i] NULL is a slot without a controller
+	 * (left out of every reply), which the daemon may fill while admin
+	 * runs (a reload adds one); the arrays (ctrls, qpairs, sims) are read
+	 * at each request.  A controller's config section is found by its
+	 * name in cfg. */
+	struct nvme_ctrl **ctrls;
 	unsigned nr_ctrls;
 	struct nvme_reactor **reactors;
 	unsigned nr_reactors;

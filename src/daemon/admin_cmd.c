@@ -1,8 +1,11 @@
-/* admin_cmd.c - the admin server's command handlers (see admin.h for the
- * commands and their replies): status, stats, queues, namespaces, identify,
- * config, metrics, inject, attach, smart-log, error-log, fw-log and list.  Each builds its reply with json-c
- * from the engine's snapshot functions and the software controller's fault
- * injection; admin_server.c decides who may call which.
+/* admin_cmd.c - the admin server's command handlers and their table (see
+ * admin.h for the commands and their replies): status, stats, queues,
+ * namespaces, identify, config, metrics, inject, attach, detach, the log
+ * pages (one handler over a table of them), list and restart.  Each builds
+ * its reply with json-c; those that report figures read one snapshot
+ * (stats.h) taken for the request, those that act call the engine, the
+ * software controller's fault injection or the daemon's callbacks;
+ * admin_server.c decides who may call which.
  */
 #include "admin_priv.h"
 #include "cpumap.h"
@@ -17,7 +20,9 @@
 #include "config.h"
 #include "health.h"
 #include "log.h"
+#include "logread.h"
 #include "sim.h"
+#include "stats.h"
 
 /* ---- small helpers ---- */
 
@@ -53,38 +58,26 @@ static const struct cfg_controller *ctrl_cfg(const struct admin *a, unsigned i)
 	return NULL;
 }
 
-/* The namespace files now: the daemon's view when it gives one (the table
- * changes at run time), else those of the start. */
-static const struct admin_ns *admin_ns_view(const struct admin *a, unsigned *nr)
+/* The snapshot of this request's figures; NULL with err set (out of
+ * memory). */
+static struct stats_snap *snap_take(struct admin *a, char *err, size_t errlen)
 {
-	if (a->ctx.ns_view)
-		return a->ctx.ns_view(a->ctx.ns_view_arg, nr);
-	*nr = a->ctx.nr_ns;
-	return a->ctx.ns;
-}
+	struct stats_snap *st = NULL;
 
-struct fusefs_ns_stats *admin_ns_stats_snap(struct admin *a, const struct admin_ns **view,
-                                            unsigned *nr)
-{
-	struct fusefs_ns_stats *st;
-
-	*view = admin_ns_view(a, nr);
-	if (!a->ctx.fuse_ns_stats || !*nr) {
-		*nr = 0;
+	if (stats_take(&a->ctx, a->health, uptime(a), &st)) {
+		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	st = calloc(*nr, sizeof(*st));
-	if (!st)
-		return NULL;
-	for (unsigned i = 0; i < *nr; i++)
-		(void)a->ctx.fuse_ns_stats(a->ctx.fuse_stats_arg, (*view)[i].name, &st[i]);
 	return st;
 }
 
+static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, unsigned *out,
+                           char *err, size_t errlen);
 /* recovery views, defined with inject and attach below */
 static const char *recov_state(const struct admin *a, unsigned i);
-static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c);
-static json_object *recov_stats_ctrls(const struct admin *a);
+static void recov_status_ctrl(const struct admin *a, const struct stats_snap *st, unsigned i,
+                              json_object *c);
+static json_object *recov_stats_ctrls(const struct stats_snap *st);
 static void recov_qstats_json(json_object *o, const struct nvme_qpair_stats *s);
 static void recov_qstats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats *s);
 
@@ -111,11 +104,6 @@ static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats 
 		d->lat_ns[i] += s->lat_ns[i];
 	recov_qstats_add(d, s);
 }
-
-const char *const admin_errc_names[NVME_ERRC_NR] = {
-    [NVME_ERRC_GENERIC] = "generic", [NVME_ERRC_CMD] = "command", [NVME_ERRC_MEDIA] = "media",
-    [NVME_ERRC_PATH] = "path",       [NVME_ERRC_OTHER] = "other", [NVME_ERRC_TIMEOUT] = "timeout",
-};
 
 static uint64_t errors_total(const struct nvme_qpair_stats *s)
 {
@@ -147,7 +135,7 @@ static json_object *stats_json(const struct nvme_qpair_stats *s)
 	jset_u64(o, "submitted", s->submitted);
 	jset_u64(o, "completed", s->completed);
 	for (unsigned i = 0; i < NVME_ERRC_NR; i++)
-		jset_u64(e, admin_errc_names[i], s->errors[i]);
+		jset_u64(e, stats_errc_names[i], s->errors[i]);
 	jset_u64(e, "total", errors_total(s));
 	jset(o, "errors", e);
 	jset_u64(o, "bogus_cqes", s->bogus_cqes);
@@ -176,18 +164,10 @@ static json_object *stats_json(const struct nvme_qpair_stats *s)
 /* ---- commands ---- */
 
 /* "transport": the FUSE transport serving requests now (no front end: none) */
-static void jset_transport(struct admin *a, json_object *rep)
+static void jset_transport(const struct stats_snap *st, json_object *rep)
 {
-	struct fusefs_stats *st;
-
-	if (!a->ctx.fuse_stats)
-		return;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return;
-	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
-	jset_str(rep, "transport", fusefs_transport_name(st->transport));
-	free(st);
+	if (st->has_fuse)
+		jset_str(rep, "transport", fusefs_transport_name(st->fuse.transport));
 }
 
 static void jset_time(json_object *o, const char *k, time_t t)
@@ -200,10 +180,10 @@ static void jset_time(json_object *o, const char *k, time_t t)
 	jset_str(o, k, when[0] ? when : NULL);
 }
 
-/* "health": the health cache's last SMART log of controller i */
-static json_object *health_json(struct admin *a, unsigned i)
+/* "health": the health cache's last SMART log of a controller */
+static json_object *health_json(const struct stats_ctrl *sc)
 {
-	const struct health_ctrl *hc = health_get(a->health, i);
+	const struct health_ctrl *hc = sc->health_known ? &sc->health : NULL;
 	json_object *o = json_object_new_object(), *w;
 
 	if (!hc) {
@@ -238,75 +218,69 @@ static json_object *health_json(struct admin *a, unsigned i)
 static int cmd_status(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
 	const struct cfg *cfg = a->ctx.cfg;
-	json_object *ctrls = json_object_new_array(), *rs = json_object_new_array();
+	struct stats_snap *st = snap_take(a, err, errlen);
+	json_object *ctrls, *rs;
 	char when[32] = "";
 	struct tm tm;
 
-	(void)req, (void)err, (void)errlen;
+	(void)req;
+	if (!st)
+		return -ENOMEM;
+	ctrls = json_object_new_array();
+	rs = json_object_new_array();
 	if (a->ctx.start_time && gmtime_r(&a->ctx.start_time, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	jset_str(rep, "version", NVMEFS_VERSION);
 	jset_int(rep, "pid", getpid());
-	jset_dbl(rep, "uptime_s", uptime(a), 1);
+	jset_dbl(rep, "uptime_s", st->uptime, 1);
 	jset_str(rep, "started", when[0] ? when : NULL);
 	jset_str(rep, "config_file", a->ctx.config_path);
 	jset_str(rep, "mountpoint", cfg ? cfg->daemon.mountpoint : NULL);
 	jset_str(rep, "admin_socket", a->path);
 	jset_str(rep, "mode", mode_name(a));
-	jset_transport(a, rep);
+	jset_transport(st, rep);
 	if (cfg) {
 		jset_int(rep, "queue_depth", cfg->engine.queue_depth);
 		jset_int(rep, "cq_budget", cfg->engine.cq_budget);
 	}
-	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
-		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
-		const struct cfg_controller *cc = ctrl_cfg(a, i);
-		json_object *c = json_object_new_object();
-		unsigned nq = 0;
+	for (unsigned i = 0; i < st->nr_ctrls; i++) {
+		const struct stats_ctrl *sc = &st->ctrl[i];
+		const struct cfg_controller *cc;
+		json_object *c;
 
-		for (unsigned r = 0; r < a->ctx.nr_reactors; r++)
-			nq += qpair_at(a, r, i) != NULL;
-		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		if (!sc->c)
+			continue;
+		cc = ctrl_cfg(a, i);
+		c = json_object_new_object();
+		jset_str(c, "name", sc->name);
 		jset_str(c, "device", cc ? (cc->sim ? "sim" : cc->device) : NULL);
 		jset_str(c, "backend", cc ? (cc->sim ? "sim" : "vfio") : NULL);
 		jset_str(c, "mode", mode_name(a));
 		jset_bool(c, "interrupts", interrupts_on(a));
-		jset_str(c, "model", in->model);
-		jset_int(c, "io_queues_granted", in->nr_io_queues);
-		jset_int(c, "io_queues", nq);
-		jset_int(c, "namespaces", in->nr_ns);
-		recov_status_ctrl(a, i, c);
-		jset(c, "health", health_json(a, i));
+		jset_str(c, "model", sc->info->model);
+		jset_int(c, "io_queues_granted", sc->info->nr_io_queues);
+		jset_int(c, "io_queues", sc->nr_qpairs);
+		jset_int(c, "namespaces", sc->info->nr_ns);
+		recov_status_ctrl(a, st, i, c);
+		jset(c, "health", health_json(sc));
 		json_object_array_add(ctrls, c);
 	}
 	jset(rep, "controllers", ctrls);
-	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+	for (unsigned r = 0; r < st->nr_reactors; r++) {
 		json_object *o = json_object_new_object();
 
-		jset_int(o, "id", nvme_reactor_id(a->ctx.reactors[r]));
-		jset_int(o, "cpu", nvme_reactor_cpu(a->ctx.reactors[r]));
-		jset_int(o, "node", nvme_reactor_node(a->ctx.reactors[r]));
+		jset_int(o, "id", st->reactor[r].id);
+		jset_int(o, "cpu", st->reactor[r].cpu);
+		jset_int(o, "node", st->reactor[r].node);
 		json_object_array_add(rs, o);
 	}
 	jset(rep, "reactors", rs);
-	unsigned nr_ns;
-
-	(void)admin_ns_view(a, &nr_ns);
-	jset_int(rep, "namespaces", nr_ns);
+	jset_int(rep, "namespaces", st->nr_ns);
+	stats_free(st);
 	return 0;
 }
 
-/* ---- the FUSE front end's figures (stats and metrics) ---- */
-
-const char *const admin_fuse_op_names[FUSEFS_OP_NR] = {
-    [FUSEFS_OP_READ] = "read",   [FUSEFS_OP_WRITE] = "write", [FUSEFS_OP_FLUSH] = "flush",
-    [FUSEFS_OP_PUNCH] = "punch", [FUSEFS_OP_ZERO] = "zero",   [FUSEFS_OP_OTHER] = "other",
-};
-const char *const admin_fuse_wait_names[FUSEFS_WAIT_NR] = {
-    [FUSEFS_WAIT_MEM] = "memory",
-    [FUSEFS_WAIT_SLOT] = "queue_slot",
-    [FUSEFS_WAIT_LOCK] = "range_lock",
-};
+/* ---- the FUSE front end's figures (stats) ---- */
 
 static json_object *lat_json(const uint64_t *h)
 {
@@ -341,28 +315,25 @@ static json_object *buckets_json(const uint64_t *h)
 
 /* The "namespaces" array of the stats reply: each file shown now with its
  * requests by kind; NULL without a front end keeping them. */
-static json_object *ns_stats_json(struct admin *a)
+static json_object *ns_stats_json(const struct stats_snap *st)
 {
-	const struct admin_ns *view;
-	unsigned nr;
-	struct fusefs_ns_stats *st = admin_ns_stats_snap(a, &view, &nr);
 	json_object *arr;
 
-	if (!st)
+	if (!st->ns_st)
 		return NULL;
 	arr = json_object_new_array();
-	for (unsigned i = 0; i < nr; i++) {
+	for (unsigned i = 0; i < st->nr_ns; i++) {
+		const struct stats_ctrl *sc = stats_ns_ctrl(st, &st->ns[i]);
+		const struct fusefs_ns_stats *ns = &st->ns_st[i];
 		json_object *o = json_object_new_object(), *ops = json_object_new_object();
 
-		jset_str(o, "name", view[i].name);
-		jset_str(o, "controller", view[i].ctrl < a->ctx.nr_ctrls
-		                              ? nvme_ctrl_name(a->ctx.ctrls[view[i].ctrl])
-		                              : NULL);
-		jset_int(o, "nsid", view[i].nsid);
-		jset_u64(o, "inflight", st[i].inflight);
-		jset_u64(o, "busy_ns", st[i].busy_ns);
+		jset_str(o, "name", st->ns[i].name);
+		jset_str(o, "controller", sc ? sc->name : NULL);
+		jset_int(o, "nsid", st->ns[i].nsid);
+		jset_u64(o, "inflight", ns->inflight);
+		jset_u64(o, "busy_ns", ns->busy_ns);
 		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
-			const struct fusefs_nsop_stats *op = &st[i].op[k];
+			const struct fusefs_nsop_stats *op = &ns->op[k];
 			json_object *oo = json_object_new_object();
 
 			jset_u64(oo, "count", op->count);
@@ -372,27 +343,22 @@ static json_object *ns_stats_json(struct admin *a)
 			jset_u64(oo, "queue_ns", op->queue_ns);
 			jset(oo, "latency_us", lat_json(op->lat_ns));
 			jset(oo, "buckets", buckets_json(op->lat_ns));
-			jset(ops, admin_fuse_op_names[k], oo);
+			jset(ops, stats_fuse_op_names[k], oo);
 		}
 		jset(o, "ops", ops);
 		json_object_array_add(arr, o);
 	}
-	free(st);
 	return arr;
 }
 
 /* The "fuse" object of the stats reply, or NULL without a front end. */
-static json_object *fuse_stats_json(struct admin *a)
+static json_object *fuse_stats_json(const struct stats_snap *snap)
 {
-	struct fusefs_stats *st;
+	const struct fusefs_stats *st = &snap->fuse;
 	json_object *o, *parked, *waits, *ops;
 
-	if (!a->ctx.fuse_stats)
+	if (!snap->has_fuse)
 		return NULL;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return NULL;
-	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
 	o = json_object_new_object();
 	parked = json_object_new_object();
 	waits = json_object_new_object();
@@ -400,8 +366,8 @@ static json_object *fuse_stats_json(struct admin *a)
 	jset_str(o, "transport", fusefs_transport_name(st->transport));
 	jset_u64(o, "inflight", st->inflight);
 	for (unsigned i = 0; i < FUSEFS_WAIT_NR; i++) {
-		jset_u64(parked, admin_fuse_wait_names[i], st->parked[i]);
-		jset_u64(waits, admin_fuse_wait_names[i], st->waits[i]);
+		jset_u64(parked, stats_fuse_wait_names[i], st->parked[i]);
+		jset_u64(waits, stats_fuse_wait_names[i], st->waits[i]);
 	}
 	jset(o, "parked", parked);
 	jset(o, "waits", waits);
@@ -426,74 +392,72 @@ static json_object *fuse_stats_json(struct admin *a)
 		jset_u64(oo, "bytes", op->bytes);
 		jset_u64(oo, "errors", op->errors);
 		jset(oo, "latency_us", lat_json(op->lat_ns));
-		jset(ops, admin_fuse_op_names[i], oo);
+		jset(ops, stats_fuse_op_names[i], oo);
 	}
 	jset(o, "ops", ops);
-	free(st);
 	return o;
 }
 
 static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
-	json_object *rs = json_object_new_array();
-	struct nvme_qpair_stats *tot = calloc(1, sizeof(*tot)), *s = malloc(sizeof(*s));
+	struct stats_snap *st = snap_take(a, err, errlen);
+	struct nvme_qpair_stats *tot = calloc(1, sizeof(*tot));
 	struct nvme_reactor_stats rtot = {0};
+	json_object *rs;
 
 	(void)req;
-	if (!tot || !s) {
+	if (!st || !tot) {
+		stats_free(st);
 		free(tot);
-		free(s);
-		json_object_put(rs);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	jset_dbl(rep, "time", mono_now(), 6);
-	jset_dbl(rep, "uptime_s", uptime(a), 1);
-	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
-		struct nvme_reactor *re = a->ctx.reactors[r];
+	rs = json_object_new_array();
+	jset_dbl(rep, "time", st->mono, 6);
+	jset_dbl(rep, "uptime_s", st->uptime, 1);
+	for (unsigned r = 0; r < st->nr_reactors; r++) {
+		const struct stats_reactor *sr = &st->reactor[r];
+		const struct nvme_reactor_stats *rst = &sr->st;
 		json_object *ro = json_object_new_object(), *qs = json_object_new_array();
-		struct nvme_reactor_stats rst;
 
-		nvme_reactor_stats_get(re, &rst);
-		rtot.passes += rst.passes;
-		rtot.sleeps += rst.sleeps;
-		rtot.wakeups += rst.wakeups;
-		rtot.calls += rst.calls;
-		rtot.busy_ns += rst.busy_ns;
-		rtot.idle_ns += rst.idle_ns;
-		rtot.busy_passes += rst.busy_passes;
-		jset_int(ro, "id", nvme_reactor_id(re));
-		jset_int(ro, "cpu", nvme_reactor_cpu(re));
-		jset_int(ro, "node", nvme_reactor_node(re));
-		jset_u64(ro, "passes", rst.passes);
-		jset_u64(ro, "sleeps", rst.sleeps);
-		jset_u64(ro, "wakeups", rst.wakeups);
-		jset_u64(ro, "calls", rst.calls);
-		jset_u64(ro, "busy_ns", rst.busy_ns);
-		jset_u64(ro, "idle_ns", rst.idle_ns);
-		jset_u64(ro, "busy_passes", rst.busy_passes);
-		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
-			struct nvme_qpair *qp = qpair_at(a, r, c);
+		rtot.passes += rst->passes;
+		rtot.sleeps += rst->sleeps;
+		rtot.wakeups += rst->wakeups;
+		rtot.calls += rst->calls;
+		rtot.busy_ns += rst->busy_ns;
+		rtot.idle_ns += rst->idle_ns;
+		rtot.busy_passes += rst->busy_passes;
+		jset_int(ro, "id", sr->id);
+		jset_int(ro, "cpu", sr->cpu);
+		jset_int(ro, "node", sr->node);
+		jset_u64(ro, "passes", rst->passes);
+		jset_u64(ro, "sleeps", rst->sleeps);
+		jset_u64(ro, "wakeups", rst->wakeups);
+		jset_u64(ro, "calls", rst->calls);
+		jset_u64(ro, "busy_ns", rst->busy_ns);
+		jset_u64(ro, "idle_ns", rst->idle_ns);
+		jset_u64(ro, "busy_passes", rst->busy_passes);
+		for (unsigned c = 0; c < st->nr_ctrls; c++) {
+			const struct stats_qpair *sq = stats_qp(st, r, c);
 			json_object *q;
 
-			if (!qp)
+			if (!sq->qp)
 				continue;
-			nvme_qpair_stats_get(qp, s);
-			stats_add(tot, s);
-			q = stats_json(s);
+			stats_add(tot, &sq->st);
+			q = stats_json(&sq->st);
 			/* identity first in the printed object would be nicer,
 			 * but json-c keeps insertion order only */
-			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
-			jset_int(q, "qid", nvme_qpair_id(qp));
-			jset_int(q, "reactor", nvme_reactor_id(re));
-			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			jset_str(q, "controller", st->ctrl[c].name);
+			jset_int(q, "qid", sq->qid);
+			jset_int(q, "reactor", sr->id);
+			jset_int(q, "inflight", sq->inflight);
 			json_object_array_add(qs, q);
 		}
 		jset(ro, "qpairs", qs);
 		json_object_array_add(rs, ro);
 	}
 	jset(rep, "reactors", rs);
-	jset(rep, "controllers", recov_stats_ctrls(a));
+	jset(rep, "controllers", recov_stats_ctrls(st));
 	{
 		json_object *t = stats_json(tot);
 
@@ -507,7 +471,7 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 		jset(rep, "totals", t);
 	}
 	{
-		json_object *fo = fuse_stats_json(a), *no = ns_stats_json(a);
+		json_object *fo = fuse_stats_json(st), *no = ns_stats_json(st);
 
 		if (fo)
 			jset(rep, "fuse", fo);
@@ -515,7 +479,7 @@ static int cmd_stats(struct admin *a, json_object *req, json_object *rep, char *
 			jset(rep, "namespaces", no);
 	}
 	free(tot);
-	free(s);
+	stats_free(st);
 	return 0;
 }
 
@@ -531,42 +495,41 @@ static int queue_depth(const struct admin *a, const struct nvme_ctrl_info *in)
 
 static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
-	json_object *qs = json_object_new_array();
+	struct stats_snap *st = snap_take(a, err, errlen);
+	json_object *qs, *fq;
 
-	(void)req, (void)err, (void)errlen;
+	(void)req;
+	if (!st)
+		return -ENOMEM;
+	qs = json_object_new_array();
 	jset_str(rep, "mode", mode_name(a));
 	jset_bool(rep, "interrupts", interrupts_on(a));
-	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
-		struct nvme_reactor *re = a->ctx.reactors[r];
+	for (unsigned r = 0; r < st->nr_reactors; r++) {
+		const struct stats_reactor *sr = &st->reactor[r];
 
-		for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
-			struct nvme_qpair *qp = qpair_at(a, r, c);
-			const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[c]);
+		for (unsigned c = 0; c < st->nr_ctrls; c++) {
+			const struct stats_qpair *sq = stats_qp(st, r, c);
 			json_object *q;
-			uint16_t qid;
 
-			if (!qp)
+			if (!sq->qp)
 				continue;
-			qid = nvme_qpair_id(qp);
 			q = json_object_new_object();
-			jset_int(q, "reactor", nvme_reactor_id(re));
-			jset_int(q, "cpu", nvme_reactor_cpu(re));
-			jset_int(q, "node", nvme_reactor_node(re));
-			jset_str(q, "controller", nvme_ctrl_name(a->ctx.ctrls[c]));
-			jset_int(q, "qid", qid);
+			jset_int(q, "reactor", sr->id);
+			jset_int(q, "cpu", sr->cpu);
+			jset_int(q, "node", sr->node);
+			jset_str(q, "controller", st->ctrl[c].name);
+			jset_int(q, "qid", sq->qid);
 			/* null: the CQ is polled (poll mode, or no vector for it) */
-			int vec = nvme_qpair_vector(qp);
-			jset(q, "vector", vec >= 0 ? json_object_new_int(vec) : NULL);
-			jset_int(q, "depth", queue_depth(a, in));
-			jset_int(q, "inflight", nvme_qpair_inflight(qp));
+			jset(q, "vector", sq->vector >= 0 ? json_object_new_int(sq->vector) : NULL);
+			jset_int(q, "depth", queue_depth(a, st->ctrl[c].info));
+			jset_int(q, "inflight", sq->inflight);
 			json_object_array_add(qs, q);
 		}
 	}
 	jset(rep, "queues", qs);
-	jset_transport(a, rep);
+	jset_transport(st, rep);
 	/* one FUSE queue per possible CPU, and the reactor that serves it */
-	json_object *fq = json_object_new_array();
-
+	fq = json_object_new_array();
 	for (unsigned c = 0; c < a->ctx.nr_fuse_cpus; c++) {
 		json_object *q = json_object_new_object();
 		unsigned r = a->ctx.fuse_cpu_map[c];
@@ -575,31 +538,33 @@ static int cmd_queues(struct admin *a, json_object *req, json_object *rep, char 
 		jset_int(q, "fuse_queue", c);
 		jset_int(q, "node", a->ctx.fuse_cpus[c].node);
 		jset_int(q, "reactor", r);
-		jset_int(q, "reactor_cpu",
-		         r < a->ctx.nr_reactors ? nvme_reactor_cpu(a->ctx.reactors[r]) : -1);
+		jset_int(q, "reactor_cpu", r < st->nr_reactors ? st->reactor[r].cpu : -1);
 		json_object_array_add(fq, q);
 	}
 	jset(rep, "fuse_queues", fq);
+	stats_free(st);
 	return 0;
 }
 
 static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, char *err,
                           size_t errlen)
 {
-	json_object *ns = json_object_new_array();
-	unsigned nr;
-	const struct admin_ns *view = admin_ns_view(a, &nr);
+	struct stats_snap *st = snap_take(a, err, errlen);
+	json_object *ns;
 
-	(void)req, (void)err, (void)errlen;
+	(void)req;
+	if (!st)
+		return -ENOMEM;
+	ns = json_object_new_array();
 	jset_str(rep, "mountpoint", a->ctx.cfg ? a->ctx.cfg->daemon.mountpoint : NULL);
-	for (unsigned i = 0; i < nr; i++) {
-		const struct admin_ns *n = &view[i];
+	for (unsigned i = 0; i < st->nr_ns; i++) {
+		const struct admin_ns *n = &st->ns[i];
+		const struct stats_ctrl *sc = stats_ns_ctrl(st, n);
 		json_object *o = json_object_new_object();
 
 		jset_str(o, "name", n->name);
-		jset_str(o, "controller",
-		         n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : NULL);
-		jset_str(o, "state", n->ctrl < a->ctx.nr_ctrls ? recov_state(a, n->ctrl) : NULL);
+		jset_str(o, "controller", sc ? sc->name : NULL);
+		jset_str(o, "state", sc ? nvme_ctrl_state_name(sc->state) : NULL);
 		jset_int(o, "nsid", n->nsid);
 		jset_u64(o, "size", n->size);
 		jset_int(o, "lba_size", n->lba_size);
@@ -608,6 +573,7 @@ static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, c
 		json_object_array_add(ns, o);
 	}
 	jset(rep, "namespaces", ns);
+	stats_free(st);
 	return 0;
 }
 
@@ -656,32 +622,17 @@ static const char *sgls_support(uint32_t sgls)
 static int cmd_identify(struct admin *a, json_object *req, json_object *rep, char *err,
                         size_t errlen)
 {
-	json_object *jn, *ns;
+	json_object *ns;
 	const char *name;
 	const struct nvme_ctrl_info *in;
 	char s[32];
 	unsigned i;
+	int ret;
 
-	if (!json_object_object_get_ex(req, "controller", &jn) ||
-	    !json_object_is_type(jn, json_type_string)) {
-		snprintf(err, errlen, "identify needs \"controller\": a controller name");
-		return -EINVAL;
-	}
-	name = json_object_get_string(jn);
-	for (i = 0; i < a->ctx.nr_ctrls; i++)
-		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name))
-			break;
-	if (i == a->ctx.nr_ctrls) {
-		size_t off =
-		    (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
-
-		for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
-			off += (size_t)snprintf(err + off, errlen - off, " %s",
-			                        nvme_ctrl_name(a->ctx.ctrls[j]));
-		if (off < errlen)
-			snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
-		return -ENOENT;
-	}
+	ret = recov_find_ctrl(a, req, "identify", &i, err, errlen);
+	if (ret)
+		return ret;
+	name = nvme_ctrl_name(a->ctx.ctrls[i]);
 	in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
 	jset_str(rep, "controller", name);
 	jset_str(rep, "model", in->model);
@@ -755,18 +706,24 @@ static int cmd_config(struct admin *a, json_object *req, json_object *rep, char 
 static int cmd_metrics(struct admin *a, json_object *req, json_object *rep, char *err,
                        size_t errlen)
 {
+	struct stats_snap *st = snap_take(a, err, errlen);
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
 	int ret;
 
 	(void)req;
+	if (!st)
+		return -ENOMEM;
 	f = open_memstream(&text, &len);
 	if (!f) {
-		snprintf(err, errlen, "open_memstream: %s", strerror(errno));
-		return -errno;
+		ret = -errno;
+		stats_free(st);
+		snprintf(err, errlen, "open_memstream: %s", strerror(-ret));
+		return ret;
 	}
-	ret = admin_prom_write(a, f);
+	ret = admin_prom_write(st, f);
+	stats_free(st);
 	if (fclose(f) != 0 && !ret)
 		ret = -EIO;
 	if (ret || !text) {
@@ -790,6 +747,7 @@ static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, u
 {
 	json_object *jn;
 	const char *name;
+	bool have = false;
 	size_t off;
 
 	if (!json_object_object_get_ex(req, "controller", &jn) ||
@@ -799,16 +757,19 @@ static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, u
 	}
 	name = json_object_get_string(jn);
 	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++)
-		if (!strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name)) {
+		if (a->ctx.ctrls[i] && !strcmp(nvme_ctrl_name(a->ctx.ctrls[i]), name)) {
 			*out = i;
 			return 0;
 		}
 	off = (size_t)snprintf(err, errlen, "no controller named \"%.64s\" (have:", name);
 	for (unsigned j = 0; j < a->ctx.nr_ctrls && off < errlen; j++)
-		off += (size_t)snprintf(err + off, errlen - off, " %s",
-		                        nvme_ctrl_name(a->ctx.ctrls[j]));
+		if (a->ctx.ctrls[j]) {
+			off += (size_t)snprintf(err + off, errlen - off, " %s",
+			                        nvme_ctrl_name(a->ctx.ctrls[j]));
+			have = true;
+		}
 	if (off < errlen)
-		snprintf(err + off, errlen - off, "%s)", a->ctx.nr_ctrls ? "" : " none");
+		snprintf(err + off, errlen - off, "%s)", have ? "" : " none");
 	return -ENOENT;
 }
 
@@ -839,30 +800,28 @@ static json_object *recov_rstats_json(const struct nvme_ctrl_rstats *r)
 }
 
 /* stats: the asynchronous events of a controller */
-static json_object *recov_aen_json(const struct nvme_ctrl *ctrl)
+static json_object *recov_aen_json(const struct nvme_ctrl_aen_stats *e)
 {
-	static const char *const kinds[] = {"error", "smart", "ns_changed", "fw_activate", "other"};
 	json_object *o = json_object_new_object();
-	struct nvme_ctrl_aen_stats e;
 
-	nvme_ctrl_aen_stats_get(ctrl, &e);
-	jset_u64(o, "aers_armed", e.aers_armed);
-	for (unsigned k = 0; k <= NVME_AEN_OTHER; k++)
-		jset_u64(o, kinds[k], e.events[k]);
-	jset_u64(o, "aer_errors", e.aer_errors);
-	jset_u64(o, "ns_changes", e.ns_changes);
-	jset_int(o, "critical_warning", e.critical_warning);
+	jset_u64(o, "aers_armed", e->aers_armed);
+	for (unsigned k = 0; k < STATS_AEN_KINDS; k++)
+		jset_u64(o, stats_aen_kind_names[k], e->events[k]);
+	jset_u64(o, "aer_errors", e->aer_errors);
+	jset_u64(o, "ns_changes", e->ns_changes);
+	jset_int(o, "critical_warning", e->critical_warning);
 	return o;
 }
 
 /* status: each controller's state, and its last attach */
-static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
+static void recov_status_ctrl(const struct admin *a, const struct stats_snap *st, unsigned i,
+                              json_object *c)
 {
 	const char *why = NULL, *at = a->ctx.attach_state
 					      ? a->ctx.attach_state(a->ctx.attach_arg, i, &why)
 					      : NULL;
 
-	jset_str(c, "state", recov_state(a, i));
+	jset_str(c, "state", nvme_ctrl_state_name(st->ctrl[i].state));
 	if (at) {
 		jset_str(c, "attach", at);
 		if (why)
@@ -871,19 +830,21 @@ static void recov_status_ctrl(const struct admin *a, unsigned i, json_object *c)
 }
 
 /* stats: one object per controller with its state and recovery counters */
-static json_object *recov_stats_ctrls(const struct admin *a)
+static json_object *recov_stats_ctrls(const struct stats_snap *st)
 {
 	json_object *cs = json_object_new_array();
 
-	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
-		struct nvme_ctrl_rstats r;
-		json_object *c = json_object_new_object();
+	for (unsigned i = 0; i < st->nr_ctrls; i++) {
+		const struct stats_ctrl *sc = &st->ctrl[i];
+		json_object *c;
 
-		nvme_ctrl_rstats_get(a->ctx.ctrls[i], &r);
-		jset_str(c, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
-		jset_str(c, "state", recov_state(a, i));
-		jset(c, "recovery", recov_rstats_json(&r));
-		jset(c, "events", recov_aen_json(a->ctx.ctrls[i]));
+		if (!sc->c)
+			continue;
+		c = json_object_new_object();
+		jset_str(c, "name", sc->name);
+		jset_str(c, "state", nvme_ctrl_state_name(sc->state));
+		jset(c, "recovery", recov_rstats_json(&sc->rs));
+		jset(c, "events", recov_aen_json(&sc->aen));
 		json_object_array_add(cs, c);
 	}
 	return cs;
@@ -1192,7 +1153,7 @@ static int admin_log_cmd(struct admin *a, unsigned i, const char *cmd, uint8_t l
 	lc->lid = lid;
 	lc->cmd = cmd;
 	lc->decode = decode;
-	ret = admin_log_read(a, i, lid, len, logcmd_done, lc, NULL);
+	ret = logrd_read(a->logq, c, lid, len, logcmd_done, lc, NULL);
 	if (ret) {
 		admin_defer_abort(lc->d);
 		goto fail;
@@ -1267,20 +1228,6 @@ static int smart_decode(struct admin *a, unsigned i, const void *buf, size_t len
 	return 0;
 }
 
-static int cmd_smart_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                         size_t errlen)
-{
-	unsigned i;
-	int ret;
-
-	(void)rep;
-	ret = recov_find_ctrl(a, req, "smart-log", &i, err, errlen);
-	if (ret)
-		return ret;
-	return admin_log_cmd(a, i, "smart-log", NVME_LOG_SMART, sizeof(struct nvme_smart_log),
-	                     smart_decode, err, errlen);
-}
-
 static int errlog_decode(struct admin *a, unsigned i, const void *buf, size_t len,
                          json_object *rep, char *err, size_t errlen)
 {
@@ -1319,21 +1266,6 @@ static int errlog_decode(struct admin *a, unsigned i, const void *buf, size_t le
 	return 0;
 }
 
-static int cmd_error_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                         size_t errlen)
-{
-	unsigned i;
-	int ret;
-
-	(void)rep;
-	ret = recov_find_ctrl(a, req, "error-log", &i, err, errlen);
-	if (ret)
-		return ret;
-	return admin_log_cmd(a, i, "error-log", NVME_LOG_ERROR,
-	                     nvme_errlog_bytes(nvme_ctrl_get_info(a->ctx.ctrls[i])), errlog_decode,
-	                     err, errlen);
-}
-
 static int fw_decode(struct admin *a, unsigned i, const void *buf, size_t len, json_object *rep,
                      char *err, size_t errlen)
 {
@@ -1360,20 +1292,6 @@ static int fw_decode(struct admin *a, unsigned i, const void *buf, size_t len, j
 	}
 	jset(rep, "slots", arr);
 	return 0;
-}
-
-static int cmd_fw_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                      size_t errlen)
-{
-	unsigned i;
-	int ret;
-
-	(void)rep;
-	ret = recov_find_ctrl(a, req, "fw-log", &i, err, errlen);
-	if (ret)
-		return ret;
-	return admin_log_cmd(a, i, "fw-log", NVME_LOG_FW_SLOT, sizeof(struct nvme_fw_slot_log),
-	                     fw_decode, err, errlen);
 }
 
 /* Opcode names as nvme-cli prints them (NVMe base 2.0 and NVM command set) */
@@ -1449,37 +1367,102 @@ static int effects_decode(struct admin *a, unsigned i, const void *buf, size_t l
 	return ret;
 }
 
-static int cmd_effects_log(struct admin *a, json_object *req, json_object *rep, char *err,
-                           size_t errlen)
+/* Bytes of each page: the fixed ones, and the error log's ELPE + 1
+ * entries (at most 256). */
+static size_t smart_len(const struct nvme_ctrl_info *in)
 {
+	(void)in;
+	return sizeof(struct nvme_smart_log);
+}
+
+static size_t errlog_len(const struct nvme_ctrl_info *in)
+{
+	return nvme_errlog_bytes(in);
+}
+
+static size_t fw_len(const struct nvme_ctrl_info *in)
+{
+	(void)in;
+	return sizeof(struct nvme_fw_slot_log);
+}
+
+static size_t effects_len(const struct nvme_ctrl_info *in)
+{
+	(void)in;
+	return NVME_CMD_EFFECTS_LOG_BYTES;
+}
+
+/* The log pages served, one row each: the command, the page, its length
+ * for a controller, how its bytes become the reply, and the Identify LPA
+ * bit the controller must set to have it (0: always there). */
+static const struct logpage {
+	const char *cmd;
+	uint8_t lid;
+	size_t (*len)(const struct nvme_ctrl_info *in);
+	logpage_decode_fn decode;
+	uint8_t lpa;
+	const char *lpa_what;
+} logpages[] = {
+    {"smart-log", NVME_LOG_SMART, smart_len, smart_decode, 0, NULL},
+    {"error-log", NVME_LOG_ERROR, errlog_len, errlog_decode, 0, NULL},
+    {"fw-log", NVME_LOG_FW_SLOT, fw_len, fw_decode, 0, NULL},
+    {"effects-log", NVME_LOG_CMD_EFFECTS, effects_len, effects_decode, NVME_LPA_CMD_EFFECTS,
+     "the Commands Supported and Effects log (Identify LPA bit 1 is clear)"},
+};
+
+/* smart-log, error-log, fw-log, effects-log: the page of the request's
+ * "cmd" read from its "controller" (the reply is deferred until the device
+ * answers). */
+static int cmd_log(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
+{
+	const struct logpage *lp = NULL;
+	const struct nvme_ctrl_info *in;
+	json_object *jc;
 	unsigned i;
 	int ret;
 
 	(void)rep;
-	ret = recov_find_ctrl(a, req, "effects-log", &i, err, errlen);
+	/* the server found this handler by "cmd": it is one of the rows */
+	if (json_object_object_get_ex(req, "cmd", &jc))
+		for (size_t k = 0; k < sizeof(logpages) / sizeof(logpages[0]); k++)
+			if (!strcmp(json_object_get_string(jc), logpages[k].cmd))
+				lp = &logpages[k];
+	if (!lp) {
+		snprintf(err, errlen, "no such log page");
+		return -EINVAL;
+	}
+	ret = recov_find_ctrl(a, req, lp->cmd, &i, err, errlen);
 	if (ret)
 		return ret;
-	if (!(nvme_ctrl_get_info(a->ctx.ctrls[i])->lpa & NVME_LPA_CMD_EFFECTS)) {
-		snprintf(err, errlen,
-		         "effects-log %s: the controller does not support the Commands "
-		         "Supported and Effects log (Identify LPA bit 1 is clear)",
-		         nvme_ctrl_name(a->ctx.ctrls[i]));
+	in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
+	if (lp->lpa && !(in->lpa & lp->lpa)) {
+		snprintf(err, errlen, "%s %s: the controller does not support %s", lp->cmd,
+		         nvme_ctrl_name(a->ctx.ctrls[i]), lp->lpa_what);
 		return -EOPNOTSUPP;
 	}
-	return admin_log_cmd(a, i, "effects-log", NVME_LOG_CMD_EFFECTS,
-	                     NVME_CMD_EFFECTS_LOG_BYTES, effects_decode, err, errlen);
+	return admin_log_cmd(a, i, lp->cmd, lp->lid, lp->len(in), lp->decode, err, errlen);
 }
 
 /* list: one object per controller, from what bring-up identified */
 static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *err, size_t errlen)
 {
-	json_object *arr = json_object_new_array();
+	struct stats_snap *st = snap_take(a, err, errlen);
+	json_object *arr;
 
-	(void)req, (void)err, (void)errlen;
-	for (unsigned i = 0; i < a->ctx.nr_ctrls; i++) {
-		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[i]);
-		const struct cfg_controller *cc = ctrl_cfg(a, i);
-		json_object *o = json_object_new_object();
+	(void)req;
+	if (!st)
+		return -ENOMEM;
+	arr = json_object_new_array();
+	for (unsigned i = 0; i < st->nr_ctrls; i++) {
+		const struct stats_ctrl *sc = &st->ctrl[i];
+		const struct nvme_ctrl_info *in = sc->info;
+		const struct cfg_controller *cc;
+		json_object *o;
+
+		if (!sc->c)
+			continue;
+		cc = ctrl_cfg(a, i);
+		o = json_object_new_object();
 		uint64_t total = 0;
 		uint32_t lba = 0;
 		bool mixed = false;
@@ -1494,7 +1477,7 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 				mixed = true;
 			lba = in->ns[k].lba_size;
 		}
-		jset_str(o, "name", nvme_ctrl_name(a->ctx.ctrls[i]));
+		jset_str(o, "name", sc->name);
 		jset_str(o, "model", in->model);
 		jset_str(o, "serial", in->serial);
 		jset_str(o, "firmware", in->firmware);
@@ -1507,12 +1490,13 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 		else
 			snprintf(s, sizeof(s), "-");
 		jset_str(o, "lba_format", s);
-		jset_str(o, "state", recov_state(a, i));
-		jset_str(o, "transport", a->ctx.sims && a->ctx.sims[i] ? "sim" : "pcie");
+		jset_str(o, "state", nvme_ctrl_state_name(sc->state));
+		jset_str(o, "transport", sc->sim ? "sim" : "pcie");
 		jset_str(o, "device", cc ? cc->device : NULL);
 		json_object_array_add(arr, o);
 	}
 	jset(rep, "controllers", arr);
+	stats_free(st);
 	return 0;
 }
 
@@ -1540,22 +1524,14 @@ static int cmd_restart(struct admin *a, json_object *req, json_object *rep, char
 	return 0;
 }
 
-static const struct admin_cmd admin_cmds[] = {
+const struct admin_cmd admin_cmds[] = {
     {"status", cmd_status, false},     {"stats", cmd_stats, false},
     {"queues", cmd_queues, false},     {"namespaces", cmd_namespaces, false},
     {"identify", cmd_identify, false}, {"config", cmd_config, false},
     {"metrics", cmd_metrics, false},   {"inject", cmd_inject, true},
-    {"attach", cmd_attach, true},      {"smart-log", cmd_smart_log, false},
-    {"error-log", cmd_error_log, false}, {"fw-log", cmd_fw_log, false},
-    {"effects-log", cmd_effects_log, false},
-    {"list", cmd_list, false},         {"restart", cmd_restart, true},
-    {"detach", cmd_detach, true},
+    {"attach", cmd_attach, true},      {"smart-log", cmd_log, false},
+    {"error-log", cmd_log, false},     {"fw-log", cmd_log, false},
+    {"effects-log", cmd_log, false},   {"list", cmd_list, false},
+    {"restart", cmd_restart, true},    {"detach", cmd_detach, true},
 };
-
-const struct admin_cmd *admin_cmd_find(const char *name)
-{
-	for (size_t i = 0; i < sizeof(admin_cmds) / sizeof(admin_cmds[0]); i++)
-		if (!strcmp(name, admin_cmds[i].name))
-			return &admin_cmds[i];
-	return NULL;
-}
+const size_t admin_nr_cmds = sizeof(admin_cmds) / sizeof(admin_cmds[0]);

@@ -1,11 +1,20 @@
 /* admin_priv.h - what the admin server's files share; admin.h is the
- * contract for the daemon, this one is internal to src/daemon/admin_*.c.
+ * contract for the daemon, this one is internal to src/daemon/admin*.c.
  *
+ *   admin_start.c   admin_start and admin_stop: the pieces below in order
  *   admin_server.c  the socket, clients, framing, peer credentials and
- *                   permissions, per-uid limits, reply caps
- *   admin_cmd.c     the command handlers, found by name with admin_cmd_find
+ *                   permissions, per-uid limits, reply caps, deferred
+ *                   replies; it knows no command, only the table it is given
+ *   admin_cmd.c     the command handlers and their table (admin_cmds)
  *   admin_prom.c    the "metrics" command's Prometheus text
+ * and, used by them: stats.h (the snapshot of the figures a handler reads),
+ * logread.h (log pages read for the loop), health.h (the SMART cache).
+ * Calls go down that list, never up: the server is handed the table, the
+ * Prometheus writer reads a snapshot.
  *
+ * A handler gets the parsed request and fills rep, or returns < 0 with err
+ * set; it runs on the main loop, never blocks, and reads the daemon's
+ * figures through one snapshot (stats_take) per request.
  * Everything here runs on the loop's thread.
  */
 #ifndef NVMEFS_ADMIN_PRIV_H
@@ -47,7 +56,9 @@ struct admin {
 	struct admin_client *cur;
 	json_object *cur_id;
 	struct admin_defer *defers;  /* replies owed, for admin_stop */
-	struct admin_logq *logq;     /* log page reads coming back to the loop */
+	struct logrd_q *logq;        /* log page reads coming back to the loop */
+	const struct admin_cmd *cmds; /* the commands served (admin_cmds) */
+	size_t nr_cmds;
 	struct health *health;       /* the SMART cache (health.h) */
 	double log_timeout;          /* seconds a log page command waits */
 };
@@ -68,11 +79,26 @@ struct admin_cmd {
 	bool changes;
 };
 
-/* The command called name, or NULL for an unknown one. */
-const struct admin_cmd *admin_cmd_find(const char *name);
+/* The command table (admin_cmd.c), in the order the unknown-command
+ * error lists the names. */
+extern const struct admin_cmd admin_cmds[];
+extern const size_t admin_nr_cmds;
 
-/* The Prometheus text of every metric, written to f.  0, or -ENOMEM. */
-int admin_prom_write(struct admin *a, FILE *f);
+struct stats_snap;
+/* The Prometheus text of every metric of s, written to f.  0, or -ENOMEM. */
+int admin_prom_write(const struct stats_snap *s, FILE *f);
+
+/* ---- the server (admin_server.c), for admin_start.c ---- */
+/* Bind and listen at ctx.cfg's admin_socket (admin.h says how); not yet
+ * accepting.  0 or a negative errno, logged. */
+int admin_srv_listen(struct admin *a);
+/* Start accepting clients. */
+void admin_srv_serve(struct admin *a);
+/* Close every client (their deferred replies go nowhere). */
+void admin_srv_close_clients(struct admin *a);
+/* End every deferred reply, stop listening, remove the socket file if it
+ * is still ours. */
+void admin_srv_stop(struct admin *a);
 
 /* ---- deferred replies (admin_server.c) ----
  * A handler that waits for the device defers its reply instead of blocking
@@ -99,39 +125,7 @@ void admin_defer_own(struct admin_defer *d, void *p);
  * and reports its error itself. */
 void admin_defer_abort(struct admin_defer *d);
 
-/* ---- log pages read for the loop (admin_server.c) ---- */
-struct admin_logrd;
-/* Runs on the loop's thread with the bytes the device wrote (err 0), or the
- * engine's error; buf is valid during the call only. */
-typedef void (*admin_log_fn)(void *arg, int err, const void *buf, size_t len);
-
-/* Read log lid (len bytes, as nvme_ctrl_get_log_async) of controller i with
- * the engine's asynchronous admin command; fn(arg) runs later on the loop's
- * thread unless admin_log_cancel(*out) came first.  The page's buffer is the
- * read's own and is freed only after the engine's callback has run, even
- * when the admin server stopped meanwhile.  0, or a negative errno (fn will
- * not run). */
-int admin_log_read(struct admin *a, unsigned i, uint8_t lid, size_t len, admin_log_fn fn,
-                   void *arg, struct admin_logrd **out);
-
-/* fn of rd will not run (the buffer stays the engine's until its callback).
- * On the loop's thread, before fn ran. */
-void admin_log_cancel(struct admin_logrd *rd);
-
-/* label values of the error classes, FUSE operations and FUSE waits, shared
- * by "stats" and "metrics" */
-extern const char *const admin_errc_names[NVME_ERRC_NR];
-extern const char *const admin_fuse_op_names[FUSEFS_OP_NR];
-extern const char *const admin_fuse_wait_names[FUSEFS_WAIT_NR];
-
-/* The figures of every file shown now, in the view's order: *view and
- * *nr as admin_ns_view gives them, and an array of *nr (the caller frees
- * it).  NULL with *nr 0: no front end or none kept; NULL otherwise: no
- * memory.  A file that went between the view and its figures has zeros. */
-struct fusefs_ns_stats *admin_ns_stats_snap(struct admin *a, const struct admin_ns **view,
-                                            unsigned *nr);
-
-/* ---- small helpers the three files use ---- */
+/* ---- small helpers ---- */
 
 static inline double mono_now(void)
 {

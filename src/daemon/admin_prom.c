@@ -1,17 +1,21 @@
-/* admin_prom.c - the admin server's "metrics" command: the figures of
- * "stats" as Prometheus text exposition (format 0.0.4).
+/* admin_prom.c - the "metrics" command's text: the figures of one
+ * snapshot (stats.h) as Prometheus text exposition (format 0.0.4), a pure
+ * function of it (admin_prom_write).
  *
  * Every integer counter and integer gauge is a row of a table (struct
  * prom_metric) written by prom_table, for the objects it has a series for:
  * the queue pairs, the controllers, the reactors, the FUSE wait reasons and
  * operations, or the daemon alone.  The nvmefs_namespace_* series (one per
- * file shown, labelled namespace and controller) are written by hand too.  Histograms, floating-point values and
- * one-hot gauges (controller state, FUSE transport) are written by hand.
- * The nvmefs_controller_* series come from the health cache (health.h): a
- * controller whose SMART log was never read has none but its info.
+ * file shown, labelled namespace and controller), histograms,
+ * floating-point values and one-hot gauges (controller state, FUSE
+ * transport) are written by hand.  The nvmefs_controller_* series come from
+ * the health cache's part of the snapshot: a controller whose SMART log was
+ * never read has none but its info.  A controller slot without a
+ * controller has no series.
  */
 #include "admin_priv.h"
 #include "health.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -34,12 +38,11 @@ static void prom_label(FILE *f, const char *v)
 	}
 }
 
-static void prom_qlabels(FILE *f, const struct admin *a, unsigned r, unsigned c)
+static void prom_qlabels(FILE *f, const struct stats_snap *s, unsigned r, unsigned c)
 {
 	fputs("controller=\"", f);
-	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[c]));
-	fprintf(f, "\",qid=\"%u\",reactor=\"%u\"", nvme_qpair_id(qpair_at(a, r, c)),
-	        nvme_reactor_id(a->ctx.reactors[r]));
+	prom_label(f, s->ctrl[c].name);
+	fprintf(f, "\",qid=\"%u\",reactor=\"%u\"", stats_qp(s, r, c)->qid, s->reactor[r].id);
 }
 
 /* One metric of a table: a uint64_t at offset off in each object. */
@@ -56,9 +59,9 @@ struct prom_objs {
 	const void *base;
 	size_t stride;
 	unsigned n;
-	const void *arg; /* for labels and skip */
-	void (*labels)(FILE *f, const void *arg, unsigned i);
-	bool (*skip)(const void *arg, unsigned i);
+	const struct stats_snap *s; /* for labels and skip */
+	void (*labels)(FILE *f, const struct stats_snap *s, unsigned i);
+	bool (*skip)(const struct stats_snap *s, unsigned i);
 };
 
 #define PROM_NT(t) (sizeof(t) / sizeof((t)[0]))
@@ -72,12 +75,12 @@ static void prom_table(FILE *f, const struct prom_metric *t, size_t nt, const st
 		for (unsigned i = 0; i < o->n; i++) {
 			const char *obj = (const char *)o->base + (size_t)i * o->stride;
 
-			if (o->skip && o->skip(o->arg, i))
+			if (o->skip && o->skip(o->s, i))
 				continue;
 			fputs(t[k].name, f);
 			if (o->labels) {
 				fputc('{', f);
-				o->labels(f, o->arg, i);
+				o->labels(f, o->s, i);
 				fputc('}', f);
 			}
 			fprintf(f, " %llu\n",
@@ -89,48 +92,45 @@ static void prom_table(FILE *f, const struct prom_metric *t, size_t nt, const st
 /* ---- the series' labels ---- */
 
 /* queue pair i of the snapshot: reactor i / nr_ctrls, controller i % nr_ctrls */
-static void prom_qpair_labels(FILE *f, const void *arg, unsigned i)
+static void prom_qpair_labels(FILE *f, const struct stats_snap *s, unsigned i)
 {
-	const struct admin *a = arg;
-
-	prom_qlabels(f, a, i / a->ctx.nr_ctrls, i % a->ctx.nr_ctrls);
+	prom_qlabels(f, s, i / s->nr_ctrls, i % s->nr_ctrls);
 }
 
-/* a controller that granted fewer queues than there are reactors */
-static bool prom_qpair_skip(const void *arg, unsigned i)
+/* a controller that granted fewer queues than there are reactors, or none */
+static bool prom_qpair_skip(const struct stats_snap *s, unsigned i)
 {
-	const struct admin *a = arg;
-
-	return !qpair_at(a, i / a->ctx.nr_ctrls, i % a->ctx.nr_ctrls);
+	return !s->qp[i].qp;
 }
 
-static void prom_ctrl_labels(FILE *f, const void *arg, unsigned i)
+static void prom_ctrl_labels(FILE *f, const struct stats_snap *s, unsigned i)
 {
-	const struct admin *a = arg;
-
 	fputs("controller=\"", f);
-	prom_label(f, nvme_ctrl_name(a->ctx.ctrls[i]));
+	prom_label(f, s->ctrl[i].name);
 	fputc('"', f);
 }
 
-static void prom_reactor_labels(FILE *f, const void *arg, unsigned i)
+/* a slot without a controller */
+static bool prom_ctrl_skip(const struct stats_snap *s, unsigned i)
 {
-	const struct admin *a = arg;
-
-	fprintf(f, "reactor=\"%u\",cpu=\"%d\"", nvme_reactor_id(a->ctx.reactors[i]),
-	        nvme_reactor_cpu(a->ctx.reactors[i]));
+	return !s->ctrl[i].c;
 }
 
-static void prom_wait_labels(FILE *f, const void *arg, unsigned i)
+static void prom_reactor_labels(FILE *f, const struct stats_snap *s, unsigned i)
 {
-	(void)arg;
-	fprintf(f, "reason=\"%s\"", admin_fuse_wait_names[i]);
+	fprintf(f, "reactor=\"%u\",cpu=\"%d\"", s->reactor[i].id, s->reactor[i].cpu);
 }
 
-static void prom_op_labels(FILE *f, const void *arg, unsigned i)
+static void prom_wait_labels(FILE *f, const struct stats_snap *s, unsigned i)
 {
-	(void)arg;
-	fprintf(f, "op=\"%s\"", admin_fuse_op_names[i]);
+	(void)s;
+	fprintf(f, "reason=\"%s\"", stats_fuse_wait_names[i]);
+}
+
+static void prom_op_labels(FILE *f, const struct stats_snap *s, unsigned i)
+{
+	(void)s;
+	fprintf(f, "op=\"%s\"", stats_fuse_op_names[i]);
 }
 
 /* ---- the tables ---- */
@@ -307,16 +307,16 @@ static void prom_hist(FILE *f, const char *name, const char *labels, const uint6
 }
 
 /* One queue pair's latency histogram, labelled like its counters. */
-static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
-                         const struct nvme_qpair_stats *st)
+static void prom_latency(FILE *f, const struct stats_snap *s, unsigned r, unsigned c)
 {
+	const struct nvme_qpair_stats *st = &stats_qp(s, r, c)->st;
 	char *labels = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&labels, &len);
 
 	if (!m)
 		return;
-	prom_qlabels(m, a, r, c);
+	prom_qlabels(m, s, r, c);
 	if (fclose(m) == 0)
 		prom_hist(f, "nvmefs_qpair_latency_seconds", labels, st->lat_ns, st->lat_sum_ns);
 	free(labels);
@@ -324,167 +324,150 @@ static void prom_latency(FILE *f, const struct admin *a, unsigned r, unsigned c,
 
 /* ---- the writers ---- */
 
-/* asynchronous events: requests armed now, events by kind (one snapshot
- * of each controller for both) */
-static void prom_write_aen(struct admin *a, FILE *f)
+/* asynchronous events: requests armed now, events by kind */
+static void prom_write_aen(const struct stats_snap *s, FILE *f)
 {
-	static const char *const kinds[] = {"error", "smart", "ns_changed", "fw_activate", "other"};
-	unsigned nc = a->ctx.nr_ctrls;
-	struct nvme_ctrl_aen_stats *e = calloc(nc ? nc : 1, sizeof(*e));
-
-	if (!e)
-		return;
-	for (unsigned c = 0; c < nc; c++)
-		nvme_ctrl_aen_stats_get(a->ctx.ctrls[c], &e[c]);
 	fputs("# HELP nvmefs_ctrl_aers_armed Asynchronous Event Requests outstanding on the "
 	      "controller.\n# TYPE nvmefs_ctrl_aers_armed gauge\n",
 	      f);
-	for (unsigned c = 0; c < nc; c++) {
+	for (unsigned c = 0; c < s->nr_ctrls; c++) {
+		if (prom_ctrl_skip(s, c))
+			continue;
 		fputs("nvmefs_ctrl_aers_armed{", f);
-		prom_ctrl_labels(f, a, c);
-		fprintf(f, "} %" PRIu64 "\n", e[c].aers_armed);
+		prom_ctrl_labels(f, s, c);
+		fprintf(f, "} %" PRIu64 "\n", s->ctrl[c].aen.aers_armed);
 	}
 	fputs("# HELP nvmefs_ctrl_async_events_total Asynchronous events the controller "
 	      "reported, by kind.\n# TYPE nvmefs_ctrl_async_events_total counter\n",
 	      f);
-	for (unsigned c = 0; c < nc; c++)
-		for (unsigned k = 0; k <= NVME_AEN_OTHER; k++) {
+	for (unsigned c = 0; c < s->nr_ctrls; c++)
+		for (unsigned k = 0; !prom_ctrl_skip(s, c) && k < STATS_AEN_KINDS; k++) {
 			fputs("nvmefs_ctrl_async_events_total{", f);
-			prom_ctrl_labels(f, a, c);
-			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", kinds[k], e[c].events[k]);
+			prom_ctrl_labels(f, s, c);
+			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", stats_aen_kind_names[k],
+			        s->ctrl[c].aen.events[k]);
 		}
-	free(e);
 }
 
-/* per-controller state, recovery counters and longest reset; left out
- * when there is no memory for the snapshot */
-static void prom_write_ctrls(struct admin *a, FILE *f)
+/* per-controller state, recovery counters and longest reset */
+static void prom_write_ctrls(const struct stats_snap *s, FILE *f)
 {
 	static const char *const states[] = {"live", "resetting", "removed", "failed"};
 	static const enum nvme_ctrl_state svals[] = {NVME_CTRL_LIVE, NVME_CTRL_RESETTING,
 	                                             NVME_CTRL_REMOVED, NVME_CTRL_FAILED};
-	unsigned nc = a->ctx.nr_ctrls;
-	struct nvme_ctrl_rstats *rs = calloc(nc ? nc : 1, sizeof(*rs));
-	const struct prom_objs objs = {
-	    .base = rs, .stride = sizeof(*rs), .n = nc, .arg = a, .labels = prom_ctrl_labels};
+	const struct prom_objs objs = {.base = (const char *)s->ctrl + offsetof(struct stats_ctrl, rs),
+	                               .stride = sizeof(*s->ctrl),
+	                               .n = s->nr_ctrls,
+	                               .s = s,
+	                               .labels = prom_ctrl_labels,
+	                               .skip = prom_ctrl_skip};
 
-	if (!rs)
-		return;
-	for (unsigned c = 0; c < nc; c++)
-		nvme_ctrl_rstats_get(a->ctx.ctrls[c], &rs[c]);
 	fputs("# HELP nvmefs_ctrl_state Controller state (1 for the current one).\n"
 	      "# TYPE nvmefs_ctrl_state gauge\n",
 	      f);
-	for (unsigned c = 0; c < nc; c++) {
-		enum nvme_ctrl_state st = nvme_ctrl_state(a->ctx.ctrls[c]);
-
-		for (unsigned k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+	for (unsigned c = 0; c < s->nr_ctrls; c++) {
+		for (unsigned k = 0; !prom_ctrl_skip(s, c) && k < PROM_NT(states); k++) {
 			fputs("nvmefs_ctrl_state{", f);
-			prom_ctrl_labels(f, a, c);
-			fprintf(f, ",state=\"%s\"} %d\n", states[k], st == svals[k]);
+			prom_ctrl_labels(f, s, c);
+			fprintf(f, ",state=\"%s\"} %d\n", states[k], s->ctrl[c].state == svals[k]);
 		}
 	}
 	prom_table(f, prom_ctrl, PROM_NT(prom_ctrl), &objs);
-	prom_write_aen(a, f);
+	prom_write_aen(s, f);
 	fputs("# HELP nvmefs_ctrl_reset_max_seconds Duration of the longest reset.\n"
 	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
 	      f);
-	for (unsigned c = 0; c < nc; c++) {
+	for (unsigned c = 0; c < s->nr_ctrls; c++) {
+		if (prom_ctrl_skip(s, c))
+			continue;
 		fputs("nvmefs_ctrl_reset_max_seconds{", f);
-		prom_ctrl_labels(f, a, c);
-		fprintf(f, "} %.6f\n", rs[c].reset_max_ns / 1e9);
+		prom_ctrl_labels(f, s, c);
+		fprintf(f, "} %.6f\n", s->ctrl[c].rs.reset_max_ns / 1e9);
 	}
-	free(rs);
 }
 
 /* A per-reactor counter kept in ns (the uint64_t at off), as seconds. */
-static void prom_reactor_secs(FILE *f, const struct admin *a, const struct nvme_reactor_stats *rs,
-                              const char *name, const char *help, size_t off)
+static void prom_reactor_secs(FILE *f, const struct stats_snap *s, const char *name,
+                              const char *help, size_t off)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (unsigned r = 0; r < a->ctx.nr_reactors; r++) {
+	for (unsigned r = 0; r < s->nr_reactors; r++) {
 		fprintf(f, "%s{", name);
-		prom_reactor_labels(f, a, r);
-		fprintf(f, "} %.9f\n", *(const uint64_t *)((const char *)&rs[r] + off) / 1e9);
+		prom_reactor_labels(f, s, r);
+		fprintf(f, "} %.9f\n",
+		        *(const uint64_t *)((const char *)&s->reactor[r].st + off) / 1e9);
 	}
 }
 
-static int prom_write_reactors(struct admin *a, FILE *f)
+static void prom_write_reactors(const struct stats_snap *s, FILE *f)
 {
-	unsigned nr = a->ctx.nr_reactors;
-	struct nvme_reactor_stats *rs = calloc(nr ? nr : 1, sizeof(*rs));
 	const struct prom_objs objs = {
-	    .base = rs, .stride = sizeof(*rs), .n = nr, .arg = a, .labels = prom_reactor_labels};
+	    .base = (const char *)s->reactor + offsetof(struct stats_reactor, st),
+	    .stride = sizeof(*s->reactor),
+	    .n = s->nr_reactors,
+	    .s = s,
+	    .labels = prom_reactor_labels};
 
-	if (!rs)
-		return -ENOMEM;
-	for (unsigned r = 0; r < nr; r++)
-		nvme_reactor_stats_get(a->ctx.reactors[r], &rs[r]);
 	prom_table(f, prom_reactor, PROM_NT(prom_reactor), &objs);
-	prom_reactor_secs(f, a, rs, "nvmefs_reactor_busy_seconds_total",
+	prom_reactor_secs(f, s, "nvmefs_reactor_busy_seconds_total",
 	                  "Time of reactor passes that did work (reaped a completion, ran a call, "
 	                  "took a request).",
 	                  RC_FIELD(busy_ns));
-	prom_reactor_secs(f, a, rs, "nvmefs_reactor_idle_seconds_total",
+	prom_reactor_secs(f, s, "nvmefs_reactor_idle_seconds_total",
 	                  "Reactor time not busy: passes that found nothing, the loop between "
 	                  "passes, sleeping.",
 	                  RC_FIELD(idle_ns));
-	free(rs);
-	return 0;
 }
 
 /* a namespace's labels: namespace="NAME",controller="CTRL" */
-static void prom_ns_labels(FILE *f, const struct admin *a, const struct admin_ns *n)
+static void prom_ns_labels(FILE *f, const struct stats_snap *s, const struct admin_ns *n)
 {
+	const struct stats_ctrl *sc = stats_ns_ctrl(s, n);
+
 	fputs("namespace=\"", f);
 	prom_label(f, n->name);
 	fputs("\",controller=\"", f);
-	prom_label(f, n->ctrl < a->ctx.nr_ctrls ? nvme_ctrl_name(a->ctx.ctrls[n->ctrl]) : "");
+	prom_label(f, sc ? sc->name : "");
 	fputc('"', f);
 }
 
 /* A per-namespace, per-kind series: the uint64_t at off in each kind's
  * figures, or (secs) that many ns as seconds. */
-static void prom_ns_ops(FILE *f, struct admin *a, const struct admin_ns *view,
-                        const struct fusefs_ns_stats *st, unsigned nr, const char *name,
-                        const char *help, size_t off, bool secs)
+static void prom_ns_ops(FILE *f, const struct stats_snap *s, const char *name, const char *help,
+                        size_t off, bool secs)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (unsigned i = 0; i < nr; i++)
+	for (unsigned i = 0; i < s->nr_ns; i++)
 		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
-			uint64_t v = *(const uint64_t *)((const char *)&st[i].op[k] + off);
+			uint64_t v = *(const uint64_t *)((const char *)&s->ns_st[i].op[k] + off);
 
 			fprintf(f, "%s{", name);
-			prom_ns_labels(f, a, &view[i]);
+			prom_ns_labels(f, s, &s->ns[i]);
 			if (secs)
-				fprintf(f, ",op=\"%s\"} %.9f\n", admin_fuse_op_names[k], v / 1e9);
+				fprintf(f, ",op=\"%s\"} %.9f\n", stats_fuse_op_names[k], v / 1e9);
 			else
-				fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", admin_fuse_op_names[k], v);
+				fprintf(f, ",op=\"%s\"} %" PRIu64 "\n", stats_fuse_op_names[k], v);
 		}
 }
 
 /* Per namespace: requests, bytes, errors, time waiting in the daemon and
  * latency by kind, requests in flight, busy time (node_exporter's
- * node_disk_* in spirit). */
-static int prom_write_ns(struct admin *a, FILE *f)
+ * node_disk_* in spirit).  Nothing when the front end keeps no figures. */
+static void prom_write_ns(const struct stats_snap *s, FILE *f)
 {
-	const struct admin_ns *view;
-	unsigned nr;
-	struct fusefs_ns_stats *st = admin_ns_stats_snap(a, &view, &nr);
-
-	if (!st)
-		return nr ? -ENOMEM : 0;
+	if (!s->ns_st)
+		return;
 #define NO_FIELD(x) offsetof(struct fusefs_nsop_stats, x)
-	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_requests_total",
+	prom_ns_ops(f, s, "nvmefs_namespace_requests_total",
 	            "Requests on the namespace file answered, by kind.", NO_FIELD(count), false);
-	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_request_bytes_total",
+	prom_ns_ops(f, s, "nvmefs_namespace_request_bytes_total",
 	            "Bytes of the answered requests (read, written, or the range of a punch or "
 	            "zero).",
 	            NO_FIELD(bytes), false);
-	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_request_errors_total",
+	prom_ns_ops(f, s, "nvmefs_namespace_request_errors_total",
 	            "Requests on the namespace file answered with an error.", NO_FIELD(errors),
 	            false);
-	prom_ns_ops(f, a, view, st, nr, "nvmefs_namespace_queue_seconds_total",
+	prom_ns_ops(f, s, "nvmefs_namespace_queue_seconds_total",
 	            "Time requests waited in the daemon (DMA memory, range lock, queue slot) "
 	            "before their device commands.",
 	            NO_FIELD(queue_ns), true);
@@ -492,24 +475,24 @@ static int prom_write_ns(struct admin *a, FILE *f)
 	fputs("# HELP nvmefs_namespace_inflight Requests on the namespace file taken, not "
 	      "answered.\n# TYPE nvmefs_namespace_inflight gauge\n",
 	      f);
-	for (unsigned i = 0; i < nr; i++) {
+	for (unsigned i = 0; i < s->nr_ns; i++) {
 		fputs("nvmefs_namespace_inflight{", f);
-		prom_ns_labels(f, a, &view[i]);
-		fprintf(f, "} %" PRIu64 "\n", st[i].inflight);
+		prom_ns_labels(f, s, &s->ns[i]);
+		fprintf(f, "} %" PRIu64 "\n", s->ns_st[i].inflight);
 	}
 	fputs("# HELP nvmefs_namespace_busy_seconds_total Time a reactor had a request of the "
 	      "namespace in flight, summed over the reactors.\n"
 	      "# TYPE nvmefs_namespace_busy_seconds_total counter\n",
 	      f);
-	for (unsigned i = 0; i < nr; i++) {
+	for (unsigned i = 0; i < s->nr_ns; i++) {
 		fputs("nvmefs_namespace_busy_seconds_total{", f);
-		prom_ns_labels(f, a, &view[i]);
-		fprintf(f, "} %.9f\n", st[i].busy_ns / 1e9);
+		prom_ns_labels(f, s, &s->ns[i]);
+		fprintf(f, "} %.9f\n", s->ns_st[i].busy_ns / 1e9);
 	}
 	fputs("# HELP nvmefs_namespace_request_latency_seconds Namespace request latency, taken "
 	      "to answered.\n# TYPE nvmefs_namespace_request_latency_seconds histogram\n",
 	      f);
-	for (unsigned i = 0; i < nr; i++)
+	for (unsigned i = 0; i < s->nr_ns; i++)
 		for (unsigned k = 0; k < FUSEFS_NSOP_NR; k++) {
 			char *lab = NULL;
 			size_t len = 0;
@@ -517,29 +500,18 @@ static int prom_write_ns(struct admin *a, FILE *f)
 
 			if (!m)
 				break;
-			prom_ns_labels(m, a, &view[i]);
-			fprintf(m, ",op=\"%s\"", admin_fuse_op_names[k]);
+			prom_ns_labels(m, s, &s->ns[i]);
+			fprintf(m, ",op=\"%s\"", stats_fuse_op_names[k]);
 			if (fclose(m) == 0)
 				prom_hist(f, "nvmefs_namespace_request_latency_seconds", lab,
-				          st[i].op[k].lat_ns, st[i].op[k].sum_ns);
+				          s->ns_st[i].op[k].lat_ns, s->ns_st[i].op[k].sum_ns);
 			free(lab);
 		}
-	free(st);
-	return 0;
 }
 
-static int prom_write_fuse(struct admin *a, FILE *f)
+static void prom_write_fuse(const struct stats_snap *s, FILE *f)
 {
-	struct fusefs_stats *st;
-	char lab[64];
-
-	if (!a->ctx.fuse_stats)
-		return 0;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return -ENOMEM;
-	a->ctx.fuse_stats(a->ctx.fuse_stats_arg, st);
-
+	const struct fusefs_stats *st = &s->fuse;
 	const struct prom_objs one = {.base = st, .n = 1};
 	const struct prom_objs waits = {.base = st,
 	                                .stride = sizeof(uint64_t),
@@ -549,7 +521,10 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	                              .stride = sizeof(st->op[0]),
 	                              .n = FUSEFS_OP_NR,
 	                              .labels = prom_op_labels};
+	char lab[64];
 
+	if (!s->has_fuse)
+		return;
 	prom_table(f, prom_fuse_inflight, PROM_NT(prom_fuse_inflight), &one);
 	prom_table(f, prom_fuse_wait, PROM_NT(prom_fuse_wait), &waits);
 	fputs(
@@ -569,12 +544,10 @@ static int prom_write_fuse(struct admin *a, FILE *f)
 	    "# TYPE nvmefs_fuse_request_latency_seconds histogram\n",
 	    f);
 	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
-		snprintf(lab, sizeof(lab), "op=\"%s\"", admin_fuse_op_names[i]);
+		snprintf(lab, sizeof(lab), "op=\"%s\"", stats_fuse_op_names[i]);
 		prom_hist(f, "nvmefs_fuse_request_latency_seconds", lab, st->op[i].lat_ns,
 		          st->op[i].sum_ns);
 	}
-	free(st);
-	return 0;
 }
 
 /* ---- the health cache's SMART figures ---- */
@@ -607,30 +580,28 @@ static uint64_t prom_mul_sat(uint64_t v, uint64_t m)
 	return v > UINT64_MAX / m ? UINT64_MAX : v * m;
 }
 
-static bool prom_smart_skip(const void *arg, unsigned i)
+/* no SMART log read (or no controller) */
+static bool prom_smart_skip(const struct stats_snap *s, unsigned i)
 {
-	const struct admin *a = arg;
-	const struct health_ctrl *hc = health_get(a->health, i);
-
-	return !hc || !hc->valid;
+	return !s->ctrl[i].c || !s->ctrl[i].health_known || !s->ctrl[i].health.valid;
 }
 
 /* one gauge per controller with a SMART read: v(health), left out when NAN
  * (a figure the device does not report) */
-static void prom_smart_gauge(struct admin *a, FILE *f, const char *name, const char *help,
-                             double (*v)(const struct nvme_health *h))
+static void prom_smart_gauge(const struct stats_snap *s, FILE *f, const char *name,
+                             const char *help, double (*v)(const struct nvme_health *h))
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-	for (unsigned c = 0; c < a->ctx.nr_ctrls; c++) {
+	for (unsigned c = 0; c < s->nr_ctrls; c++) {
 		double x;
 
-		if (prom_smart_skip(a, c))
+		if (prom_smart_skip(s, c))
 			continue;
-		x = v(&health_get(a->health, c)->smart);
+		x = v(&s->ctrl[c].health.smart);
 		if (isnan(x))
 			continue;
 		fprintf(f, "%s{", name);
-		prom_ctrl_labels(f, a, c);
+		prom_ctrl_labels(f, s, c);
 		fprintf(f, "} %.10g\n", x);
 	}
 }
@@ -656,106 +627,98 @@ static double sm_used(const struct nvme_health *h)
 	return h->percent_used / 100.0;
 }
 
-static void prom_write_health(struct admin *a, FILE *f)
+static int prom_write_health(const struct stats_snap *s, FILE *f)
 {
-	unsigned nc = a->ctx.nr_ctrls;
+	unsigned nc = s->nr_ctrls;
 	struct prom_smart *sm = calloc(nc ? nc : 1, sizeof(*sm));
 	const struct prom_objs objs = {.base = sm,
 	                               .stride = sizeof(*sm),
 	                               .n = nc,
-	                               .arg = a,
+	                               .s = s,
 	                               .labels = prom_ctrl_labels,
 	                               .skip = prom_smart_skip};
 
+	if (!sm)
+		return -ENOMEM;
 	fputs("# HELP nvmefs_controller_info The controller's identity (always 1).\n"
 	      "# TYPE nvmefs_controller_info gauge\n",
 	      f);
 	for (unsigned c = 0; c < nc; c++) {
-		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(a->ctx.ctrls[c]);
+		const struct nvme_ctrl_info *in = s->ctrl[c].info;
 
+		if (prom_ctrl_skip(s, c))
+			continue;
 		fputs("nvmefs_controller_info{", f);
-		prom_ctrl_labels(f, a, c);
+		prom_ctrl_labels(f, s, c);
 		fputs(",model=\"", f);
 		prom_label(f, in->model);
 		fputs("\",serial=\"", f);
 		prom_label(f, in->serial);
 		fputs("\",firmware=\"", f);
 		prom_label(f, in->firmware);
-		fprintf(f, "\",transport=\"%s\"} 1\n", a->ctx.sims && a->ctx.sims[c] ? "sim" : "pcie");
+		fprintf(f, "\",transport=\"%s\"} 1\n", s->ctrl[c].sim ? "sim" : "pcie");
 	}
-	if (!sm)
-		return;
-	prom_smart_gauge(a, f, "nvmefs_controller_temperature_celsius",
+	prom_smart_gauge(s, f, "nvmefs_controller_temperature_celsius",
 	                 "Composite temperature (SMART).", sm_temp);
-	prom_smart_gauge(a, f, "nvmefs_controller_available_spare_ratio",
+	prom_smart_gauge(s, f, "nvmefs_controller_available_spare_ratio",
 	                 "Spare capacity left, 1 = all (SMART Available Spare).", sm_spare);
-	prom_smart_gauge(a, f, "nvmefs_controller_available_spare_threshold_ratio",
+	prom_smart_gauge(s, f, "nvmefs_controller_available_spare_threshold_ratio",
 	                 "Available spare below which the device warns (SMART).", sm_spare_thresh);
-	prom_smart_gauge(a, f, "nvmefs_controller_percentage_used_ratio",
+	prom_smart_gauge(s, f, "nvmefs_controller_percentage_used_ratio",
 	                 "Life used as the vendor estimates it, may exceed 1 (SMART).", sm_used);
 	fputs("# HELP nvmefs_controller_critical_warning SMART critical warning bits (1: set).\n"
 	      "# TYPE nvmefs_controller_critical_warning gauge\n",
 	      f);
 	for (unsigned c = 0; c < nc; c++) {
-		const struct health_ctrl *hc = health_get(a->health, c);
-
-		if (prom_smart_skip(a, c))
+		if (prom_smart_skip(s, c))
 			continue;
 		for (unsigned b = 0; b < HEALTH_WARN_NR; b++) {
 			fputs("nvmefs_controller_critical_warning{", f);
-			prom_ctrl_labels(f, a, c);
+			prom_ctrl_labels(f, s, c);
 			fprintf(f, ",warning=\"%s\"} %u\n", health_warning_names[b],
-			        (hc->smart.critical_warning >> b) & 1u);
+			        (s->ctrl[c].health.smart.critical_warning >> b) & 1u);
 		}
 	}
 	for (unsigned c = 0; c < nc; c++) {
-		const struct health_ctrl *hc = health_get(a->health, c);
+		const struct nvme_health *h = &s->ctrl[c].health.smart;
 
-		if (prom_smart_skip(a, c))
+		if (prom_smart_skip(s, c))
 			continue;
-		sm[c].media_errors = hc->smart.media_errors;
-		sm[c].read_bytes = prom_mul_sat(hc->smart.data_units_read, 512000);
-		sm[c].written_bytes = prom_mul_sat(hc->smart.data_units_written, 512000);
-		sm[c].power_on_s = prom_mul_sat(hc->smart.power_on_hours, 3600);
-		sm[c].unsafe_shutdowns = hc->smart.unsafe_shutdowns;
+		sm[c].media_errors = h->media_errors;
+		sm[c].read_bytes = prom_mul_sat(h->data_units_read, 512000);
+		sm[c].written_bytes = prom_mul_sat(h->data_units_written, 512000);
+		sm[c].power_on_s = prom_mul_sat(h->power_on_hours, 3600);
+		sm[c].unsafe_shutdowns = h->unsafe_shutdowns;
 	}
 	prom_table(f, prom_smart_tab, PROM_NT(prom_smart_tab), &objs);
 	free(sm);
+	return 0;
 }
 
-int admin_prom_write(struct admin *a, FILE *f)
+int admin_prom_write(const struct stats_snap *s, FILE *f)
 {
-	unsigned nr = a->ctx.nr_reactors, nc = a->ctx.nr_ctrls;
-	struct nvme_qpair_stats *st = calloc((size_t)nr * nc + 1, sizeof(*st));
-	const struct prom_objs qpairs = {.base = st,
-	                                 .stride = sizeof(*st),
+	unsigned nr = s->nr_reactors, nc = s->nr_ctrls;
+	const struct prom_objs qpairs = {.base = (const char *)s->qp + offsetof(struct stats_qpair, st),
+	                                 .stride = sizeof(*s->qp),
 	                                 .n = nr * nc,
-	                                 .arg = a,
+	                                 .s = s,
 	                                 .labels = prom_qpair_labels,
 	                                 .skip = prom_qpair_skip};
-	int ret;
-
-	if (!st)
-		return -ENOMEM;
-	for (unsigned r = 0; r < nr; r++)
-		for (unsigned c = 0; c < nc; c++)
-			if (qpair_at(a, r, c))
-				nvme_qpair_stats_get(qpair_at(a, r, c), &st[r * nc + c]);
 
 	fputs("# HELP nvmefs_build_info nvmefs version.\n# TYPE nvmefs_build_info gauge\n", f);
 	fprintf(f, "nvmefs_build_info{version=\"%s\"} 1\n", NVMEFS_VERSION);
 	fputs("# HELP nvmefs_uptime_seconds Seconds since the daemon started.\n"
 	      "# TYPE nvmefs_uptime_seconds gauge\n",
 	      f);
-	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
+	fprintf(f, "nvmefs_uptime_seconds %.1f\n", s->uptime);
 	/* the image's start: its counters begin at zero then (a restart in
 	 * place keeps the pid but not the counters), which is what scrapers
 	 * read this for */
-	if (a->ctx.start_time) {
+	if (s->start_time) {
 		fputs("# HELP process_start_time_seconds Start time of the daemon since the Unix "
 		      "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n",
 		      f);
-		fprintf(f, "process_start_time_seconds %lld\n", (long long)a->ctx.start_time);
+		fprintf(f, "process_start_time_seconds %lld\n", (long long)s->start_time);
 	}
 
 	prom_table(f, prom_qpair, PROM_NT(prom_qpair), &qpairs);
@@ -765,13 +728,13 @@ int admin_prom_write(struct admin *a, FILE *f)
 	    f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++) {
-			if (!qpair_at(a, r, c))
+			if (!stats_qp(s, r, c)->qp)
 				continue;
 			for (unsigned e = 0; e < NVME_ERRC_NR; e++) {
 				fputs("nvmefs_qpair_errors_total{", f);
-				prom_qlabels(f, a, r, c);
-				fprintf(f, ",class=\"%s\"} %llu\n", admin_errc_names[e],
-				        (unsigned long long)st[r * nc + c].errors[e]);
+				prom_qlabels(f, s, r, c);
+				fprintf(f, ",class=\"%s\"} %llu\n", stats_errc_names[e],
+				        (unsigned long long)stats_qp(s, r, c)->st.errors[e]);
 			}
 		}
 	fputs("# HELP nvmefs_qpair_inflight Commands in flight on the queue now.\n"
@@ -779,26 +742,24 @@ int admin_prom_write(struct admin *a, FILE *f)
 	      f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++) {
-			if (!qpair_at(a, r, c))
+			if (!stats_qp(s, r, c)->qp)
 				continue;
 			fputs("nvmefs_qpair_inflight{", f);
-			prom_qlabels(f, a, r, c);
-			fprintf(f, "} %u\n", nvme_qpair_inflight(qpair_at(a, r, c)));
+			prom_qlabels(f, s, r, c);
+			fprintf(f, "} %u\n", stats_qp(s, r, c)->inflight);
 		}
 	fputs("# HELP nvmefs_qpair_latency_seconds Command latency, submission to completion.\n"
 	      "# TYPE nvmefs_qpair_latency_seconds histogram\n",
 	      f);
 	for (unsigned r = 0; r < nr; r++)
 		for (unsigned c = 0; c < nc; c++)
-			if (qpair_at(a, r, c))
-				prom_latency(f, a, r, c, &st[r * nc + c]);
-	free(st);
-	prom_write_ctrls(a, f);
-	prom_write_health(a, f);
-	ret = prom_write_reactors(a, f);
-	if (!ret)
-		ret = prom_write_fuse(a, f);
-	if (!ret)
-		ret = prom_write_ns(a, f);
-	return ret;
+			if (stats_qp(s, r, c)->qp)
+				prom_latency(f, s, r, c);
+	prom_write_ctrls(s, f);
+	if (prom_write_health(s, f))
+		return -ENOMEM;
+	prom_write_reactors(s, f);
+	prom_write_fuse(s, f);
+	prom_write_ns(s, f);
+	return 0;
 }

@@ -14,11 +14,8 @@
  * reply is deferred: the wait is the device's, bounded by the deferral's
  * own deadline.  JSON is built and parsed with json-c only.
  *
- * Log pages come back from the engine's admin thread through a mutex-held
- * list and an ev_async into the loop (struct admin_logq).  The list outlives
- * the server while the engine still holds reads: the engine may write the
- * page into a read's buffer until its callback runs, so the buffer is freed
- * only after that callback, never before.
+ * It knows no command: a request's handler is found by name in the table
+ * admin_start gave it (struct admin.cmds).
  */
 #include "admin_priv.h"
 
@@ -37,7 +34,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "health.h"
 #include "log.h"
 
 struct admin_client {
@@ -70,29 +66,6 @@ struct admin_defer {
 	char msg[256];
 	void *owned; /* freed with it */
 	struct admin_defer *prev, *next;
-};
-
-/* Log page reads on their way back from the engine's admin thread to the
- * loop.  Outlives the admin server while the engine holds reads: the last
- * engine callback frees it then. */
-struct admin_logq {
-	pthread_mutex_t m;
-	struct ev_loop *loop;
-	ev_async w;
-	struct admin_logrd *done; /* completed, not yet seen by the loop */
-	unsigned live;            /* reads not yet freed */
-	bool stopped;             /* the admin server is gone */
-};
-
-struct admin_logrd {
-	struct admin_logq *q;
-	admin_log_fn fn;
-	void *arg;
-	bool cancelled;
-	int err;
-	size_t len;
-	struct admin_logrd *next;
-	uint8_t buf[];
 };
 
 /* ---- clients ---- */
@@ -241,6 +214,15 @@ static int client_error(struct admin_client *c, json_object *id, const char *msg
 	return client_reply(c, rep);
 }
 
+/* The command called name in a's table, NULL for an unknown one. */
+static const struct admin_cmd *cmd_find(const struct admin *a, const char *name)
+{
+	for (size_t i = 0; i < a->nr_cmds; i++)
+		if (!strcmp(name, a->cmds[i].name))
+			return &a->cmds[i];
+	return NULL;
+}
+
 /* Handle one request line (without its newline). */
 static int client_request(struct admin_client *c, const char *line, size_t len)
 {
@@ -292,13 +274,15 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 		return ret;
 	}
 	cmd = json_object_get_string(jcmd);
-	ac = admin_cmd_find(cmd);
+	ac = cmd_find(c->a, cmd);
 	if (!ac) {
-		snprintf(err, sizeof(err),
-		         "unknown command \"%.64s\" (status, stats, queues, namespaces, "
-		         "identify, config, metrics, inject, attach, smart-log, error-log, "
-		         "fw-log, effects-log, list, restart, detach)",
-		         cmd);
+		size_t off = (size_t)snprintf(err, sizeof(err), "unknown command \"%.64s\" (", cmd);
+
+		for (size_t k = 0; k < c->a->nr_cmds && off < sizeof(err); k++)
+			off += (size_t)snprintf(err + off, sizeof(err) - off, "%s%s", k ? ", " : "",
+			                        c->a->cmds[k].name);
+		if (off < sizeof(err))
+			snprintf(err + off, sizeof(err) - off, ")");
 		ret = client_error(c, id, err);
 		goto out;
 	}
@@ -592,141 +576,6 @@ void admin_defer_reply(struct admin_defer *d, int ret, json_object *rep, const c
 	defer_free(d);
 	if (r == 0)
 		client_resume(c);
-}
-
-/* ---- log page reads coming back to the loop ---- */
-
-static void logq_destroy(struct admin_logq *q)
-{
-	pthread_mutex_destroy(&q->m);
-	free(q);
-}
-
-/* On an engine thread: hand the read to the loop, or free it when the
- * admin server is gone (the engine is done with the buffer now). */
-static void logrd_engine_cb(void *arg, int err, const struct nvme_cqe *cqe)
-{
-	struct admin_logrd *rd = arg;
-	struct admin_logq *q = rd->q;
-	bool last = false;
-
-	(void)cqe;
-	rd->err = err;
-	pthread_mutex_lock(&q->m);
-	if (q->stopped) {
-		last = --q->live == 0;
-		pthread_mutex_unlock(&q->m);
-		free(rd);
-		if (last)
-			logq_destroy(q);
-		return;
-	}
-	rd->next = q->done;
-	q->done = rd;
-	ev_async_send(q->loop, &q->w);
-	pthread_mutex_unlock(&q->m);
-}
-
-static void logq_async_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	struct admin_logq *q = w->data;
-	struct admin_logrd *rd, *list = NULL, *next;
-
-	(void)loop, (void)revents;
-	pthread_mutex_lock(&q->m);
-	/* reversed back into completion order */
-	for (rd = q->done; rd; rd = next) {
-		next = rd->next;
-		rd->next = list;
-		list = rd;
-		q->live--;
-	}
-	q->done = NULL;
-	pthread_mutex_unlock(&q->m);
-	for (rd = list; rd; rd = next) {
-		next = rd->next;
-		if (!rd->cancelled)
-			rd->fn(rd->arg, rd->err, rd->buf, rd->len);
-		free(rd);
-	}
-}
-
-static int logq_create(struct admin *a)
-{
-	struct admin_logq *q = calloc(1, sizeof(*q));
-
-	if (!q)
-		return -ENOMEM;
-	pthread_mutex_init(&q->m, NULL);
-	q->loop = a->loop;
-	ev_async_init(&q->w, logq_async_cb);
-	q->w.data = q;
-	ev_async_start(a->loop, &q->w);
-	a->logq = q;
-	return 0;
-}
-
-static void logq_stop(struct admin *a)
-{
-	struct admin_logq *q = a->logq;
-	struct admin_logrd *rd, *next;
-	bool last;
-
-	if (!q)
-		return;
-	ev_async_stop(a->loop, &q->w);
-	pthread_mutex_lock(&q->m);
-	q->stopped = true;
-	for (rd = q->done; rd; rd = next) {
-		next = rd->next;
-		free(rd);
-		q->live--;
-	}
-	q->done = NULL;
-	last = q->live == 0;
-	pthread_mutex_unlock(&q->m);
-	if (last)
-		logq_destroy(q);
-	a->logq = NULL;
-}
-
-int admin_log_read(struct admin *a, unsigned i, uint8_t lid, size_t len, admin_log_fn fn,
-                   void *arg, struct admin_logrd **out)
-{
-	struct admin_logq *q = a->logq;
-	struct admin_logrd *rd;
-	int ret;
-
-	if (i >= a->ctx.nr_ctrls || !fn || len > NVME_LOG_MAX_BYTES)
-		return -EINVAL;
-	rd = calloc(1, sizeof(*rd) + len);
-	if (!rd)
-		return -ENOMEM;
-	rd->q = q;
-	rd->fn = fn;
-	rd->arg = arg;
-	rd->len = len;
-	pthread_mutex_lock(&q->m);
-	q->live++;
-	pthread_mutex_unlock(&q->m);
-	ret = nvme_ctrl_get_log_async(a->ctx.ctrls[i], lid, NVME_NSID_ALL, rd->buf, len,
-	                              logrd_engine_cb, rd);
-	if (ret) {
-		pthread_mutex_lock(&q->m);
-		q->live--;
-		pthread_mutex_unlock(&q->m);
-		free(rd);
-		return ret;
-	}
-	if (out)
-		*out = rd;
-	return 0;
-}
-
-void admin_log_cancel(struct admin_logrd *rd)
-{
-	if (rd)
-		rd->cancelled = true;
 }
 
 /* Is gid one of the peer's groups (primary or supplementary)? */
@@ -1074,75 +923,44 @@ static int admin_listen(struct admin *a)
 	return 0;
 }
 
-int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin **out)
+int admin_srv_listen(struct admin *a)
 {
-	struct admin *a;
-	int ret;
+	int ret = admin_listen(a);
 
-	if (!loop || !ctx || !ctx->cfg || !out || (ctx->nr_ctrls && !ctx->ctrls) ||
-	    (ctx->nr_reactors && !ctx->reactors) || (ctx->nr_ns && !ctx->ns))
-		return -EINVAL;
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	a->loop = loop;
-	a->ctx = *ctx;
-	a->fd = -1;
-	a->idle_timeout = ctx->idle_timeout > 0 ? ctx->idle_timeout : ADMIN_IDLE_TIMEOUT;
-	a->request_timeout =
-	    ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
-	a->reply_max = ctx->reply_max ? ctx->reply_max : ADMIN_REPLY_MAX;
-	a->log_timeout = ctx->log_timeout > 0 ? ctx->log_timeout : ADMIN_LOG_TIMEOUT;
-	a->mono0 = mono_now();
-	a->wall0 = time(NULL);
-	ret = admin_listen(a);
-	if (ret < 0) {
-		free(a);
+	if (ret < 0)
 		return ret;
-	}
-	ret = logq_create(a);
-	if (ret == 0)
-		ret = health_start(a, ctx->cfg->daemon.health_interval, &a->health);
-	if (ret < 0) {
-		logq_stop(a);
-		unlink(a->path);
-		close(a->fd);
-		free(a);
-		return ret;
-	}
 	ev_io_init(&a->lio, admin_accept_cb, a->fd, EV_READ);
 	a->lio.data = a;
 	ev_init(&a->retry, admin_retry_cb);
 	a->retry.data = a;
-	ev_io_start(loop, &a->lio);
-	log_info("admin socket listening on %s", a->path);
-	*out = a;
 	return 0;
 }
 
-void admin_stop(struct admin *a)
+void admin_srv_serve(struct admin *a)
+{
+	ev_io_start(a->loop, &a->lio);
+	log_info("admin socket listening on %s", a->path);
+}
+
+void admin_srv_close_clients(struct admin *a)
+{
+	while (a->clients)
+		client_close(a->clients);
+}
+
+void admin_srv_stop(struct admin *a)
 {
 	struct stat st;
 
-	if (!a)
-		return;
-	while (a->clients)
-		client_close(a->clients);
-	health_stop(a->health);
-	/* no engine callback reaches a handler from now on */
-	logq_stop(a);
 	while (a->defers)
 		defer_free(a->defers);
+	if (a->fd < 0)
+		return;
 	ev_io_stop(a->loop, &a->lio);
 	ev_timer_stop(a->loop, &a->retry);
 	/* a daemon started after us may have taken the path over */
 	if (stat(a->path, &st) == 0 && st.st_dev == a->dev && st.st_ino == a->ino)
 		unlink(a->path);
 	close(a->fd);
-	free(a);
-}
-
-struct health *admin_health(struct admin *a)
-{
-	return a ? a->health : NULL;
+	a->fd = -1;
 }

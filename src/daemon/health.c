@@ -7,8 +7,10 @@
 #include <string.h>
 #include <stdio.h>
 
-#include "admin_priv.h"
+#include <ev.h>
+
 #include "log.h"
+#include "logread.h"
 
 const char *const health_warning_names[HEALTH_WARN_NR] = {
     "spare", "temperature", "reliability", "readonly", "backup",
@@ -18,13 +20,15 @@ struct health_slot {
 	struct health *h;
 	unsigned idx;
 	struct health_ctrl v;
-	struct admin_logrd *rd; /* the read outstanding, NULL: none */
+	struct logrd *rd;       /* the read outstanding, NULL: none */
 	bool again;             /* a refresh came during the read */
 	atomic_bool want;       /* health_refresh asked (any thread) */
 };
 
 struct health {
-	struct admin *a;
+	struct ev_loop *loop;
+	struct logrd_q *q;
+	struct nvme_ctrl *const *ctrls; /* the caller's: read at each use */
 	ev_timer tick;
 	ev_async kick;
 	unsigned nr;
@@ -38,7 +42,7 @@ static void health_fail(struct health_slot *s, int err)
 {
 	if (!s->v.err)
 		log_warn("health: %s: SMART log not read: %s",
-		         nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]), strerror(-err));
+		         nvme_ctrl_name(s->h->ctrls[s->idx]), strerror(-err));
 	s->v.err = err;
 	s->v.err_at = time(NULL);
 	s->v.failures++;
@@ -48,7 +52,7 @@ static void health_fail(struct health_slot *s, int err)
  * (an event's or the timer's): set bits as errors, cleared ones as info. */
 static void health_warn_log(struct health_slot *s, uint8_t was, uint8_t now)
 {
-	const char *name = nvme_ctrl_name(s->h->a->ctx.ctrls[s->idx]);
+	const char *name = nvme_ctrl_name(s->h->ctrls[s->idx]);
 	char set[96] = "", clr[96] = "";
 
 	for (unsigned b = 0; b < HEALTH_WARN_NR; b++) {
@@ -95,14 +99,17 @@ static void health_done(void *arg, int err, const void *buf, size_t len)
 
 static void health_read(struct health_slot *s)
 {
+	struct nvme_ctrl *c = s->h->ctrls[s->idx];
 	int ret;
 
+	if (!c)
+		return; /* an empty slot: nothing to read */
 	if (s->rd) {
 		s->again = true;
 		return;
 	}
-	ret = admin_log_read(s->h->a, s->idx, NVME_LOG_SMART, sizeof(struct nvme_smart_log),
-	                     health_done, s, &s->rd);
+	ret = logrd_read(s->h->q, c, NVME_LOG_SMART, sizeof(struct nvme_smart_log), health_done, s,
+	                 &s->rd);
 	if (ret) {
 		/* not submitted (removed, queue full): the next tick tries again */
 		s->rd = NULL;
@@ -129,14 +136,16 @@ static void health_kick_cb(struct ev_loop *loop, ev_async *w, int revents)
 			health_read(&h->slot[i]);
 }
 
-int health_start(struct admin *a, unsigned interval, struct health **out)
+int health_start(struct ev_loop *loop, struct logrd_q *q, struct nvme_ctrl *const *ctrls,
+                 unsigned nr, unsigned interval, struct health **out)
 {
-	unsigned nr = a->ctx.nr_ctrls;
 	struct health *h = calloc(1, sizeof(*h) + nr * sizeof(h->slot[0]));
 
 	if (!h)
 		return -ENOMEM;
-	h->a = a;
+	h->loop = loop;
+	h->q = q;
+	h->ctrls = ctrls;
 	h->nr = nr;
 	for (unsigned i = 0; i < nr; i++) {
 		h->slot[i].h = h;
@@ -145,13 +154,13 @@ int health_start(struct admin *a, unsigned interval, struct health **out)
 	}
 	ev_async_init(&h->kick, health_kick_cb);
 	h->kick.data = h;
-	ev_async_start(a->loop, &h->kick);
+	ev_async_start(loop, &h->kick);
 	ev_init(&h->tick, health_tick_cb);
 	h->tick.data = h;
 	if (interval) {
 		/* the first read right away, then every interval */
 		ev_timer_set(&h->tick, 0.0, (double)interval);
-		ev_timer_start(a->loop, &h->tick);
+		ev_timer_start(loop, &h->tick);
 	}
 	*out = h;
 	return 0;
@@ -161,10 +170,10 @@ void health_stop(struct health *h)
 {
 	if (!h)
 		return;
-	ev_timer_stop(h->a->loop, &h->tick);
-	ev_async_stop(h->a->loop, &h->kick);
+	ev_timer_stop(h->loop, &h->tick);
+	ev_async_stop(h->loop, &h->kick);
 	for (unsigned i = 0; i < h->nr; i++)
-		admin_log_cancel(h->slot[i].rd);
+		logrd_cancel(h->slot[i].rd);
 	free(h);
 }
 
@@ -173,7 +182,7 @@ int health_refresh(struct health *h, unsigned ctrl)
 	if (!h || ctrl >= h->nr)
 		return -EINVAL;
 	atomic_store(&h->slot[ctrl].want, true);
-	ev_async_send(h->a->loop, &h->kick);
+	ev_async_send(h->loop, &h->kick);
 	return 0;
 }
 

@@ -2,9 +2,9 @@
  * Information log (02h), read in the background for "status" and "metrics".
  *
  * Reads go through the engine's asynchronous admin command (the admin
- * queue, never an I/O queue) and come back to the daemon's main loop, where
- * the results live: every function here runs on the loop's thread, except
- * health_refresh, which any thread may call.  A read is started every
+ * queue, never an I/O queue) and come back to the daemon's main loop
+ * (logread.h), where the results live: every function here runs on the
+ * loop's thread, except health_refresh, which any thread may call.  A read is started every
  * interval seconds (the first right after health_start) and on demand by
  * health_refresh; at most one read per controller is outstanding, a refresh
  * asked for meanwhile is done when it ends.  A failed read keeps the last
@@ -21,7 +21,8 @@
 
 #include "nvme.h"
 
-struct admin;
+struct ev_loop;
+struct logrd_q;
 struct health;
 
 /* What is known of one controller's health. */
@@ -34,9 +35,12 @@ struct health_ctrl {
 	unsigned reads, failures; /* attempts that ended well / badly */
 };
 
-/* Start the cache for a's controllers; interval 0: no timer (health_refresh
- * only).  0, or -ENOMEM. */
-int health_start(struct admin *a, unsigned interval, struct health **out);
+/* Start the cache for the controllers ctrls[0..nr), read through q; a NULL
+ * entry (a slot with no controller yet) is skipped, and ctrls is read at
+ * each use, so the caller may fill a slot later.  interval 0: no timer
+ * (health_refresh only).  0, or -ENOMEM. */
+int health_start(struct ev_loop *loop, struct logrd_q *q, struct nvme_ctrl *const *ctrls,
+                 unsigned nr, unsigned interval, struct health **out);
 
 /* Stop: no read result is looked at afterwards (a read the engine still
  * holds keeps its buffer until its callback).  NULL is a no-op. */

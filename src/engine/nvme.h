@@ -469,7 +469,11 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
  * bus, MSI-X vector qid wired to an eventfd in r's loop when interrupts
  * are on and r runs in interrupt mode (poll and hybrid never sleep with a
  * command in flight).
- * Call before nvme_reactor_start.  -EAGAIN when the controller is not live. */
+ * Call before nvme_reactor_start, or, once r runs, on r's own thread (a
+ * function passed to nvme_reactor_call): everything r's loop owns is then
+ * touched by that loop's thread, and r waits meanwhile for the two admin
+ * commands that create the queues (and for its pool for c to be made,
+ * under dma_isolation).  -EAGAIN when the controller is not live. */
 int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		      struct nvme_qpair **out);
 /* Delete the queues on the device and free (reactor stopped or on its

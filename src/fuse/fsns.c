@@ -200,11 +200,13 @@ int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigne
 	int rc;
 
 	for (unsigned c = 0; c < nr_ctrls; c++)
-		n += nvme_ctrl_get_info(ctrls[c])->nr_ns;
+		n += ctrls[c] ? nvme_ctrl_get_info(ctrls[c])->nr_ns : 0;
 	rc = fsns_init(t, n + spare, nr_stats);
 	if (rc)
 		return rc;
 	for (unsigned c = 0; c < nr_ctrls; c++) {
+		if (!ctrls[c])
+			continue; /* a slot with no controller yet */
 		const struct nvme_ctrl_info *in = nvme_ctrl_get_info(ctrls[c]);
 		struct fsns_ctrl_feat f = {
 			.vwc = in->vwc,

@@ -78,8 +78,9 @@ struct fsns_ctrl_feat {
  * figures each (0: none).  Undone by fsns_free. */
 int fsns_init(struct fsns_table *t, unsigned cap, unsigned nr_stats);
 /* Every namespace of ctrls[0..nr_ctrls) with an LBA size of 512 B..64 KiB
- * (others are logged and left out), in a table of that many slots plus
- * spare ones, nr_stats sets of figures each.  Undone by fsns_free. */
+ * (others are logged and left out; a NULL controller has none), in a table
+ * of that many slots plus spare ones, nr_stats sets of figures each.
+ * Undone by fsns_free. */
 int fsns_build(struct nvme_ctrl *const *ctrls, const char *const *names, unsigned nr_ctrls,
 	       unsigned spare, unsigned nr_stats, struct fsns_table *t);
 void fsns_free(struct fsns_table *t);

@@ -225,7 +225,7 @@ int fusefs_ns_add(struct fusefs *fs, unsigned ci, const struct nvme_ns_info *ni)
 	uint64_t ino;
 	int rc;
 
-	if (ci >= fs->o.nr_ctrls)
+	if (ci >= fs->o.nr_ctrls || !fs->o.ctrls[ci])
 		return -EINVAL;
 	if (ni->lba_size > fs->max_lba)
 		return -EOPNOTSUPP;
@@ -287,12 +287,42 @@ int fusefs_ctrl_detach(struct fusefs *fs, unsigned ci)
 	return (int)gone;
 }
 
+int fusefs_ctrl_add(struct fusefs *fs, unsigned ci)
+{
+	const struct nvme_ctrl_info *in;
+	unsigned nr, shown = 0;
+
+	if (ci >= fs->o.nr_ctrls || !fs->o.ctrls[ci])
+		return -EINVAL;
+	for (unsigned r = 0; r < fs->nr_rx; r++)
+		if (!fs->rx[r].qp[ci])
+			return -EINVAL;
+	in = nvme_ctrl_get_info(fs->o.ctrls[ci]);
+	nr = __atomic_load_n(&in->nr_ns, __ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < nr; k++) {
+		const struct nvme_ns_info *ni = &in->ns[k];
+		int rc;
+
+		if (ni->removed)
+			continue;
+		rc = fusefs_ns_add(fs, ci, ni);
+		if (rc)
+			log_warn("fuse: %s namespace %u: not shown (%s)", fs->o.ctrl_names[ci], ni->nsid,
+				 rc == -EOPNOTSUPP ? "LBA size larger than any at start"
+				 : rc == -ENOSPC  ? "no free slot in the namespace table"
+						  : strerror(-rc));
+		else
+			shown++;
+	}
+	return (int)shown;
+}
+
 int fusefs_ctrl_attach(struct fusefs *fs, unsigned ci)
 {
 	const struct nvme_ctrl_info *in;
 	unsigned n = fsns_count(&fs->ns), back = 0;
 
-	if (ci >= fs->o.nr_ctrls)
+	if (ci >= fs->o.nr_ctrls || !fs->o.ctrls[ci])
 		return -EINVAL;
 	in = nvme_ctrl_get_info(fs->o.ctrls[ci]);
 	for (unsigned i = 0; i < n; i++) {
@@ -384,8 +414,11 @@ static size_t largest_request(const struct fusefs *fs)
 static size_t ctrl_mem_max(const struct fusefs *fs, unsigned i)
 {
 	size_t need = env_cost(NULL, largest_request(fs));
+	unsigned ctrls = 0;
 
-	if (fs->o.nr_ctrls < 2 || !fs->o.pool_bytes || !nvme_reactor_buf_common(fs->o.reactors[i]))
+	for (unsigned c = 0; c < fs->o.nr_ctrls; c++)
+		ctrls += fs->o.ctrls[c] != NULL;
+	if (ctrls < 2 || !fs->o.pool_bytes || !nvme_reactor_buf_common(fs->o.reactors[i]))
 		return 0;
 	return fs->o.pool_bytes / 2 > need ? fs->o.pool_bytes / 2 : need;
 }
@@ -400,7 +433,11 @@ static int check_pools(struct fusefs *fs)
 
 	for (unsigned i = 0; i < fs->nr_rx; i++)
 		for (unsigned c = 0; c < fs->o.nr_ctrls; c++) {
-			void *p = nvme_qpair_buf_alloc(fs->rx[i].qp[c], need);
+			void *p;
+
+			if (!fs->rx[i].qp[c])
+				continue; /* an empty slot */
+			p = nvme_qpair_buf_alloc(fs->rx[i].qp[c], need);
 
 			if (!p) {
 				log_err("fuse: reactor %u's DMA pool for %s cannot hold the largest "

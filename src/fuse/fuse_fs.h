@@ -70,13 +70,16 @@ struct fusefs_opts {
 	bool allow_other;
 	bool debug;        /* libfuse's request trace on stderr */
 
-	/* Controllers and their names (files are <name>n<nsid>). */
+	/* Controllers and their names (files are <name>n<nsid>).  The arrays
+	 * are the caller's and read at each use: ctrls[c] NULL is a slot with
+	 * no controller yet, which the caller may fill while the mount is
+	 * served and then show with fusefs_ctrl_add. */
 	unsigned nr_ctrls;
 	struct nvme_ctrl **ctrls;
 	const char *const *ctrl_names;
 
 	/* Reactors and their qpairs: qpairs[r * nr_ctrls + c] is reactor r's
-	 * qpair on controller c (none may be NULL). */
+	 * qpair on controller c (NULL exactly where ctrls[c] is NULL). */
 	unsigned nr_reactors;
 	struct nvme_reactor **reactors;
 	struct nvme_qpair **qpairs;
@@ -235,6 +238,14 @@ int fusefs_ns_remove(struct fusefs *fs, unsigned ci, uint32_t nsid);
  * -ERANGE (nothing changed: the caller logs) when it is less, -ENOENT when
  * it is not shown. */
 int fusefs_ns_resize(struct fusefs *fs, unsigned ci, uint32_t nsid, uint64_t nlba);
+/* Controller ci, whose slot was empty at fusefs_create, has been put in
+ * place by the caller (ctrls[ci], ctrl_names[ci] and each reactor's qpair
+ * written before this call): every namespace of it becomes a file, as
+ * fusefs_ns_add.  The number shown, or -EINVAL for a slot out of range or
+ * still empty.  Its requests share the reactors' pools with the others, and
+ * the bound on one controller's share of a pool (fusefs_opts.pool_bytes)
+ * is the one fusefs_create chose from the controllers it had. */
+int fusefs_ctrl_add(struct fusefs *fs, unsigned ci);
 /* Every file of controller ci goes, as fusefs_ns_remove; the number gone. */
 int fusefs_ctrl_detach(struct fusefs *fs, unsigned ci);
 /* The files fusefs_ctrl_detach took come back, in their slots, for each

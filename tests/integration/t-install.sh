@@ -46,15 +46,21 @@ done
 echo "no runtime directory holds the mountpoint $mp"
 
 # The stop timeout must outlast the longest stop: the drain's cap
-# (DRAIN_MAX_S in main.c), the cancel phase (the engine's NVME_CANCEL_MAX_MS
-# + 10 s), the reactors' end (JOIN_MAX_S) and the shutdown
-# (NVME_SHUTDOWN_MAX_MS + 5 s), as main.c sums them.
-drain=$(sed -n 's/^#define DRAIN_MAX_S \([0-9]*\).*/\1/p' "$ROOT/src/daemon/main.c")
+# (LC_DRAIN_MAX_S in lifecycle.h), the cancel phase (the engine's
+# NVME_CANCEL_MAX_MS + 10 s), the reactors' end (LC_JOIN_MAX_S) and the
+# shutdown (NVME_SHUTDOWN_MAX_MS + 5 s), as lifecycle.h sums them; and the
+# TimeoutStopSec lifecycle.h asserts the sum against is the unit's.
+LCH=$ROOT/src/daemon/lifecycle.h
+drain=$(sed -n 's/^#define LC_DRAIN_MAX_S \([0-9]*\).*/\1/p' "$LCH")
 cancel=$(sed -n 's/^#define NVME_CANCEL_MAX_MS \([0-9]*\)u.*/\1/p' "$ROOT/src/engine/nvme.h")
 shn=$(sed -n 's/^#define NVME_SHUTDOWN_MAX_MS \([0-9]*\)u.*/\1/p' "$ROOT/src/engine/nvme.h")
-join=$(sed -n 's/^#define JOIN_MAX_S \([0-9]*\).*/\1/p' "$ROOT/src/daemon/main.c")
-grep -q '^#define STOP_MAX_S (DRAIN_MAX_S + CANCEL_MAX_S + JOIN_MAX_S + SHUTDOWN_MAX_S)' "$ROOT/src/daemon/main.c" ||
-	fail "main.c's STOP_MAX_S is not the sum this test checks"
+join=$(sed -n 's/^#define LC_JOIN_MAX_S \([0-9]*\).*/\1/p' "$LCH")
+asserted=$(sed -n 's/^#define LC_UNIT_TIMEOUT_STOP_S \([0-9]*\).*/\1/p' "$LCH")
+grep -q '^#define LC_STOP_MAX_S (LC_DRAIN_MAX_S + LC_CANCEL_MAX_S + LC_JOIN_MAX_S + LC_SHUTDOWN_MAX_S)' "$LCH" ||
+	fail "lifecycle.h's LC_STOP_MAX_S is not the sum this test checks"
+grep -q '^#define LC_CANCEL_MAX_S (NVME_CANCEL_MAX_MS / 1000 + 10)' "$LCH" &&
+	grep -q '^#define LC_SHUTDOWN_MAX_S (NVME_SHUTDOWN_MAX_MS / 1000 + 5)' "$LCH" ||
+	fail "lifecycle.h's cancel or shutdown bound is not the one this test checks"
 stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$U")
 if [ -z "$drain" ] || [ -z "$cancel" ] || [ -z "$join" ] || [ -z "$shn" ] || [ -z "$stop" ]; then
 	fail "cannot read the drain cap ($drain), cancel cap ($cancel), shutdown cap ($shn) or TimeoutStopSec ($stop)"
@@ -66,6 +72,8 @@ else
 		echo "TimeoutStopSec=$stop > the stop's bound $bound s (drain $drain, cancel $((cancel / 1000 + 10)), join $join, shutdown $((shn / 1000 + 5)))"
 	fi
 fi
+[ "$asserted" = "$stop" ] ||
+	fail "lifecycle.h asserts the stop's bound against TimeoutStopSec=$asserted, the unit says $stop"
 
 # the unit does not restart after a usage or config error (nvmefsd(8)): the
 # statuses it lists are options.h's

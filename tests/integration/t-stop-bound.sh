@@ -35,7 +35,7 @@ phase1() {
 	sleep 2
 	ctl inject nvme0 hang > /dev/null || fail "inject hang"
 	sleep 1
-	# the bound main.c states (drain 30 + cancel 25 + reactors 5 + shutdown 45 s); the
+	# the bound lifecycle.h states (drain 30 + cancel 25 + reactors 5 + shutdown 45 s); the
 	# unit's TimeoutStopSec is 120
 	stop_within 110
 	dt=$STOP_MS rc=$DAEMON_RC

@@ -11,6 +11,7 @@
 #include "engine_internal.h"
 #include "log.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 static struct sim *mk_sim(const char *name, bool threaded)
@@ -601,6 +602,77 @@ START_TEST(t_stop_drains)
 }
 END_TEST
 
+/* ---- a queue pair made while the reactor runs ---- */
+struct late_qp {
+	struct nvme_ctrl *c;
+	struct nvme_reactor *r;
+	struct nvme_qpair *qp;
+	void *buf;
+	int rc;
+};
+
+static void late_qp_make(void *arg)
+{
+	struct late_qp *l = arg;
+
+	l->rc = nvme_qpair_create(l->c, l->r, 1, &l->qp);
+}
+
+/* on the reactor: a buffer of the pool l->qp reaches */
+static void late_qp_buf(void *arg)
+{
+	struct late_qp *l = arg;
+
+	l->rc = (l->buf = nvme_qpair_buf_alloc(l->qp, RIG_BUFSZ)) ? 0 : -ENOMEM;
+}
+
+/* A controller opened after the reactor started (a daemon's reload adds
+ * one) gets its queue pair on the reactor's own thread, with its queues
+ * created on the device from there, and serves I/O from the reactor's
+ * pool (_i 0: one pool for every controller; 1: a pool per controller, made
+ * on the reactor too) while the first controller's goes on. */
+START_TEST(t_qpair_on_running)
+{
+	struct rig g;
+	struct rig_opts o = {.nr_ctrls = 1, .nr_reactors = 1, .mode = NVME_MODE_POLL,
+			     .dma_isolation = _i == 1, .start = true};
+	struct sim *s2 = mk_sim("late", false);
+	struct nvme_ctrl *c2 = mk_ctrl(s2, 64, 16, false);
+	struct late_qp l = {.c = c2};
+	uint8_t *buf;
+
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	l.r = g.r[0];
+	ck_assert_int_eq(rig_call(&g, 0, late_qp_make, &l), 0);
+	ck_assert_int_eq(l.rc, 0);
+	ck_assert_ptr_nonnull(l.qp);
+	/* the rig tears it down with the others */
+	g.c[1] = c2;
+	g.sim[1] = s2;
+	g.qp[0][1] = l.qp;
+	g.nr_ctrls = 2;
+	/* a buffer of the pool the new queue pair reaches */
+	buf = g.buf[0][0];
+	if (_i == 1) {
+		ck_assert_int_eq(rig_call(&g, 0, late_qp_buf, &l), 0);
+		ck_assert_int_eq(l.rc, 0);
+		buf = l.buf;
+	}
+	rig_fill(buf, RIG_BUFSZ, 7);
+	ck_assert_int_eq(rig_io(&g, 0, 1, RIG_WRITE, 1, 64, buf, RIG_BUFSZ, 0), 0);
+	memset(buf, 0, RIG_BUFSZ);
+	ck_assert_int_eq(rig_io(&g, 0, 1, RIG_READ, 1, 64, buf, RIG_BUFSZ, 0), 0);
+	ck_assert_int_eq(rig_verify(buf, RIG_BUFSZ, 7), 0);
+	/* the first controller is served as before */
+	rig_fill(g.buf[0][1], RIG_BUFSZ, 9);
+	ck_assert_int_eq(rig_io(&g, 0, 0, RIG_WRITE, 1, 8, g.buf[0][1], RIG_BUFSZ, 0), 0);
+	memset(g.buf[0][1], 0, RIG_BUFSZ);
+	ck_assert_int_eq(rig_io(&g, 0, 0, RIG_READ, 1, 8, g.buf[0][1], RIG_BUFSZ, 0), 0);
+	ck_assert_int_eq(rig_verify(g.buf[0][1], RIG_BUFSZ, 9), 0);
+	rig_close(&g);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(LOG_LVL_ERROR);
@@ -615,6 +687,7 @@ int main(void)
 	tcase_add_test(tc, t_stop_drains);
 	tcase_add_test(tc, t_load_accounting);
 	tcase_add_loop_test(tc, t_same_pass, 0, 2);
+	tcase_add_loop_test(tc, t_qpair_on_running, 0, 2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
