@@ -115,6 +115,7 @@ static void stats_add(struct nvme_qpair_stats *d, const struct nvme_qpair_stats 
 const char *const admin_errc_names[NVME_ERRC_NR] = {
     [NVME_ERRC_GENERIC] = "generic", [NVME_ERRC_CMD] = "command", [NVME_ERRC_MEDIA] = "media",
     [NVME_ERRC_PATH] = "path",       [NVME_ERRC_OTHER] = "other", [NVME_ERRC_TIMEOUT] = "timeout",
+    [NVME_ERRC_PROTECTION] = "protection",
 };
 
 static uint64_t errors_total(const struct nvme_qpair_stats *s)
