@@ -229,7 +229,8 @@ struct sim *sim_from_bus(struct nvme_bus *bus);
 
 /* A sim from a [controller] section with device = sim: namespaces,
  * size/block_size, backing (file paths from cfg_backing_file), exec,
- * mdts, max_queues, write_cache (vwc; wc_bytes at its default).  -EINVAL if
+ * mdts, max_queues, write_cache (vwc; wc_bytes at its default), metadata_size,
+ * metadata_layout, pi_type, pi_location, pi_guard.  -EINVAL if
  * c is not a sim controller.  (sim_cfg.c) */
 int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out);
 
