@@ -213,24 +213,28 @@ static __attribute__((noinline)) void finish_child(struct nvme_qpair *qp, struct
 #define PI_LOG_FIRST 16u
 #define PI_LOG_EVERY 1024u
 
-static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, struct nvme_tracker *t,
-                                                  uint16_t status)
+static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, uint16_t status)
 {
-	enum nvme_err_class ec = nvme_status_class(status);
+	STAT_INC(qp->st.errors[nvme_status_class(status)]);
+}
 
-	STAT_INC(qp->st.errors[ec]);
-	if (ec != NVME_ERRC_PROTECTION)
-		return;
+/* The errno of a CQE's error status; a protection information error is
+ * logged with its command (rate-limited).  Out of line: the completion
+ * path pays only the test for a status. */
+static __attribute__((noinline)) int cqe_error(struct nvme_qpair *qp, unsigned idx, uint16_t status)
+{
+	if (nvme_status_class(status) != NVME_ERRC_PROTECTION)
+		return nvme_status_errno(status);
 	unsigned n = ++qp->pi_logged;
-	if (n > PI_LOG_FIRST && n % PI_LOG_EVERY)
-		return;
-	/* the shadow still holds the command: nothing was submitted since its CQE */
-	const struct nvme_sqe *sh = &qp->shadow[t->cid & NVME_CID_IDX_MASK];
-	log_err("%s: %s of namespace %u, LBA %llu + %u: %s (status 0x%x): the device refused "
-	        "data that is not what was written there (%u such error%s on this queue)",
-	        qp->name, t->opc == NVME_CMD_READ ? "read" : "write", sh->nsid,
-	        (unsigned long long)((uint64_t)sh->cdw11 << 32 | sh->cdw10), (sh->cdw12 & 0xffff) + 1,
-	        nvme_status_str(status), status, n, n == 1 ? "" : "s");
+	/* the shadow holds the command: its CQE is being applied */
+	const struct nvme_sqe *sh = &qp->shadow[idx];
+	if (n <= PI_LOG_FIRST || n % PI_LOG_EVERY == 0)
+		log_err("%s: %s of namespace %u, LBA %llu + %u: %s (status 0x%x): the device refused "
+		        "data that is not what was written there (%u such error%s on this queue)",
+		        qp->name, sh->opc == NVME_CMD_READ ? "read" : "write", sh->nsid,
+		        (unsigned long long)((uint64_t)sh->cdw11 << 32 | sh->cdw10),
+		        (sh->cdw12 & 0xffff) + 1, nvme_status_str(status), status, n, n == 1 ? "" : "s");
+	return nvme_status_errno(status);
 }
 
 /* End a tracker's command: stats, parent accounting, the callback.  The
@@ -252,7 +256,7 @@ finish(struct nvme_qpair *qp, struct nvme_tracker *t, int err, uint16_t status, 
 	STAT_INC(qp->st.lat_ns[nvme_lat_bucket_inline(lat)]);
 	STAT_ADD(qp->st.lat_sum_ns, lat);
 	if (__builtin_expect(status != 0, 0))
-		count_error(qp, t, status);
+		count_error(qp, status);
 	else if (opc == NVME_CMD_READ)
 		STAT_ADD(qp->ctr.bytes_read, len);
 	else if (opc == NVME_CMD_WRITE)
@@ -356,7 +360,7 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 			continue;
 		}
 		uint16_t status = NVME_CQE_STATUS(st);
-		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0,
+		finish(qp, t, __builtin_expect(status != 0, 0) ? cqe_error(qp, idx, status) : 0,
 		       status, now);
 	}
 	qp->cq_head = head;
