@@ -195,6 +195,13 @@ dd if="$MNT/p2n1" of="$TMP/got" bs=512 skip=400 count=1 iflag=direct 2>/dev/null
 	cmp -s -n 512 "$TMP/got" "$TMP/pat" || fail "p2n1: block 400 is not intact after the misdirected read"
 [ "$(prot p2)" = $((p0 + 1)) ] || fail "p2: protection errors $(prot p2), want $((p0 + 1))"
 
+# ---- the drive's own records: its error log and SMART media errors
+ctl --json error-log p1 > "$TMP/errlog" || fail "nvmefsctl error-log p1"
+grep -q 'end-to-end guard check error' "$TMP/errlog" || fail "p1's error log has no guard check error"
+grep -q 'end-to-end reference tag check error' "$TMP/errlog" || fail "p1's error log has no reference tag check error"
+me=$(ctl --json smart-log p1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["media_errors"])')
+[ "$me" = "$(prot p1)" ] || fail "p1: SMART media_errors $me, protection errors $(prot p1)"
+
 # ---- the metrics carry the same counts
 ctl metrics > "$TMP/metrics" || fail "nvmefsctl metrics"
 for c in p1 p2 p3; do

@@ -296,6 +296,34 @@ START_TEST(t_caught)
 }
 END_TEST
 
+/* Each protection error is counted; the first 16 of a queue are logged with
+ * their LBA, then only every 1024th. */
+START_TEST(t_logged)
+{
+	const struct pif f = {4096, 8, 1, false, false, false};
+	struct rig g;
+	struct cap k;
+	rig_pi(&g, &k, &f, 0);
+	rig_fill(g.buf[0][0], 4096, 5);
+	ck_assert_int_eq(rig_io(&g, 0, 0, RIG_WRITE, 1, 5, g.buf[0][0], 4096, 0), 0);
+	ck_assert_int_eq(sim_fault_corrupt(g.sim[0], 1, 5, 0), 0);
+	struct logcap lc;
+	cap_begin(&lc);
+	for (unsigned i = 0; i < 20; i++)
+		ck_assert_int_eq(rig_io(&g, 0, 0, RIG_READ, 1, 5, g.buf[0][1], 4096, 0), -EIO);
+	char *log = cap_end(&lc);
+	unsigned lines = 0;
+	for (const char *p = log; (p = strstr(p, "LBA 5 + 1: end-to-end guard check error")); p++)
+		lines++;
+	ck_assert_uint_eq(lines, 16);
+	ck_assert_ptr_nonnull(strstr(log, "(16 such errors on this queue)"));
+	ck_assert_ptr_null(strstr(log, "(17 such errors"));
+	free(log);
+	ck_assert_uint_eq(qstat(&g, NVME_ERRC_PROTECTION), 20);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- formats refused, through Identify answers the sim is made to give ---- */
 enum refusal {
 	RF_EXT_BEYOND_PI, /* 16 bytes of extended metadata, PI Type 1 in 8 of them */
@@ -496,6 +524,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, t_served, 0, sizeof(served) / sizeof(served[0]));
 	tcase_add_loop_test(tc, t_caught, 0, 6);
+	tcase_add_test(tc, t_logged);
 	tcase_add_loop_test(tc, t_refused, 0, RF_NR);
 	tcase_add_loop_test(tc, t_ref48, 0, 2);
 	tcase_add_test(tc, t_reformatted);
