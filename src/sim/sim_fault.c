@@ -92,8 +92,8 @@ int sim_fault_release_stalled(struct sim *s)
 
 void sim_fault_misdirect(struct sim *s, bool write, unsigned n, int64_t blocks)
 {
-	atomic_store(write ? &s->f_misw_off : &s->f_misr_off, blocks);
-	atomic_store(write ? &s->f_misw_n : &s->f_misr_n, n);
+	atomic_store(&s->f_mis_off[write], blocks);
+	atomic_store(&s->f_mis_n[write], n);
 }
 
 int sim_fault_corrupt(struct sim *s, uint32_t nsid, uint64_t lba, unsigned byte)
@@ -251,8 +251,8 @@ void sim_fault_clear(struct sim *s)
 	atomic_store(&s->f_irq_fail_n, 0);
 	atomic_store(&s->f_admin_delay_us, 0);
 	atomic_store(&s->f_stuck, false);
-	atomic_store(&s->f_misw_n, 0);
-	atomic_store(&s->f_misr_n, 0);
+	atomic_store(&s->f_mis_n[0], 0);
+	atomic_store(&s->f_mis_n[1], 0);
 	sim_fault_hang(s, false);
 	/* re-inserted, or power back: a live controller is left alone (its
 	 * CFS, if any, is device state that only a reset clears) */

@@ -322,8 +322,10 @@ uint16_t sim_md_rw(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns, b
 	};
 	m.unit = m.bs + (m.inl ? ns->ms : 0);
 	size_t len = (size_t)nlb * m.unit, mlen = (size_t)nlb * ns->ms;
-	uint16_t st;
+	uint16_t st = sim_md_prinfo_ok(c, ns, false);
 
+	if (st)
+		return st; /* nothing moved: the range's pre-images are its content */
 	if (xfer && !m.inl && !(m.hmd = sim_xlate(s, c->mptr, mlen)))
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR);
 	if (write && ns->pi.type && !pract) {

@@ -270,10 +270,10 @@ struct sim {
 	_Atomic bool f_stuck;      /* sim_fault_stuck: CC writes and FLR ignored */
 	_Atomic bool bme;          /* bus mastering (the bus_master op): off, no DMA at all */
 	_Atomic unsigned f_irq_fail_n;
-	_Atomic unsigned f_misw_n, f_misr_n;     /* sim_fault_misdirect: Writes, Reads */
-	_Atomic int64_t f_misw_off, f_misr_off;
-	_Atomic uint64_t misdirected;
-	_Atomic uint64_t pi_errors[3];           /* guard, application tag, reference tag */
+	_Atomic unsigned f_mis_n[2];             /* sim_fault_misdirect: [0] Reads, [1] Writes */
+	_Atomic int64_t f_mis_off[2];
+	uint64_t misdirected;                    /* SIM_INC */
+	uint64_t pi_errors[3];                   /* SIM_INC: guard, application tag, reference tag */
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
 	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
@@ -487,8 +487,9 @@ void sim_ns_leave(struct sim_ns *ns, uint16_t qid);
 /* Read or Write c of ns (ns->ms > 0) whose blocks lie at media LBA at (the
  * command's own SLBA unless sim_fault_misdirect moved it), on the thread
  * of table slot xid, inside its range (sim_ns_enter done; for a Write the
- * write cache captured it): data, metadata and protection information as
- * sim.h says.  An NVMe status. */
+ * write cache captured it): PRINFO checked first (sim_md_prinfo_ok), then
+ * data, metadata and protection information as sim.h says.  An NVMe
+ * status. */
 uint16_t sim_md_rw(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns, bool write,
                    uint64_t at);
 /* Check a Read's or Write's PRINFO against ns before anything moves:

@@ -397,14 +397,12 @@ void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid,
 
 /* sim_fault_misdirect: where blocks [slba, slba + nlb) of a Read or Write
  * really go (slba when no fault is pending or no place fits). */
-static uint64_t sim_misdirect(struct sim *s, const struct sim_ns *ns, bool write, uint64_t slba,
-                              uint64_t nlb)
+static __attribute__((noinline)) uint64_t sim_misdirect(struct sim *s, const struct sim_ns *ns,
+                                                         bool write, uint64_t slba, uint64_t nlb)
 {
-	_Atomic unsigned *n = write ? &s->f_misw_n : &s->f_misr_n;
-
-	if (!atomic_load_explicit(n, memory_order_relaxed) || !sim_take(n))
+	if (!sim_take(&s->f_mis_n[write]))
 		return slba;
-	int64_t d = atomic_load(write ? &s->f_misw_off : &s->f_misr_off);
+	int64_t d = atomic_load(&s->f_mis_off[write]);
 	for (int k = 0; k < 2; k++, d = -d) {
 		/* both in 64 bits: slba and nlb are within a namespace of < 2^63 bytes */
 		int64_t at = (int64_t)slba + d;
@@ -431,10 +429,10 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	if (c->flags & 0xc0) /* PSDT: SGLs not offered unless configured */
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
-	if (ns->ms && (st = sim_md_prinfo_ok(c, ns, false)))
-		return st;
 	/* where the blocks really go: the command's own, unless misdirected */
-	uint64_t at = sim_misdirect(s, ns, write, slba, nlb);
+	uint64_t at = slba;
+	if (__builtin_expect(atomic_load_explicit(&s->f_mis_n[write], memory_order_relaxed) != 0, 0))
+		at = sim_misdirect(s, ns, write, slba, nlb);
 	/* the null namespace moves no data of its own: nothing to order */
 	bool media = ns->backing != SIM_BACKING_NULL;
 	if (media) {
@@ -448,7 +446,7 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		}
 	}
-	if (ns->ms) {
+	if (__builtin_expect(ns->ms != 0, 0)) {
 		st = sim_md_rw(s, c, ns, write, at);
 		if (!st && fua && ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
 			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
