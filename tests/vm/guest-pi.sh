@@ -87,7 +87,7 @@ done
 echo "== fio verify on each format"
 for n in 1 2 3 4 5 6; do
 	fio --name=v --filename=$MNT/nvme0n$n --direct=1 --ioengine=libaio --rw=randwrite \
-		--bsrange=4k-64k --iodepth=4 --size=4M --verify=crc32c --do_verify=1 \
+		--bsrange=4k-64k --iodepth=4 --size=2M --verify=crc32c --do_verify=1 \
 		--verify_fatal=1 --output-format=json --output=$W/fio.$n.json > $W/fio.$n.err 2>&1
 	rc=$?
 	c "nvme0n$n: fio randwrite + crc32c verify, exit $rc" [ $rc = 0 ]
