@@ -8,8 +8,9 @@
 #     metadata beyond its PI) is refused with the reason; each file's size is
 #     QEMU's block count (the image holds data, then metadata);
 #   - fio writes and verifies each served file (crc32c): no error, no
-#     protection error counted; Write Zeroes (fallocate -z) and deallocation
-#     (fallocate -p) read back as zeroes without error;
+#     protection error counted; Write Zeroes (fallocate -z; fallocate -p is
+#     Write Zeroes with DEAC) reads back as zeroes without error (not on 5,
+#     where QEMU 7.2 writes a wrong guard);
 #   - the host changes a byte of a block in an image file underneath the
 #     running guest ("@@HOST n corrupt NSID LBA@@", acknowledged by creating
 #     /mnt/share/ack-n): the read fails with EIO (guard check), for dd and
@@ -96,7 +97,10 @@ done
 c "no protection error after the fio runs ($(prot))" [ "$(prot)" = 0 ]
 
 echo "== Write Zeroes and deallocation read back as zeroes"
-for n in 1 3 4 5; do
+# not on 5: QEMU 7.2's Write Zeroes stores a fixed 64-bit guard, that of a
+# 4 KiB zero block alone, where the PI is last of 64 bytes (the guard must
+# cover the 48 before it): the blocks are refused afterwards (EIO)
+for n in 1 3 4; do
 	F=$MNT/nvme0n$n
 	t "nvme0n$n: zero range (Write Zeroes, PRACT)" ok "" $FALLOCATE -z -o 1M -l 256K $F
 	t "nvme0n$n: punch hole (deallocate)" ok "" $FALLOCATE -p -o 2M -l 256K $F

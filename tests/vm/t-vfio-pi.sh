@@ -15,7 +15,8 @@
 # metadata after its data: blocks = size / (LBA size + ms)) are refused with
 # EIO and counted, never returned (Type 3 cannot tell a misplaced block).
 # The 64-bit guard formats use 4 KiB blocks: QEMU 7.2 writes the guard of a
-# zeroed 4 KiB block for Write Zeroes whatever the block size.
+# zeroed 4 KiB block alone for Write Zeroes, whatever the block size and the
+# metadata before the PI, so Write Zeroes is checked on 1, 3 and 4 only.
 # A DMA outside the mapped IOVAs fails the run (-D).
 : "${VM_TIMEOUT:=600}"
 . "$(dirname "$0")/lib.sh"
