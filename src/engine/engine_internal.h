@@ -295,7 +295,6 @@ struct nvme_qpair {
 	uint32_t ns_chunk;
 	bool ns_md;
 	bool ns_ref48;
-	uint16_t ns_ms;
 	/* the metadata buffer (nvme_ns_info.md_buf), from qp->pool, made when a
 	 * namespace first needs it: NVME_MD_HALF bytes of zeroes Writes read,
 	 * then NVME_MD_HALF bytes Reads write into and nobody reads.  Freed

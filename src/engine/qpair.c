@@ -508,7 +508,6 @@ static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t ns
 	qp->ns_ref_mask = ns->pi_type == 1 || ns->pi_type == 2 ? UINT32_MAX : 0;
 	qp->ns_ref48 = qp->ns_ref_mask && ns->pi_guard == 64;
 	qp->ns_md = ns->md_buf;
-	qp->ns_ms = ns->ms;
 	/* MPTR and cdw3 are the slow path's */
 	qp->ns_max_nlb = (uint16_t)(qp->ns_md || qp->ns_ref48 ? 0 : qp->ns_chunk);
 	return 0;
@@ -562,12 +561,6 @@ static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t 
 	sq_push(qp, t, &sqe, now);
 }
 
-/* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
- * each, data at buf (NULL: no data).  -EAGAIN leaves no command submitted.
- * A range that fits the queue goes out at once; a wider one goes out in
- * waves of half the trackers, each completion issuing the next chunk, so any
- * size works at any queue depth.  The split path; one-command I/O goes
- * through rw. */
 /* What each command of a range carries beyond its blocks: cdw12 bits,
  * its reference tag (the LBA & ref_mask; ref48: bits 47:32 too), MPTR. */
 struct range_tags {
@@ -577,6 +570,12 @@ struct range_tags {
 	uint64_t mptr;
 };
 
+/* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
+ * each, data at buf (NULL: no data).  -EAGAIN leaves no command submitted.
+ * A range that fits the queue goes out at once; a wider one goes out in
+ * waves of half the trackers, each completion issuing the next chunk, so any
+ * size works at any queue depth.  The split path; one-command I/O goes
+ * through rw. */
 static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t opc,
                                                   uint32_t nsid, unsigned lba_shift,
                                                   uint64_t slba, uint64_t nlb, const void *buf,
