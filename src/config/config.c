@@ -605,6 +605,11 @@ enum key_id {
 	K_MDTS,
 	K_MAX_QUEUES,
 	K_WRITE_CACHE,
+	K_METADATA_SIZE,
+	K_METADATA_LAYOUT,
+	K_PI_TYPE,
+	K_PI_LOCATION,
+	K_PI_GUARD,
 	K_NKEYS
 };
 
@@ -613,6 +618,10 @@ static const char *const mode_names[] = {"poll", "interrupt", "hybrid", NULL};
 static const char *const dma_isolation_names[] = {"controller", "shared", NULL};
 static const char *const exec_names[] = {"inline", "thread", NULL};
 static const char *const write_cache_names[] = {"volatile", "none", NULL};
+static const char *const md_layout_names[] = {"separate", "extended", NULL};
+static const char *const pi_type_names[] = {"none", "1", "2", "3", NULL};
+static const char *const pi_location_names[] = {"last", "first", NULL};
+static const char *const pi_guard_names[] = {"crc16", "crc64", NULL};
 static const char *const fuse_transport_names[] = {"auto", "uring", "classic", NULL};
 
 /* KT_ENUM stores an index through an unsigned *; KT_USER/KT_GROUP an id */
@@ -622,6 +631,10 @@ _Static_assert(sizeof(enum cfg_log_level) == sizeof(unsigned) &&
                    sizeof(enum cfg_backing) == sizeof(unsigned) &&
                    sizeof(enum cfg_exec) == sizeof(unsigned) &&
                    sizeof(enum cfg_write_cache) == sizeof(unsigned) &&
+                   sizeof(enum cfg_md_layout) == sizeof(unsigned) &&
+                   sizeof(enum cfg_pi_type) == sizeof(unsigned) &&
+                   sizeof(enum cfg_pi_location) == sizeof(unsigned) &&
+                   sizeof(enum cfg_pi_guard) == sizeof(unsigned) &&
                    sizeof(enum cfg_fuse_transport) == sizeof(unsigned),
                "an enum field is not the size of an unsigned");
 _Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsigned) &&
@@ -760,6 +773,24 @@ static const struct key keys[K_NKEYS] = {
                            "a volatile write cache (durable after Flush or FUA) or none"),
                        ENUM(CTL(write_cache), write_cache_names, "volatile or none"),
                        .k.sim_only = true},
+    [K_METADATA_SIZE] = {KEY(CONTROLLER, "metadata_size", VALUE, "0",
+                             "bytes of metadata per block, 0: none"),
+                         UINT_R(CTL(metadata_size), 0, 256, "0..256, a multiple of 8"),
+                         .k.sim_only = true},
+    [K_METADATA_LAYOUT] = {KEY(CONTROLLER, "metadata_layout", VALUE, "separate",
+                               "metadata in a buffer of its own or after each block's data"),
+                           ENUM(CTL(metadata_layout), md_layout_names, "separate or extended"),
+                           .k.sim_only = true},
+    [K_PI_TYPE] = {KEY(CONTROLLER, "pi_type", VALUE, "none",
+                       "end-to-end protection information in the metadata: its type"),
+                   ENUM(CTL(pi_type), pi_type_names, "none, 1, 2 or 3"), .k.sim_only = true},
+    [K_PI_LOCATION] = {KEY(CONTROLLER, "pi_location", VALUE, "last",
+                           "the protection information's place in the metadata"),
+                       ENUM(CTL(pi_location), pi_location_names, "last or first"),
+                       .k.sim_only = true},
+    [K_PI_GUARD] = {KEY(CONTROLLER, "pi_guard", VALUE, "crc16",
+                        "the guard: 16-bit T10 DIF CRC (8 bytes of PI) or 64-bit NVMe CRC (16)"),
+                    ENUM(CTL(pi_guard), pi_guard_names, "crc16 or crc64"), .k.sim_only = true},
 };
 #undef KEY
 #undef UINT
@@ -948,7 +979,7 @@ static void gather(struct ctx *c, int si, const struct kv **slot)
 			if (keys[k].k.section == sec && !strcmp(kv->key, keys[k].k.name))
 				break;
 		if (k == K_NKEYS) {
-			char allowed[256] = "";
+			char allowed[512] = "";
 
 			for (unsigned j = 0; j < K_NKEYS; j++) {
 				if (keys[j].k.section != sec)
@@ -1304,6 +1335,34 @@ static void check_backing_fs(struct ctx *c, const struct kv *kv, const struct cf
 	}
 }
 
+/* A software controller's metadata keys together: a size of whole 8-byte
+ * steps, on a backing that stores it, large enough for the protection
+ * information; the PI keys only with PI, the layout only with metadata. */
+static void do_metadata(struct ctx *c, struct cfg_controller *ctl, const struct kv **slot,
+                        const bool *ok)
+{
+	const struct kv *kv;
+	unsigned pis = ctl->pi_guard == CFG_PI_CRC64 ? 16 : 8;
+
+	if ((kv = slot[K_METADATA_SIZE]) && ok[K_METADATA_SIZE]) {
+		if (ctl->metadata_size % 8)
+			err_kv(c, kv, "must be a multiple of 8");
+		else if (ctl->metadata_size && ctl->backing == CFG_BACKING_NULL)
+			err_kv(c, kv, "needs backing ram or a file: null stores no metadata");
+	}
+	if ((kv = slot[K_PI_TYPE]) && ok[K_PI_TYPE] && ctl->pi_type != CFG_PI_NONE &&
+	    ctl->metadata_size < pis)
+		err_kv(c, kv,
+		       "needs metadata_size of at least %u (the protection information's size with "
+		       "pi_guard = %s)",
+		       pis, pi_guard_names[ctl->pi_guard]);
+	for (unsigned k = K_PI_LOCATION; k <= K_PI_GUARD; k++)
+		if ((kv = slot[k]) && ok[k] && ctl->pi_type == CFG_PI_NONE)
+			err_kv(c, kv, "only with pi_type 1, 2 or 3");
+	if ((kv = slot[K_METADATA_LAYOUT]) && ok[K_METADATA_LAYOUT] && !ctl->metadata_size)
+		err_kv(c, kv, "only with metadata_size above 0");
+}
+
 static void do_controller(struct ctx *c, int si)
 {
 	struct sec *s = &c->secs[si];
@@ -1356,6 +1415,7 @@ static void do_controller(struct ctx *c, int si)
 			check_backing_fs(c, kv, ctl);
 		}
 	}
+	do_metadata(c, ctl, slot, ok);
 	if (!ok[K_DEVICE]) {
 		/* not known to be sim: keep the fields of a PCI controller clear */
 		ctl->sim = false;
@@ -1627,6 +1687,14 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 		fprintf(out, "mdts = %u\n", c->mdts);
 		fprintf(out, "max_queues = %u\n", c->max_queues);
 		fprintf(out, "write_cache = %s\n", write_cache_names[c->write_cache]);
+		fprintf(out, "metadata_size = %u\n", c->metadata_size);
+		if (c->metadata_size)
+			fprintf(out, "metadata_layout = %s\n", md_layout_names[c->metadata_layout]);
+		fprintf(out, "pi_type = %s\n", pi_type_names[c->pi_type]);
+		if (c->pi_type != CFG_PI_NONE) {
+			fprintf(out, "pi_location = %s\n", pi_location_names[c->pi_location]);
+			fprintf(out, "pi_guard = %s\n", pi_guard_names[c->pi_guard]);
+		}
 	}
 }
 
@@ -1705,7 +1773,10 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 		               strcmp(p->backing_path, q->backing_path) || p->exec != q->exec ||
 		               p->offload != q->offload ||
 		               p->mdts != q->mdts || p->max_queues != q->max_queues ||
-		               p->write_cache != q->write_cache))
+		               p->write_cache != q->write_cache ||
+		               p->metadata_size != q->metadata_size ||
+		               p->metadata_layout != q->metadata_layout || p->pi_type != q->pi_type ||
+		               p->pi_location != q->pi_location || p->pi_guard != q->pi_guard))
 			return false;
 	}
 	return true;

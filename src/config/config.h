@@ -31,6 +31,13 @@ enum cfg_exec { CFG_EXEC_INLINE, CFG_EXEC_THREAD };
 /* the software controller's write cache: volatile (reported and modelled:
  * data is durable after Flush or FUA) or none (every completed write is) */
 enum cfg_write_cache { CFG_WC_VOLATILE, CFG_WC_NONE };
+/* the software controller's metadata and protection information (PI):
+ * where metadata travels, the PI's type, its place in the metadata and its
+ * guard */
+enum cfg_md_layout { CFG_MD_SEPARATE, CFG_MD_EXTENDED };
+enum cfg_pi_type { CFG_PI_NONE, CFG_PI_TYPE1, CFG_PI_TYPE2, CFG_PI_TYPE3 };
+enum cfg_pi_location { CFG_PI_LAST, CFG_PI_FIRST };
+enum cfg_pi_guard { CFG_PI_CRC16, CFG_PI_CRC64 };
 /* auto: io_uring when the kernel offers it at FUSE_INIT, else /dev/fuse */
 enum cfg_fuse_transport {
 	CFG_FUSE_TRANSPORT_AUTO,
@@ -90,6 +97,11 @@ struct cfg_controller {
 	enum cfg_write_cache write_cache;
 	unsigned mdts;            /* log2 of max transfer in 4 KiB pages, 0 = no limit */
 	unsigned max_queues;      /* I/O queue pairs the controller grants */
+	unsigned metadata_size;   /* bytes of metadata per block, 0 = none */
+	enum cfg_md_layout metadata_layout;
+	enum cfg_pi_type pi_type;
+	enum cfg_pi_location pi_location;
+	enum cfg_pi_guard pi_guard;
 };
 
 struct cfg {

@@ -50,8 +50,13 @@
  *                         the host as after "remove" (sim_fault_powerfail)
  *   "fail" + "count": N + "status": S   the next N I/O commands fail with S
  *   "lose" + "count": N   the next N I/O commands never complete
+ *   "misdirect-write" / "misdirect-read" + "count": N + "blocks": B
+ *                         the next N Writes (Reads) of any namespace land
+ *                         (read) B blocks away (sim_fault_misdirect)
+ *   "corrupt" + "nsid": N + "lba": L + "byte": B   one byte of block L of
+ *                         namespace N inverted on the medium
  *   "clear"               the knobs above cancelled (delay, hang, fail,
- *                         lose); a controller that answers is otherwise left
+ *                         lose, misdirect); a controller that answers is otherwise left
  *                         alone (CFS stays until the engine resets it); a
  *                         removed or powered-off one answers again, its
  *                         registers as after a power-on reset, and can then

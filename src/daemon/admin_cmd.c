@@ -916,7 +916,8 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	    !json_object_is_type(jf, json_type_string)) {
 		snprintf(err, errlen,
 		         "inject needs \"fault\": delay, hang, unhang, cfs, stuck, remove, "
-		         "powerfail, fail, lose, clear, warn, ns-add, ns-remove or ns-resize");
+		         "powerfail, fail, lose, clear, warn, ns-add, ns-remove, ns-resize, "
+		         "misdirect-write, misdirect-read or corrupt");
 		return -EINVAL;
 	}
 	fault = json_object_get_string(jf);
@@ -1023,11 +1024,42 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		jset_u64(rep, "nsid", n);
 		if (!remove)
 			jset_u64(rep, "bytes", st);
+	} else if (!strcmp(fault, "misdirect-write") || !strcmp(fault, "misdirect-read")) {
+		/* the next count Writes (Reads) land (read) blocks away */
+		ret = recov_uint(req, "count", UINT32_MAX, &n, err, errlen, fault);
+		if (!ret)
+			ret = recov_uint(req, "blocks", INT32_MAX, &st, err, errlen, fault);
+		if (ret)
+			return ret;
+		sim_fault_misdirect(s, fault[10] == 'w', (unsigned)n, (int64_t)st);
+		jset_u64(rep, "count", n);
+		jset_u64(rep, "blocks", st);
+	} else if (!strcmp(fault, "corrupt")) {
+		uint64_t lba = 0, byte = 0;
+		ret = recov_uint(req, "nsid", SIM_MAX_NS, &n, err, errlen, fault);
+		if (!ret)
+			ret = recov_uint(req, "lba", INT64_MAX, &lba, err, errlen, fault);
+		if (!ret)
+			ret = recov_uint(req, "byte", 65535, &byte, err, errlen, fault);
+		if (ret)
+			return ret;
+		ret = sim_fault_corrupt(s, (uint32_t)n, lba, (unsigned)byte);
+		if (ret) {
+			snprintf(err, errlen, "inject corrupt: namespace %llu of %s, LBA %llu, byte %llu: %s",
+			         (unsigned long long)n, nvme_ctrl_name(a->ctx.ctrls[i]),
+			         (unsigned long long)lba, (unsigned long long)byte,
+			         ret == -ENOENT   ? "no such namespace (or null)"
+			         : ret == -EINVAL ? "the LBA or the byte is outside it"
+			                          : strerror(-ret));
+			return ret;
+		}
+		jset_u64(rep, "nsid", n);
+		jset_u64(rep, "lba", lba);
 	} else {
 		snprintf(err, errlen,
 		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
 		         "stuck, remove, powerfail, fail, lose, clear, warn, ns-add, ns-remove, "
-		         "ns-resize)",
+		         "ns-resize, misdirect-write, misdirect-read, corrupt)",
 		         fault);
 		return -EINVAL;
 	}

@@ -11,6 +11,7 @@
 const char *const stats_errc_names[NVME_ERRC_NR] = {
     [NVME_ERRC_GENERIC] = "generic", [NVME_ERRC_CMD] = "command", [NVME_ERRC_MEDIA] = "media",
     [NVME_ERRC_PATH] = "path",       [NVME_ERRC_OTHER] = "other", [NVME_ERRC_TIMEOUT] = "timeout",
+    [NVME_ERRC_PROTECTION] = "protection",
 };
 const char *const stats_fuse_op_names[FUSEFS_OP_NR] = {
     [FUSEFS_OP_READ] = "read",   [FUSEFS_OP_WRITE] = "write", [FUSEFS_OP_FLUSH] = "flush",

@@ -594,6 +594,99 @@ out:
 	return rc;
 }
 
+/* The metadata and protection information of namespace nsid's format fmt
+ * into ns: what nvmefs serves and how (nvme_ns_info ms .. prinfo).  1: a
+ * format nvmefs does not serve (the reason logged), 0: served, < 0: the
+ * Identify it needed failed. */
+static int probe_md(struct nvme_ctrl *c, uint32_t nsid, const struct nvme_id_ns *id, unsigned fmt,
+                    struct nvme_ns_info *ns)
+{
+	unsigned ms = id->lbaf[fmt].ms, type = NVME_DPS_TYPE(id->dps);
+	bool ext = id->flbas & NVME_FLBAS_EXT;
+	unsigned pif = NVME_PIF_16, sts = 0;
+
+	if (!ms)
+		return 0; /* DPS means nothing without metadata */
+	if (type > 3) {
+		log_warn("%s: namespace %u: protection information type %u is reserved; skipped",
+		         c->name, nsid, type);
+		return 1;
+	}
+	/* the guard format is the NVM command set's (ELBAF), when there is one */
+	if (type && (c->info->ctratt & NVME_CTRATT_ELBAS)) {
+		struct nvme_id_ns_nvm *nvm = calloc(1, sizeof(*nvm));
+		if (!nvm)
+			return -ENOMEM;
+		struct nvme_sqe cmd = {.opc = NVME_ADM_IDENTIFY,
+		                       .nsid = nsid,
+		                       .cdw10 = NVME_ID_CNS_NS_CSI,
+		                       .cdw11 = (uint32_t)NVME_CSI_NVM << NVME_ID_CSI_SHIFT};
+		int rc = admin_sync(c, &cmd, nvm, sizeof(*nvm), NULL, NVME_ADMIN_TIMEOUT_MS);
+		if (rc == 0) {
+			pif = NVME_ELBAF_PIF(nvm->elbaf[fmt]);
+			sts = NVME_ELBAF_STS(nvm->elbaf[fmt]);
+		}
+		free(nvm);
+		if (rc == -EINVAL) {
+			log_warn("%s: namespace %u: the controller offers extended LBA formats but "
+			         "refused their Identify: its protection information format is "
+			         "unknown; skipped",
+			         c->name, nsid);
+			return 1;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	unsigned pis = pif == NVME_PIF_64 ? 16 : 8;
+	if (type && pif != NVME_PIF_16 && pif != NVME_PIF_64) {
+		log_warn("%s: namespace %u: protection information with a %s guard, which nvmefs "
+		         "does not serve (16- and 64-bit guards only); skipped",
+		         c->name, nsid, pif == NVME_PIF_32 ? "32-bit" : "reserved");
+		return 1;
+	}
+	if (type && sts) {
+		log_warn("%s: namespace %u: protection information with %u-bit storage tags, "
+		         "which nvmefs does not use; skipped",
+		         c->name, nsid, sts);
+		return 1;
+	}
+	if (type && ms < pis) {
+		log_warn("%s: namespace %u: %u bytes of metadata cannot hold its %u bytes of "
+		         "protection information; skipped",
+		         c->name, nsid, ms, pis);
+		return 1;
+	}
+	/* with PRACT, metadata of just the PI never crosses the bus; anything
+	 * else does, and extended it is interleaved with the data */
+	bool crosses = !type || ms > pis;
+	if (crosses && ext) {
+		log_warn("%s: namespace %u: %u bytes of metadata per block %s, extended (after each "
+		         "block's data): a file cannot show blocks interleaved with metadata without "
+		         "copying each; skipped (format it with separate metadata, or metadata of "
+		         "just the protection information)",
+		         c->name, nsid, ms, type ? "beyond its protection information" : "without protection information");
+		return 1;
+	}
+	if (crosses && ms > NVME_MD_HALF) {
+		log_warn("%s: namespace %u: %u bytes of metadata per block, more than nvmefs's "
+		         "metadata buffer (%u bytes) holds; skipped",
+		         c->name, nsid, ms, NVME_MD_HALF);
+		return 1;
+	}
+	ns->ms = (uint16_t)ms;
+	ns->md_ext = ext;
+	ns->md_buf = crosses;
+	ns->pi_type = (uint8_t)type;
+	if (type) {
+		ns->pi_guard = pif == NVME_PIF_64 ? 64 : 16;
+		ns->pi_first = id->dps & NVME_DPS_FIRST;
+		/* insert and strip it; check the guard, and the reference tag
+		 * (the LBA) where it has one: Type 3's is not the LBA */
+		ns->prinfo = NVME_RW_PRACT | NVME_RW_PRCHK_GUARD | (type != 3 ? NVME_RW_PRCHK_REF : 0);
+	}
+	return 0;
+}
+
 /* Identify namespace nsid into ns.  1: present but not usable (skipped,
  * with a message), 0: usable, < 0: the command failed. */
 static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
@@ -623,14 +716,6 @@ static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
 		         c->name, nsid, (unsigned long long)id->nsze, 1u << id->lbaf[fmt].lbads);
 		return 1;
 	}
-	if (id->lbaf[fmt].ms) {
-		log_warn(
-		    "%s: namespace %u has %u bytes of %s metadata per block, which nvmefs does "
-		    "not transfer; skipped",
-		    c->name, nsid, id->lbaf[fmt].ms,
-		    (id->flbas & 0x10) ? "extended-LBA" : "separate");
-		return 1;
-	}
 	if ((1u << id->lbaf[fmt].lbads) > c->info->max_xfer) {
 		log_warn(
 		    "%s: namespace %u's block (%u bytes) exceeds the transfer limit (%u bytes); "
@@ -639,6 +724,9 @@ static int probe_ns(struct nvme_ctrl *c, uint32_t nsid, struct nvme_id_ns *id,
 		return 1;
 	}
 	memset(ns, 0, sizeof(*ns));
+	rc = probe_md(c, nsid, id, fmt, ns);
+	if (rc != 0)
+		return rc;
 	ns->nsid = nsid;
 	ns->nlba = id->nsze;
 	ns->lba_shift = id->lbaf[fmt].lbads;
@@ -689,6 +777,31 @@ out:
 	return rc;
 }
 
+/* What a namespace with metadata is served as. */
+static void log_md(const struct nvme_ctrl *c, const struct nvme_ns_info *ns)
+{
+	if (!ns->ms)
+		return;
+	if (!ns->pi_type) {
+		log_info("%s: namespace %u: %u bytes of separate metadata per block, no protection "
+		         "information: written as zeroes, read and dropped",
+		         c->name, ns->nsid, ns->ms);
+		return;
+	}
+	log_info("%s: namespace %u: protection information Type %u, %u-bit guard, in the %s %u of "
+	         "%u bytes of %s metadata: the controller inserts it and checks the guard%s",
+	         c->name, ns->nsid, ns->pi_type, ns->pi_guard, ns->pi_first ? "first" : "last",
+	         ns->pi_guard == 64 ? 16 : 8, ns->ms, ns->md_ext ? "extended" : "separate",
+	         ns->pi_type != 3 ? " and the reference tag (the LBA)" : "");
+}
+
+/* The same LBA format, metadata and protection information. */
+static bool same_format(const struct nvme_ns_info *a, const struct nvme_ns_info *b)
+{
+	return a->lba_shift == b->lba_shift && a->ms == b->ms && a->md_ext == b->md_ext &&
+	       a->pi_type == b->pi_type && a->pi_guard == b->pi_guard && a->pi_first == b->pi_first;
+}
+
 /* At bring-up, before anyone else sees c: c->info has room for every
  * namespace (allocated once, it never moves). */
 static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
@@ -699,6 +812,8 @@ static int load_namespaces(struct nvme_ctrl *c, uint32_t nn)
 		return rc;
 	memcpy(c->info->ns, info->ns, info->nr_ns * sizeof(info->ns[0]));
 	__atomic_store_n(&c->info->nr_ns, info->nr_ns, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < info->nr_ns; i++)
+		log_md(c, &info->ns[i]);
 	free(info);
 	return 0;
 }
@@ -768,7 +883,7 @@ int nvme_ctrl_ns_update(struct nvme_ctrl *c, const uint32_t *changed, unsigned n
 		if (removed) {
 			/* attached again: the entry comes back when its format is the
 			 * same (the fields readers cache do not change in place) */
-			if (prc == 0 && now.lba_shift == e->lba_shift) {
+			if (prc == 0 && same_format(&now, e)) {
 				__atomic_store_n(&e->nlba, now.nlba, __ATOMIC_RELAXED);
 				__atomic_store_n(&e->failed, false, __ATOMIC_RELAXED);
 				__atomic_store_n(&e->removed, false, __ATOMIC_RELEASE);
@@ -784,7 +899,7 @@ int nvme_ctrl_ns_update(struct nvme_ctrl *c, const uint32_t *changed, unsigned n
 		}
 		if (__atomic_load_n(&e->failed, __ATOMIC_RELAXED))
 			continue; /* failed for good: nothing to follow */
-		if (prc == 1 || now.lba_shift != e->lba_shift) {
+		if (prc == 1 || !same_format(&now, e)) {
 			log_err("%s: namespace %u changed its format: its I/O fails from now on",
 			        c->name, e->nsid);
 			__atomic_store_n(&e->failed, true, __ATOMIC_RELEASE);
@@ -826,6 +941,7 @@ int nvme_ctrl_ns_update(struct nvme_ctrl *c, const uint32_t *changed, unsigned n
 		__atomic_store_n(&in->nr_ns, in->nr_ns + 1, __ATOMIC_RELEASE);
 		log_info("%s: namespace %u attached (%llu blocks of %u bytes)", c->name, e->nsid,
 		         (unsigned long long)e->nlba, e->lba_size);
+		log_md(c, e);
 		ns_change(out, max, &n, NVME_NS_ADDED, e, 0);
 	}
 	rc = 0;
@@ -857,7 +973,7 @@ int nvme_ctrl_recheck_namespaces(struct nvme_ctrl *c, bool strict)
 			continue;
 		present++;
 		const struct nvme_ns_info *n = info_ns(now, old->nsid);
-		if (n && n->nlba == old->nlba && n->lba_shift == old->lba_shift)
+		if (n && n->nlba == old->nlba && same_format(n, old))
 			continue;
 		changed++;
 		if (strict)
@@ -1056,6 +1172,7 @@ int nvme_ctrl_open(struct nvme_bus *bus, const struct nvme_ctrl_opts *o, struct 
 	in->vwc = id->vwc & NVME_VWC_PRESENT;
 	in->oncs = id->oncs;
 	in->oacs = id->oacs;
+	in->ctratt = id->ctratt;
 	in->sgls = id->sgls;
 	in->nn = id->nn;
 	in->acl = id->acl;

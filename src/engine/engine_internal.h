@@ -210,7 +210,17 @@ struct nvme_parent {
 	uint32_t cdw12;
 	uint64_t lba, left, chunk; /* next block, blocks not yet issued, blocks per child */
 	const uint8_t *data;       /* next byte of the buffer, NULL: no data */
+	/* protection information and metadata of each child: cdw14 = its LBA &
+	 * ref_mask (ref48: cdw3 = bits 47:32), MPTR = mptr */
+	uint32_t ref_mask;
+	bool ref48;
+	uint64_t mptr;
 };
+
+/* The metadata buffer of a qpair (struct nvme_qpair md_buf): each half
+ * holds the metadata of one command, so a command of a namespace with
+ * ms-byte metadata moves at most NVME_MD_HALF / ms blocks. */
+#define NVME_MD_HALF (16u << 10)
 
 #define TRK_NONE 0xffff
 
@@ -278,17 +288,35 @@ struct nvme_qpair {
 	 * held commands' PRPs rebased -- only on the reactor, by
 	 * nvme_qpair_rec_restart */
 	uint64_t pool_map_iova;
+	uint32_t max_xfer;
+	/* the cached namespace, what only the slow path reads: blocks per
+	 * command (max_xfer >> lba_shift, and no more than the metadata buffer
+	 * holds), MPTR needed, the 64-bit guard's reference tag (cdw3 15:0 too) */
+	uint32_t ns_chunk;
+	bool ns_md;
+	bool ns_ref48;
+	/* the metadata buffer (nvme_ns_info.md_buf), from qp->pool, made when a
+	 * namespace first needs it: NVME_MD_HALF bytes of zeroes Writes read,
+	 * then NVME_MD_HALF bytes Reads write into and nobody reads.  Freed
+	 * with the qpair (the device may write into it while any Read is in
+	 * flight). */
+	uint8_t *md_buf;
+	unsigned pi_logged; /* protection information errors logged (rate limit) */
 	/* ---- line "warm": read once per I/O (the cached namespace) or once per
 	 * reap or doorbell pass; it does not fit line 0, so it has a line of its
 	 * own: an I/O touches line 0, this line, the counters and its histogram
 	 * bucket (plus its tracker, SQ slot and CQ slot). ---- */
 	alignas(64) uint32_t ns_id; /* the last namespace used, or NVME_NS_NONE */
-	uint32_t ns_max_nlb;        /* blocks per command: max_xfer >> lba_shift */
+	uint32_t ns_prinfo;         /* its Reads' and Writes' cdw12 PRINFO bits (0: no PI) */
 	uint64_t ns_nlba;
 	struct nvme_bus *bus; /* for nvme_bus_doorbell's notify hook */
 	volatile uint32_t *sq_db;
 	volatile uint32_t *cq_db;
-	uint32_t max_xfer;
+	uint32_t ns_ref_mask; /* cdw14 = the LBA's low 32 bits & this: all ones for PI Types 1, 2 */
+	/* blocks per command on the fast path: ns_chunk, or 0 when every
+	 * command of the namespace takes the slow path (it carries MPTR or a
+	 * 48-bit reference tag) */
+	uint16_t ns_max_nlb;
 	uint16_t ntrk; /* trackers in use: entries - 1 - cq_budget, capped */
 	uint16_t cq_budget;
 	uint8_t ns_shift;

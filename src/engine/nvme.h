@@ -55,6 +55,24 @@ struct nvme_ns_info {
 	uint32_t lba_size;    /* bytes: 1 << lba_shift, lba_shift 9..16 */
 	uint8_t lba_shift;
 	bool dealloc_zeroes;  /* DLFEAT: deallocated blocks read as zeroes */
+	/* Metadata and end-to-end protection information (docs/engine.md,
+	 * "Metadata and protection information"): ms bytes of metadata per
+	 * block (0: none), extended (md_ext: after each block's data) or
+	 * separate; PI of pi_type (1..3, 0: none) with a guard of pi_guard bits
+	 * (16 or 64; 0 without PI) in the first (pi_first) or last bytes of the
+	 * metadata.  prinfo: the cdw12 PRINFO bits of every Read and Write (the
+	 * controller inserts and strips the PI, and checks the guard, and the
+	 * reference tag -- the LBA -- for Types 1 and 2); md_buf: Reads and
+	 * Writes carry MPTR, pointing at the queue's metadata buffer (separate
+	 * metadata that is more than the PI: written as zeroes, read and
+	 * dropped). */
+	uint16_t ms;
+	uint8_t pi_type;
+	uint8_t pi_guard;
+	bool pi_first;
+	bool md_ext;
+	bool md_buf;
+	uint32_t prinfo;
 	bool failed;          /* changed size or format after a reset, or shrunk: I/O fails with -EIO */
 	bool removed;         /* detached from the controller (nvme_ctrl_rescan): I/O fails with -EIO */
 };
@@ -69,6 +87,7 @@ struct nvme_ctrl_info {
 	uint8_t mdts;
 	bool vwc;              /* volatile write cache present: fsync needs Flush */
 	uint16_t oncs, oacs;
+	uint32_t ctratt;       /* Identify Controller CTRATT (bit 15: extended LBA formats) */
 	uint32_t sgls;
 	uint32_t nn;
 	uint8_t acl;           /* Abort Command Limit, 0-based */
@@ -623,6 +642,9 @@ enum nvme_err_class {
 	NVME_ERRC_PATH,
 	NVME_ERRC_OTHER,     /* vendor specific and anything else */
 	NVME_ERRC_TIMEOUT,
+	NVME_ERRC_PROTECTION, /* end-to-end protection information check failed: guard,
+	                         application tag or reference tag (media 82h-84h): data
+	                         the device refused to store or return */
 	NVME_ERRC_NR
 };
 

@@ -157,6 +157,19 @@ enum nvme_io_opc {
 
 /* Read/Write cdw12 */
 #define NVME_RW_FUA (1u << 30)
+/* Read, Write and Write Zeroes cdw12 bits 29:26: Protection Information
+ * (PRINFO).  PRACT: the controller inserts the protection information on a
+ * write and strips it on a read (with metadata of exactly the PI's size no
+ * metadata crosses the bus then); PRCHK: which fields the controller checks
+ * (guard, application tag, reference tag). */
+#define NVME_RW_PRACT      (1u << 29)
+#define NVME_RW_PRCHK_GUARD (1u << 28)
+#define NVME_RW_PRCHK_APP  (1u << 27)
+#define NVME_RW_PRCHK_REF  (1u << 26)
+#define NVME_RW_PRINFO_MASK (0xfu << 26)
+/* Read/Write cdw14: the (expected) initial logical block reference tag, bits
+ * 31:0; with the 64-bit guard its bits 47:32 are cdw3 bits 15:0 (no storage
+ * tag).  cdw15: the application tag (15:0) and its mask (31:16). */
 /* Write Zeroes cdw12: deallocate */
 #define NVME_WZ_DEAC (1u << 25)
 /* DSM cdw11 attributes */
@@ -179,8 +192,12 @@ enum {
 	NVME_ID_CNS_NS = 0x00,
 	NVME_ID_CNS_CTRL = 0x01,
 	NVME_ID_CNS_NS_ACTIVE_LIST = 0x02,
+	NVME_ID_CNS_NS_CSI = 0x05,   /* I/O command set specific namespace (cdw11 CSI) */
 	NVME_ID_CNS_CTRL_NVM = 0x06, /* I/O command set specific controller, NVM */
 };
+/* Identify cdw11 bits 31:24: the command set (CSI); the NVM command set is 0 */
+#define NVME_ID_CSI_SHIFT 24
+#define NVME_CSI_NVM 0
 
 /* Feature identifiers */
 enum {
@@ -292,6 +309,10 @@ enum nvme_cmd_specific_sc {
 	NVME_SC_INVALID_QUEUE_DELETION = 0x0c,
 	NVME_SC_FEATURE_NOT_SAVEABLE = 0x0d,
 	NVME_SC_FEATURE_NOT_CHANGEABLE = 0x0e,
+	/* Read, Write, Write Zeroes: PRINFO or the initial reference tag do not
+	 * fit the namespace's protection information (Type 1: the reference
+	 * tag must be the LBA) */
+	NVME_SC_INVALID_PI = 0x81,
 };
 
 enum nvme_media_sc {
@@ -362,10 +383,15 @@ struct nvme_id_ctrl {
 	uint8_t vs[1024];
 };
 static_assert(sizeof(struct nvme_id_ctrl) == 4096, "identify controller is 4096 bytes");
+static_assert(__builtin_offsetof(struct nvme_id_ctrl, ctratt) == 96, "ctratt at 96");
 static_assert(__builtin_offsetof(struct nvme_id_ctrl, oacs) == 256, "oacs at 256");
 static_assert(__builtin_offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes at 512");
 static_assert(__builtin_offsetof(struct nvme_id_ctrl, sgls) == 536, "sgls at 536");
 static_assert(__builtin_offsetof(struct nvme_id_ctrl, subnqn) == 768, "subnqn at 768");
+
+/* Identify Controller CTRATT bit 15: Extended LBA Formats (ELBAF in the NVM
+ * command set's Identify Namespace, CNS 05h) */
+#define NVME_CTRATT_ELBAS (1u << 15)
 
 /* ONCS bits */
 enum {
@@ -439,6 +465,60 @@ struct nvme_id_ns {
 };
 static_assert(sizeof(struct nvme_id_ns) == 4096, "identify namespace is 4096 bytes");
 static_assert(__builtin_offsetof(struct nvme_id_ns, lbaf) == 128, "lbaf at 128");
+static_assert(__builtin_offsetof(struct nvme_id_ns, dpc) == 28, "dpc at 28");
+static_assert(__builtin_offsetof(struct nvme_id_ns, dps) == 29, "dps at 29");
+
+/* FLBAS bit 4: the metadata is transferred at the end of each block's data
+ * (an extended LBA), else in a separate buffer (MPTR) */
+#define NVME_FLBAS_EXT 0x10
+/* DPC, end-to-end data protection capabilities: types 1, 2, 3, PI in the
+ * first bytes of the metadata, PI in the last */
+enum {
+	NVME_DPC_TYPE1 = 1u << 0,
+	NVME_DPC_TYPE2 = 1u << 1,
+	NVME_DPC_TYPE3 = 1u << 2,
+	NVME_DPC_FIRST = 1u << 3,
+	NVME_DPC_LAST = 1u << 4,
+};
+/* DPS, the type in use (2:0, 0: none) and bit 3: the PI is the first 8 (16)
+ * bytes of the metadata, else the last */
+#define NVME_DPS_TYPE(dps) ((unsigned)(dps) & 7u)
+#define NVME_DPS_FIRST 0x08
+
+/* ---- identify namespace, NVM command set specific (CNS 05h, CSI 00h) ----
+ * ELBAF n extends LBA format n: STS 6:0 (storage tag bits), PIF 8:7 (the
+ * protection information format: 0 16-bit guard, 1 32-bit, 2 64-bit). */
+struct nvme_id_ns_nvm {
+	uint64_t lbstm;
+	uint8_t pic;
+	uint8_t rsvd9[3];
+	uint32_t elbaf[64];
+	uint8_t rsvd268[3828];
+};
+static_assert(sizeof(struct nvme_id_ns_nvm) == 4096, "identify namespace NVM is 4096 bytes");
+static_assert(__builtin_offsetof(struct nvme_id_ns_nvm, elbaf) == 12, "elbaf at 12");
+#define NVME_ELBAF_STS(e) ((unsigned)(e) & 0x7fu)
+#define NVME_ELBAF_PIF(e) (((unsigned)(e) >> 7) & 3u)
+enum { NVME_PIF_16 = 0, NVME_PIF_32 = 1, NVME_PIF_64 = 2 };
+
+/* Protection information as stored with each block, big-endian: the 16-bit
+ * guard format (8 bytes: guard, application tag, 32-bit reference tag) and
+ * the 64-bit guard format (16 bytes: guard, application tag, 48-bit
+ * reference tag, no storage tag).  An application tag of FFFFh (Types 1 and
+ * 2), or that and a reference tag of all ones (Type 3), turns checking off
+ * for the block: what an unwritten or deallocated block carries. */
+struct nvme_pi16 {
+	uint8_t guard[2];
+	uint8_t apptag[2];
+	uint8_t reftag[4];
+};
+static_assert(sizeof(struct nvme_pi16) == 8, "16-bit guard PI is 8 bytes");
+struct nvme_pi64 {
+	uint8_t guard[8];
+	uint8_t apptag[2];
+	uint8_t reftag[6];
+};
+static_assert(sizeof(struct nvme_pi64) == 16, "64-bit guard PI is 16 bytes");
 
 /* ---- log pages ---- */
 struct nvme_error_log {

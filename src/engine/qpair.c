@@ -152,7 +152,8 @@ static void sq_push(struct nvme_qpair *qp, struct nvme_tracker *t, const struct 
 
 /* A read/write SQE written in place, every dword once (no stack copy). */
 static inline void sqe_write_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, uint32_t nsid,
-                                uint64_t prp1, uint64_t prp2, uint64_t slba, uint32_t cdw12)
+                                uint64_t prp1, uint64_t prp2, uint64_t slba, uint32_t cdw12,
+                                uint32_t cdw14)
 {
 	s->opc = opc;
 	s->flags = 0;
@@ -167,7 +168,7 @@ static inline void sqe_write_rw(struct nvme_sqe *s, uint8_t opc, uint16_t cid, u
 	s->cdw11 = (uint32_t)(slba >> 32);
 	s->cdw12 = cdw12;
 	s->cdw13 = 0;
-	s->cdw14 = 0;
+	s->cdw14 = cdw14;
 	s->cdw15 = 0;
 }
 
@@ -206,9 +207,34 @@ static __attribute__((noinline)) void finish_child(struct nvme_qpair *qp, struct
 		cb(arg, err, status);
 }
 
+/* Protection information errors logged per qpair in full before they are
+ * only sampled: each means the device refused data that was not what was
+ * written there (corrupted, or misplaced). */
+#define PI_LOG_FIRST 16u
+#define PI_LOG_EVERY 1024u
+
 static __attribute__((noinline)) void count_error(struct nvme_qpair *qp, uint16_t status)
 {
 	STAT_INC(qp->st.errors[nvme_status_class(status)]);
+}
+
+/* The errno of a CQE's error status; a protection information error is
+ * logged with its command (rate-limited).  Out of line: the completion
+ * path pays only the test for a status. */
+static __attribute__((noinline)) int cqe_error(struct nvme_qpair *qp, unsigned idx, uint16_t status)
+{
+	if (nvme_status_class(status) != NVME_ERRC_PROTECTION)
+		return nvme_status_errno(status);
+	unsigned n = ++qp->pi_logged;
+	/* the shadow holds the command: its CQE is being applied */
+	const struct nvme_sqe *sh = &qp->shadow[idx];
+	if (n <= PI_LOG_FIRST || n % PI_LOG_EVERY == 0)
+		log_err("%s: %s of namespace %u, LBA %llu + %u: %s (status 0x%x): the device refused "
+		        "data that is not what was written there (%u such error%s on this queue)",
+		        qp->name, sh->opc == NVME_CMD_READ ? "read" : "write", sh->nsid,
+		        (unsigned long long)((uint64_t)sh->cdw11 << 32 | sh->cdw10),
+		        (sh->cdw12 & 0xffff) + 1, nvme_status_str(status), status, n, n == 1 ? "" : "s");
+	return nvme_status_errno(status);
 }
 
 /* End a tracker's command: stats, parent accounting, the callback.  The
@@ -334,7 +360,7 @@ unsigned nvme_qpair_reap(struct nvme_qpair *qp, unsigned budget)
 			continue;
 		}
 		uint16_t status = NVME_CQE_STATUS(st);
-		finish(qp, t, __builtin_expect(status != 0, 0) ? nvme_status_errno(status) : 0,
+		finish(qp, t, __builtin_expect(status != 0, 0) ? cqe_error(qp, idx, status) : 0,
 		       status, now);
 	}
 	qp->cq_head = head;
@@ -433,6 +459,29 @@ static const struct nvme_ns_info *ns_range(struct nvme_qpair *qp, uint32_t nsid,
 	return ns;
 }
 
+/* The metadata buffer, when a namespace first needs it (see struct
+ * nvme_qpair): zeroes for Writes to read, then room for Reads. */
+static int md_buf_make(struct nvme_qpair *qp)
+{
+	uint8_t *b = nvme_pool_alloc(qp->pool, 2 * NVME_MD_HALF);
+	if (!b) {
+		log_err("%s: no room in the buffer pool for a metadata buffer (%u bytes)", qp->name,
+		        2 * NVME_MD_HALF);
+		return -ENOMEM;
+	}
+	memset(b, 0, NVME_MD_HALF);
+	qp->md_buf = b;
+	return 0;
+}
+
+/* MPTR of a Read or Write on the cached namespace: 0 without metadata to move. */
+static inline uint64_t md_ptr(const struct nvme_qpair *qp, uint8_t opc)
+{
+	if (!qp->ns_md)
+		return 0;
+	return qp_iova(qp, qp->md_buf + (opc == NVME_CMD_WRITE ? 0 : NVME_MD_HALF));
+}
+
 /* Make nsid the cached namespace (the controller's namespace entries stay
  * where they are for its life; a reset may mark one failed and empties the
  * cache; a rescan may append, grow, fail or detach one and posts the
@@ -445,11 +494,22 @@ static __attribute__((noinline)) int ns_cache(struct nvme_qpair *qp, uint32_t ns
 		return -EINVAL;
 	if (ns_failed(ns))
 		return -EIO;
+	if (ns->md_buf && !qp->md_buf && md_buf_make(qp) < 0)
+		return -ENOMEM;
 	qp->ns_id = nsid;
 	qp->ns_shift = ns->lba_shift;
 	qp->ns_lba_mask = ns->lba_size - 1;
 	qp->ns_nlba = ns_nlba(ns);
-	qp->ns_max_nlb = qp->max_xfer >> ns->lba_shift;
+	qp->ns_chunk = qp->max_xfer >> ns->lba_shift;
+	if (ns->md_buf && qp->ns_chunk > NVME_MD_HALF / ns->ms)
+		qp->ns_chunk = NVME_MD_HALF / ns->ms;
+	qp->ns_prinfo = ns->prinfo;
+	/* Types 1 and 2 check the reference tag, the LBA (Type 3 has none) */
+	qp->ns_ref_mask = ns->pi_type == 1 || ns->pi_type == 2 ? UINT32_MAX : 0;
+	qp->ns_ref48 = qp->ns_ref_mask && ns->pi_guard == 64;
+	qp->ns_md = ns->md_buf;
+	/* MPTR and cdw3 are the slow path's */
+	qp->ns_max_nlb = (uint16_t)(qp->ns_md || qp->ns_ref48 ? 0 : qp->ns_chunk);
 	return 0;
 }
 
@@ -478,6 +538,10 @@ static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t 
 	sqe.cdw10 = (uint32_t)p->lba;
 	sqe.cdw11 = (uint32_t)(p->lba >> 32);
 	sqe.cdw12 = (uint32_t)(n - 1) | p->cdw12;
+	sqe.cdw14 = (uint32_t)p->lba & p->ref_mask; /* each child's first reference tag */
+	if (p->ref48)
+		sqe.cdw3 = (uint32_t)(p->lba >> 32) & 0xffff;
+	sqe.mptr = p->mptr;
 	uint32_t bytes = 0;
 	if (p->data) {
 		bytes = (uint32_t)(n << p->shift);
@@ -497,6 +561,15 @@ static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t 
 	sq_push(qp, t, &sqe, now);
 }
 
+/* What each command of a range carries beyond its blocks: cdw12 bits,
+ * its reference tag (the LBA & ref_mask; ref48: bits 47:32 too), MPTR. */
+struct range_tags {
+	uint32_t cdw12;
+	uint32_t ref_mask;
+	bool ref48;
+	uint64_t mptr;
+};
+
 /* One or more commands of opc over [slba, slba + nlb), at most chunk blocks
  * each, data at buf (NULL: no data).  -EAGAIN leaves no command submitted.
  * A range that fits the queue goes out at once; a wider one goes out in
@@ -506,8 +579,8 @@ static void submit_child(struct nvme_qpair *qp, struct nvme_parent *p, uint64_t 
 static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t opc,
                                                   uint32_t nsid, unsigned lba_shift,
                                                   uint64_t slba, uint64_t nlb, const void *buf,
-                                                  uint64_t chunk, uint32_t cdw12, nvme_io_cb cb,
-                                                  void *arg)
+                                                  uint64_t chunk, const struct range_tags *tg,
+                                                  nvme_io_cb cb, void *arg)
 {
 	uint64_t nchild = (nlb + chunk - 1) / chunk;
 	uint64_t wave = nchild;
@@ -526,7 +599,10 @@ static __attribute__((noinline)) int submit_range(struct nvme_qpair *qp, uint8_t
 	p->opc = opc;
 	p->shift = (uint8_t)lba_shift;
 	p->nsid = nsid;
-	p->cdw12 = cdw12;
+	p->cdw12 = tg->cdw12;
+	p->ref_mask = tg->ref_mask;
+	p->ref48 = tg->ref48;
+	p->mptr = tg->mptr;
 	p->lba = slba;
 	p->left = nlb;
 	p->chunk = chunk;
@@ -558,9 +634,14 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	uint64_t off = (uintptr_t)buf - qp->pool_base; /* huge when below the base */
 	if (off > qp->pool_len || len > qp->pool_len - off)
 		return -EINVAL;
-	if (nlb > qp->ns_max_nlb)
-		return submit_range(qp, opc, nsid, shift, slba, nlb, buf, qp->ns_max_nlb, cdw12, cb,
-		                    arg);
+	cdw12 |= qp->ns_prinfo;
+	if (nlb > qp->ns_chunk) {
+		struct range_tags tg = {.cdw12 = cdw12,
+		                        .ref_mask = qp->ns_ref_mask,
+		                        .ref48 = qp->ns_ref48,
+		                        .mptr = md_ptr(qp, opc)};
+		return submit_range(qp, opc, nsid, shift, slba, nlb, buf, qp->ns_chunk, &tg, cb, arg);
+	}
 	if (!room_for(qp, 1))
 		return -EAGAIN;
 	struct nvme_tracker *t = trk_get(qp);
@@ -569,7 +650,11 @@ static __attribute__((noinline)) int rw_slow(struct nvme_qpair *qp, uint8_t opc,
 	nvme_prp_build(qp->pool_iova + off, len, t->prp_list, qp_iova(qp, t->prp_list), &prp1, &prp2);
 	trk_arm(t, opc, (uint32_t)len, cb, arg);
 	struct nvme_sqe sqe;
-	sqe_write_rw(&sqe, opc, t->cid, nsid, prp1, prp2, slba, (uint32_t)(nlb - 1) | cdw12);
+	sqe_write_rw(&sqe, opc, t->cid, nsid, prp1, prp2, slba, (uint32_t)(nlb - 1) | cdw12,
+	             (uint32_t)slba & qp->ns_ref_mask);
+	if (qp->ns_ref48)
+		sqe.cdw3 = (uint32_t)(slba >> 32) & 0xffff;
+	sqe.mptr = md_ptr(qp, opc);
 	sq_push(qp, t, &sqe, nvme_reactor_now(qp->reactor));
 	return 0;
 }
@@ -608,7 +693,7 @@ static inline __attribute__((always_inline)) int rw_fast(struct nvme_qpair *qp, 
 	struct nvme_tracker *t = trk_get(qp);
 	trk_arm(t, opc, (uint32_t)len, cb, arg);
 	sqe_write_rw(&qp->sq[qp->sq_tail], opc, t->cid, nsid, iova, prp2, slba,
-	             (uint32_t)(nlb - 1) | cdw12);
+	             (uint32_t)(nlb - 1) | cdw12 | qp->ns_prinfo, (uint32_t)slba & qp->ns_ref_mask);
 	sq_commit(qp, t, r->now_ns);
 	return 0;
 }
@@ -669,8 +754,14 @@ int nvme_qpair_write_zeroes(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba,
 	uint64_t chunk = 65536;
 	if (in->max_wz_bytes && (in->max_wz_bytes >> ns->lba_shift) < chunk)
 		chunk = in->max_wz_bytes >> ns->lba_shift ? in->max_wz_bytes >> ns->lba_shift : 1;
+	/* with PI: the controller writes that of the zeroed blocks (PRACT, no
+	 * checks: there is no data), reference tags the LBAs */
+	bool ref = ns->pi_type == 1 || ns->pi_type == 2;
+	struct range_tags tg = {.cdw12 = (deac ? NVME_WZ_DEAC : 0) | (ns->prinfo & NVME_RW_PRACT),
+	                        .ref_mask = ref ? UINT32_MAX : 0,
+	                        .ref48 = ref && ns->pi_guard == 64};
 	return submit_range(qp, NVME_CMD_WRITE_ZEROES, nsid, ns->lba_shift, slba, nlb, NULL, chunk,
-	                    deac ? NVME_WZ_DEAC : 0, cb, arg);
+	                    &tg, cb, arg);
 }
 
 int nvme_qpair_deallocate(struct nvme_qpair *qp, uint32_t nsid, uint64_t slba, uint64_t nlb,
@@ -838,7 +929,8 @@ void nvme_qpair_rec_stop(struct nvme_qpair *qp)
 
 /* A held command's addresses, built against the pool's old mapping, moved
  * to its new one: every address an I/O command carries lies in the reactor's
- * pool, qp->pool (data, its PRP list page, a DSM range list). */
+ * pool, qp->pool (data, its PRP list page, a DSM range list, the metadata
+ * buffer). */
 static uint64_t rebase(uint64_t a, uint64_t old, uint64_t new, uint64_t len)
 {
 	return a - old < len ? a - old + new : a;
@@ -862,6 +954,8 @@ static void rebase_held(struct nvme_qpair *qp, struct nvme_tracker *t, uint64_t 
 	sh->prp1 = rebase(sh->prp1, old, new, len);
 	if (sh->prp2)
 		sh->prp2 = rebase(sh->prp2, old, new, len);
+	if (sh->mptr) /* the queue's metadata buffer, in the pool too */
+		sh->mptr = rebase(sh->mptr, old, new, len);
 }
 
 void nvme_qpair_rec_restart(struct nvme_qpair *qp)
@@ -1013,6 +1107,8 @@ static void free_qpair(struct nvme_qpair *qp)
 	for (unsigned i = 0; pool && i < qp->ntrk; i++)
 		if (qp->trk[i].prp_list)
 			nvme_pool_free(pool, qp->trk[i].prp_list, NVME_PAGE_SIZE);
+	if (pool && qp->md_buf)
+		nvme_pool_free(pool, qp->md_buf, 2 * NVME_MD_HALF);
 	nvme_mem_free(qp->parents, qp->ntrk * sizeof(struct nvme_parent));
 	nvme_mem_free(qp->shadow, qp->ntrk_alloc * sizeof(struct nvme_sqe));
 	struct nvme_bus *bus = qp->ctrl->bus; /* NULL once removed: then nothing is mapped */
@@ -1128,6 +1224,11 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 		}
 		qp->trk[i].prp_list = pg;
 	}
+	/* made now when a namespace needs it, while the pool has room: later
+	 * (a namespace attached) only on its first I/O */
+	for (unsigned i = 0; i < __atomic_load_n(&in->nr_ns, __ATOMIC_ACQUIRE); i++)
+		if (in->ns[i].md_buf && !qp->md_buf && (rc = md_buf_make(qp)) < 0)
+			goto err;
 	qp->sq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_sq_tdbl_off(qid, c->dstrd));
 	qp->cq_db = (volatile uint32_t *)(c->bus->bar0 + nvme_cq_hdbl_off(qid, c->dstrd));
 

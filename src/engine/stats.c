@@ -119,6 +119,8 @@ const char *nvme_status_str(uint16_t status)
 			return "feature not saveable";
 		case NVME_SC_FEATURE_NOT_CHANGEABLE:
 			return "feature not changeable";
+		case NVME_SC_INVALID_PI:
+			return "invalid protection information";
 		default:
 			return "command specific error";
 		}
@@ -160,6 +162,9 @@ enum nvme_err_class nvme_status_class(uint16_t status)
 	case NVME_SCT_CMD_SPECIFIC:
 		return NVME_ERRC_CMD;
 	case NVME_SCT_MEDIA:
+		if (NVME_STATUS_SC(status) >= NVME_SC_GUARD_CHECK &&
+		    NVME_STATUS_SC(status) <= NVME_SC_REFTAG_CHECK)
+			return NVME_ERRC_PROTECTION;
 		return NVME_ERRC_MEDIA;
 	case NVME_SCT_PATH:
 		return NVME_ERRC_PATH;

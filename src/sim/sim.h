@@ -69,6 +69,40 @@
  * Deallocated blocks (DSM deallocate, Write Zeroes) read as zeroes
  * (Identify Namespace DLFEAT = 001b).
  *
+ * Metadata and protection information (struct sim_ns_opts ms, pi_*): the
+ * namespace's one LBA format has ms bytes of metadata per block (FLBAS bit 4
+ * for md_ext), and with pi_type the protection information (PI) of that
+ * type (DPS; DPC offers Types 1-3, first and last) in the format of sim_pi.h;
+ * Identify Controller sets CTRATT.ELBAS and Identify Namespace for the NVM
+ * command set (CNS 05h) gives the guard format (ELBAF PIF, no storage tag).
+ * The metadata lives in memory (ms bytes per block, all ones until written:
+ * an unwritten or deallocated block's PI turns its checks off); a FILE
+ * namespace loads it from PATH.md at creation and writes it through (Flush
+ * and FUA make it durable with the data, and the write cache model keeps
+ * its pre-images with the data's).  Read and Write move it through MPTR (a
+ * contiguous buffer, nlb * ms bytes) or interleaved after each block's data
+ * (md_ext), except with PRACT and ms equal to the PI's size: then no
+ * metadata crosses the bus.  PI, as the NVM command set specifies it:
+ *   - Write with PRACT: the controller generates each block's PI (guard of
+ *     its data and, PI last, the metadata before it; application tag
+ *     cdw15 15:0; reference tag cdw14 (| cdw3 15:0 << 32 with the 64-bit
+ *     guard) plus the block's index, not incremented for Type 3) and
+ *     stores the host's other metadata bytes; without PRACT it checks the
+ *     host's PI as PRCHK says first and writes nothing when a check fails;
+ *   - Read: each block's stored PI is checked as PRCHK says (reference tag
+ *     against cdw14 plus the index, Type 3 against cdw14), the data (and
+ *     metadata, when it crosses) transferred; the first block failing gives
+ *     the status: SCT 2h, 82h guard, 83h application tag, 84h reference tag;
+ *   - Type 1 with a PRCHK reference check whose cdw14 is not the low bits
+ *     of the SLBA: Invalid Protection Information (SCT 1h, SC 81h), nothing
+ *     moved;
+ *   - Write Zeroes with PRACT stores the PI of zeroed blocks (PRCHK bits:
+ *     81h), without it, and DSM deallocate, all ones (unchecked);
+ *   - an escaped tuple (application tag FFFFh; Type 3 also reference tag
+ *     all ones) is not checked.
+ * The null backing has no metadata.  Such a namespace's commands are moved
+ * block by block through the metadata, not with one copy.
+ *
  * Volatile write cache (opts.vwc; RAM and FILE namespaces, each its own):
  * Identify reports one, the Volatile Write Cache feature (WCE) starts
  * enabled (and is back at enabled after a controller reset), and while it
@@ -110,11 +144,26 @@ struct cfg_controller;
 
 enum sim_backing { SIM_BACKING_RAM, SIM_BACKING_NULL, SIM_BACKING_FILE };
 
+/* Metadata bytes per block at most (struct sim_ns_opts.ms). */
+#define SIM_MS_MAX 256u
+
 struct sim_ns_opts {
 	uint64_t nlba;        /* blocks in the namespace (> 0) */
 	unsigned lba_size;    /* 512 or 4096 */
 	enum sim_backing backing;
 	const char *path;     /* SIM_BACKING_FILE only */
+	/* Metadata (RAM and FILE only; see "Metadata and protection
+	 * information" above): ms bytes per block (0: none, at most
+	 * SIM_MS_MAX), transferred at the end of each block's data (md_ext: an
+	 * extended LBA) or through MPTR; protection information of pi_type
+	 * (1..3, 0: none) in its first (pi_first) or last bytes, with the
+	 * 64-bit guard (pi_g64: 16 bytes) or the 16-bit one (8 bytes), ms at
+	 * least that. */
+	unsigned ms;
+	bool md_ext;
+	unsigned pi_type;
+	bool pi_g64;
+	bool pi_first;
 };
 
 struct sim_opts {
@@ -180,7 +229,8 @@ struct sim *sim_from_bus(struct nvme_bus *bus);
 
 /* A sim from a [controller] section with device = sim: namespaces,
  * size/block_size, backing (file paths from cfg_backing_file), exec,
- * mdts, max_queues, write_cache (vwc; wc_bytes at its default).  -EINVAL if
+ * mdts, max_queues, write_cache (vwc; wc_bytes at its default), metadata_size,
+ * metadata_layout, pi_type, pi_location, pi_guard.  -EINVAL if
  * c is not a sim controller.  (sim_cfg.c) */
 int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out);
 
@@ -236,6 +286,26 @@ void sim_fault_abort_ignore(struct sim *s, bool on);
  * finishing late).  Returns how many. */
 int sim_fault_release_stalled(struct sim *s);
 
+/* Misplaced data, what end-to-end protection information catches: the
+ * next n Writes (write) or Reads of any namespace move their blocks (data
+ * and metadata) blocks away from the LBA they name: to SLBA + blocks, or,
+ * when that range leaves the namespace, SLBA - blocks (if it fits, else
+ * they are not moved).  A misdirected Write's protection information is
+ * generated for the LBA it named, so a later Read of the blocks it
+ * overwrote fails its reference tag check (Types 1 and 2); a misdirected
+ * Read returns other blocks, whose reference tags then fail.  Without
+ * protection information the device notices neither: wrong data.  Counted
+ * in sim_stats.misdirected.  n = 0 cancels. */
+void sim_fault_misdirect(struct sim *s, bool write, unsigned n, int64_t blocks);
+/* Decay of the medium: the byte at offset byte of block lba of namespace
+ * nsid is inverted in place (the media's content, whatever the write
+ * cache holds), its metadata left as it is: with protection information
+ * its guard no longer matches (a Read checking it fails with 82h),
+ * without it a Read returns the changed byte.  Takes the queues.  0,
+ * -ENOENT (no such namespace, or null), -EINVAL (lba or byte outside), or
+ * a FILE namespace's I/O error. */
+int sim_fault_corrupt(struct sim *s, uint32_t nsid, uint64_t lba, unsigned byte);
+
 /* The next n MSI-X set-ups (bus irq_set) fail with -EIO after tearing the
  * current wiring down, as a failed VFIO resize leaves it. */
 void sim_fault_irq_set(struct sim *s, unsigned n);
@@ -273,7 +343,8 @@ int sim_power_on(struct sim *s);
 
 /* Cancel the injected knobs: delay, hang, fail-next, lose-next, bogus,
  * duplicate, stall-next, abort-ignore, never-ready, irq-set failures,
- * admin delay, stuck
+ * admin delay, stuck, misdirected Reads and Writes (a corrupted block stays
+ * corrupted)
  * (commands stalled already stay until an Abort, a release or a reset).  A
  * device that answers is otherwise left as it is: CSTS.CFS is device state,
  * cleared only by a controller reset (CC.EN 1 -> 0), a function reset or a
@@ -327,7 +398,8 @@ int sim_poll(struct sim *s);
  * for the other three.  -EINVAL for other bits. */
 int sim_inject_warning(struct sim *s, uint8_t bits, bool set);
 /* Attach a new namespace nsid (1..16, not active now) of bytes (a multiple
- * of namespace 1's block size, which it takes): backed by anonymous memory
+ * of namespace 1's block size, which it takes, with its metadata and
+ * protection information format): backed by anonymous memory
  * (RAM), or null when namespace 1 is null -- a FILE-backed sim gets a RAM
  * namespace, which does not outlive the sim.  Raises Namespace Attribute
  * Changed.  -EEXIST, -EINVAL, -ENOMEM. */
@@ -364,6 +436,10 @@ struct sim_stats {
 	uint64_t wc_destaged;   /* blocks made durable because a cache was full */
 	uint64_t powerfails;    /* sim_fault_powerfail cuts (of a device with power) */
 	uint64_t pf_blocks_lost, pf_blocks_kept; /* dirty blocks a cut undid / kept */
+	/* commands failed by a protection information check: guard (82h),
+	 * application tag (83h), reference tag (84h) */
+	uint64_t pi_guard_errors, pi_app_errors, pi_ref_errors;
+	uint64_t misdirected;   /* Reads and Writes sim_fault_misdirect moved */
 };
 void sim_get_stats(struct sim *s, struct sim_stats *st);
 

@@ -133,7 +133,8 @@ static int sim_ns_wc(struct sim *s, struct sim_ns *ns)
 {
 	if (!s->o.vwc || ns->backing == SIM_BACKING_NULL)
 		return 0;
-	return sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd);
+	return sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd, ns->md,
+	                   ns->ms, ns->md_fd);
 }
 
 int sim_ns_add(struct sim *s, uint32_t nsid, uint64_t bytes)
@@ -150,10 +151,11 @@ int sim_ns_add(struct sim *s, uint32_t nsid, uint64_t bytes)
 		rc = -EEXIST;
 		goto out;
 	}
-	struct sim_ns_opts o = {
-	    .nlba = bytes / lbs,
-	    .lba_size = lbs,
-	    .backing = s->o.ns[0].backing == SIM_BACKING_NULL ? SIM_BACKING_NULL : SIM_BACKING_RAM};
+	/* namespace 1's format, metadata and protection information too */
+	struct sim_ns_opts o = s->o.ns[0];
+	o.nlba = bytes / lbs;
+	o.path = NULL;
+	o.backing = s->o.ns[0].backing == SIM_BACKING_NULL ? SIM_BACKING_NULL : SIM_BACKING_RAM;
 	sim_ns_close(ns);
 	if ((rc = sim_ns_open(ns, &o)) || (rc = sim_ns_wc(s, ns))) {
 		sim_ns_close(ns);
@@ -236,6 +238,10 @@ int sim_ns_resize(struct sim *s, uint32_t nsid, uint64_t bytes)
 	} else if (ns->backing == SIM_BACKING_FILE && nlba > ns->nlba &&
 		   ftruncate(ns->fd, (off_t)bytes)) {
 		rc = -errno;
+		sim_ns_wc(s, ns);
+		goto out;
+	}
+	if ((rc = sim_md_grow(ns, nlba))) {
 		sim_ns_wc(s, ns);
 		goto out;
 	}

@@ -26,6 +26,11 @@ int sim_create_from_cfg(const struct cfg_controller *c, struct sim **out)
 		struct sim_ns_opts *ns = &o.ns[i];
 		ns->nlba = c->size / c->block_size;
 		ns->lba_size = c->block_size;
+		ns->ms = c->metadata_size;
+		ns->md_ext = c->metadata_layout == CFG_MD_EXTENDED;
+		ns->pi_type = (unsigned)c->pi_type; /* the enum counts types 0..3 */
+		ns->pi_first = c->pi_location == CFG_PI_FIRST;
+		ns->pi_g64 = c->pi_guard == CFG_PI_CRC64;
 		switch (c->backing) {
 		case CFG_BACKING_RAM:
 			ns->backing = SIM_BACKING_RAM;

@@ -1,12 +1,14 @@
 /* sim_fault.c - the software controller's fault injection (see sim.h):
  * the knobs the processing thread reads (fail, lose, delay, hang, stall,
- * bogus and duplicate completions, ...), surprise removal, power cut and
- * power on, and clearing them.
+ * bogus and duplicate completions, misdirected Reads and Writes, ...), a
+ * corrupted block, surprise removal, power cut and power on, and clearing
+ * them.
  */
 #include "sim_priv.h"
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -86,6 +88,42 @@ int sim_fault_release_stalled(struct sim *s)
 	}
 	sim_qunlock(s);
 	return n;
+}
+
+void sim_fault_misdirect(struct sim *s, bool write, unsigned n, int64_t blocks)
+{
+	atomic_store(&s->f_mis_off[write], blocks);
+	atomic_store(&s->f_mis_n[write], n);
+}
+
+int sim_fault_corrupt(struct sim *s, uint32_t nsid, uint64_t lba, unsigned byte)
+{
+	int rc = 0;
+
+	if (nsid == 0 || nsid > SIM_MAX_NS)
+		return -ENOENT;
+	/* nothing executes meanwhile: no command sees half of it */
+	sim_qlock(s);
+	struct sim_ns *ns = &s->ns[nsid - 1];
+	if (nsid > s->o.nr_ns || !ns->active || ns->backing == SIM_BACKING_NULL) {
+		rc = -ENOENT;
+	} else if (lba >= ns->nlba || byte >= ns->lba_size) {
+		rc = -EINVAL;
+	} else if (ns->backing == SIM_BACKING_RAM) {
+		ns->mem[(lba << ns->lba_shift) + byte] ^= 0xff;
+	} else {
+		off_t off = (off_t)((lba << ns->lba_shift) + byte);
+		uint8_t b = 0;
+		ssize_t n = pread(ns->fd, &b, 1, off);
+		b ^= 0xff;
+		if (n < 0 || pwrite(ns->fd, &b, 1, off) != 1)
+			rc = errno ? -errno : -EIO;
+	}
+	sim_qunlock(s);
+	if (rc == 0)
+		log_warn("sim %s: namespace %u block %llu corrupted at byte %u", s->name, nsid,
+		         (unsigned long long)lba, byte);
+	return rc;
 }
 
 void sim_fault_irq_set(struct sim *s, unsigned n)
@@ -213,6 +251,8 @@ void sim_fault_clear(struct sim *s)
 	atomic_store(&s->f_irq_fail_n, 0);
 	atomic_store(&s->f_admin_delay_us, 0);
 	atomic_store(&s->f_stuck, false);
+	atomic_store(&s->f_mis_n[0], 0);
+	atomic_store(&s->f_mis_n[1], 0);
 	sim_fault_hang(s, false);
 	/* re-inserted, or power back: a live controller is left alone (its
 	 * CFS, if any, is device state that only a reset clears) */

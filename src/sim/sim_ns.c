@@ -32,6 +32,92 @@ static int sim_open_backing(const char *path)
 	return fd;
 }
 
+/* pwrite all of it: 0 or -errno (-EIO for a short write making no progress) */
+static int sim_pwrite_all(int fd, const uint8_t *p, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n, len -= (size_t)n, off += n;
+	}
+	return 0;
+}
+
+/* Metadata memory for nlba blocks, all ones (an unwritten block's PI is
+ * escaped), as a mapping that may grow (sim_md_grow). */
+static uint8_t *sim_md_map(size_t len)
+{
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	memset(m, 0xff, len);
+	return m;
+}
+
+/* ns's metadata: in memory, and for a FILE namespace loaded from PATH.md
+ * (created, or extended with all ones to the namespace's size). */
+static int sim_md_open(struct sim_ns *ns, const struct sim_ns_opts *o)
+{
+	char path[sizeof(ns->path) + 4];
+	struct stat st;
+	int rc;
+
+	ns->md_len = (size_t)o->nlba * o->ms;
+	ns->md = sim_md_map(ns->md_len);
+	if (!ns->md)
+		return -ENOMEM;
+	if (o->backing != SIM_BACKING_FILE)
+		return 0;
+	snprintf(path, sizeof(path), "%s.md", o->path);
+	ns->md_fd = sim_open_backing(path);
+	if (ns->md_fd < 0)
+		return ns->md_fd;
+	if (fstat(ns->md_fd, &st))
+		return -errno;
+	size_t have = (uint64_t)st.st_size < ns->md_len ? (size_t)st.st_size : ns->md_len;
+	for (size_t done = 0; done < have;) {
+		ssize_t n = pread(ns->md_fd, ns->md + done, have - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			log_err("sim: metadata file %s: %s", path, strerror(-rc));
+			return rc;
+		}
+		done += (size_t)n;
+	}
+	if (have < ns->md_len &&
+	    (rc = sim_pwrite_all(ns->md_fd, ns->md + have, ns->md_len - have, (off_t)have))) {
+		log_err("sim: cannot size metadata file %s to %zu bytes: %s", path, ns->md_len,
+		        strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int sim_md_grow(struct sim_ns *ns, uint64_t nlba)
+{
+	size_t len = (size_t)nlba * ns->ms;
+
+	if (!ns->md || len <= ns->md_len)
+		return 0;
+	uint8_t *m = mremap(ns->md, ns->md_len, len, MREMAP_MAYMOVE);
+	if (m == MAP_FAILED)
+		return -errno;
+	memset(m + ns->md_len, 0xff, len - ns->md_len);
+	int rc = ns->md_fd >= 0 ? sim_pwrite_all(ns->md_fd, m + ns->md_len, len - ns->md_len,
+	                                         (off_t)ns->md_len)
+	                        : 0;
+	ns->md = m;
+	ns->md_len = len;
+	return rc;
+}
+
 int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
 {
 	ns->nlba = o->nlba;
@@ -39,7 +125,18 @@ int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o)
 	ns->lba_shift = o->lba_size == 512 ? 9 : 12;
 	ns->backing = o->backing;
 	ns->fd = -1;
+	ns->md_fd = -1;
+	ns->ms = o->ms;
+	ns->md_ext = o->md_ext;
+	ns->pi = (struct sim_pi_fmt){
+	    .type = o->pi_type, .g64 = o->pi_g64, .first = o->pi_first, .ms = o->ms};
+	if (o->ms > SIM_MS_MAX || o->pi_type > 3 ||
+	    (o->pi_type && o->ms < sim_pi_size(&ns->pi)) || (o->ms && o->backing == SIM_BACKING_NULL))
+		return -EINVAL;
 	size_t len = (size_t)(o->nlba << ns->lba_shift);
+	int rc = o->ms ? sim_md_open(ns, o) : 0;
+	if (rc)
+		return rc;
 	switch (o->backing) {
 	case SIM_BACKING_NULL:
 		return 0;
@@ -86,8 +183,19 @@ void sim_ns_close(struct sim_ns *ns)
 		fdatasync(ns->fd);
 		close(ns->fd);
 	}
+	if (ns->md)
+		munmap(ns->md, ns->md_len);
+	if (ns->md_fd >= 0) {
+		fdatasync(ns->md_fd);
+		close(ns->md_fd);
+	}
 	ns->mem = NULL;
 	ns->fd = -1;
+	ns->md = NULL;
+	ns->md_len = 0;
+	ns->md_fd = -1;
+	ns->ms = 0;
+	ns->pi.type = 0;
 }
 
 void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write)
@@ -142,7 +250,7 @@ void sim_ns_leave(struct sim_ns *ns, uint16_t qid)
  * goes through the volatile write cache as a write does; fua: durable when
  * done (Write Zeroes with FUA). */
 uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb,
-                     bool fua)
+                     bool fua, const struct nvme_sqe *c)
 {
 	bool cached = sim_cached(s, ns);
 	uint16_t st = 0;
@@ -184,7 +292,11 @@ uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t sl
 			done += n;
 		}
 	}
-	if (fua && ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd)) {
+	if (ns->ms && sim_md_zeroed(ns, slba, nlb, c)) {
+		st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+		goto out;
+	}
+	if (fua && ns->backing == SIM_BACKING_FILE && (fdatasync(ns->fd) || sim_md_sync(ns))) {
 		st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		goto out;
 	}
@@ -202,7 +314,7 @@ out:
  * durable), then the model's cache. */
 uint16_t sim_ns_flush(struct sim_ns *ns)
 {
-	if (ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
+	if (ns->backing == SIM_BACKING_FILE && (fdatasync(ns->fd) || sim_md_sync(ns)))
 		return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 	sim_wc_lock(ns);
 	sim_wc_flush(&ns->wc);

@@ -36,6 +36,7 @@
 
 #include "nvme_spec.h"
 #include "sim.h"
+#include "sim_pi.h"
 #include "sim_wc.h"
 
 #define SIM_PAGE 4096u
@@ -114,6 +115,15 @@ struct sim_ns {
 	int fd;        /* FILE */
 	char path[4096];
 	struct sim_wc wc; /* RAM and FILE with opts.vwc: the volatile write cache (cap 0: none) */
+	/* Metadata (ms > 0; see sim.h): ms bytes per block at md (md_len), all
+	 * ones until written; a FILE namespace's also in md_fd (PATH.md),
+	 * written through.  pi: its PI format (pi.type 0: none). */
+	unsigned ms;
+	bool md_ext;
+	struct sim_pi_fmt pi;
+	uint8_t *md;
+	size_t md_len;
+	int md_fd;
 	/* Commands of several queues run at once (struct sim_qexec).  wc_busy
 	 * (sim_wc_lock) guards the write cache model, which is not
 	 * thread-safe, and the table of commands moving data on ns: bit
@@ -260,6 +270,10 @@ struct sim {
 	_Atomic bool f_stuck;      /* sim_fault_stuck: CC writes and FLR ignored */
 	_Atomic bool bme;          /* bus mastering (the bus_master op): off, no DMA at all */
 	_Atomic unsigned f_irq_fail_n;
+	_Atomic unsigned f_mis_n[2];             /* sim_fault_misdirect: [0] Reads, [1] Writes */
+	_Atomic int64_t f_mis_off[2];
+	uint64_t misdirected;                    /* SIM_INC */
+	uint64_t pi_errors[3];                   /* SIM_INC: guard, application tag, reference tag */
 	struct sim_stalled stalled[SIM_MAX_STALLED]; /* s->lock */
 	unsigned nr_stalled;
 	uint64_t resets;           /* CC.EN 1 -> 0 and function resets */
@@ -450,10 +464,14 @@ void sim_regs_reset(struct sim *s);
 int sim_ns_open(struct sim_ns *ns, const struct sim_ns_opts *o);
 /* release the backing (a file is synced first); ns may be half open */
 void sim_ns_close(struct sim_ns *ns);
+/* ns's metadata grown to nlba blocks (all ones past the old end; a FILE's
+ * metadata file too); nothing without metadata or when not larger */
+int sim_md_grow(struct sim_ns *ns, uint64_t nlba);
 /* zero (deallocate) nlb blocks at slba, through the write cache; fua:
- * durable when done; an NVMe status */
+ * durable when done; their metadata as sim_md_zeroed says (c: the Write
+ * Zeroes, NULL for a deallocation); an NVMe status */
 uint16_t sim_ns_zero(struct sim *s, struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb,
-                     bool fua);
+                     bool fua, const struct nvme_sqe *c);
 /* make everything written to ns durable; an NVMe status */
 uint16_t sim_ns_flush(struct sim_ns *ns);
 /* I/O queue qid's command (qid SIM_OFFLOAD_XID: the copy thread's) is
@@ -463,6 +481,26 @@ uint16_t sim_ns_flush(struct sim_ns *ns);
  * sim_wc_lock(ns) held.  sim_ns_leave when its data has moved. */
 void sim_ns_enter(struct sim_ns *ns, uint16_t qid, uint64_t slba, uint64_t nlb, bool write);
 void sim_ns_leave(struct sim_ns *ns, uint16_t qid);
+
+/* ---- sim_pi.c: Read and Write of a namespace with metadata ---- */
+
+/* Read or Write c of ns (ns->ms > 0) whose blocks lie at media LBA at (the
+ * command's own SLBA unless sim_fault_misdirect moved it), on the thread
+ * of table slot xid, inside its range (sim_ns_enter done; for a Write the
+ * write cache captured it): PRINFO checked first (sim_md_prinfo_ok), then
+ * data, metadata and protection information as sim.h says.  An NVMe
+ * status. */
+uint16_t sim_md_rw(struct sim *s, const struct nvme_sqe *c, struct sim_ns *ns, bool write,
+                   uint64_t at);
+/* Check a Read's or Write's PRINFO against ns before anything moves:
+ * 0 or Invalid Protection Information. */
+uint16_t sim_md_prinfo_ok(const struct nvme_sqe *c, const struct sim_ns *ns, bool zeroes);
+/* The metadata of blocks [slba, slba + nlb) after they were zeroed: the PI
+ * of a zero block when c is a Write Zeroes with PRACT (reference tags from
+ * its cdw14), else all ones; written through to a FILE's metadata. */
+int sim_md_zeroed(struct sim_ns *ns, uint64_t slba, uint64_t nlb, const struct nvme_sqe *c);
+/* make a FILE namespace's metadata durable: 0 or -errno */
+int sim_md_sync(struct sim_ns *ns);
 
 /* ---- sim_offload.c: the copy thread (opts.offload, inline mode) ---- */
 

@@ -395,6 +395,25 @@ void sim_complete(struct sim *s, uint16_t sqid, struct sim_sq *sq, uint16_t cid,
 
 /* --------------------------------------------------------------- I/O commands */
 
+/* sim_fault_misdirect: where blocks [slba, slba + nlb) of a Read or Write
+ * really go (slba when no fault is pending or no place fits). */
+static __attribute__((noinline)) uint64_t sim_misdirect(struct sim *s, const struct sim_ns *ns,
+                                                         bool write, uint64_t slba, uint64_t nlb)
+{
+	if (!sim_take(&s->f_mis_n[write]))
+		return slba;
+	int64_t d = atomic_load(&s->f_mis_off[write]);
+	for (int k = 0; k < 2; k++, d = -d) {
+		/* both in 64 bits: slba and nlb are within a namespace of < 2^63 bytes */
+		int64_t at = (int64_t)slba + d;
+		if (d && at >= 0 && (uint64_t)at <= ns->nlba - nlb) {
+			SIM_INC(s->misdirected, 1);
+			return (uint64_t)at;
+		}
+	}
+	return slba;
+}
+
 static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, struct sim_ns *ns,
 		       bool write, uint16_t xid)
 {
@@ -410,31 +429,39 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 	if (c->flags & 0xc0) /* PSDT: SGLs not offered unless configured */
 		return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+	/* where the blocks really go: the command's own, unless misdirected */
+	uint64_t at = slba;
+	if (__builtin_expect(atomic_load_explicit(&s->f_mis_n[write], memory_order_relaxed) != 0, 0))
+		at = sim_misdirect(s, ns, write, slba, nlb);
 	/* the null namespace moves no data of its own: nothing to order */
 	bool media = ns->backing != SIM_BACKING_NULL;
 	if (media) {
-		sim_ns_enter(ns, xid, slba, nlb, write);
+		sim_ns_enter(ns, xid, at, nlb, write);
 		/* a FUA write is durable when it completes: nothing to keep for
 		 * it (its blocks' older entries go when it succeeds) */
-		int rc = cached && !fua ? sim_wc_dirty(&ns->wc, slba, nlb) : 0;
+		int rc = cached && !fua ? sim_wc_dirty(&ns->wc, at, nlb) : 0;
 		sim_wc_unlock(ns);
 		if (rc) {
 			sim_ns_leave(ns, xid);
 			return NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
 		}
 	}
-	switch (ns->backing) {
+	if (__builtin_expect(ns->ms != 0, 0)) {
+		st = sim_md_rw(s, c, ns, write, at);
+		if (!st && fua && ns->backing == SIM_BACKING_FILE && fdatasync(ns->fd))
+			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, NVME_SC_WRITE_FAULT);
+	} else switch (ns->backing) {
 	case SIM_BACKING_NULL:
 		st = write ? sim_xfer(s, c, len, sim_seg_count, &(unsigned){0})
 			   : sim_xfer(s, c, len, sim_seg_zero, NULL);
 		break;
 	case SIM_BACKING_RAM: {
-		struct sim_copy cp = {.buf = ns->mem + (slba << ns->lba_shift), .to_host = !write};
+		struct sim_copy cp = {.buf = ns->mem + (at << ns->lba_shift), .to_host = !write};
 		st = sim_xfer(s, c, len, sim_seg_copy, &cp);
 		break;
 	}
 	case SIM_BACKING_FILE: {
-		struct sim_fileio f = {.fd = ns->fd, .base = (off_t)(slba << ns->lba_shift), .write = write};
+		struct sim_fileio f = {.fd = ns->fd, .base = (off_t)(at << ns->lba_shift), .write = write};
 		st = sim_xfer(s, c, len, sim_seg_file, &f);
 		if (st == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INTERNAL))
 			st = NVME_STATUS_MAKE(NVME_SCT_MEDIA, write ? NVME_SC_WRITE_FAULT : NVME_SC_READ_ERROR);
@@ -447,7 +474,7 @@ static uint16_t sim_rw(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *
 	}
 	if (!st && fua && cached) {
 		sim_wc_lock(ns);
-		sim_wc_durable(&ns->wc, slba, nlb);
+		sim_wc_durable(&ns->wc, at, nlb);
 		sim_wc_unlock(ns);
 	}
 	if (media)
@@ -481,7 +508,7 @@ static uint16_t sim_dsm(struct sim *s, uint16_t qid, const struct nvme_sqe *c, s
 		if (r[i].slba >= ns->nlba || r[i].nlb > ns->nlba - r[i].slba)
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_LBA_RANGE);
 	for (unsigned i = 0; i < nr; i++)
-		if ((st = sim_ns_zero(s, ns, qid, r[i].slba, r[i].nlb, false)))
+		if ((st = sim_ns_zero(s, ns, qid, r[i].slba, r[i].nlb, false, NULL)))
 			return st;
 	return 0;
 }
@@ -518,7 +545,9 @@ uint16_t sim_io(struct sim *s, struct sim_sq *sq, const struct nvme_sqe *c, uint
 				     ((uint64_t)SIM_PAGE << s->o.wzsl))
 			return NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
 		bool fua = c->cdw12 & NVME_RW_FUA;
-		uint16_t st = sim_ns_zero(s, ns, xid, slba, (c->cdw12 & 0xffff) + 1u, fua);
+		uint16_t st = ns->ms ? sim_md_prinfo_ok(c, ns, true) : 0;
+		if (!st)
+			st = sim_ns_zero(s, ns, xid, slba, (c->cdw12 & 0xffff) + 1u, fua, c);
 		if (!st && fua)
 			SIM_INC(sq->st.fua_writes, 1);
 		return st;
@@ -601,8 +630,12 @@ void sim_cmd_failed(struct sim *s, uint16_t qid, struct sim_sq *sq, const struct
 	SIM_INC(sq->st.invalid_cmds, 1);
 	if ((status & 0x7ff) == NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_DATA_XFER_ERROR))
 		SIM_INC(sq->st.dma_errors, 1);
-	if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA)
+	if (NVME_STATUS_SCT(status) == NVME_SCT_MEDIA) {
 		SIM_INC(s->media_errors, 1);
+		unsigned sc = NVME_STATUS_SC(status);
+		if (sc >= NVME_SC_GUARD_CHECK && sc <= NVME_SC_REFTAG_CHECK)
+			SIM_INC(s->pi_errors[sc - NVME_SC_GUARD_CHECK], 1);
+	}
 	sim_errlog_add(s, qid, c->cid, status, (uint64_t)c->cdw11 << 32 | c->cdw10, c->nsid);
 }
 
@@ -1047,6 +1080,10 @@ void sim_get_stats(struct sim *s, struct sim_stats *st)
 	st->powerfails = s->powerfails;
 	st->pf_blocks_lost = s->pf_lost;
 	st->pf_blocks_kept = s->pf_kept;
+	st->pi_guard_errors = SIM_LOAD(s->pi_errors[0]);
+	st->pi_app_errors = SIM_LOAD(s->pi_errors[1]);
+	st->pi_ref_errors = SIM_LOAD(s->pi_errors[2]);
+	st->misdirected = SIM_LOAD(s->misdirected);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -61,6 +61,7 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		id->mdts = (uint8_t)s->o.mdts;
 		id->cntlid = 1;
 		id->ver = s->vs;
+		id->ctratt = NVME_CTRATT_ELBAS; /* Identify Namespace NVM gives the guard format */
 		id->oacs = 0;
 		id->acl = 3;
 		id->aerl = SIM_MAX_AER - 1;
@@ -94,11 +95,35 @@ static uint16_t sim_identify(struct sim *s, const struct nvme_sqe *c)
 		struct nvme_id_ns *id = &buf->ns;
 		id->nsze = id->ncap = id->nuse = ns->nlba;
 		id->nlbaf = 0;
-		id->flbas = 0;
+		id->flbas = ns->md_ext ? NVME_FLBAS_EXT : 0;
 		id->lbaf[0].lbads = (uint8_t)ns->lba_shift;
+		id->lbaf[0].ms = (uint16_t)ns->ms;
+		if (ns->ms >= sim_pi_size(&ns->pi)) {
+			/* any type, either end: what a Format NVM could choose */
+			id->dpc = NVME_DPC_TYPE1 | NVME_DPC_TYPE2 | NVME_DPC_TYPE3 | NVME_DPC_FIRST |
+			          NVME_DPC_LAST;
+			id->dps = (uint8_t)(ns->pi.type | (ns->pi.first ? NVME_DPS_FIRST : 0));
+		}
 		id->dlfeat = 0x1; /* deallocated blocks read as zeroes */
 		id->eui64[0] = 0x02;
 		id->eui64[7] = (uint8_t)c->nsid;
+		break;
+	}
+	case NVME_ID_CNS_NS_CSI: {
+		if (c->cdw11 >> NVME_ID_CSI_SHIFT != NVME_CSI_NVM) {
+			st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_FIELD);
+			break;
+		}
+		if (c->nsid == 0 || c->nsid > SIM_MAX_NS) {
+			st = NVME_STATUS_MAKE(NVME_SCT_GENERIC, NVME_SC_INVALID_NS);
+			break;
+		}
+		struct sim_ns *ns = &s->ns[c->nsid - 1];
+		if (c->nsid > s->o.nr_ns || !ns->active)
+			break;
+		/* the guard format of the one LBA format; no storage tag */
+		struct nvme_id_ns_nvm *id = (struct nvme_id_ns_nvm *)buf;
+		id->elbaf[0] = (uint32_t)(ns->pi.g64 ? NVME_PIF_64 : NVME_PIF_16) << 7;
 		break;
 	}
 	case NVME_ID_CNS_CTRL_NVM: {
@@ -796,7 +821,9 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 	atomic_store(&s->bme, true); /* as after the host's PCI set-up */
 	for (unsigned i = 0; i < SIM_MAX_NS; i++) {
 		s->ns[i].fd = -1;
+		s->ns[i].md_fd = -1;
 		s->ns[i].wc.fd = -1;
+		s->ns[i].wc.md_fd = -1;
 	}
 	s->wc_enabled = s->o.vwc;
 
@@ -840,7 +867,8 @@ int sim_create(const struct sim_opts *o, struct sim **out)
 		ns->active = true;
 		/* allocated now: the command path never allocates */
 		if (s->o.vwc && ns->backing != SIM_BACKING_NULL &&
-		    (rc = sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd)))
+		    (rc = sim_wc_init(&ns->wc, ns->nlba, ns->lba_shift, s->o.wc_bytes, ns->mem, ns->fd,
+		                      ns->md, ns->ms, ns->md_fd)))
 			goto fail;
 	}
 	if (s->o.threaded) {

@@ -38,6 +38,11 @@ static inline uint8_t *wc_pre(const struct sim_wc *wc, uint32_t i)
 	return wc->pre + ((size_t)(i - 1) << wc->lba_shift);
 }
 
+static inline uint8_t *wc_pre_md(const struct sim_wc *wc, uint32_t i)
+{
+	return wc->pre_md + (size_t)(i - 1) * wc->ms;
+}
+
 static inline uint32_t *wc_bucket(const struct sim_wc *wc, uint64_t lba)
 {
 	return &wc->bucket[(lba * 0x9e3779b97f4a7c15ull) >> wc->hshift];
@@ -129,6 +134,8 @@ static int wc_read(struct sim_wc *wc, const uint32_t *idx, unsigned k, uint64_t 
 	off_t off = (off_t)(lba << wc->lba_shift);
 	struct iovec iov[WC_BATCH];
 
+	for (unsigned j = 0; wc->md && j < k; j++)
+		memcpy(wc_pre_md(wc, idx[j]), wc->md + (lba + j) * wc->ms, wc->ms);
 	if (wc->mem) {
 		for (unsigned j = 0; j < k; j++)
 			memcpy(wc_pre(wc, idx[j]), wc->mem + ((lba + j) << wc->lba_shift), bs);
@@ -266,6 +273,13 @@ int sim_wc_powerfail(struct sim_wc *wc, uint64_t seed, uint32_t nsid, uint64_t *
 			continue;
 		}
 		nlost++;
+		if (wc->md) {
+			memcpy(wc->md + lba * wc->ms, wc_pre_md(wc, i), wc->ms);
+			if (wc->md_fd >= 0 &&
+			    (e = wc_pwrite(wc->md_fd, wc_pre_md(wc, i), wc->ms, (off_t)(lba * wc->ms))) &&
+			    !rc)
+				rc = e;
+		}
 		if (wc->mem) {
 			memcpy(wc->mem + (lba << wc->lba_shift), wc_pre(wc, i), bs);
 		} else if ((e = wc_pwrite(wc->fd, wc_pre(wc, i), bs,
@@ -275,6 +289,8 @@ int sim_wc_powerfail(struct sim_wc *wc, uint64_t seed, uint32_t nsid, uint64_t *
 		}
 	}
 	if (wc->fd >= 0 && nlost && fdatasync(wc->fd) && !rc)
+		rc = -errno;
+	if (wc->md_fd >= 0 && nlost && fdatasync(wc->md_fd) && !rc)
 		rc = -errno;
 	wc_drop_all(wc);
 	*lost += nlost;
@@ -293,14 +309,15 @@ uint64_t sim_wc_destaged(const struct sim_wc *wc)
 }
 
 int sim_wc_init(struct sim_wc *wc, uint64_t nlba, unsigned lba_shift, uint64_t bytes, uint8_t *mem,
-                int fd)
+                int fd, uint8_t *md, unsigned ms, int md_fd)
 {
 	uint64_t cap = (bytes ? bytes : SIM_WC_DEFAULT_BYTES) >> lba_shift;
 	unsigned hbits = 1;
-	size_t pre_len, ent_len, bkt_len;
+	size_t pre_len, ent_len, bkt_len, md_len;
 
 	memset(wc, 0, sizeof(*wc));
 	wc->fd = -1;
+	wc->md_fd = -1;
 	if (cap > nlba)
 		cap = nlba;
 	if (cap > WC_MAX_BLOCKS)
@@ -312,7 +329,8 @@ int sim_wc_init(struct sim_wc *wc, uint64_t nlba, unsigned lba_shift, uint64_t b
 	pre_len = (size_t)cap << lba_shift;
 	ent_len = (size_t)cap * sizeof(struct sim_wc_ent);
 	bkt_len = ((size_t)1 << hbits) * sizeof(uint32_t);
-	wc->map_len = pre_len + ent_len + bkt_len;
+	md_len = md ? (size_t)cap * ms : 0;
+	wc->map_len = pre_len + ent_len + bkt_len + md_len;
 	/* lazily zero: an empty bucket is 0, and untouched pages cost nothing */
 	wc->map = mmap(NULL, wc->map_len, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -323,11 +341,15 @@ int sim_wc_init(struct sim_wc *wc, uint64_t nlba, unsigned lba_shift, uint64_t b
 	wc->pre = wc->map;
 	wc->ent = (struct sim_wc_ent *)(wc->pre + pre_len);
 	wc->bucket = (uint32_t *)((uint8_t *)wc->ent + ent_len);
+	wc->pre_md = (uint8_t *)wc->bucket + bkt_len;
 	wc->cap = (uint32_t)cap;
 	wc->hshift = 64 - hbits;
 	wc->lba_shift = lba_shift;
 	wc->mem = mem;
 	wc->fd = mem ? -1 : fd;
+	wc->md = md;
+	wc->ms = md ? ms : 0;
+	wc->md_fd = md ? md_fd : -1;
 	return 0;
 }
 
@@ -337,4 +359,5 @@ void sim_wc_fini(struct sim_wc *wc)
 		munmap(wc->map, wc->map_len);
 	memset(wc, 0, sizeof(*wc));
 	wc->fd = -1;
+	wc->md_fd = -1;
 }

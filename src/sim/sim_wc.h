@@ -4,7 +4,9 @@
  * The media (a RAM namespace's memory, a FILE namespace's file) always holds
  * the newest data, so reads never look here.  What the model keeps is an undo
  * log: for each block written since it was last durable, its durable content
- * (the pre-image), captured before the first such write.  A block without an
+ * (the pre-image), captured before the first such write: its data and, on a
+ * namespace with metadata, its metadata (kept in memory, written through to
+ * a FILE namespace's metadata file).  A block without an
  * entry is durable.  Making blocks durable only drops entries; a power cut
  * writes some or all pre-images back.
  *
@@ -46,6 +48,10 @@ struct sim_wc {
 	uint32_t *bucket;    /* hash chains by LBA, index + 1 */
 	struct sim_wc_ent *ent;
 	uint8_t *pre;      /* pre-image of entry i at (i - 1) << lba_shift */
+	uint8_t *md;       /* the namespace's metadata, ms bytes a block (NULL: none) */
+	unsigned ms;
+	int md_fd;         /* its file (FILE namespaces), -1: memory only */
+	uint8_t *pre_md;   /* metadata pre-image of entry i at (i - 1) * ms */
 	uint64_t destaged; /* blocks made durable because the cache was full (relaxed atomic) */
 	void *map;
 	size_t map_len;
@@ -53,9 +59,11 @@ struct sim_wc {
 
 /* A cache of bytes (0: SIM_WC_DEFAULT_BYTES) over a namespace of nlba
  * blocks of 1 << lba_shift bytes, clamped to [one block, the namespace]; the
- * media is mem (RAM) or fd (FILE).  -ENOMEM if it cannot be reserved. */
+ * media is mem (RAM) or fd (FILE); md (ms bytes a block, NULL: none) its
+ * metadata, written through to md_fd when that is not -1.  -ENOMEM if it
+ * cannot be reserved. */
 int sim_wc_init(struct sim_wc *wc, uint64_t nlba, unsigned lba_shift, uint64_t bytes, uint8_t *mem,
-                int fd);
+                int fd, uint8_t *md, unsigned ms, int md_fd);
 /* Drop the model (the media keeps the newest data).  Safe on a zeroed struct. */
 void sim_wc_fini(struct sim_wc *wc);
 
@@ -79,7 +87,8 @@ void sim_wc_flush(struct sim_wc *wc);
 /* A power cut: every dirty block either gets its pre-image back ("lost":
  * always when seed is 0) or keeps its newest content; with seed != 0 a hash
  * of (seed, nsid, LBA) decides, so the same seed over the same history gives
- * the same result.  A file gets the pre-images with pwrite, then fdatasync.
+ * the same result (a block's data and metadata together).  A file gets the
+ * pre-images with pwrite, then fdatasync.
  * Afterwards the cache is empty.  Adds to *lost and *kept.  A file error is
  * returned after every other block was handled. */
 int sim_wc_powerfail(struct sim_wc *wc, uint64_t seed, uint32_t nsid, uint64_t *lost,

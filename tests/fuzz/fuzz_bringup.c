@@ -116,6 +116,7 @@ static uint16_t id_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint1
 	case NVME_ID_CNS_CTRL:
 		target = 0;
 		break;
+	case NVME_ID_CNS_NS_CSI: /* the NVM command set's: the same patches, other fields */
 	case NVME_ID_CNS_NS:
 		target = 1;
 		/* each namespace costs an Identify: a long list is cut short by
@@ -201,6 +202,16 @@ static void check_info(struct nvme_ctrl *c, struct nvme_bus *bus, unsigned asked
 		if (ns->nlba == 0 || ns->nlba > (uint64_t)INT64_MAX >> ns->lba_shift)
 			DIE("NSID %u: %llu blocks of %u bytes", ns->nsid, (unsigned long long)ns->nlba,
 			    ns->lba_size);
+		/* metadata served only as the engine can: PI of a known type and
+		 * guard that fits, a buffer only for separate metadata it holds */
+		bool pi_ok = ns->pi_type ? ns->pi_type <= 3 &&
+		                               (ns->pi_guard == 16 || ns->pi_guard == 64) &&
+		                               ns->ms >= (ns->pi_guard == 64 ? 16 : 8)
+		                         : !ns->pi_guard && !ns->prinfo;
+		if (!pi_ok || (!ns->ms && (ns->pi_type || ns->md_buf || ns->md_ext)) ||
+		    (ns->md_buf && (ns->md_ext || ns->ms > NVME_MD_HALF)))
+			DIE("NSID %u: %u bytes of metadata, PI type %u guard %u, buffer %d, extended %d",
+			    ns->nsid, ns->ms, ns->pi_type, ns->pi_guard, ns->md_buf, ns->md_ext);
 	}
 	check_str(ci->model, sizeof(ci->model), "model");
 	check_str(ci->serial, sizeof(ci->serial), "serial");

@@ -1195,6 +1195,30 @@ START_TEST(t_inject_events)
 	        "\"nsid\":1}");
 	expect_error(o, "inject ns-resize needs \"bytes\"");
 	json_object_put(o);
+
+	/* misplaced and corrupted data (their effect: test_pi, t-pi) */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"misdirect-write\","
+	        "\"count\":2,\"blocks\":16}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "blocks")), 16);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"misdirect-read\","
+	        "\"count\":1}");
+	expect_error(o, "inject misdirect-read needs \"blocks\"");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"corrupt\","
+	        "\"nsid\":1,\"lba\":3,\"byte\":100}");
+	expect_ok(o);
+	ck_assert_int_eq(json_object_get_int(get(o, "lba")), 3);
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"corrupt\","
+	        "\"nsid\":1,\"lba\":1000000000,\"byte\":0}");
+	expect_error(o, "the LBA or the byte is outside it");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"corrupt\","
+	        "\"nsid\":5,\"lba\":0,\"byte\":0}");
+	expect_error(o, "no such namespace");
+	json_object_put(o);
 }
 END_TEST
 

@@ -117,7 +117,8 @@ static const struct bad bad_cases[] = {
      "gid\n"},
     {"unknown controller key", CTRL "ns = 2\n",
      "t.conf:3: ns = 2: unknown key in [controller]; allowed: device, namespaces, size, "
-     "block_size, backing, exec, offload, mdts, max_queues, write_cache\n"},
+     "block_size, backing, exec, offload, mdts, max_queues, write_cache, metadata_size, "
+     "metadata_layout, pi_type, pi_location, pi_guard\n"},
     {"key outside a section", "queues = 1\n" CTRL,
      "t.conf:1: queues = 1: outside any section; put it under [daemon], [engine] or "
      "[controller NAME]\n"},

@@ -433,7 +433,7 @@ START_TEST(t_dma_huge_fallback)
 END_TEST
 
 /* ---- namespaces the engine must not expose, and formats it must read ---- */
-enum ns_case { NS_SEP_META, NS_TOO_BIG, NS_FLBAS_HIGH, NS_MANY };
+enum ns_case { NS_EXT_META, NS_TOO_BIG, NS_FLBAS_HIGH, NS_MANY };
 #define MANY_NS 1500u
 
 static uint16_t ns_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
@@ -453,9 +453,11 @@ static uint16_t ns_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint1
 		return status;
 	struct nvme_id_ns *id = data;
 	switch (k) {
-	case NS_SEP_META: /* namespace 1: 8 bytes of separate metadata per block */
-		if (cmd->nsid == 1)
+	case NS_EXT_META: /* namespace 1: 8 bytes of extended metadata per block, no PI */
+		if (cmd->nsid == 1) {
 			id->lbaf[0].ms = 8;
+			id->flbas |= NVME_FLBAS_EXT;
+		}
 		break;
 	case NS_TOO_BIG: /* namespace 1: 64 KiB blocks, beyond MDTS */
 		if (cmd->nsid == 1)
@@ -497,7 +499,7 @@ START_TEST(t_ns_formats)
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
 	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
 	switch (k) {
-	case NS_SEP_META:
+	case NS_EXT_META:
 	case NS_TOO_BIG:
 		ck_assert_uint_eq(in->nr_ns, 1); /* namespace 1 skipped */
 		ck_assert_uint_eq(in->ns[0].nsid, 2);
@@ -627,7 +629,7 @@ int main(void)
 	tcase_add_test(tc, t_device_gone);
 	tcase_add_loop_test(tc, t_shutdown_state, 0, 2);
 	tcase_add_test(tc, t_dma_huge_fallback);
-	tcase_add_loop_test(tc, t_ns_formats, NS_SEP_META, NS_MANY + 1);
+	tcase_add_loop_test(tc, t_ns_formats, NS_EXT_META, NS_MANY + 1);
 	tcase_add_test(tc, t_wire_vector_restore);
 	tcase_add_test(tc, t_wz_limits);
 	suite_add_tcase(s, tc);

@@ -33,6 +33,9 @@ struct rec_opts {
 	unsigned retry_ms; /* first retry of a failed bring-up (0: the engine's 1 s) */
 	_Atomic bool *shrink_ns1; /* when set: Identify reports namespace 1 smaller */
 	bool vwc;                 /* a volatile write cache (sim_opts.vwc) */
+	/* namespace 1: 16 bytes of separate metadata with PI Type 1 in 8 of
+	 * them, so that its commands carry MPTR (the queue's metadata buffer) */
+	bool md;
 };
 
 static uint16_t shrink_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)
@@ -63,6 +66,10 @@ static void rig_open_rec(struct rig *g, const struct rec_opts *o)
 	}
 	so->ns[0] =
 	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+	if (o->md) {
+		so->ns[0].ms = 16;
+		so->ns[0].pi_type = 1;
+	}
 	so->ns[1] =
 	    (struct sim_ns_opts){.nlba = 1u << 12, .lba_size = 4096, .backing = SIM_BACKING_RAM};
 	ro.ctrl[0] = (struct nvme_ctrl_opts){.queue_depth = 32,
@@ -1203,7 +1210,8 @@ static uint64_t sim_admin_cmds(struct sim *s)
  * its mappings at new addresses: a command held during that retry was
  * built against the old ones and must be sent with its addresses moved
  * (before the fix: a DMA error, on VFIO a transfer into whatever the old
- * address was given to) ---- */
+ * address was given to).  Loop 1: on a namespace with metadata, whose
+ * commands carry MPTR too ---- */
 START_TEST(t_retry_rebases_held)
 {
 	struct rig g;
@@ -1212,7 +1220,8 @@ START_TEST(t_retry_rebases_held)
 	                     .timeout_ms = 3000,
 	                     .retries = 3,
 	                     .retry_ms = 50,
-	                     .threaded = true};
+	                     .threaded = true,
+	                     .md = _i == 1};
 	rig_open_rec(&g, &o);
 	sim_fault_stuck(g.sim[0], true);
 	sim_fault_hang(g.sim[0], true);
@@ -1244,6 +1253,12 @@ START_TEST(t_retry_rebases_held)
 	ck_assert_uint_eq(s1.dma_errors, s0.dma_errors);
 	check_pattern(&g, 0, 0, 8u << 10, 77);
 	check_pattern(&g, 0, 64, 64u << 10, 78);
+	if (o.md) { /* the commands did carry MPTR, and it was moved with the pool */
+		ck_assert(nvme_ctrl_get_info(g.c[0])->ns[0].md_buf);
+		struct nvme_qpair_stats qs;
+		nvme_qpair_stats_get(g.qp[0][0], &qs);
+		ck_assert_uint_eq(qs.errors[NVME_ERRC_PROTECTION], 0);
+	}
 	rig_close(&g);
 }
 END_TEST
@@ -1276,7 +1291,7 @@ int main(void)
 	tcase_add_test(tc, t_held_failed_ns);
 	tcase_add_test(tc, t_remove_waits_every_reactor);
 	tcase_add_test(tc, t_event_cb_swap);
-	tcase_add_test(tc, t_retry_rebases_held);
+	tcase_add_loop_test(tc, t_retry_rebases_held, 0, 2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

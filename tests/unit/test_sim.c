@@ -13,8 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "nvme_spec.h"
 #include "sim.h"
+#include "sim_pi.h"
 
 #define MEM (8u << 20)
 #define QD 8
@@ -1934,6 +1937,386 @@ START_TEST(t_offload_back)
 }
 END_TEST
 
+/* ---- metadata and end-to-end protection information ---- */
+
+/* The guards against their published check values ("123456789"), and
+ * what an all-zero block gives (the CRC-16 of zeroes is 0; QEMU's NVMe
+ * model writes the CRC-64 of a 4 KiB zero block as a constant). */
+START_TEST(t_pi_crc)
+{
+	static const uint8_t zero[4096];
+	const char *check = "123456789";
+	ck_assert_uint_eq(sim_crc16_t10dif(0, check, 9), 0xd0db);
+	ck_assert_uint_eq(sim_crc64_nvme(check, 9), 0xae8b14860a799888ull);
+	ck_assert_uint_eq(sim_crc16_t10dif(0, zero, sizeof(zero)), 0);
+	ck_assert_uint_eq(sim_crc64_nvme(zero, 4096), 0x6482d367eb22b64eull);
+	/* a running CRC over pieces is the CRC of the whole */
+	uint8_t b[1000];
+	for (unsigned i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(i * 31 + 7);
+	uint16_t c16 = sim_crc16_t10dif(sim_crc16_t10dif(0, b, 333), b + 333, sizeof(b) - 333);
+	ck_assert_uint_eq(c16, sim_crc16_t10dif(0, b, sizeof(b)));
+	uint64_t st = sim_crc64_nvme_update(SIM_CRC64_INIT, b, 17);
+	ck_assert_uint_eq(~sim_crc64_nvme_update(st, b + 17, sizeof(b) - 17), sim_crc64_nvme(b, sizeof(b)));
+	/* one flipped bit changes both */
+	b[500] ^= 4;
+	ck_assert_uint_ne(sim_crc16_t10dif(0, b, sizeof(b)), c16);
+	/* a tuple round trip, big-endian on the medium */
+	struct sim_pi_fmt f16 = {.type = 1, .ms = 16, .first = false}, f64 = {.type = 1, .g64 = true, .ms = 16, .first = true};
+	uint8_t md[16] = {0};
+	struct sim_pi_tuple t = {.guard = 0xabcd, .app = 0x1234, .ref = 0x89abcdefu}, u;
+	sim_pi_put(&f16, md, &t);
+	ck_assert_uint_eq(md[8], 0xab);
+	ck_assert_uint_eq(md[10], 0x12);
+	ck_assert_uint_eq(md[12], 0x89);
+	ck_assert_uint_eq(md[15], 0xef);
+	sim_pi_get(&f16, md, &u);
+	ck_assert(u.guard == t.guard && u.app == t.app && u.ref == t.ref);
+	t = (struct sim_pi_tuple){.guard = 0x0102030405060708ull, .app = 0xfffe, .ref = 0xa0b0c0d0e0f0ull};
+	sim_pi_put(&f64, md, &t);
+	ck_assert_uint_eq(md[0], 0x01);
+	ck_assert_uint_eq(md[10], 0xa0);
+	ck_assert_uint_eq(md[15], 0xf0);
+	sim_pi_get(&f64, md, &u);
+	ck_assert(u.guard == t.guard && u.app == t.app && u.ref == t.ref);
+}
+END_TEST
+
+/* A namespace format with metadata, for the tests below. */
+struct pif {
+	unsigned bs, ms, type;
+	bool g64, first, ext;
+};
+
+static const struct pif pi_formats[] = {
+	{512, 8, 1, false, false, false},   {4096, 8, 2, false, true, true},
+	{4096, 8, 3, false, false, false},  {512, 16, 1, false, false, false},
+	{4096, 16, 2, false, true, false},  {4096, 16, 1, true, false, false},
+	{512, 16, 3, true, true, true},     {4096, 64, 2, true, false, false},
+	{512, 64, 1, false, true, false},   {4096, 64, 3, false, false, true},
+	{4096, 8, 0, false, false, false},  {512, 16, 0, false, false, true},
+};
+
+static void pi_open(struct wc *w, const struct pif *f, enum sim_backing bk, const char *path)
+{
+	wc_open(w, f->bs, 256, bk, path, false);
+	w->o.ns[0].ms = f->ms;
+	w->o.ns[0].pi_type = f->type;
+	w->o.ns[0].pi_g64 = f->g64;
+	w->o.ns[0].pi_first = f->first;
+	w->o.ns[0].md_ext = f->ext;
+	wc_start(w);
+}
+
+static struct sim_pi_fmt pi_fmt(const struct pif *f)
+{
+	return (struct sim_pi_fmt){.type = f->type, .g64 = f->g64, .first = f->first, .ms = f->ms};
+}
+
+/* A Read or Write of nlb blocks at slba through buf (unit bytes a block),
+ * metadata at md (MPTR; NULL: none), the PI fields as given. */
+static int pi_cmd(struct wc *w, uint8_t opc, uint64_t slba, uint32_t nlb, uint8_t *buf, size_t unit,
+                  uint8_t *md, uint32_t prinfo, uint64_t ref, uint32_t cdw15)
+{
+	struct nvme_sqe c = {.opc = opc, .nsid = 1, .cdw10 = (uint32_t)slba, .cdw11 = (uint32_t)(slba >> 32),
+	                     .cdw12 = (nlb - 1) | prinfo, .cdw14 = (uint32_t)ref,
+	                     .cdw3 = (uint32_t)(ref >> 32), .cdw15 = cdw15};
+	if (opc == NVME_CMD_WRITE || opc == NVME_CMD_READ)
+		prps(&w->h, &c, buf, (size_t)nlb * unit);
+	if (md)
+		c.mptr = io(&w->h, md);
+	return cmd(&w->h, &w->h.ioq, &c, NULL);
+}
+
+#define PRACT_CHK (NVME_RW_PRACT | NVME_RW_PRCHK_GUARD | NVME_RW_PRCHK_REF)
+#define MEDIA(sc) NVME_STATUS_MAKE(NVME_SCT_MEDIA, sc)
+
+/* Each format: what Identify reports; a Write with PRACT (metadata crossing
+ * only when it is larger than the PI) reads back with PRACT and every check;
+ * read without PRACT, the stored PI is the guard of the data (and the
+ * metadata before the PI), the application tag sent and the reference tag
+ * of each block (Type 3: the one sent). */
+START_TEST(t_pi_formats)
+{
+	const struct pif *f = &pi_formats[_i];
+	struct sim_pi_fmt pf = pi_fmt(f);
+	struct wc w;
+	pi_open(&w, f, SIM_BACKING_RAM, NULL);
+	struct host *h = &w.h;
+	struct nvme_id_ns *id = pg(h, 4096);
+	ck_assert_int_eq(adm(h, NVME_ADM_IDENTIFY, 1, io(h, id), NVME_ID_CNS_NS, 0, NULL), 0);
+	ck_assert_uint_eq(id->lbaf[0].ms, f->ms);
+	ck_assert_uint_eq(!!(id->flbas & NVME_FLBAS_EXT), f->ext);
+	ck_assert_uint_eq(NVME_DPS_TYPE(id->dps), f->type);
+	ck_assert_uint_eq(!!(id->dps & NVME_DPS_FIRST), f->type && f->first);
+	struct nvme_id_ns_nvm *nvm = pg(h, 4096);
+	ck_assert_int_eq(adm(h, NVME_ADM_IDENTIFY, 1, io(h, nvm), NVME_ID_CNS_NS_CSI, 0, NULL), 0);
+	ck_assert_uint_eq(NVME_ELBAF_PIF(nvm->elbaf[0]), f->g64 ? NVME_PIF_64 : NVME_PIF_16);
+	ck_assert_uint_eq(NVME_ELBAF_STS(nvm->elbaf[0]), 0);
+
+	const uint32_t nlb = 8, lba = 40, app = 0x5a5a;
+	unsigned pis = f->g64 ? 16 : 8;
+	bool md_crosses = !f->type || f->ms > pis;
+	size_t unit = f->bs + (f->ext && md_crosses ? f->ms : 0);
+	uint8_t *buf = pg(h, nlb * unit), *md = pg(h, nlb * f->ms), *rd = pg(h, nlb * unit);
+	for (uint32_t i = 0; i < nlb; i++) {
+		fill(buf + i * unit, f->bs, lba + i, 7);
+		memset(buf + i * unit + f->bs, (int)(0x40 + i), unit - f->bs);
+		memset(md + i * f->ms, (int)(0x60 + i), f->ms);
+	}
+	uint8_t *mdp = md_crosses && !f->ext ? md : NULL;
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, lba, nlb, buf, unit, mdp, f->type ? NVME_RW_PRACT : 0, lba, app), 0);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, lba, nlb, rd, unit, mdp ? md + 0 : NULL,
+	                        f->type ? PRACT_CHK | NVME_RW_PRCHK_APP : 0, lba, 0xffffu << 16 | app), 0);
+	for (uint32_t i = 0; i < nlb; i++)
+		ck_assert(is(rd + i * unit, f->bs, lba + i, 7));
+	if (!f->type) {
+		/* metadata without PI: what was written comes back */
+		for (uint32_t i = 0; f->ext && i < nlb; i++)
+			ck_assert_uint_eq(rd[i * unit + f->bs + f->ms - 1], 0x40 + i);
+		host_fini(&h[0]);
+		return;
+	}
+	/* the stored PI, read without PRACT (the metadata crosses) */
+	size_t xunit = f->bs + (f->ext ? f->ms : 0);
+	uint8_t *x = pg(h, nlb * xunit), *xmd = pg(h, nlb * f->ms);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, lba, nlb, x, xunit, f->ext ? NULL : xmd, 0, 0, 0), 0);
+	for (uint32_t i = 0; i < nlb; i++) {
+		const uint8_t *bmd = f->ext ? x + i * xunit + f->bs : xmd + i * f->ms;
+		struct sim_pi_tuple t;
+		sim_pi_get(&pf, bmd, &t);
+		ck_assert_uint_eq(t.guard, sim_pi_guard(&pf, x + i * xunit, f->bs, bmd));
+		ck_assert_uint_eq(t.app, app);
+		ck_assert_uint_eq(t.ref, f->type == 3 ? lba : lba + i);
+		/* the host's other metadata bytes are kept */
+		if (f->ms > pis) {
+			unsigned other = f->first ? f->ms - 1 : 0;
+			uint8_t want = (uint8_t)(f->ext ? 0x40 + i : 0x60 + i);
+			ck_assert_uint_eq(bmd[other], want);
+		}
+	}
+	struct sim_stats st;
+	sim_get_stats(h->s, &st);
+	ck_assert_uint_eq(st.pi_guard_errors + st.pi_app_errors + st.pi_ref_errors, 0);
+	host_fini(h);
+}
+END_TEST
+
+/* Each check fails with its own status and is counted; an escaped block
+ * (never written) is not checked. */
+START_TEST(t_pi_errors)
+{
+	const struct pif f = {4096, 8, (unsigned)_i + 1, false, false, false};
+	struct wc w;
+	pi_open(&w, &f, SIM_BACKING_RAM, NULL);
+	struct host *h = &w.h;
+	uint8_t *buf = pg(h, 4 * 4096);
+	for (unsigned i = 0; i < 4; i++)
+		fill(buf + i * 4096, 4096, 10 + i, 3);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 10, 4, buf, 4096, NULL, NVME_RW_PRACT, 10, 0x77), 0);
+	/* unwritten blocks: escaped, zeroes */
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 100, 1, buf, 4096, NULL, PRACT_CHK | NVME_RW_PRCHK_APP, 100, 0xffff0001u), 0);
+	ck_assert(is(buf, 4096, 100, 0));
+	/* application tag: checked under its mask */
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 10, 4, buf, 4096, NULL, NVME_RW_PRACT | NVME_RW_PRCHK_APP, 10, 0xffff0078u),
+	                 MEDIA(NVME_SC_APPTAG_CHECK));
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 10, 4, buf, 4096, NULL, NVME_RW_PRACT | NVME_RW_PRCHK_APP, 10, 0xfff00078u), 0);
+	/* reference tag: the one expected for the block (Type 3 keeps the one given) */
+	uint16_t ref_st = pi_cmd(&w, NVME_CMD_READ, 11, 2, buf, 4096, NULL, NVME_RW_PRACT | NVME_RW_PRCHK_REF, 12, 0);
+	if (f.type == 1)
+		ck_assert_int_eq(ref_st, NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_PI)); /* Type 1: cdw14 must be the SLBA's */
+	else
+		ck_assert_int_eq(ref_st, MEDIA(NVME_SC_REFTAG_CHECK));
+	if (f.type == 2) /* Type 2: any initial tag, as long as it matches */
+		ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 20, 2, buf, 4096, NULL, NVME_RW_PRACT, 0x1000, 0), 0);
+	/* guard: one byte of the medium changed under the PI */
+	ck_assert_int_eq(sim_fault_corrupt(h->s, 1, 12, 100), 0);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 10, 4, buf, 4096, NULL, PRACT_CHK & ~(f.type == 3 ? NVME_RW_PRCHK_REF : 0), 10, 0),
+	                 MEDIA(NVME_SC_GUARD_CHECK));
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 10, 2, buf, 4096, NULL, PRACT_CHK & ~(f.type == 3 ? NVME_RW_PRCHK_REF : 0), 10, 0), 0);
+	ck_assert_int_eq(sim_fault_corrupt(h->s, 1, 256, 0), -EINVAL);
+	ck_assert_int_eq(sim_fault_corrupt(h->s, 2, 0, 0), -ENOENT);
+	/* a Write without PRACT whose guard is wrong writes nothing */
+	uint8_t *md = pg(h, 4096);
+	struct sim_pi_fmt pf = pi_fmt(&f);
+	fill(buf, 4096, 30, 9);
+	struct sim_pi_tuple t = {.guard = sim_pi_guard(&pf, buf, 4096, md) ^ 1, .app = 0, .ref = 30};
+	sim_pi_put(&pf, md, &t);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 30, 1, buf, 4096, md, NVME_RW_PRCHK_GUARD, 30, 0), MEDIA(NVME_SC_GUARD_CHECK));
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 30, 1, buf, 4096, NULL, PRACT_CHK, 30, 0), 0);
+	ck_assert(is(buf, 4096, 30, 0)); /* still unwritten */
+	fill(buf, 4096, 30, 9);
+	t.guard ^= 1;
+	sim_pi_put(&pf, md, &t);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 30, 1, buf, 4096, md, NVME_RW_PRCHK_GUARD, 30, 0), 0);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 30, 1, buf, 4096, NULL, PRACT_CHK & ~(f.type == 3 ? NVME_RW_PRCHK_REF : 0), 30, 0), 0);
+	ck_assert(is(buf, 4096, 30, 9));
+	struct sim_stats st;
+	sim_get_stats(h->s, &st);
+	ck_assert_uint_eq(st.pi_guard_errors, 2);
+	ck_assert_uint_eq(st.pi_app_errors, 1);
+	ck_assert_uint_eq(st.pi_ref_errors, f.type == 1 ? 0 : 1);
+	host_fini(h);
+}
+END_TEST
+
+/* Misplaced data: a misdirected Write leaves its blocks' PI on other
+ * blocks, whose reads then fail their reference tag check (Types 1, 2); a
+ * misdirected Read gets other blocks and fails the same way.  Type 3 has no
+ * reference check: its misplaced data reads back as if right. */
+START_TEST(t_pi_misdirect)
+{
+	const struct pif f = {512, 16, (unsigned)_i + 1, _i == 1, true, false};
+	struct wc w;
+	pi_open(&w, &f, SIM_BACKING_RAM, NULL);
+	struct host *h = &w.h;
+	uint32_t chk = PRACT_CHK & ~(f.type == 3 ? NVME_RW_PRCHK_REF : 0);
+	uint8_t *buf = pg(h, 8 * 512), *md = pg(h, 8 * 16);
+	for (unsigned i = 0; i < 8; i++)
+		fill(buf + i * 512, 512, 64 + i, 5);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 64, 8, buf, 512, md, NVME_RW_PRACT, 64, 0), 0);
+	sim_fault_misdirect(h->s, true, 1, 16);
+	for (unsigned i = 0; i < 8; i++)
+		fill(buf + i * 512, 512, 32 + i, 6);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 32, 8, buf, 512, md, NVME_RW_PRACT, 32, 0), 0);
+	/* it landed at 48: 32 still unwritten (escaped: zeroes, a lost write no
+	 * check can see), 48 carries 32's reference tags */
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 32, 8, buf, 512, md, chk, 32, 0), 0);
+	ck_assert(is(buf, 512, 32, 0));
+	uint16_t st48 = pi_cmd(&w, NVME_CMD_READ, 48, 8, buf, 512, md, chk, 48, 0);
+	if (f.type == 3) {
+		ck_assert_int_eq(st48, 0);
+		ck_assert(is(buf, 512, 32, 6)); /* wrong data, and the device cannot tell */
+	} else {
+		ck_assert_int_eq(st48, MEDIA(NVME_SC_REFTAG_CHECK));
+	}
+	/* a misdirected Read of 64 gets 72..79 (16 blocks on is past the end: back) */
+	sim_fault_misdirect(h->s, false, 1, 8);
+	for (unsigned i = 0; i < 8; i++)
+		fill(buf + i * 512, 512, 72 + i, 5);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 72, 8, buf, 512, md, NVME_RW_PRACT, 72, 0), 0);
+	uint16_t st64 = pi_cmd(&w, NVME_CMD_READ, 64, 8, buf, 512, md, chk, 64, 0);
+	ck_assert_int_eq(st64, f.type == 3 ? 0 : MEDIA(NVME_SC_REFTAG_CHECK));
+	/* the next one is not moved */
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 64, 8, buf, 512, md, chk, 64, 0), 0);
+	ck_assert(is(buf, 512, 64, 5));
+	struct sim_stats st;
+	sim_get_stats(h->s, &st);
+	ck_assert_uint_eq(st.misdirected, 2);
+	ck_assert_uint_eq(st.pi_ref_errors, f.type == 3 ? 0 : 2);
+	/* cleared with the other knobs */
+	sim_fault_misdirect(h->s, true, 5, 16);
+	sim_fault_clear(h->s);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 0, 8, buf, 512, md, NVME_RW_PRACT, 0, 0), 0);
+	sim_get_stats(h->s, &st);
+	ck_assert_uint_eq(st.misdirected, 2);
+	host_fini(h);
+}
+END_TEST
+
+/* Write Zeroes with PRACT stores the PI of zero blocks (they check), with
+ * PRCHK bits it is refused; deallocated blocks are unchecked zeroes; a
+ * power cut takes a block's data and metadata back together. */
+START_TEST(t_pi_zeroes_powerfail)
+{
+	const struct pif f = {4096, 16, 1, _i == 1, false, false};
+	struct wc w;
+	pi_open(&w, &f, SIM_BACKING_RAM, NULL);
+	struct host *h = &w.h;
+	uint8_t *buf = pg(h, 4 * 4096), *md = pg(h, 4 * 16);
+	for (unsigned i = 0; i < 4; i++)
+		fill(buf + i * 4096, 4096, i, 2);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 0, 4, buf, 4096, md, NVME_RW_PRACT, 0, 0), 0);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE_ZEROES, 1, 1, NULL, 0, NULL, NVME_RW_PRACT | NVME_RW_PRCHK_GUARD, 1, 0),
+	                 NVME_STATUS_MAKE(NVME_SCT_CMD_SPECIFIC, NVME_SC_INVALID_PI));
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE_ZEROES, 1, 1, NULL, 0, NULL, NVME_RW_PRACT, 1, 0), 0);
+	wc_dsm(&w, 2, 1);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 0, 4, buf, 4096, md, PRACT_CHK, 0, 0), 0);
+	ck_assert(is(buf, 4096, 0, 2) && is(buf + 4096, 4096, 1, 0) && is(buf + 8192, 4096, 2, 0));
+	/* the zeroed block's PI is real: the reference tag of its LBA */
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 1, 1, buf, 4096, md, 0, 0, 0), 0);
+	struct sim_pi_fmt pf = pi_fmt(&f);
+	struct sim_pi_tuple t;
+	sim_pi_get(&pf, md, &t);
+	ck_assert_uint_eq(t.ref, 1);
+	ck_assert_uint_eq(t.guard, f.g64 ? 0x6482d367eb22b64eull : 0);
+	/* durable version 2 of block 3, then version 4 in the cache, then a cut */
+	wc_flush(&w, 1);
+	fill(buf, 4096, 3, 4);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 3, 1, buf, 4096, md, NVME_RW_PRACT, 3, 0), 0);
+	wc_cut(&w, 0, false);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 3, 1, buf, 4096, md, PRACT_CHK, 3, 0), 0);
+	ck_assert(is(buf, 4096, 3, 2));
+	host_fini(h);
+}
+END_TEST
+
+/* A FILE namespace keeps its metadata in PATH.md: it survives the sim, and
+ * a block changed in the data file underneath fails its guard. */
+START_TEST(t_pi_file)
+{
+	char dir[] = "/tmp/test_sim.XXXXXX", path[64], mdpath[80];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/ns", dir);
+	snprintf(mdpath, sizeof(mdpath), "%s.md", path);
+	const struct pif f = {512, 8, 2, false, false, false};
+	struct wc w;
+	pi_open(&w, &f, SIM_BACKING_FILE, path);
+	uint8_t *buf = pg(&w.h, 4 * 512);
+	for (unsigned i = 0; i < 4; i++)
+		fill(buf + i * 512, 512, 8 + i, 1);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_WRITE, 8, 4, buf, 512, NULL, NVME_RW_PRACT, 8, 0), 0);
+	wc_flush(&w, 1);
+	host_fini(&w.h);
+	struct stat sb;
+	ck_assert_int_eq(stat(mdpath, &sb), 0);
+	ck_assert_int_eq(sb.st_size, 256 * 8);
+	/* again, on the same files */
+	pi_open(&w, &f, SIM_BACKING_FILE, path);
+	buf = pg(&w.h, 4 * 512);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 8, 4, buf, 512, NULL, PRACT_CHK, 8, 0), 0);
+	ck_assert(is(buf + 3 * 512, 512, 11, 1));
+	/* the data file changed underneath */
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint8_t b = 0;
+	ck_assert_int_eq(pread(fd, &b, 1, 9 * 512 + 7), 1);
+	b ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 9 * 512 + 7), 1);
+	close(fd);
+	ck_assert_int_eq(pi_cmd(&w, NVME_CMD_READ, 8, 4, buf, 512, NULL, PRACT_CHK, 8, 0), MEDIA(NVME_SC_GUARD_CHECK));
+	host_fini(&w.h);
+	unlink(mdpath);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* What sim_create refuses: PI larger than the metadata, metadata on the
+ * null backing, more metadata than the sim holds. */
+START_TEST(t_pi_refused)
+{
+	struct sim *s;
+	struct sim_opts o = opts(4096, SIM_BACKING_RAM, false);
+	o.ns[0].ms = 8;
+	o.ns[0].pi_type = 1;
+	o.ns[0].pi_g64 = true;
+	ck_assert_int_eq(sim_create(&o, &s), -EINVAL);
+	o.ns[0].pi_g64 = false;
+	o.ns[0].pi_type = 4;
+	ck_assert_int_eq(sim_create(&o, &s), -EINVAL);
+	o.ns[0].pi_type = 1;
+	o.ns[0].backing = SIM_BACKING_NULL;
+	ck_assert_int_eq(sim_create(&o, &s), -EINVAL);
+	o.ns[0].backing = SIM_BACKING_RAM;
+	o.ns[0].ms = SIM_MS_MAX + 8;
+	ck_assert_int_eq(sim_create(&o, &s), -EINVAL);
+	o.ns[0].ms = 8;
+	ck_assert_int_eq(sim_create(&o, &s), 0);
+	sim_destroy(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sim");
@@ -1965,6 +2348,13 @@ int main(void)
 	tcase_add_loop_test(tc, t_queues_atomic, 0, 2);
 	tcase_add_test(tc, t_offload);
 	tcase_add_test(tc, t_offload_back);
+	tcase_add_test(tc, t_pi_crc);
+	tcase_add_loop_test(tc, t_pi_formats, 0, sizeof(pi_formats) / sizeof(pi_formats[0]));
+	tcase_add_loop_test(tc, t_pi_errors, 0, 3);
+	tcase_add_loop_test(tc, t_pi_misdirect, 0, 3);
+	tcase_add_loop_test(tc, t_pi_zeroes_powerfail, 0, 2);
+	tcase_add_test(tc, t_pi_file);
+	tcase_add_test(tc, t_pi_refused);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);

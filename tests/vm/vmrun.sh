@@ -21,6 +21,8 @@
 #                 dir) with LBS-byte blocks (default 512); repeatable, default
 #                 one namespace of 256M
 #   -I FILE       use FILE (raw) as the next namespace instead of a temp file
+#   -e PROPS      more nvme-ns properties for the namespace the next -n or -I
+#                 adds (e.g. ms=16,pi=1,pil=1,pif=2,mset=1)
 #   -N OPTS       extra properties for -device nvme (e.g. mdts=5,max_ioqpairs=4)
 #   -R            put the controller (id nvme0) behind a hot-pluggable PCIe
 #                 root port (id rp1): it is then 0000:01:00.0, and QMP
@@ -73,8 +75,10 @@ VERBOSE=0
 FAILDMA=0
 GROUP2=0
 
-usage() { sed -n '2,49p' "$0"; exit "${1:-0}"; }
-while getopts "d:p:s:UVf:n:I:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
+usage() { sed -n '2,51p' "$0"; exit "${1:-0}"; }
+NSPROPS=()
+NEXTPROPS=
+while getopts "d:p:s:UVf:n:I:e:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	case "$o" in
 	d) DIR=$OPTARG ;;
 	p) PAYLOADS+=("$OPTARG") ;;
@@ -82,8 +86,9 @@ while getopts "d:p:s:UVf:n:I:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	U) HOSTUSR=1 ;;
 	V) VFIO=1 ;;
 	f) CMDFILE=$OPTARG ;;
-	n) NS+=("size:$OPTARG") ;;
-	I) NS+=("file:$OPTARG") ;;
+	n) NS+=("size:$OPTARG"); NSPROPS+=("$NEXTPROPS"); NEXTPROPS= ;;
+	I) NS+=("file:$OPTARG"); NSPROPS+=("$NEXTPROPS"); NEXTPROPS= ;;
+	e) NEXTPROPS=$OPTARG ;;
 	N) NVME_OPTS=$OPTARG ;;
 	R) ROOTPORT=1 ;;
 	q) QMP=$OPTARG ;;
@@ -184,7 +189,7 @@ intel)
 none) ;;
 *) die "bad -M $IOMMU" ;;
 esac
-[ ${#NS[@]} -gt 0 ] || NS=("size:256M")
+[ ${#NS[@]} -gt 0 ] || { NS=("size:256M"); NSPROPS=(""); }
 BUSARG=
 if [ $GROUP2 = 1 ]; then
 	# devices behind a conventional PCI bridge share its requester ID, so
@@ -213,8 +218,9 @@ for n in "${NS[@]}"; do
 		img=$WORK/ns$i.img; truncate -s "$sz" "$img" || die "bad size $sz" ;;
 	file:*) img=${n#file:}; [ -f "$img" ] || die "no image $img" ;;
 	esac
+	props=${NSPROPS[$((i - 1))]}
 	Q+=(-drive "file=$img,if=none,id=nvm$i,format=raw"
-		-device "nvme-ns,drive=nvm$i,bus=nvme0,nsid=$i${lbs:+,logical_block_size=$lbs,physical_block_size=$lbs}")
+		-device "nvme-ns,drive=nvm$i,bus=nvme0,nsid=$i${lbs:+,logical_block_size=$lbs,physical_block_size=$lbs}${props:+,$props}")
 	i=$((i + 1))
 done
 if [ -n "$SHARE" ]; then
