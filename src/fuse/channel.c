@@ -2,9 +2,12 @@
 #include "channel.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsops.h"
@@ -24,14 +27,63 @@ size_t chan_buf_size(void)
 
 /* ---- answers ---- */
 
+#define DUP_LOG_NS 1000000000ull /* one line a second at most per reactor */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The kernel refused an answer for unique with ENOENT: it has no such
+ * request in flight.  When the connection has ended (the fd polls
+ * POLLERR: aborted, unmounted) nobody waits for any answer; otherwise the
+ * request was answered already, or never sent: a bug wherever it happens,
+ * counted and logged (at most once a second per reactor, with the number
+ * not logged since). */
+static void answer_refused(struct fusefs_rx *rx, uint64_t unique)
+{
+	struct pollfd p = {.fd = rx->fd};
+	uint64_t now;
+
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+		return;
+	}
+	SCHED_STAT_ADD(rx->sched, dup_answers, 1);
+	now = mono_ns();
+	if (rx->dup_log_ns && now - rx->dup_log_ns < DUP_LOG_NS) {
+		rx->dup_unlogged++;
+		return;
+	}
+	log_err("fuse: the kernel has no request %llu for this answer (ENOENT on a live "
+		"connection): answered twice, or never sent (%u more since the last such line)",
+		(unsigned long long)unique, rx->dup_unlogged);
+	rx->dup_log_ns = now;
+	rx->dup_unlogged = 0;
+}
+
 static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct fusefs_rx *rx = r->tctx;
-	int err = fw_dev_answer(rx->fs->fd, r->unique, error, iov, iovcnt);
+	int err;
 
-	/* ENOENT: the request was interrupted or aborted meanwhile, and
-	 * ENODEV: the session is gone; either way nobody waits for it */
-	if (err && err != -ENOENT && err != -ENODEV)
+	if (rx->fd_dead) {
+		/* the channel is closed (a stop that gave up on this request):
+		 * no answer goes anywhere, least of all to whatever file has
+		 * the number now */
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+		return;
+	}
+	err = fw_dev_answer(rx->fd, r->unique, error, iov, iovcnt);
+	/* ENODEV: the session is gone, nobody waits for it */
+	if (err == -ENOENT)
+		answer_refused(rx, r->unique);
+	else if (err == -ENODEV)
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+	else if (err)
 		log_err("fuse: answering request %llu: %s", (unsigned long long)r->unique,
 			strerror(-err));
 }
@@ -132,10 +184,10 @@ static ssize_t chan_read(struct fusefs_rx *rx, struct chan_land **land)
 	l = rx->ring ? NULL : rx->land_free;
 	*land = l;
 	if (!l)
-		return read(rx->fs->fd, rx->dbuf, rx->dbuf_len);
+		return read(rx->fd, rx->dbuf, rx->dbuf_len);
 	struct iovec iov[2] = {{rx->dbuf, FW_DEV_HEAD}, {l->buf, FUSEFS_MAX_IO}};
 
-	return readv(rx->fs->fd, iov, 2);
+	return readv(rx->fd, iov, 2);
 }
 
 /* ---- reading ---- */
@@ -165,6 +217,8 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 	bool took = false; /* a request of this batch was taken */
 
 	(void)revents;
+	if (rx->fd_dead)
+		return; /* chan_close stopped the watcher too */
 	for (int i = 0; i < RECV_BATCH; i++) {
 		if (!sched_accepting(rx->sched)) {
 			/* at the request or bounce bound: the kernel keeps the
@@ -225,9 +279,9 @@ void chan_room(void *arg)
 	}
 }
 
-void chan_start(struct fusefs_rx *rx, int fd)
+void chan_start(struct fusefs_rx *rx)
 {
-	ev_io_init(&rx->io, channel_cb, fd, EV_READ);
+	ev_io_init(&rx->io, channel_cb, rx->fd, EV_READ);
 	rx->io.data = rx;
 	ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
 }
@@ -247,6 +301,44 @@ void chan_stop(struct fusefs_rx *rx)
 		return;
 	if (nvme_reactor_call(rx->r, stop_cb, rx) < 0)
 		log_err("fuse: cannot reach reactor %u to stop it taking requests", rx->idx);
+}
+
+/* On rx's thread: its channel is done with for good.  The fd is not
+ * closed here: libev leaves a stopped watcher's fd in its epoll set until
+ * an event comes for it, and acts on the number then, which another thread
+ * may have been given by then.  /dev/null takes its place instead (dup3:
+ * the number stays this reactor's), which drops its hold on the connection;
+ * the number itself is closed once the reactor has stopped
+ * (chan_close_stopped). */
+static void close_cb(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+
+	stop_reading(rx);
+	if (rx->fd < 0 || rx->fd_dead)
+		return;
+	if (dup3(rx->fs->null_fd, rx->fd, O_CLOEXEC) < 0)
+		log_err("fuse: reactor %u cannot let go of the channel: %s", rx->idx,
+			strerror(errno));
+	rx->fd_dead = true;
+}
+
+void chan_close(struct fusefs_rx *rx)
+{
+	if (rx->fd < 0)
+		return;
+	/* -ESHUTDOWN: the loop has ended and ran every call posted before;
+	 * nothing of it uses the fd any more */
+	if (nvme_reactor_call(rx->r, close_cb, rx) == -ESHUTDOWN)
+		chan_close_stopped(rx);
+}
+
+void chan_close_stopped(struct fusefs_rx *rx)
+{
+	if (rx->fd >= 0)
+		close(rx->fd);
+	rx->fd = -1;
+	rx->fd_dead = true;
 }
 
 void chan_pass_hook(void *arg)
