@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
 #include "log.h"
@@ -138,17 +139,32 @@ static void land_drop(struct fw_req *r)
 static const struct fw_transport land_transport = {.send = land_send, .drop = land_drop};
 
 /* The landing buffers the owner sized the pool for (fusefs_opts.lands), or
- * as many as it gives: on rx's thread, at its first read without a ring. */
+ * as many as it has room for beside the largest request: on rx's thread,
+ * at its first read without a ring.  They are held for good, so they are
+ * taken with the largest request's buffer held, as the pool check at start
+ * (fusefs_create) took it: with every request's memory back the pool can
+ * always give that buffer again (rqsched.h, progress (d)).  While requests
+ * hold memory (this reactor read over /dev/fuse before INIT gave up on
+ * io_uring) that buffer may not be free now: then not yet, at a later read. */
 static void lands_alloc(struct fusefs_rx *rx)
 {
 	unsigned want = rx->fs->o.lands;
+	size_t need = fsio_max_mem(rx->fs->max_lba);
+	void *room;
 
+	if (!want || !rx->r || !nvme_reactor_buf_common(rx->r)) {
+		rx->lands_tried = true;
+		return;
+	}
+	room = nvme_reactor_buf_alloc(rx->r, need);
+	if (!room)
+		return;
 	rx->lands_tried = true;
-	if (!want || !rx->r || !nvme_reactor_buf_common(rx->r))
-		return;
 	rx->lands = calloc(want, sizeof(*rx->lands));
-	if (!rx->lands)
+	if (!rx->lands) {
+		nvme_reactor_buf_free(rx->r, room, need);
 		return;
+	}
 	for (unsigned i = 0; i < want; i++) {
 		struct chan_land *l = &rx->lands[i];
 
@@ -159,10 +175,12 @@ static void lands_alloc(struct fusefs_rx *rx)
 		land_put(l);
 		rx->nlands++;
 	}
+	nvme_reactor_buf_free(rx->r, room, need);
 	if (rx->nlands < want)
 		log_info("fuse: reactor %u reads /dev/fuse writes into %u DMA buffers of %u "
-			 "(the pool has no room for more); the others' data is copied",
-			 rx->idx, rx->nlands, want);
+			 "(the pool has no room for more beside the largest request, %zu bytes); "
+			 "the others' data is copied",
+			 rx->idx, rx->nlands, want, need);
 }
 
 void chan_lands_free(struct fusefs_rx *rx)

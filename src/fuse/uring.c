@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
 #include "log.h"
@@ -492,6 +493,17 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 		return -ENOMEM;
 	memset(g->ents, 0, sizeof(*g->ents) * g->nent);
 	dma = nvme_reactor_buf_common(rx->r);
+	/* the entries are held for good: taken with the largest request's
+	 * buffer held, so that the pool can still give it beside them
+	 * (rqsched.h, progress (d)) */
+	size_t need = fsio_max_mem(fs->max_lba);
+	void *room = dma ? nvme_reactor_buf_alloc(rx->r, need) : NULL;
+
+	if (dma && !room) {
+		log_err("fuse: reactor %u's DMA pool cannot hold the largest request (%zu bytes)",
+			rx->idx, need);
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < g->nent; i++) {
 		struct fur_ent *e = &g->ents[i];
 
@@ -516,12 +528,17 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 			for (unsigned k = 0; k < nqueues; k++)
 				want += cpumap_queue_entries(fs->o.cpus, qids[k], depth);
 			log_err("fuse: reactor %u's DMA pool cannot hold its %u FUSE queue entries "
-				"(%u MiB): make it larger or lower fuse_queue_depth",
-				rx->idx, want, want * (FUSEFS_MAX_IO >> 20));
+				"(%u MiB) beside the largest request (%zu bytes): make it larger or "
+				"lower fuse_queue_depth",
+				rx->idx, want, want * (FUSEFS_MAX_IO >> 20), need);
+			if (room)
+				nvme_reactor_buf_free(rx->r, room, need);
 			return -ENOMEM;
 		}
 		ent_buffers(e);
 	}
+	if (room)
+		nvme_reactor_buf_free(rx->r, room, need);
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CLAMP;
 	/* room for every entry's command, and twice that for completions */
