@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
@@ -71,6 +72,7 @@ static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int i
 	struct fusefs_rx *rx = r->tctx;
 	int err;
 
+	aud_answer(rx, r, error, iov, iovcnt);
 	if (rx->fd_dead) {
 		/* the channel is closed (a stop that gave up on this request):
 		 * no answer goes anywhere, least of all to whatever file has
@@ -91,7 +93,7 @@ static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int i
 
 static void dev_drop(struct fw_req *r)
 {
-	(void)r;
+	aud_drop(r->tctx, r);
 }
 
 static const struct fw_transport dev_transport = {.send = dev_send, .drop = dev_drop};
@@ -128,12 +130,17 @@ static void land_send(struct fw_req *r, int error, const struct iovec *iov, int 
 
 	d.tctx = l->rx;
 	dev_send(&d, error, iov, iovcnt);
+	aud_buf_put(l->rx, AUD_BUF_LAND, l->buf, FUSEFS_MAX_IO);
 	land_put(l);
 }
 
 static void land_drop(struct fw_req *r)
 {
-	land_put(r->tctx);
+	struct chan_land *l = r->tctx;
+
+	aud_drop(l->rx, r);
+	aud_buf_put(l->rx, AUD_BUF_LAND, l->buf, FUSEFS_MAX_IO);
+	land_put(l);
 }
 
 static const struct fw_transport land_transport = {.send = land_send, .drop = land_drop};
@@ -272,6 +279,7 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (in_land) {
 			/* the write holds its landing buffer until its answer */
 			rx->land_free = land->next;
+			aud_buf_get(rx, AUD_BUF_LAND, land->buf, FUSEFS_MAX_IO);
 			r.t = &land_transport;
 			r.tctx = land;
 			r.data_dma = true;

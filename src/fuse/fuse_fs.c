@@ -11,6 +11,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "channel.h"
 #include "fsio.h"
 #include "log.h"
@@ -26,14 +27,17 @@
 static void *env_alloc(void *ctx, unsigned dom, size_t len)
 {
 	struct fusefs_rx *rx = ctx;
+	void *p = nvme_qpair_buf_alloc(rx->qp[dom], len);
 
-	return nvme_qpair_buf_alloc(rx->qp[dom], len);
+	aud_buf_get(rx, AUD_BUF_DMA, p, len);
+	return p;
 }
 
 static void env_free(void *ctx, unsigned dom, void *buf, size_t len)
 {
 	struct fusefs_rx *rx = ctx;
 
+	aud_buf_put(rx, AUD_BUF_DMA, buf, len);
 	nvme_qpair_buf_free(rx->qp[dom], buf, len);
 }
 
@@ -519,6 +523,9 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	err = check_pools(fs);
 	if (err)
 		goto fail;
+	err = aud_create(fs);
+	if (err)
+		goto fail;
 
 	if (fs->adopted) {
 		fs->mounted = true;
@@ -662,6 +669,7 @@ void fusefs_destroy(struct fusefs *fs)
 	if (left)
 		log_warn("fuse: %u request(s) abandoned at stop, never answered: freed what they held",
 			 left);
+	aud_destroy(fs);
 	/* the connection ends once /dev/fuse is closed here and the rings'
 	 * parked commands, which hold the file too, are cancelled by closing
 	 * the rings (fur_destroy); only then do the entries' buffers go back

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
@@ -132,6 +133,7 @@ static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int 
 	struct fusefs_rx *rx = e->ring->rx;
 	size_t moved = 0;
 
+	aud_answer(rx, r, error, iov, iovcnt);
 	if (e->state != ENT_SERVING || e->unique != r->unique) {
 		/* the entry answered this request already (it waits for the
 		 * kernel again, or serves another request now): answering
