@@ -129,15 +129,19 @@ static inline uint64_t rotl(uint64_t x, unsigned r)
 
 static uint64_t hash_bytes(const uint8_t *p, size_t len)
 {
-	uint64_t a = P1, b = P2, c = P3, d = P4, w[4], h;
+	uint64_t a = P1, b = P2, c = P3, d = P4, w0, w1, w2, w3, h;
 	size_t i = 0;
 
+	/* one 8-byte load per word, straight into a register */
 	for (; i + 32 <= len; i += 32) {
-		memcpy(w, p + i, 32);
-		a = rotl((a ^ w[0]) * P1, 31);
-		b = rotl((b ^ w[1]) * P2, 31);
-		c = rotl((c ^ w[2]) * P3, 31);
-		d = rotl((d ^ w[3]) * P4, 31);
+		memcpy(&w0, p + i, 8);
+		memcpy(&w1, p + i + 8, 8);
+		memcpy(&w2, p + i + 16, 8);
+		memcpy(&w3, p + i + 24, 8);
+		a = rotl((a ^ w0) * P1, 31);
+		b = rotl((b ^ w1) * P2, 31);
+		c = rotl((c ^ w2) * P3, 31);
+		d = rotl((d ^ w3) * P4, 31);
 	}
 	h = rotl(a, 1) ^ rotl(b, 7) ^ rotl(c, 12) ^ rotl(d, 18);
 	for (; i < len; i++)
