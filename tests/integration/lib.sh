@@ -192,10 +192,17 @@ daemon_stop() {
 	audit_check
 }
 
-# The audit build says it checks before the mount is served.
+# The audit build says it checks before the mount is served (waited for:
+# a dead mount's cached attributes can show the file before the new daemon
+# has mounted).
 audit_on() {
 	[ "$AUDIT" = 1 ] || return 0
-	grep -q "audit: on" "$LOG" && return 0
+	i=0
+	while [ $i -lt 100 ]; do
+		grep -q "audit: on" "$LOG" && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
 	echo "the audit build does not say it checks:"
 	tail -n 20 "$LOG"
 	return 1
