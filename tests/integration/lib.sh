@@ -142,6 +142,10 @@ daemon_alive() {
 # daemon_start NAME... : every NAME must appear in the mount
 daemon_start() {
 	echo "--- start $(date +%T)" >> "$LOG"
+	# this daemon's lines, not an earlier one's: a dead mount left by the
+	# last run keeps showing its file from the kernel's cache for a while
+	ds_serving=$(grep -c "fuse: serving over" "$LOG")
+	ds_audit=$(grep -c "audit: on" "$LOG")
 	"$D" -f -c "$CONF" >> "$LOG" 2>&1 &
 	DPID=$!
 	i=0
@@ -149,6 +153,7 @@ daemon_start() {
 		ok=1
 		# the mount, not a file left in the bare directory
 		fuse_mounted || ok=0
+		[ "$(grep -c "fuse: serving over" "$LOG")" -gt "$ds_serving" ] || ok=0
 		for n in "$@"; do [ -f "$MNT/$n" ] || ok=0; done
 		[ $ok = 1 ] && { audit_on && transport_check; return; }
 		if ! daemon_alive; then
@@ -192,14 +197,13 @@ daemon_stop() {
 	audit_check
 }
 
-# The audit build says it checks before the mount is served (waited for:
-# a dead mount's cached attributes can show the file before the new daemon
-# has mounted).
+# The audit build (this start of it) says it checks before the mount is
+# served.
 audit_on() {
 	[ "$AUDIT" = 1 ] || return 0
 	i=0
 	while [ $i -lt 100 ]; do
-		grep -q "audit: on" "$LOG" && return 0
+		[ "$(grep -c "audit: on" "$LOG")" -gt "${ds_audit:-0}" ] && return 0
 		sleep 0.1
 		i=$((i + 1))
 	done
