@@ -9,10 +9,11 @@
  *    twice, as a daemon bug would) is refused by the kernel with ENOENT: the
  *    front end counts it in dup_answers and logs it; a request answered once
  *    is not counted.
- * 2. A stop that gives up on a request (its read is held by the controller)
- *    unmounts with the request still in flight; the file descriptors freed
- *    by that are taken by files of this program; then the controller
- *    completes the read.  Its answer must go to none of those files (it is
+ * 2. A stop that gives up on a request (the controller holds its read 3 s)
+ *    unmounts with the request still in flight; once the connection has
+ *    ended (the caller's read fails) the file descriptors freed by that are
+ *    taken by files of this program; then the controller completes the
+ *    read.  Its answer must go to none of those files (it is
  *    counted in late_answers instead): before the front end kept an fd of
  *    its own per reactor, the answer was written with the closed number,
  *    into whichever file had it now.
@@ -37,6 +38,7 @@
 #include "sim.h"
 
 #define NFILES 16
+#define HOLD_S 3 /* seconds the controller holds the late read */
 
 static int fails;
 
@@ -67,6 +69,7 @@ struct reader {
 	int fd;
 	ssize_t n;
 	int err;
+	atomic_bool done;
 	char buf[4096];
 };
 
@@ -76,12 +79,26 @@ static void *read_one(void *arg)
 
 	rd->n = pread(rd->fd, rd->buf, sizeof(rd->buf), 0);
 	rd->err = rd->n < 0 ? errno : 0;
+	atomic_store(&rd->done, true);
 	return NULL;
 }
 
 static void stats(struct fusefs *fs, struct fusefs_stats *st)
 {
 	fusefs_stats_get(fs, st);
+}
+
+/* The reactor counts an answer after the kernel has taken it (and the
+ * caller woken): wait (5 s at most) for dup_answers and late_answers to
+ * reach dup and late. */
+static void stats_wait(struct fusefs *fs, struct fusefs_stats *st, uint64_t dup, uint64_t late)
+{
+	for (int i = 0; i < 500; i++) {
+		stats(fs, st);
+		if (st->dup_answers >= dup && st->late_answers >= late)
+			return;
+		usleep(10000);
+	}
 }
 
 int main(int argc, char **argv)
@@ -142,7 +159,7 @@ int main(int argc, char **argv)
 	      (unsigned long long)st.late_answers);
 	atomic_store(&send_twice, true);
 	CHECK(pread(fd, buf, 4096, 0) == 4096, "a read answered twice: the first answer counts");
-	stats(fs, &st);
+	stats_wait(fs, &st, 1, 0);
 	CHECK(st.dup_answers == 1, "a second answer: dup_answers %llu, want 1",
 	      (unsigned long long)st.dup_answers);
 	CHECK(pread(fd, buf, 4096, 0) == 4096, "read");
@@ -151,8 +168,14 @@ int main(int argc, char **argv)
 	      "answered once: dup_answers %llu (want 1), late_answers %llu (want 0)",
 	      (unsigned long long)st.dup_answers, (unsigned long long)st.late_answers);
 
-	/* 2. a late answer after a stop that gave up on its request */
-	sim_fault_stall_next(sim, 1);
+	/* 2. a late answer after a stop that gave up on its request: the
+	 * controller completes the read HOLD_S after it took it */
+	sim_fault_delay(sim, HOLD_S * 1000000u);
+	/* the reads above are released a moment after their answers: only the
+	 * held one may count below */
+	for (int i = 0; i < 500 && fusefs_inflight(fs) != 0; i++)
+		usleep(10000);
+	CHECK(fusefs_inflight(fs) == 0, "the earlier reads are still in flight");
 	rd.fd = fd;
 	if (pthread_create(&th, NULL, read_one, &rd)) {
 		fprintf(stderr, "thread\n");
@@ -161,10 +184,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 500 && fusefs_inflight(fs) == 0; i++)
 		usleep(10000);
 	CHECK(fusefs_inflight(fs) == 1, "the held read is not in flight");
-	usleep(100000); /* the controller fetches it */
 	fusefs_stop(fs);
 	fusefs_unmount(fs);
-	usleep(100000); /* the reactor lets go of its fd */
+	/* the connection ends once the reactor has let go of its fd too: the
+	 * held read fails then (ECONNABORTED), and nothing of the reactor
+	 * reaches the kernel any more */
+	for (int i = 0; i < 1000 && !atomic_load(&rd.done); i++)
+		usleep(10000);
+	CHECK(atomic_load(&rd.done), "the held read did not end within 10 s of the unmount");
 	for (int i = 0; i < NFILES; i++) {
 		char tmp[] = "/tmp/fuse-teardown.XXXXXX";
 
@@ -175,11 +202,13 @@ int main(int argc, char **argv)
 		}
 		unlink(tmp);
 	}
-	CHECK(sim_fault_release_stalled(sim) == 1, "no read was held by the controller");
-	for (int i = 0; i < 500 && fusefs_inflight(fs) != 0; i++)
+	CHECK(fusefs_inflight(fs) == 1, "the held read completed before the files were open");
+	for (int i = 0; i < 1000 && fusefs_inflight(fs) != 0; i++)
 		usleep(10000);
+	sim_fault_delay(sim, 0);
 	CHECK(fusefs_inflight(fs) == 0, "the late read did not finish");
-	pthread_join(th, NULL);
+	if (atomic_load(&rd.done))
+		pthread_join(th, NULL);
 	printf("the held read ended with %zd (%s)\n", rd.n, rd.n < 0 ? strerror(rd.err) : "data");
 	for (int i = 0; i < NFILES; i++) {
 		struct stat sb;
@@ -189,7 +218,7 @@ int main(int argc, char **argv)
 		      "(%lld bytes)", files[i], (long long)sb.st_size);
 		close(files[i]);
 	}
-	stats(fs, &st);
+	stats_wait(fs, &st, 1, 1);
 	CHECK(st.late_answers == 1, "late_answers %llu, want 1", (unsigned long long)st.late_answers);
 	CHECK(st.dup_answers == 1, "dup_answers %llu, want 1 (a late answer is not a second one)",
 	      (unsigned long long)st.dup_answers);
