@@ -200,7 +200,9 @@ daemon_stop() {
 # The audit build (this start of it) says it checks before the mount is
 # served.
 audit_on() {
-	[ "$AUDIT" = 1 ] || return 0
+	# a test may start another binary (t-unit-hardening: the installed
+	# daemon under its sandbox)
+	case "$D" in *nvmefsd-audit) ;; *) return 0 ;; esac
 	i=0
 	while [ $i -lt 100 ]; do
 		[ "$(grep -c "audit: on" "$LOG")" -gt "${ds_audit:-0}" ] && return 0
