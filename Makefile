@@ -78,13 +78,17 @@ ADMIN_OBJS := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/daemon/main.c,$(w
 TESTSUP_OBJS := $(patsubst tests/support/%.c,$(B)/obj/testsupport/%.o,$(wildcard tests/support/*.c))
 TESTSUP := $(B)/lib/libnvmefs_testsupport.a
 
-PROGS := $(B)/nvmefsd $(B)/nvmefsctl $(B)/nvmefs-perf
+PROGS := $(B)/nvmefsd $(B)/nvmefsd-audit $(B)/nvmefsctl $(B)/nvmefs-perf
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c) $(wildcard bench/*.c)
 HELPER_BINS := $(addprefix $(B)/tools/,$(notdir $(basename $(HELPER_SRCS))))
 
-all: $(PROGS) $(UNIT_BINS) $(HELPER_BINS)
+# LD_PRELOAD objects the tests put under fio (tests/preload/*.c)
+PRELOAD_SRCS := $(wildcard tests/preload/*.c)
+PRELOAD_LIBS := $(patsubst tests/preload/%.c,$(B)/tools/%.so,$(PRELOAD_SRCS))
+
+all: $(PROGS) $(UNIT_BINS) $(HELPER_BINS) $(PRELOAD_LIBS)
 
 $(B)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -99,6 +103,18 @@ $(foreach m,$(MODULES),$(eval $(call lib_rule,$(m))))
 
 $(B)/nvmefsd: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/*.c)) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS)
+# nvmefsd-audit: the same daemon with the front end's audit compiled in
+# (src/fuse/audit.h: NVMEFS_AUDIT), what the integration suites and `make
+# soak` run; only src/fuse is compiled again for it.  Never installed.
+AUDIT_FUSE := $(B)/lib/libnvmefs_fuse_audit.a
+$(B)/obj-audit/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DNVMEFS_AUDIT $(CFLAGS) -MMD -MP -c -o $@ $<
+$(AUDIT_FUSE): $(patsubst src/%.c,$(B)/obj-audit/%.o,$(call lib_srcs,fuse))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(B)/nvmefsd-audit: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/daemon/*.c)) $(AUDIT_FUSE) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(AUDIT_FUSE) $(filter-out %fuse.a,$(LINK_LIBS)) $(LDLIBS)
 $(B)/nvmefsctl: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/cli/*.c)) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS) $(LDLIBS) -lncursesw
 $(B)/nvmefs-perf: $(patsubst src/%.c,$(B)/obj/%.o,$(wildcard src/perf/*.c)) $(LIBS)
@@ -122,6 +138,10 @@ $(B)/tests/%: tests/unit/%.c $(LIBS) $(TESTSUP) $(ADMIN_LIB)
 $(B)/tools/%: tests/helpers/%.c $(LIBS) $(TESTSUP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TESTSUP) $(LINK_LIBS) $(LDLIBS)
+# (never with a sanitizer: they go into fio, which is not built with one)
+$(B)/tools/%.so: tests/preload/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -D_GNU_SOURCE -O2 -g -std=gnu11 -Wall -Wextra -Werror -fPIC -shared -MMD -MP -o $@ $< -ldl
 $(B)/tools/%: bench/%.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)

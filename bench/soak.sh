@@ -32,7 +32,13 @@ SECS=${SOAK_SECONDS:-600}
 SEED=${SOAK_SEED:-1}
 GMIN=${SOAK_GAP_MIN:-15}
 GMAX=${SOAK_GAP_MAX:-40}
+# the audit build when there is one (src/fuse/audit.h): a violation fails
+# the soak; fio's completions of another byte count than asked too
+# (tests/preload/shortio.c)
 D=$BUILD/nvmefsd
+[ -x "$BUILD/nvmefsd-audit" ] && D=$BUILD/nvmefsd-audit
+PRELOAD=
+[ -x "$BUILD/tools/shortio.so" ] && PRELOAD="LD_PRELOAD=$BUILD/tools/shortio.so"
 CTL=$BUILD/nvmefsctl
 [ "$(id -u)" = 0 ] || { echo "soak: needs root (mounts FUSE)"; exit 2; }
 [ -x "$D" ] && [ -x "$CTL" ] || { echo "soak: build first (make)"; exit 2; }
@@ -79,7 +85,9 @@ while [ ! -f "$MNT/nvme0n1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); don
 
 ctl() { "$CTL" -s "$SOCK" "$@"; }
 
-fio --name=soak --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --rw=randrw \
+rm -f "$OUT/shortio.log"
+env $PRELOAD NVMEFS_SHORTIO_LOG="$OUT/shortio.log" \
+	fio --name=soak --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --rw=randrw \
 	--bsrange=4k-1m --iodepth=64 --numjobs=2 --size=256M --offset_increment=256M \
 	--runtime="$SECS" --time_based --verify=crc32c --verify_backlog=256 --verify_fatal=1 \
 	--verify_state_save=0 --continue_on_error=io --output-format=json \
@@ -199,7 +207,17 @@ if rss:
         max(rss[:third]), max(rss[-third:]), "flat" if flat else "GROWING"))
 print("hang: %s; daemon served a read afterwards: %s; daemon exit on SIGTERM: %d" % (
     "YES" if hung else "no", "yes" if alive else "NO", drc))
-ok = not mismatch and not hung and alive and flat and drc == 0
+log = open(out + "/daemon.log").read()
+viol = log.count("audit: VIOLATION")
+try:
+    short = len(open(out + "/shortio.log").readlines())
+except OSError:
+    short = 0
+audit = [l for l in log.splitlines() if "audit: " in l and "violation(s)" in l]
+print("audit: %d violation(s)%s; fio completions of another byte count than asked: %d" % (
+    viol, (" (" + audit[-1].split("audit: ", 1)[1] + ")") if audit else " (not the audit build)",
+    short))
+ok = not mismatch and not hung and alive and flat and drc == 0 and not viol and not short
 print("verdict:", "PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY

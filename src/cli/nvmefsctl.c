@@ -307,6 +307,10 @@ static void show_fuse_stats(json_object *f)
 	       (unsigned long long)ju64(f, "ring_requests"),
 	       human_size(ju64(f, "copy_bytes"), b1, sizeof(b1)),
 	       (unsigned long long)ju64(f, "bad_requests"));
+	printf("answers refused by the kernel %llu; answers after the channel closed %llu; "
+	       "audit violations %llu\n",
+	       (unsigned long long)ju64(f, "dup_answers"), (unsigned long long)ju64(f, "late_answers"),
+	       (unsigned long long)ju64(f, "audit_violations"));
 	printf("Flush commands sent %llu; O_DSYNC writes %llu (with FUA %llu, followed by a "
 	       "Flush %llu)\n",
 	       (unsigned long long)ju64(f, "flushes_sent"), (unsigned long long)ju64(f, "dsync_writes"),

@@ -384,6 +384,9 @@ static json_object *fuse_stats_json(const struct stats_snap *snap)
 	jset_u64(o, "ring_requests", st->ring_requests);
 	jset_u64(o, "copy_bytes", st->copy_bytes);
 	jset_u64(o, "bad_requests", st->bad_requests);
+	jset_u64(o, "dup_answers", st->dup_answers);
+	jset_u64(o, "late_answers", st->late_answers);
+	jset_u64(o, "audit_violations", st->audit_violations);
 	for (unsigned i = 0; i < FUSEFS_OP_NR; i++) {
 		const struct fusefs_op_stats *op = &st->op[i];
 		json_object *oo = json_object_new_object();

@@ -2,11 +2,16 @@
 #include "channel.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
+#include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
 #include "log.h"
@@ -24,21 +29,71 @@ size_t chan_buf_size(void)
 
 /* ---- answers ---- */
 
+#define DUP_LOG_NS 1000000000ull /* one line a second at most per reactor */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The kernel refused an answer for unique with ENOENT: it has no such
+ * request in flight.  When the connection has ended (the fd polls
+ * POLLERR: aborted, unmounted) nobody waits for any answer; otherwise the
+ * request was answered already, or never sent: a bug wherever it happens,
+ * counted and logged (at most once a second per reactor, with the number
+ * not logged since). */
+static void answer_refused(struct fusefs_rx *rx, uint64_t unique)
+{
+	struct pollfd p = {.fd = rx->fd};
+	uint64_t now;
+
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+		return;
+	}
+	SCHED_STAT_ADD(rx->sched, dup_answers, 1);
+	now = mono_ns();
+	if (rx->dup_log_ns && now - rx->dup_log_ns < DUP_LOG_NS) {
+		rx->dup_unlogged++;
+		return;
+	}
+	log_err("fuse: the kernel has no request %llu for this answer (ENOENT on a live "
+		"connection): answered twice, or never sent (%u more since the last such line)",
+		(unsigned long long)unique, rx->dup_unlogged);
+	rx->dup_log_ns = now;
+	rx->dup_unlogged = 0;
+}
+
 static void dev_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct fusefs_rx *rx = r->tctx;
-	int err = fw_dev_answer(rx->fs->fd, r->unique, error, iov, iovcnt);
+	int err;
 
-	/* ENOENT: the request was interrupted or aborted meanwhile, and
-	 * ENODEV: the session is gone; either way nobody waits for it */
-	if (err && err != -ENOENT && err != -ENODEV)
+	aud_answer(rx, r, error, iov, iovcnt);
+	if (rx->fd_dead) {
+		/* the channel is closed (a stop that gave up on this request):
+		 * no answer goes anywhere, least of all to whatever file has
+		 * the number now */
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+		return;
+	}
+	err = fw_dev_answer(rx->fd, r->unique, error, iov, iovcnt);
+	/* ENODEV: the session is gone, nobody waits for it */
+	if (err == -ENOENT)
+		answer_refused(rx, r->unique);
+	else if (err == -ENODEV)
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+	else if (err)
 		log_err("fuse: answering request %llu: %s", (unsigned long long)r->unique,
 			strerror(-err));
 }
 
 static void dev_drop(struct fw_req *r)
 {
-	(void)r;
+	aud_drop(r->tctx, r);
 }
 
 static const struct fw_transport dev_transport = {.send = dev_send, .drop = dev_drop};
@@ -75,28 +130,48 @@ static void land_send(struct fw_req *r, int error, const struct iovec *iov, int 
 
 	d.tctx = l->rx;
 	dev_send(&d, error, iov, iovcnt);
+	aud_buf_put(l->rx, AUD_BUF_LAND, l->buf, FUSEFS_MAX_IO);
 	land_put(l);
 }
 
 static void land_drop(struct fw_req *r)
 {
-	land_put(r->tctx);
+	struct chan_land *l = r->tctx;
+
+	aud_drop(l->rx, r);
+	aud_buf_put(l->rx, AUD_BUF_LAND, l->buf, FUSEFS_MAX_IO);
+	land_put(l);
 }
 
 static const struct fw_transport land_transport = {.send = land_send, .drop = land_drop};
 
 /* The landing buffers the owner sized the pool for (fusefs_opts.lands), or
- * as many as it gives: on rx's thread, at its first read without a ring. */
+ * as many as it has room for beside the largest request: on rx's thread,
+ * at its first read without a ring.  They are held for good, so they are
+ * taken with the largest request's buffer held, as the pool check at start
+ * (fusefs_create) took it: with every request's memory back the pool can
+ * always give that buffer again (rqsched.h, progress (d)).  While requests
+ * hold memory (this reactor read over /dev/fuse before INIT gave up on
+ * io_uring) that buffer may not be free now: then not yet, at a later read. */
 static void lands_alloc(struct fusefs_rx *rx)
 {
 	unsigned want = rx->fs->o.lands;
+	size_t need = fsio_max_mem(rx->fs->max_lba);
+	void *room;
 
+	if (!want || !rx->r || !nvme_reactor_buf_common(rx->r)) {
+		rx->lands_tried = true;
+		return;
+	}
+	room = nvme_reactor_buf_alloc(rx->r, need);
+	if (!room)
+		return;
 	rx->lands_tried = true;
-	if (!want || !rx->r || !nvme_reactor_buf_common(rx->r))
-		return;
 	rx->lands = calloc(want, sizeof(*rx->lands));
-	if (!rx->lands)
+	if (!rx->lands) {
+		nvme_reactor_buf_free(rx->r, room, need);
 		return;
+	}
 	for (unsigned i = 0; i < want; i++) {
 		struct chan_land *l = &rx->lands[i];
 
@@ -107,10 +182,12 @@ static void lands_alloc(struct fusefs_rx *rx)
 		land_put(l);
 		rx->nlands++;
 	}
+	nvme_reactor_buf_free(rx->r, room, need);
 	if (rx->nlands < want)
 		log_info("fuse: reactor %u reads /dev/fuse writes into %u DMA buffers of %u "
-			 "(the pool has no room for more); the others' data is copied",
-			 rx->idx, rx->nlands, want);
+			 "(the pool has no room for more beside the largest request, %zu bytes); "
+			 "the others' data is copied",
+			 rx->idx, rx->nlands, want, need);
 }
 
 void chan_lands_free(struct fusefs_rx *rx)
@@ -132,10 +209,10 @@ static ssize_t chan_read(struct fusefs_rx *rx, struct chan_land **land)
 	l = rx->ring ? NULL : rx->land_free;
 	*land = l;
 	if (!l)
-		return read(rx->fs->fd, rx->dbuf, rx->dbuf_len);
+		return read(rx->fd, rx->dbuf, rx->dbuf_len);
 	struct iovec iov[2] = {{rx->dbuf, FW_DEV_HEAD}, {l->buf, FUSEFS_MAX_IO}};
 
-	return readv(rx->fs->fd, iov, 2);
+	return readv(rx->fd, iov, 2);
 }
 
 /* ---- reading ---- */
@@ -165,6 +242,8 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 	bool took = false; /* a request of this batch was taken */
 
 	(void)revents;
+	if (rx->fd_dead)
+		return; /* chan_close stopped the watcher too */
 	for (int i = 0; i < RECV_BATCH; i++) {
 		if (!sched_accepting(rx->sched)) {
 			/* at the request or bounce bound: the kernel keeps the
@@ -200,6 +279,7 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (in_land) {
 			/* the write holds its landing buffer until its answer */
 			rx->land_free = land->next;
+			aud_buf_get(rx, AUD_BUF_LAND, land->buf, FUSEFS_MAX_IO);
 			r.t = &land_transport;
 			r.tctx = land;
 			r.data_dma = true;
@@ -225,9 +305,9 @@ void chan_room(void *arg)
 	}
 }
 
-void chan_start(struct fusefs_rx *rx, int fd)
+void chan_start(struct fusefs_rx *rx)
 {
-	ev_io_init(&rx->io, channel_cb, fd, EV_READ);
+	ev_io_init(&rx->io, channel_cb, rx->fd, EV_READ);
 	rx->io.data = rx;
 	ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
 }
@@ -247,6 +327,44 @@ void chan_stop(struct fusefs_rx *rx)
 		return;
 	if (nvme_reactor_call(rx->r, stop_cb, rx) < 0)
 		log_err("fuse: cannot reach reactor %u to stop it taking requests", rx->idx);
+}
+
+/* On rx's thread: its channel is done with for good.  The fd is not
+ * closed here: libev leaves a stopped watcher's fd in its epoll set until
+ * an event comes for it, and acts on the number then, which another thread
+ * may have been given by then.  /dev/null takes its place instead (dup3:
+ * the number stays this reactor's), which drops its hold on the connection;
+ * the number itself is closed once the reactor has stopped
+ * (chan_close_stopped). */
+static void close_cb(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+
+	stop_reading(rx);
+	if (rx->fd < 0 || rx->fd_dead)
+		return;
+	if (dup3(rx->fs->null_fd, rx->fd, O_CLOEXEC) < 0)
+		log_err("fuse: reactor %u cannot let go of the channel: %s", rx->idx,
+			strerror(errno));
+	rx->fd_dead = true;
+}
+
+void chan_close(struct fusefs_rx *rx)
+{
+	if (rx->fd < 0)
+		return;
+	/* -ESHUTDOWN: the loop has ended and ran every call posted before;
+	 * nothing of it uses the fd any more */
+	if (nvme_reactor_call(rx->r, close_cb, rx) == -ESHUTDOWN)
+		chan_close_stopped(rx);
+}
+
+void chan_close_stopped(struct fusefs_rx *rx)
+{
+	if (rx->fd >= 0)
+		close(rx->fd);
+	rx->fd = -1;
+	rx->fd_dead = true;
 }
 
 void chan_pass_hook(void *arg)

@@ -27,13 +27,21 @@ size_t chan_buf_size(void);
 /* Give rx's landing buffers back to its reactor's pool (the reactors have
  * stopped, nothing is in flight). */
 void chan_lands_free(struct fusefs_rx *rx);
-/* Start reading on rx (before the reactors start). */
-void chan_start(struct fusefs_rx *rx, int fd);
+/* Start reading on rx, on its own fd (before the reactors start). */
+void chan_start(struct fusefs_rx *rx);
 /* The scheduler's on_room hook: resume reading (rx's thread). */
 void chan_room(void *arg);
 /* Stop rx taking requests for good, on both transports (any thread; done
  * on rx's thread soon). */
 void chan_stop(struct fusefs_rx *rx);
+/* Let go of rx's own fd of the channel (rx->fd) on rx's thread soon (any
+ * thread; at once when the loop has ended): from then on nothing of rx
+ * reads, answers or submits on the connection; an answer is dropped and
+ * counted in late_answers.  The number stays rx's (/dev/null) until
+ * chan_close_stopped closes it, from the caller's thread: only with rx's
+ * reactor stopped and joined, or never started. */
+void chan_close(struct fusefs_rx *rx);
+void chan_close_stopped(struct fusefs_rx *rx);
 /* The reactor pass hook: retry what waits, take the ring's requests. */
 void chan_pass_hook(void *arg);
 /* INIT has been answered with out: tell the owner (on_init), start the

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "nvme.h"
 
@@ -194,9 +195,19 @@ static void read_done(void *arg, int err, uint16_t status)
 	struct rq *q = arg;
 
 	(void)status;
+	uint8_t *data = q->buf + (q->off - (q->lb0 << q->ns->shift));
+	size_t len = q->len;
+
 	if (!cmd_ok(q, err))
 		return;
-	fw_reply_buf(&q->r, q->buf + (q->off - (q->lb0 << q->ns->shift)), q->len);
+	/* the audit build's own faults (audit.h); nothing in other builds */
+	if (aud_inject(q->rx, AUD_INJ_SHORT))
+		len = 0;
+	if (aud_inject(q->rx, AUD_INJ_CORRUPT))
+		data[0] ^= 0x01;
+	fw_reply_buf(&q->r, data, len);
+	if (aud_inject(q->rx, AUD_INJ_TWICE))
+		fw_reply_buf(&q->r, data, len);
 	sched_finish(&q->sq, 0);
 }
 
@@ -206,7 +217,8 @@ static enum sched_res read_run(struct rq *q)
 
 	if (!q->buf)
 		rq_take_buf(q);
-	err = nvme_qpair_read(rq_qp(q), q->ns->d.nsid, q->lb0, q->buf, q->buf_len, read_done, q);
+	err = aud_qpair_read(q->rx, q->r.unique, q->ns, rq_qp(q), q->lb0, q->buf, q->buf_len,
+			     read_done, q);
 	return rq_issued(q, err, true);
 }
 
@@ -330,8 +342,8 @@ static enum sched_res write_run(struct rq *q)
 		for (unsigned i = 0; i < q->nedge; i++) {
 			if (q->submitted & (1u << i))
 				continue;
-			err = nvme_qpair_read(qp, q->ns->d.nsid, q->eblk[i], q->edge + (size_t)i * lsz,
-					      lsz, edge_done, q);
+			err = aud_qpair_read(q->rx, q->r.unique, q->ns, qp, q->eblk[i],
+					     q->edge + (size_t)i * lsz, lsz, edge_done, q);
 			if (err == -EAGAIN)
 				return SCHED_STALL;
 			if (err) {
@@ -347,8 +359,8 @@ static enum sched_res write_run(struct rq *q)
 		}
 		return SCHED_ASYNC;
 	case RS_WRITE:
-		err = nvme_qpair_write(qp, q->ns->d.nsid, q->lb0, q->buf, q->buf_len, q->fua,
-				       write_done, q);
+		err = aud_qpair_write(q->rx, q->r.unique, q->ns, qp, q->lb0, q->buf, q->buf_len,
+				      q->fua, write_done, q);
 		return rq_issued(q, err, true);
 	case RS_DFLUSH:
 		err = nvme_qpair_flush(qp, q->ns->d.nsid, write_done, q);
@@ -484,7 +496,6 @@ static void fa_done(void *arg, int err, uint16_t status)
 static enum sched_res fa_run(struct rq *q)
 {
 	struct nvme_qpair *qp = rq_qp(q);
-	uint32_t nsid = q->ns->d.nsid;
 	uint32_t lsz = 1u << q->ns->shift;
 	int err;
 
@@ -502,10 +513,11 @@ static enum sched_res fa_run(struct rq *q)
 	}
 	if (q->part < q->nedge) {
 		if (!q->part_read)
-			err = nvme_qpair_read(qp, nsid, q->eblk[q->part], q->edge, lsz, fa_done, q);
+			err = aud_qpair_read(q->rx, q->r.unique, q->ns, qp, q->eblk[q->part], q->edge,
+					     lsz, fa_done, q);
 		else
-			err = nvme_qpair_write(qp, nsid, q->eblk[q->part], q->edge, lsz, false, fa_done,
-					       q);
+			err = aud_qpair_write(q->rx, q->r.unique, q->ns, qp, q->eblk[q->part],
+					      q->edge, lsz, false, fa_done, q);
 	} else {
 		uint64_t n = q->mid1 - q->cur;
 		bool punch = q->mode & FALLOC_FL_PUNCH_HOLE;
@@ -515,8 +527,8 @@ static enum sched_res fa_run(struct rq *q)
 			if (n > q->buf_len >> q->ns->shift)
 				n = q->buf_len >> q->ns->shift;
 			q->step = n;
-			err = nvme_qpair_write(qp, nsid, q->cur, q->buf, n << q->ns->shift, false,
-					       fa_done, q);
+			err = aud_qpair_write(q->rx, q->r.unique, q->ns, qp, q->cur, q->buf,
+					      n << q->ns->shift, false, fa_done, q);
 		} else {
 			/* Write Zeroes for punch too: deallocation alone (DSM)
 			 * is advisory, a hole must read back as zeroes.  Punch
@@ -525,8 +537,8 @@ static enum sched_res fa_run(struct rq *q)
 			if (n > ZBLOCKS_MAX)
 				n = ZBLOCKS_MAX;
 			q->step = n;
-			err = nvme_qpair_write_zeroes(qp, nsid, q->cur, n,
-						      punch && q->ns->dealloc_zeroes, fa_done, q);
+			err = aud_qpair_write_zeroes(q->rx, q->r.unique, q->ns, qp, q->cur, n,
+						     punch && q->ns->dealloc_zeroes, fa_done, q);
 		}
 	}
 	return rq_issued(q, err, false);

@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "channel.h"
 #include "fsio.h"
 #include "log.h"
@@ -462,6 +463,7 @@ void fsops_dispatch(struct fusefs_rx *rx, struct fw_req *r, int rc, const struct
 	 * answered with the unique exactly as received */
 	r->unique = m->h.unique;
 	r->opcode = op;
+	aud_take(rx, r, rc, m);
 	SCHED_STAT_ADD(rx->sched, resent_requests, (m->h.unique & FUSE_UNIQUE_RESEND) != 0);
 	if (rc != FW_OK || !counted_by_ops(op))
 		sched_count(rx->sched, NULL, FUSEFS_OP_OTHER, 0, rc == FW_OK ? 0 : -rc);

@@ -11,6 +11,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "channel.h"
 #include "fsio.h"
 #include "log.h"
@@ -26,14 +27,17 @@
 static void *env_alloc(void *ctx, unsigned dom, size_t len)
 {
 	struct fusefs_rx *rx = ctx;
+	void *p = nvme_qpair_buf_alloc(rx->qp[dom], len);
 
-	return nvme_qpair_buf_alloc(rx->qp[dom], len);
+	aud_buf_get(rx, AUD_BUF_DMA, p, len);
+	return p;
 }
 
 static void env_free(void *ctx, unsigned dom, void *buf, size_t len)
 {
 	struct fusefs_rx *rx = ctx;
 
+	aud_buf_put(rx, AUD_BUF_DMA, buf, len);
 	nvme_qpair_buf_free(rx->qp[dom], buf, len);
 }
 
@@ -495,6 +499,7 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		fs->o.dsync_fua_max = FUSEFS_DSYNC_FUA_MAX;
 	if (!o->adopt)
 		fs->fd = -1;
+	fs->null_fd = -1;
 	atomic_init(&fs->transport, FUSEFS_TRANSPORT_CLASSIC);
 	clock_gettime(CLOCK_REALTIME, &fs->t0);
 	err = build_namespaces(fs);
@@ -506,6 +511,8 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 		err = -ENOMEM;
 		goto fail;
 	}
+	for (unsigned i = 0; i < fs->nr_rx; i++)
+		fs->rx[i].fd = -1;
 	unsigned readers = o->readers && o->readers <= o->nr_reactors ? o->readers : o->nr_reactors;
 	for (unsigned i = 0; i < fs->nr_rx; i++) {
 		struct fusefs_rx *rx = &fs->rx[i];
@@ -553,6 +560,9 @@ int fusefs_create(const struct fusefs_opts *o, struct fusefs **out)
 	err = check_pools(fs);
 	if (err)
 		goto fail;
+	err = aud_create(fs);
+	if (err)
+		goto fail;
 
 	if (fs->adopted) {
 		fs->mounted = true;
@@ -596,6 +606,25 @@ channel:
 		log_err("fuse: cannot make the channel non-blocking: %s", strerror(-err));
 		goto fail;
 	}
+	/* each reactor reads, answers and submits on a duplicate of its own
+	 * (the same open file: one queue of requests), which only its thread
+	 * lets go of while it runs (chan_close): fs->fd may be closed on
+	 * another thread (libfuse's unmount) without a reactor ever using
+	 * that number after it */
+	fs->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fs->null_fd < 0) {
+		err = -errno;
+		log_err("fuse: /dev/null: %s", strerror(-err));
+		goto fail;
+	}
+	for (unsigned i = 0; i < fs->nr_rx; i++) {
+		fs->rx[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		if (fs->rx[i].fd < 0) {
+			err = -errno;
+			log_err("fuse: duplicating the channel's fd: %s", strerror(-err));
+			goto fail;
+		}
+	}
 	if (o->transport != FUSEFS_TRANSPORT_CLASSIC) {
 		err = fur_setup(fs);
 		if (err && o->transport == FUSEFS_TRANSPORT_URING)
@@ -608,7 +637,7 @@ channel:
 
 		nvme_reactor_set_pass_hook(rx->r, chan_pass_hook, rx);
 		if (rx->reader)
-			chan_start(rx, fd);
+			chan_start(rx);
 	}
 	if (fs->adopted)
 		log_info("fuse: serving over /dev/fuse (connection adopted from the previous run, "
@@ -634,10 +663,15 @@ void fusefs_keep_mount(struct fusefs *fs)
 void fusefs_unmount(struct fusefs *fs)
 {
 	if (fs && fs->mounted) {
-		/* what still waits can no longer be answered: run none of it */
-		for (unsigned i = 0; i < fs->nr_rx; i++)
+		/* what still waits can no longer be answered: run none of it;
+		 * every reactor lets go of its fd on its own thread (an answer
+		 * that comes later goes nowhere: late_answers), so the
+		 * connection ends once the fd closed below was the last */
+		for (unsigned i = 0; i < fs->nr_rx; i++) {
 			if (fs->rx[i].sched)
 				sched_close(fs->rx[i].sched);
+			chan_close(&fs->rx[i]);
+		}
 		if (fs->adopted) {
 			/* as fuse_session_unmount does: close the channel first,
 			 * so the unmount cannot wait on a request to ourselves */
@@ -646,7 +680,9 @@ void fusefs_unmount(struct fusefs *fs)
 			if (umount2(fs->o.mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
 				log_warn("%s: unmount: %s", fs->o.mountpoint, strerror(errno));
 		} else {
+			/* closes fs->fd, then unmounts lazily */
 			fuse_session_unmount(fs->se);
+			fs->fd = -1;
 		}
 		fs->mounted = false;
 	}
@@ -658,6 +694,10 @@ void fusefs_destroy(struct fusefs *fs)
 
 	if (!fs)
 		return;
+	/* the reactors are stopped and joined, or never ran: no thread but
+	 * this one can use their fds now */
+	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++)
+		chan_close_stopped(&fs->rx[i]);
 	fusefs_unmount(fs);
 	/* requests given up at stop: free their buffers, bounce buffers and
 	 * libfuse's request (the channel is closed: nothing is sent) */
@@ -666,6 +706,7 @@ void fusefs_destroy(struct fusefs *fs)
 	if (left)
 		log_warn("fuse: %u request(s) abandoned at stop, never answered: freed what they held",
 			 left);
+	aud_destroy(fs);
 	/* the connection ends once /dev/fuse is closed here and the rings'
 	 * parked commands, which hold the file too, are cancelled by closing
 	 * the rings (fur_destroy); only then do the entries' buffers go back
@@ -674,6 +715,8 @@ void fusefs_destroy(struct fusefs *fs)
 		fuse_session_destroy(fs->se);
 	if (fs->adopted && fs->fd >= 0)
 		close(fs->fd);
+	if (fs->null_fd >= 0)
+		close(fs->null_fd);
 	fur_destroy(fs);
 	for (unsigned i = 0; fs->rx && i < fs->nr_rx; i++) {
 		chan_lands_free(&fs->rx[i]);

@@ -339,6 +339,16 @@ struct fusefs_stats {
 	uint64_t channel_pauses;             /* times a reactor stopped reading (at a bound) */
 	uint64_t ring_requests;              /* requests that came over io_uring */
 	uint64_t bad_requests;               /* malformed requests, answered EINVAL */
+	/* answers the kernel refused (ENOENT over /dev/fuse, a ring entry not
+	 * serving that request) while the connection lived: a request
+	 * answered twice, or one it never sent; a bug wherever it happens */
+	uint64_t dup_answers;
+	/* answers given up because this reactor's channel was closed (a stop
+	 * that stopped waiting for them) or the connection had ended */
+	uint64_t late_answers;
+	/* violations the audit build found (always 0 in other builds:
+	 * docs/fuse.md, "Audit builds") */
+	uint64_t audit_violations;
 	/* requests the kernel resent (FUSE_UNIQUE_RESEND in unique) after an
 	 * adoption: those the previous run had taken and not answered */
 	uint64_t resent_requests;

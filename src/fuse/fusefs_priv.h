@@ -41,6 +41,13 @@ struct fusefs_rx {
 	struct nvme_qpair **qp;  /* one per controller */
 	struct sched *sched;
 	/* the channel's */
+	/* this reactor's own duplicate of the session's /dev/fuse (-1: none
+	 * or closed): what it reads, watches, answers and submits its ring
+	 * commands on.  Only this reactor's thread uses and closes it while
+	 * the reactor runs (chan_close), so no other thread's close can make
+	 * its number name another file under it (fusefs_unmount). */
+	int fd;
+	bool fd_dead;            /* fd is /dev/null now, or closed: send nothing */
 	bool reader;
 	bool paused;             /* not reading until the scheduler has room */
 	ev_io io;
@@ -52,13 +59,18 @@ struct fusefs_rx {
 	struct chan_land *land_free;
 	unsigned nlands;
 	bool lands_tried;        /* allocated once, on the reactor's thread */
+	/* answers the kernel refused for a request it no longer had while
+	 * the connection lived (dev_send): logged at most once a second */
+	uint64_t dup_log_ns;
+	unsigned dup_unlogged;
 	struct fur_ring *ring;   /* this reactor's FUSE queues (uring), or NULL */
 };
 
 struct fusefs {
 	struct fusefs_opts o;
 	struct fuse_session *se; /* libfuse: the mount only */
-	int fd;                  /* /dev/fuse of the session */
+	int fd;                  /* /dev/fuse of the session (-1 once closed) */
+	int null_fd;             /* /dev/null: what a reactor's fd becomes (chan_close) */
 	bool mounted;
 	bool adopted;            /* fd came from an earlier run: no libfuse session */
 	atomic_int transport;    /* enum fusefs_transport serving now */

@@ -684,6 +684,9 @@ void sched_stats_add(const struct sched *s, struct fusefs_stats *out)
 	SUM(channel_pauses);
 	SUM(ring_requests);
 	SUM(bad_requests);
+	SUM(dup_answers);
+	SUM(late_answers);
+	SUM(audit_violations);
 	SUM(resent_requests);
 	SUM(copy_bytes);
 	uint64_t pk = __atomic_load_n(&st->bounce_peak, __ATOMIC_RELAXED);

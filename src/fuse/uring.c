@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
+#include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
 #include "log.h"
@@ -32,6 +34,7 @@ struct fur_ent {
 	void *payload;
 	struct iovec iov[2];  /* REGISTER's: read by the kernel when it issues */
 	uint64_t commit_id;
+	uint64_t unique;      /* of the request being served (ENT_SERVING) */
 	uint16_t qid;
 	uint8_t state;
 	uint8_t op;           /* the command with the kernel: REGISTER or COMMIT */
@@ -81,14 +84,21 @@ static struct io_uring_sqe *get_sqe(struct fur_ring *g)
 static void prep_cmd(struct fur_ent *e, uint32_t cmd_op)
 {
 	struct fur_ring *g = e->ring;
-	struct io_uring_sqe *sqe = get_sqe(g);
+	struct io_uring_sqe *sqe;
 
+	if (g->rx->fd_dead) {
+		/* the channel was let go of (chan_close): nothing goes to the
+		 * kernel on this reactor any more */
+		e->state = ENT_DEAD;
+		return;
+	}
+	sqe = get_sqe(g);
 	if (!sqe) {
 		log_err("fuse: io_uring submission queue full; entry of queue %u lost", e->qid);
 		e->state = ENT_DEAD;
 		return;
 	}
-	fw_ring_cmd(sqe, g->rx->fs->fd, cmd_op, e->qid, e->commit_id, e->iov, e);
+	fw_ring_cmd(sqe, g->rx->fd, cmd_op, e->qid, e->commit_id, e->iov, e);
 	e->op = (uint8_t)cmd_op;
 	e->state = ENT_KERNEL;
 }
@@ -120,13 +130,30 @@ static void flush_hook(void *arg)
 static void ring_send(struct fw_req *r, int error, const struct iovec *iov, int iovcnt)
 {
 	struct fur_ent *e = r->tctx;
+	struct fusefs_rx *rx = e->ring->rx;
 	size_t moved = 0;
 
+	aud_answer(rx, r, error, iov, iovcnt);
+	if (e->state != ENT_SERVING || e->unique != r->unique) {
+		/* the entry answered this request already (it waits for the
+		 * kernel again, or serves another request now): answering
+		 * again would overwrite what it holds */
+		SCHED_STAT_ADD(rx->sched, dup_answers, 1);
+		log_err("fuse: request %llu answered again on an io_uring entry of queue %u that "
+			"no longer serves it: not sent",
+			(unsigned long long)r->unique, e->qid);
+		return;
+	}
+	if (rx->fd_dead) {
+		SCHED_STAT_ADD(rx->sched, late_answers, 1);
+		e->state = ENT_DEAD;
+		return;
+	}
 	/* out of place: small answers, and reads that were not block-aligned */
 	fw_ring_answer(&e->hdr, e->payload, FUSEFS_MAX_IO, e->commit_id, r->unique, error, iov,
 		       iovcnt, &moved);
 	if (r->opcode == FUSE_READ)
-		SCHED_STAT_ADD(e->ring->rx->sched, copy_bytes, moved);
+		SCHED_STAT_ADD(rx->sched, copy_bytes, moved);
 	prep_cmd(e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 }
 
@@ -159,6 +186,7 @@ static void take_request(struct fur_ring *g, struct fur_ent *e)
 	memcpy(&h, e->hdr.in_out, sizeof(h));
 	memcpy(&io, &e->hdr.ring_ent_in_out, sizeof(io));
 	e->commit_id = io.commit_id;
+	e->unique = h.unique;
 	e->state = ENT_SERVING;
 	if (g->stopped) {
 		e->state = ENT_HELD;
@@ -467,6 +495,17 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 		return -ENOMEM;
 	memset(g->ents, 0, sizeof(*g->ents) * g->nent);
 	dma = nvme_reactor_buf_common(rx->r);
+	/* the entries are held for good: taken with the largest request's
+	 * buffer held, so that the pool can still give it beside them
+	 * (rqsched.h, progress (d)) */
+	size_t need = fsio_max_mem(fs->max_lba);
+	void *room = dma ? nvme_reactor_buf_alloc(rx->r, need) : NULL;
+
+	if (dma && !room) {
+		log_err("fuse: reactor %u's DMA pool cannot hold the largest request (%zu bytes)",
+			rx->idx, need);
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < g->nent; i++) {
 		struct fur_ent *e = &g->ents[i];
 
@@ -491,12 +530,17 @@ static int ring_create(struct fusefs_rx *rx, unsigned nqueues, const uint16_t *q
 			for (unsigned k = 0; k < nqueues; k++)
 				want += cpumap_queue_entries(fs->o.cpus, qids[k], depth);
 			log_err("fuse: reactor %u's DMA pool cannot hold its %u FUSE queue entries "
-				"(%u MiB): make it larger or lower fuse_queue_depth",
-				rx->idx, want, want * (FUSEFS_MAX_IO >> 20));
+				"(%u MiB) beside the largest request (%zu bytes): make it larger or "
+				"lower fuse_queue_depth",
+				rx->idx, want, want * (FUSEFS_MAX_IO >> 20), need);
+			if (room)
+				nvme_reactor_buf_free(rx->r, room, need);
 			return -ENOMEM;
 		}
 		ent_buffers(e);
 	}
+	if (room)
+		nvme_reactor_buf_free(rx->r, room, need);
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CLAMP;
 	/* room for every entry's command, and twice that for completions */

@@ -35,7 +35,7 @@ fuse_stat() {
 fio_deadline() {
 	secs=$1
 	shift
-	fio "$@" --output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
+	env $(fio_env) fio "$@" --output-format=json --output="$TMP/fio.json" > "$TMP/fio.err" 2>&1 &
 	fpid=$!
 	t=0
 	while kill -0 "$fpid" 2>/dev/null; do

@@ -16,7 +16,9 @@
 #                          in the background (FIO_PID), hard deadline SECS + 60;
 #                          FIO_EXTRA: more fio options (e.g. --verify_dump=1)
 #   fio_wait               wait for it; FIO_ERR = fio's error (0, 5 = EIO, ...);
-#                          fails on any verify mismatch whatever the error;
+#                          fails on any verify mismatch whatever the error,
+#                          and on any completion of another byte count than
+#                          asked (lib.sh's fio_env, shortio_check);
 #                          FIO_KEEP=dir: on a mismatch fio's output, its dumps
 #                          and the daemon log are copied there
 #   probe_start / probe_stop  4 KiB O_DIRECT reads at 60 MiB every 50 ms into
@@ -109,7 +111,7 @@ fio_start() {
 	# that path is the bare mountpoint directory, where fio would create a
 	# plain file and go on against it (reads past its end answer nothing:
 	# verify "mismatches" against what fio wrote through the mount)
-	timeout -s KILL $(($1 + 60)) fio --name=verify --filename="$F" --ioengine=libaio \
+	timeout -s KILL $(($1 + 60)) env $(fio_env) fio --name=verify --filename="$F" --ioengine=libaio \
 		--allow_file_create=0 --direct=1 --rw=randrw --bsrange=4k-64k --iodepth=8 --numjobs=2 \
 		--runtime="$1" --time_based --size=16M --offset_increment=16M \
 		--verify=crc32c --verify_backlog=32 --verify_fatal=1 --verify_state_save=0 \
@@ -137,6 +139,7 @@ fio_wait() {
 	FIO_RC=$?
 	FIO_PID=
 	[ $FIO_RC = 137 ] && fail "fio hung: killed at its deadline"
+	shortio_check
 	# a mismatch is reported as "verify failed"/"bad magic"/"crc32c" by fio
 	# and as error 84 (EILSEQ) with verify_fatal
 	if grep -Eqi 'verify (failed|error)|bad magic|crc32c: ' "$TMP/fio.err" "$TMP/fio.json" 2>/dev/null; then

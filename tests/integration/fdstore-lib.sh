@@ -89,7 +89,7 @@ resent_now() {
 # and $TMP/fio.err.
 fio_start() {
 	# never a plain file in the mountpoint directory once unmounted (fault-lib.sh)
-	timeout -k 5 "$3" fio --name="$1" --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 \
+	timeout -k 5 "$3" env $(fio_env) fio --name="$1" --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 \
 		--allow_file_create=0 --iodepth=32 --bssplit=4k/40:16k/30:64k/20:128k/10 --rw=randwrite --size=48M \
 		--verify=crc32c --rate=,"$2"k --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
 		--randseed=$((SEED + 1000)) --output-format=json --output="$TMP/fio.json" \
@@ -102,6 +102,7 @@ fio_start() {
 fio_check() {
 	wait "$FP"
 	frc=$?
+	shortio_check
 	python3 - "$TMP/fio.json" <<'PY' || fail "fio"
 import json, sys
 t = open(sys.argv[1]).read()

@@ -18,6 +18,11 @@
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
 # FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines),
 # DMA_ISOLATION (controller).
+# The daemon is the audit build, $BUILD/nvmefsd-audit (src/fuse/audit.h:
+# every read answer checked against the last write of its blocks, buffers
+# and answers accounted for), unless NVMEFS_AUDIT=0 or it was not built:
+# daemon_start checks that it says so, and daemon_stop and finish fail the
+# test on any "audit: VIOLATION" in $LOG (audit_check).
 # NVMEFS_STRACE_DIR=dir (opt-in): every nvmefsd run goes through
 # scripts/strace-exec, which leaves a summary of its system calls in dir
 # (scripts/syscalls-union lists them; systemd/syscalls.txt is that list).
@@ -25,6 +30,11 @@ set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
 D=$BUILD/nvmefsd
+AUDIT=0
+if [ "${NVMEFS_AUDIT:-1}" != 0 ] && [ -x "$BUILD/nvmefsd-audit" ]; then
+	D=$BUILD/nvmefsd-audit
+	AUDIT=1
+fi
 FAILS=0
 
 # strace_wrap PROGRAM: the path of a program that runs PROGRAM under
@@ -132,6 +142,10 @@ daemon_alive() {
 # daemon_start NAME... : every NAME must appear in the mount
 daemon_start() {
 	echo "--- start $(date +%T)" >> "$LOG"
+	# this daemon's lines, not an earlier one's: a dead mount left by the
+	# last run keeps showing its file from the kernel's cache for a while
+	ds_serving=$(grep -c "fuse: serving over" "$LOG")
+	ds_audit=$(grep -c "audit: on" "$LOG")
 	"$D" -f -c "$CONF" >> "$LOG" 2>&1 &
 	DPID=$!
 	i=0
@@ -139,8 +153,9 @@ daemon_start() {
 		ok=1
 		# the mount, not a file left in the bare directory
 		fuse_mounted || ok=0
+		[ "$(grep -c "fuse: serving over" "$LOG")" -gt "$ds_serving" ] || ok=0
 		for n in "$@"; do [ -f "$MNT/$n" ] || ok=0; done
-		[ $ok = 1 ] && { transport_check; return; }
+		[ $ok = 1 ] && { audit_on && transport_check; return; }
 		if ! daemon_alive; then
 			wait "$DPID"
 			DAEMON_RC=$?
@@ -179,6 +194,35 @@ daemon_stop() {
 	wait "$DPID"
 	DAEMON_RC=$?
 	DPID=
+	audit_check
+}
+
+# The audit build (this start of it) says it checks before the mount is
+# served.
+audit_on() {
+	# a test may start another binary (t-unit-hardening: the installed
+	# daemon under its sandbox)
+	case "$D" in *nvmefsd-audit) ;; *) return 0 ;; esac
+	i=0
+	while [ $i -lt 100 ]; do
+		[ "$(grep -c "audit: on" "$LOG")" -gt "${ds_audit:-0}" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "the audit build does not say it checks:"
+	tail -n 20 "$LOG"
+	return 1
+}
+
+# audit_check [LOG]: fail on each audit violation not reported yet
+AUDIT_SEEN=0
+audit_check() {
+	[ "$AUDIT" = 1 ] || return 0
+	ac_n=$(grep -c "audit: VIOLATION" "${1:-$LOG}")
+	[ "$ac_n" -gt "$AUDIT_SEEN" ] || return 0
+	fail "audit: $((ac_n - AUDIT_SEEN)) violation(s):"
+	grep -A 24 "audit: VIOLATION" "${1:-$LOG}" | head -n 60
+	AUDIT_SEEN=$ac_n
 }
 
 fuse_mounted() {
@@ -205,7 +249,7 @@ sim_stat() {
 fio_verify() {
 	command -v fio >/dev/null || { fail "fio missing"; return 1; }
 	out=$TMP/fio.json
-	fio --name=verify --filename="$1" --ioengine=libaio --direct=1 --allow_file_create=0 --rw=randrw \
+	env $(fio_env) fio --name=verify --filename="$1" --ioengine=libaio --direct=1 --allow_file_create=0 --rw=randrw \
 		--bsrange=4k-128k --iodepth="${5:-16}" --numjobs="${4:-2}" --runtime="$2" \
 		--time_based --size="$3M" --offset_increment="$3M" --verify=crc32c --verify_state_save=0 \
 		--verify_backlog=64 --verify_fatal=1 --output-format=json --output="$out" \
@@ -229,6 +273,7 @@ for j in d["jobs"]:
 sys.exit(1 if bad else 0)
 PY
 	prc=$?
+	shortio_check
 	if [ $rc != 0 ] || [ $prc != 0 ]; then
 		cat "$TMP/fio.err"
 		fail "fio verify on $1 (fio exit $rc)"
@@ -237,7 +282,27 @@ PY
 	return 0
 }
 
+# fio_env: the environment for a fio run whose every AIO completion of
+# another byte count than asked is logged (tests/preload/shortio.c): use as
+# `env $(fio_env) fio ...`; shortio_check fails the test on each such line.
+fio_env() {
+	[ -x "$BUILD/tools/shortio.so" ] || return 0
+	echo "LD_PRELOAD=$BUILD/tools/shortio.so NVMEFS_SHORTIO_LOG=$TMP/shortio.log"
+}
+
+SHORTIO_SEEN=0
+shortio_check() {
+	[ -f "$TMP/shortio.log" ] || return 0
+	sc_n=$(wc -l < "$TMP/shortio.log")
+	[ "$sc_n" -gt "$SHORTIO_SEEN" ] || return 0
+	fail "fio: $((sc_n - SHORTIO_SEEN)) completion(s) of another byte count than asked (a short or 0-byte read or write):"
+	tail -n +"$((SHORTIO_SEEN + 1))" "$TMP/shortio.log" | head -n 10
+	SHORTIO_SEEN=$sc_n
+}
+
 finish() {
+	audit_check
+	shortio_check
 	if [ "$FAILS" -gt 0 ]; then
 		echo "$FAILS failure(s); daemon log:"
 		tail -n 30 "$LOG"

@@ -65,7 +65,7 @@ stalling() {
 # load0: nvme0, QD 16 of 4-64 KiB reads and writes, errors allowed, until
 # stop0 (120 s at most)
 load0() {
-	timeout -s KILL 180 fio --name=load0 --filename="$F" --ioengine=libaio --allow_file_create=0 \
+	timeout -s KILL 180 env $(fio_env) fio --name=load0 --filename="$F" --ioengine=libaio --allow_file_create=0 \
 		--direct=1 --rw=randrw --bsrange=4k-64k --iodepth=16 --size=32M \
 		--runtime=120 --time_based --continue_on_error=all \
 		--output="$TMP/load0.out" > /dev/null 2>&1 &
@@ -82,7 +82,7 @@ stop0() {
 # fixed runtime would race with a slow host; 120 s at most; no timeout(1)
 # around it, which would not pass SIGINT on as fio wants it)
 read1() {
-	fio --name=read1 --filename="$G" --ioengine=libaio \
+	env $(fio_env) fio --name=read1 --filename="$G" --ioengine=libaio \
 		--direct=1 --rw=randread --bs=4k --iodepth=8 --size=48M --runtime=120 \
 		--time_based --output-format=json --output="$TMP/$1.json" > "$TMP/$1.err" 2>&1 &
 	R1=$!

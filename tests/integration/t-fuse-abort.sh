@@ -53,7 +53,7 @@ for how in abort umount; do
 	dd if="$MNT/nvme0n1" of="$TMP/back" bs=1M count=4 iflag=direct status=none
 	cmp -s "$TMP/data" "$TMP/back" || fail "$how: read back before the $how"
 	conn=$(conn_of)
-	timeout 30 fio --name=load --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --allow_file_create=0 \
+	timeout 30 env $(fio_env) fio --name=load --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 --allow_file_create=0 \
 		--rw=randrw --bs=4k --iodepth=64 --offset=8m --size=32m --time_based --runtime=5 \
 		> "$TMP/fio.out" 2>&1 &
 	FIO=$!

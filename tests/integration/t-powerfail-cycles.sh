@@ -58,7 +58,7 @@ for p in $PLAN; do
 	P2=$!
 	# never synced, at 8..40 MiB (not checked: it only keeps the cache full
 	# of data that may go)
-	timeout -s KILL 60 fio --name=noise --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
+	timeout -s KILL 60 env $(fio_env) fio --name=noise --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
 		--rw=randwrite --bs="${POWERFAIL_NOISE_BS:-4k}" --iodepth=8 --offset=8M --size=32M --runtime=30 \
 		--time_based > /dev/null 2>&1 &
 	P3=$!

@@ -71,6 +71,7 @@ phase2() {
 	dt=$STOP_MS rc=$DAEMON_RC
 	echo "measure: stop with a slow controller ($DELAY_MS ms per command): ${dt} ms, exit $rc"
 	[ "$rc" = 0 ] || fail "exit $rc with a slow controller, want 0 (every request answered by the device)"
+	grep "audit: [0-9]* violation(s)" "$LOG" | tail -n 1 | sed 's/.*audit: /measure: audit: /'
 	fio_wait
 	fuse_mounted && fail "still mounted after the second stop"
 }
