@@ -1617,7 +1617,11 @@ START_TEST(t_queues_parallel_stress)
 	ck_assert_uint_gt(t[0].writes, 0);
 	ck_assert_uint_gt(t[1].flushes, 0);
 	if (_i) {
-		ck_assert_uint_gt(st.offloaded, st.writes / 4);
+		/* what was handed over is the workload's; how much of it the copy
+		 * thread started before the ringing thread took it back is the
+		 * scheduler's (a busy machine takes more back) */
+		ck_assert_uint_gt(st.offloaded + st.offload_back, st.writes / 4);
+		ck_assert_uint_gt(st.offloaded, 0);
 	} else {
 		ck_assert_uint_eq(st.offloaded, 0);
 		ck_assert_uint_eq(st.offload_back, 0);
