@@ -36,9 +36,11 @@ static const char *mode_name(const struct admin *a)
 	return a->ctx.cfg ? cfg_mode_name(a->ctx.cfg->engine.mode) : "unknown";
 }
 
+/* Whether the queues take interrupts: interrupt mode only (hybrid polls
+ * and wires no vector, engine.md). */
 static bool interrupts_on(const struct admin *a)
 {
-	return a->ctx.cfg && a->ctx.cfg->engine.mode != CFG_MODE_POLL;
+	return a->ctx.cfg && a->ctx.cfg->engine.mode == CFG_MODE_INTERRUPT;
 }
 
 /* The config section of controller i (matched by name: the daemon keeps

@@ -452,7 +452,7 @@ static void *attach_thread(void *arg)
 		if (rc)
 			snprintf(dc->attach_err, sizeof(dc->attach_err),
 				 "%s: cannot open %s through VFIO (%s): is the device back and "
-				 "bound to vfio-pci (scripts/vfio-bind %s)? the daemon's log says more",
+				 "bound to vfio-pci (vfio-bind %s)? the daemon's log says more",
 				 name, cc->device, strerror(-rc), cc->device);
 	}
 	if (!rc) {

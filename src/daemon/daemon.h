@@ -88,6 +88,9 @@ struct daemon {
 
 	/* ---- the life cycle (lifecycle.h) ---- */
 	struct lc lc;
+	/* start-up failed on a path the config names (the mountpoint): the
+	 * exit status is OPT_EXIT_CONFIG, which the unit does not restart */
+	bool config_refused;
 	bool status_live;         /* STATUS= is the controllers' line (serving) */
 	/* planned upgrade: the binary to re-execute (resolved at start), the
 	 * original argv, and the connection's fd kept past teardown */

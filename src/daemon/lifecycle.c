@@ -836,5 +836,7 @@ int lc_finish(struct daemon *d, int rc)
 			 OPT_EXIT_ABANDONED);
 	else if (rc == 0)
 		log_info("stopped");
-	return rc ? OPT_EXIT_FAILURE : d->lc.gave_up ? OPT_EXIT_ABANDONED : OPT_EXIT_OK;
+	if (rc)
+		return d->config_refused ? OPT_EXIT_CONFIG : OPT_EXIT_FAILURE;
+	return d->lc.gave_up ? OPT_EXIT_ABANDONED : OPT_EXIT_OK;
 }

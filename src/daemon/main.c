@@ -132,8 +132,14 @@ static int run(struct daemon *d)
 		(void)lc_set_state(&d->lc, LC_ADOPTING);
 	}
 	rc = fusefs_create(&d->fo, &d->fs);
-	if (rc)
+	if (rc) {
+		/* the mountpoint the config names was refused (not empty, a
+		 * symbolic link, not a directory; logged): starting again
+		 * cannot mend it (nvmefsd(8), exit 78) */
+		if (!d->adopted && (rc == -ENOTEMPTY || rc == -ELOOP || rc == -ENOTDIR))
+			d->config_refused = true;
 		return rc;
+	}
 	rc = lc_start_admin(d);
 	if (rc) {
 		log_err("%s: admin socket: %s", cd->admin_socket, strerror(-rc));

@@ -15,15 +15,19 @@ void opt_usage(FILE *out, const char *prog)
 	fprintf(out,
 	        "usage: %s [-f] [-c FILE] [--check-config]\n"
 	        "  -c, --config FILE   config file (default %s)\n"
-	        "  -f, --foreground    stay in the foreground (do not detach)\n"
+	        "  -f, --foreground    accepted and ignored: the daemon never detaches\n"
 	        "      --check-config  check the config file, print the effective configuration\n"
-	        "                      (every key, defaults filled in) and exit: 0 valid, 1 not\n"
+	        "                      (every key, defaults filled in) and exit: 0 valid, 78 not\n"
 	        "      --check-adopt --state-fd N --ns-table T\n"
 	        "                      whether this binary would take over the FUSE connection\n"
 	        "                      the state record on fd N describes, with the namespaces\n"
 	        "                      T (what nvmefsctl restart asks before it re-executes)\n"
 	        "  -h, --help          print this help and exit\n"
-	        "  -V, --version       print the version and exit\n",
+	        "  -V, --version       print the version and exit\n"
+	        "\n"
+	        "Exit status: 0 stopped cleanly, 1 start-up or a restart in place failed,\n"
+	        "2 usage, 3 a stop ended requests with EIO, 78 the config (or a path it\n"
+	        "names) refused.\n",
 	        prog, OPT_DEFAULT_CONFIG);
 }
 

@@ -1,7 +1,7 @@
 /* options.h - nvmefsd's command line.
  *
  *   -c, --config FILE   config file (default NVMEFS_SYSCONFDIR/nvmefs/nvmefs.conf)
- *   -f, --foreground    stay in the foreground
+ *   -f, --foreground    accepted and ignored (the daemon never detaches)
  *       --check-config  validate the config, print the effective one, exit
  *       --check-adopt   with --state-fd N and --ns-table T: whether this
  *                       binary would adopt the connection the state record
@@ -26,7 +26,8 @@ enum opt_exit {
 	OPT_EXIT_USAGE = 2,     /* a bad option or a stray argument */
 	OPT_EXIT_ABANDONED = 3, /* a stop ended requests with EIO or left a reactor or a
 	                         * controller it could not stop */
-	OPT_EXIT_CONFIG = 78,   /* the config is invalid or unreadable (sysexits' EX_CONFIG) */
+	OPT_EXIT_CONFIG = 78,   /* the config is invalid or unreadable, or the mountpoint it
+	                         * names refused at start (sysexits' EX_CONFIG) */
 };
 
 enum opt_action {

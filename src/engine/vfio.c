@@ -201,7 +201,7 @@ static void vfio_explain_group(int group_id)
 		if (strncmp(cls, "0x0604", 6) == 0)
 			continue;
 		log_err("  %s in IOMMU group %d is bound to %s: bind it to vfio-pci too "
-			"(scripts/vfio-bind %s) or unbind it", de->d_name, group_id, drv, de->d_name);
+			"(vfio-bind %s) or unbind it", de->d_name, group_id, drv, de->d_name);
 	}
 	closedir(d);
 }
@@ -221,7 +221,7 @@ static int vfio_check_device(const char *bdf, int *group_id)
 	}
 	vfio_pci_driver(bdf, drv, sizeof(drv));
 	if (strcmp(drv, "vfio-pci") != 0) {
-		log_err("%s: bound to %s, not vfio-pci: bind it with: scripts/vfio-bind %s", bdf,
+		log_err("%s: bound to %s, not vfio-pci: bind it with: vfio-bind %s", bdf,
 			drv[0] ? drv : "no driver", bdf);
 		return -ENODEV;
 	}

@@ -4,8 +4,9 @@
 #     options; so do nvmefsctl --help and nvmefsctl(8);
 #   - the exit statuses: nvmefsd(8) and nvmefsctl(8) list those the programs
 #     return (usage 2, an invalid config 78 with --check-config, help 0;
-#     nvmefsctl: unknown command 2, no daemon 3), and nvmefsctl --help's
-#     line says the same as its man page;
+#     nvmefsctl: unknown command 2, no daemon 3), and each --help's
+#     "Exit status:" says the same as its man page (nvmefsd's, also of
+#     --check-config and -f);
 #   - the commands operator_group may run are the same in nvmefs.conf(5),
 #     nvmefsctl(8), etc/nvmefs.conf and docs/operations.md (the daemon's
 #     side is t-admin-users.sh's);
@@ -74,6 +75,20 @@ sed -n '/^\.B \\-\\-check\\-config$/,/^\.TP/p' "$M/nvmefsd.8" | tr '\n' ' ' | gr
 	fail "nvmefsd(8), --check-config: does not say it exits $rc for an invalid file"
 sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$M/nvmefsd.8" | sed -n '/^\.B 78$/,/^\.TP/p' | grep -q 'check\\-config' ||
 	fail "nvmefsd(8), EXIT STATUS 78: --check-config not named"
+# nvmefsd --help says the same: --check-config's statuses, -f, and its
+# "Exit status:" line names exactly the statuses nvmefsd(8) lists
+"$D" --help | tr -s ' \n' '  ' | grep -q "and exit: 0 valid, $rc not" ||
+	fail "nvmefsd --help: --check-config does not say it exits 0 valid, $rc not"
+"$D" --help | grep -e '-f, --foreground' | grep -q 'accepted and ignored' ||
+	fail "nvmefsd --help: -f is not said to be accepted and ignored (nvmefsd(8) says so)"
+sed -n '/^\.BR \\-f ", " \\-\\-foreground$/,/^\.TP/p' "$M/nvmefsd.8" | grep -q '^Accepted and ignored' ||
+	fail "nvmefsd(8): -f is not said to be accepted and ignored"
+help_st=$("$D" --help | sed -n '/^Exit status:/,$p' | tr '\n' ' ' | grep -oE '(^|[:,] )[0-9]+ ' |
+	grep -oE '[0-9]+' | sort -n | tr '\n' ' ')
+man_st=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$M/nvmefsd.8" | grep -A1 '^\.TP' |
+	sed -n 's/^\.B \([0-9][0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+[ -n "$help_st" ] && [ "$help_st" = "$man_st" ] ||
+	fail "nvmefsd --help's exit statuses '$help_st', nvmefsd(8)'s '$man_st'"
 "$D" --no-such-option > /dev/null 2>&1
 rc=$?
 [ $rc = 2 ] || fail "nvmefsd --no-such-option: exit $rc, want 2"

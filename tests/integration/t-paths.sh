@@ -8,7 +8,8 @@
 #   below a directory owned by another user or writable by others without
 #   the sticky bit, a FIFO or a directory at the path; a link at the
 #   mountpoint, in its parents, or a world-writable parent, and a mountpoint
-#   that is not empty (exit 1).  A missing backing file is created
+#   that is not empty (a link at it or not empty: exit 78, a configuration
+#   problem the unit does not restart).  A missing backing file is created
 #   mode 0600 and an existing root-owned one is used (both serve I/O), in a
 #   private directory below a sticky world-writable one.
 . "$(dirname "$0")/lib.sh"
@@ -160,6 +161,7 @@ ln -s "$TMP/mtarget" "$TMP/mlink"
 conf_mnt "$TMP/mlink"
 mnt_refused "symlink at the mountpoint" \
 	"$TMP/mlink: mountpoint refused: it is a symbolic link" "$TMP/mtarget"
+[ "${DAEMON_RC:-}" = 78 ] || fail "symlink at the mountpoint: exit ${DAEMON_RC:-none}, want 78"
 conf_mnt "$TMP/linkdir/mnt"
 mnt_refused "symlink above the mountpoint" \
 	"mountpoint = $TMP/linkdir/mnt: $TMP/linkdir is a symbolic link" "$TMP/real/mnt"
@@ -170,13 +172,13 @@ mnt_refused "world-writable parent of the mountpoint" \
 	"mountpoint = $TMP/shared/mnt: directory $TMP/shared is writable by group or others" \
 	"$TMP/shared/mnt"
 # a mountpoint with files in it: refused (the mount would hide them), exit
-# status 1 (start-up failed, nvmefsd(8)), the files untouched
+# status 78 (the config's mountpoint refused, nvmefsd(8)), the files untouched
 mkdir -m 755 "$TMP/full"
 echo kept > "$TMP/full/data"
 conf_mnt "$TMP/full"
 mnt_refused "a mountpoint that is not empty" \
 	"$TMP/full: mountpoint is not empty \(1 entry: 'data'\)" "$TMP/full"
-[ "${DAEMON_RC:-}" = 1 ] || fail "a mountpoint that is not empty: exit ${DAEMON_RC:-none}, want 1"
+[ "${DAEMON_RC:-}" = 78 ] || fail "a mountpoint that is not empty: exit ${DAEMON_RC:-none}, want 78"
 [ "$(cat "$TMP/full/data")" = kept ] || fail "a mountpoint that is not empty: its file changed"
 MNT=$TMP/mnt
 finish

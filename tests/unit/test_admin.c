@@ -438,6 +438,37 @@ START_TEST(t_queues_namespaces)
 }
 END_TEST
 
+/* "interrupts" in status and queues: on in interrupt mode only; hybrid
+ * polls and wires no vector */
+START_TEST(t_interrupts_by_mode)
+{
+	static const struct {
+		enum cfg_mode mode;
+		bool on;
+	} cases[] = {{CFG_MODE_POLL, false}, {CFG_MODE_HYBRID, false}, {CFG_MODE_INTERRUPT, true}};
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_object *o;
+
+		cfg->engine.mode = cases[i].mode;
+		if (!adm)
+			start();
+		o = ask("{\"cmd\":\"queues\"}");
+		expect_ok(o);
+		ck_assert_msg(json_object_get_boolean(get(o, "interrupts")) == cases[i].on,
+		              "queues, mode %s: interrupts %d", cfg_mode_name(cases[i].mode),
+		              json_object_get_boolean(get(o, "interrupts")));
+		json_object_put(o);
+		o = ask("{\"cmd\":\"status\"}");
+		expect_ok(o);
+		ck_assert(json_object_get_boolean(get(json_object_array_get_idx(get(o, "controllers"),
+		                                                                  0),
+		                                       "interrupts")) == cases[i].on);
+		json_object_put(o);
+	}
+}
+END_TEST
+
 START_TEST(t_identify)
 {
 	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(ctrl);
@@ -2199,6 +2230,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_status);
 	tcase_add_test(tc, t_stats);
 	tcase_add_test(tc, t_queues_namespaces);
+	tcase_add_test(tc, t_interrupts_by_mode);
 	tcase_add_test(tc, t_identify);
 	tcase_add_test(tc, t_config_metrics);
 	tcase_add_test(tc, t_bad_requests);
