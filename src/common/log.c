@@ -205,3 +205,31 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	if (write(2, out, (size_t)n) < 0)
 		return;
 }
+
+bool log_rl_take_at(struct log_rl *rl, uint64_t now_ms, unsigned *suppressed)
+{
+	uint64_t t0 = atomic_load_explicit(&rl->start, memory_order_acquire);
+
+	/* a new window: the thread that moves start on empties it (a take
+	 * racing with that may count in either window) */
+	if ((t0 == 0 || now_ms - t0 >= rl->interval_ms) &&
+	    atomic_compare_exchange_strong(&rl->start, &t0, now_ms))
+		atomic_store_explicit(&rl->used, 0, memory_order_release);
+	/* (read first: a flood past burst never wraps the count around) */
+	if (atomic_load_explicit(&rl->used, memory_order_acquire) < rl->burst &&
+	    atomic_fetch_add_explicit(&rl->used, 1, memory_order_acq_rel) < rl->burst) {
+		*suppressed = atomic_exchange_explicit(&rl->dropped, 0, memory_order_acq_rel);
+		return true;
+	}
+	atomic_fetch_add_explicit(&rl->dropped, 1, memory_order_acq_rel);
+	return false;
+}
+
+bool log_rl_take(struct log_rl *rl, unsigned *suppressed)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return log_rl_take_at(rl, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1,
+			      suppressed);
+}

@@ -21,6 +21,10 @@
 #ifndef NVMEFS_LOG_H
 #define NVMEFS_LOG_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 void log_set_level(enum log_level lvl);
@@ -40,5 +44,30 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_LVL_DEBUG, __VA_ARGS__)
+
+/* A rate limit for a message that others can make the daemon repeat (a
+ * refused client, an I/O error per request): at most burst of them go out
+ * per window of interval_ms, a window beginning with the first message
+ * after the previous one ended.  The rest are counted, and the next line
+ * that goes out says how many were not logged since the one before it
+ * (log_rl_take's *suppressed), so lines plus those counts add up to every
+ * occurrence; the last ones are told by the next line, if any comes.
+ * Lock-free: any thread may take from one limiter (a window may then
+ * admit a message or two more than burst, never fewer).  Prefix log_rl_. */
+struct log_rl {
+	unsigned burst;
+	unsigned interval_ms;
+	_Atomic uint64_t start; /* ms (CLOCK_MONOTONIC) the window began; 0: none yet */
+	atomic_uint used;       /* messages this window let out */
+	atomic_uint dropped;    /* not let out since the last that was */
+};
+#define LOG_RL_INIT(b, ms) {.burst = (b), .interval_ms = (ms)}
+
+/* Whether one more message may go out now; if so, *suppressed is the
+ * number not let out since the previous one (to say in it). */
+bool log_rl_take(struct log_rl *rl, unsigned *suppressed);
+/* The same at a given time (ms on any clock that only goes forward, above
+ * 0): for tests. */
+bool log_rl_take_at(struct log_rl *rl, uint64_t now_ms, unsigned *suppressed);
 
 #endif

@@ -31,7 +31,11 @@
  * attach and restart need root or operator_gid (primary or supplementary); the other
  * commands root, admin_gid or operator_gid.  A refused request is answered
  * {"ok": false, "error": "permission denied: ..."} and logged; a peer with
- * no right at all is refused at accept.
+ * no right at all is refused at accept.  What a client can make the daemon
+ * log again and again (a refused request; a refused or dropped
+ * connection) is rate-limited (log.h, log_rl_*): at most ADMIN_LOG_BURST
+ * lines of each kind per ADMIN_LOG_INTERVAL_MS, the next line saying how
+ * many were not logged.
  *
  * inject reaches the software controller's fault injection (src/sim/sim.h);
  * it is refused for a PCI controller.  "fault" is one of
@@ -122,6 +126,8 @@ struct sim;
 #define ADMIN_IDLE_TIMEOUT 30.0 /* seconds */
 #define ADMIN_REQUEST_TIMEOUT 10.0 /* seconds from a request's first byte to its newline */
 #define ADMIN_LOG_TIMEOUT  5.0  /* seconds a log page command waits for the device */
+#define ADMIN_LOG_BURST    10   /* lines of refusals (of each kind) per interval */
+#define ADMIN_LOG_INTERVAL_MS 5000
 
 /* One namespace file of the mount. */
 struct admin_ns {

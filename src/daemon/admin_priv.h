@@ -34,6 +34,7 @@
 #include <json-c/json.h>
 
 #include "fuse_fs.h"
+#include "log.h"
 #include "nvme.h"
 
 struct admin {
@@ -61,6 +62,9 @@ struct admin {
 	size_t nr_cmds;
 	struct health *health;       /* the SMART cache (health.h) */
 	double log_timeout;          /* seconds a log page command waits */
+	/* the log lines a client can provoke (admin.h): refused requests;
+	 * refused and dropped connections */
+	struct log_rl rl_request, rl_client;
 };
 
 /* A command handler: fills rep (which already holds "ok": true) and returns

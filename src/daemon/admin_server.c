@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,27 @@
 
 #include "config.h"
 #include "log.h"
+
+/* A warning a client can provoke again and again (admin.h): logged under
+ * the limiter rl, saying how many were not logged before it. */
+__attribute__((format(printf, 2, 3))) static void warn_limited(struct log_rl *rl,
+                                                                const char *fmt, ...)
+{
+	char line[768];
+	unsigned sup;
+	va_list ap;
+
+	if (!log_rl_take(rl, &sup))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (sup)
+		log_warn("%s (and %u more such lines not logged since the previous one)", line,
+		         sup);
+	else
+		log_warn("%s", line);
+}
 
 struct admin_client {
 	struct admin *a;
@@ -139,8 +161,10 @@ static int client_queue(struct admin_client *c, const char *s, size_t len)
 	size_t need;
 
 	if (client_pending(c) && client_pending(c) + len + 1 > ADMIN_OUT_MAX) {
-		log_warn("admin client not reading its replies (%zu bytes unread): dropped",
-		         client_pending(c));
+		warn_limited(&c->a->rl_client,
+		             "admin client uid %u (pid %d) not reading its replies (%zu bytes "
+		             "unread): dropped",
+		             (unsigned)c->uid, (int)c->pid, client_pending(c));
 		client_close(c);
 		return -1;
 	}
@@ -189,8 +213,9 @@ static int client_reply(struct admin_client *c, json_object *rep)
 		/* not sent: a client may not make the daemon hold more than
 		 * reply_max bytes for it (the request was served: its effect,
 		 * if any, stays) */
-		log_warn("admin client uid %u: a %zu byte reply exceeds %zu bytes: not sent",
-		         (unsigned)c->uid, len, c->a->reply_max);
+		warn_limited(&c->a->rl_client,
+		             "admin client uid %u: a %zu byte reply exceeds %zu bytes: not sent",
+		             (unsigned)c->uid, len, c->a->reply_max);
 		n = snprintf(msg, sizeof(msg),
 		             "{\"ok\":false,\"error\":\"reply of %zu bytes exceeds the limit of "
 		             "%zu bytes\"}",
@@ -289,10 +314,10 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	if (ac->changes ? !c->may_change : !c->may_read) {
 		const struct cfg_daemon *d = &c->a->ctx.cfg->daemon;
 
-		log_warn("admin: uid %u (pid %d) refused \"%s\": %s", (unsigned)c->uid, (int)c->pid,
-		         ac->name,
-		         ac->changes ? "not root or operator_group"
-		                     : "not root, admin_group or operator_group");
+		warn_limited(&c->a->rl_request, "admin: uid %u (pid %d) refused \"%s\": %s",
+		             (unsigned)c->uid, (int)c->pid, ac->name,
+		             ac->changes ? "not root or operator_group"
+		                         : "not root, admin_group or operator_group");
 		if (ac->changes)
 			snprintf(err, sizeof(err),
 			         "permission denied: \"%s\" changes the daemon's state: root "
@@ -640,24 +665,22 @@ static unsigned admin_uid_clients(const struct admin *a, uid_t uid)
 	return n;
 }
 
-/* NULL when the new client may stay, else why not (its one reply line). */
+/* NULL when the new client may stay, else why not (its reply's error). */
 static const char *admin_admit(const struct admin *a, const struct admin_client *c)
 {
 	if (!c->may_read)
-		return "{\"ok\":false,\"error\":\"permission denied: not root, admin_group or "
-		       "operator_group\"}\n";
+		return "permission denied: not root, admin_group or operator_group";
 	if (a->nr_clients >= ADMIN_MAX_CLIENTS)
-		return "{\"ok\":false,\"error\":\"too many admin clients\"}\n";
+		return "too many admin clients";
 	if (c->uid == 0)
 		return NULL;
 	/* the last ADMIN_ROOT_RESERVE slots are root's, and no other uid may
 	 * hold more than ADMIN_MAX_CLIENTS_PER_UID: one user cannot lock the
 	 * others, or root, out */
 	if (a->nr_clients >= ADMIN_MAX_CLIENTS - ADMIN_ROOT_RESERVE)
-		return "{\"ok\":false,\"error\":\"too many admin clients (the rest are kept "
-		       "for root)\"}\n";
+		return "too many admin clients (the rest are kept for root)";
 	if (admin_uid_clients(a, c->uid) >= ADMIN_MAX_CLIENTS_PER_UID)
-		return "{\"ok\":false,\"error\":\"too many admin clients of this user\"}\n";
+		return "too many admin clients of this user";
 	return NULL;
 }
 
@@ -706,7 +729,8 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->fd = fd;
 		ret = admin_peer_rights(a, c);
 		if (ret < 0) {
-			log_warn("admin socket: peer credentials: %s: refused", strerror(-ret));
+			warn_limited(&a->rl_client, "admin socket: peer credentials: %s: refused",
+			             strerror(-ret));
 			free(c);
 			close(fd);
 			continue;
@@ -716,10 +740,13 @@ static void admin_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			c->in = malloc(ADMIN_LINE_MAX + 1);
 		if (refusal || !c->in) {
 			if (refusal) {
-				log_warn("admin socket: uid %u (pid %d) refused: %s",
-				         (unsigned)c->uid, (int)c->pid, refusal);
-				if (send(fd, refusal, strlen(refusal),
-				         MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+				char line[160];
+				int n = snprintf(line, sizeof(line), "{\"ok\":false,\"error\":\"%s\"}\n",
+				                 refusal);
+
+				warn_limited(&a->rl_client, "admin socket: uid %u (pid %d) refused: %s",
+				             (unsigned)c->uid, (int)c->pid, refusal);
+				if (send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 					log_debug("admin socket: refusal: %s", strerror(errno));
 			} else {
 				log_warn("admin socket: out of memory for a client");

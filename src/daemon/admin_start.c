@@ -32,6 +32,8 @@ int admin_start(struct ev_loop *loop, const struct admin_ctx *ctx, struct admin 
 	    ctx->request_timeout > 0 ? ctx->request_timeout : ADMIN_REQUEST_TIMEOUT;
 	a->reply_max = ctx->reply_max ? ctx->reply_max : ADMIN_REPLY_MAX;
 	a->log_timeout = ctx->log_timeout > 0 ? ctx->log_timeout : ADMIN_LOG_TIMEOUT;
+	a->rl_request = (struct log_rl)LOG_RL_INIT(ADMIN_LOG_BURST, ADMIN_LOG_INTERVAL_MS);
+	a->rl_client = (struct log_rl)LOG_RL_INIT(ADMIN_LOG_BURST, ADMIN_LOG_INTERVAL_MS);
 	a->mono0 = mono_now();
 	a->wall0 = time(NULL);
 	ret = admin_srv_listen(a);

@@ -3,7 +3,8 @@
 # a member of file_group reads and writes the namespace file and cannot reach
 # the admin socket; a member of admin_group runs the read-only commands and
 # is refused inject, attach, detach and restart (and the refused hang does not
-# happen, nor the restart); an
+# happen, nor the restart), and a flood of refusals is logged rate-limited,
+# every refusal accounted for; an
 # operator (operator_group, also in admin_group to reach the socket) injects.
 # Runs on whichever FUSE transport the suite selects.
 . "$(dirname "$0")/lib.sh"
@@ -85,6 +86,77 @@ grep -q 'refused "inject"' "$LOG" || fail "the refusal is not in the daemon's lo
 timeout 10 dd if="$NS" of="$TMP/back" bs=4096 count=16 iflag=direct 2> "$TMP/err" ||
 	fail "I/O after a refused hang: $(cat "$TMP/err")"
 cmp "$TMP/back" "$TMP/data" || fail "data after a refused hang"
+
+# ---- a flood of refusals (a member of admin_group asking for inject, and
+# holding its 8 connections while opening more): the log gets at most
+# ADMIN_LOG_BURST (10) lines of each kind per 5 s window, and every refusal
+# is either a line or counted in the next line that goes out ----
+# limited SECTION-REGEX: lines and lines + the counts they carry, since $1
+limited() {
+	sed -n "$2,\$p" "$LOG" | grep -E "$1" | awk '{ n++; if (match($0, /and [0-9]+ more such lines/))
+		s += substr($0, RSTART + 4, RLENGTH - 20) } END { printf "%d %d\n", n, n + s }'
+}
+L0=$(($(wc -l < "$LOG") + 1))
+N=3000 M=300
+T0=$(date +%s)
+# (the system's python: the users here cannot reach root's)
+PY=/usr/bin/python3
+[ -x "$PY" ] || fail "no /usr/bin/python3: the flood is not tried"
+as "$UV" "$PY" - "$SOCK" $N $M > "$TMP/flood" 2>&1 <<'PY' || { cat "$TMP/flood"; fail "flood: the client failed"; }
+import socket, sys, time
+path, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    return s, s.makefile("rb")
+rs, rf = conn()  # one connection for the requests, kept to the end
+def refused_requests(k):
+    req, denied = b'{"cmd":"inject","controller":"nvme0","fault":"hang"}\n', 0
+    for i in range(0, k, 100):
+        b = min(100, k - i)
+        rs.sendall(req * b)
+        for _ in range(b):
+            denied += b"permission denied" in rf.readline()
+    return denied
+def refused_connections(k):
+    # this uid's share (ADMIN_MAX_CLIENTS_PER_UID, with the requests'
+    # connection), and the first refused
+    held, refused = [], 0
+    while not refused:
+        s, f = conn()
+        s.sendall(b'{"cmd":"status"}\n')
+        line = f.readline()
+        if b"too many admin clients of this user" in line:
+            refused = 1
+            s.close()
+        else:
+            assert b'"ok":true' in line and len(held) < 8, line
+            held.append(s)
+    for _ in range(k - 1):
+        s, f = conn()
+        refused += b"too many admin clients of this user" in f.readline()
+        s.close()
+    return held, refused
+a = refused_requests(n)
+held, b = refused_connections(m)
+time.sleep(6)  # past the window: the next line tells what was left out
+a += refused_requests(1)
+s, f = conn()
+b += b"too many admin clients of this user" in f.readline()
+print(a, b)
+PY
+T1=$(date +%s)
+[ "$(cat "$TMP/flood")" = "$((N + 1)) $((M + 1))" ] || fail "flood: refusals answered: $(cat "$TMP/flood")"
+for k in 'admin: uid [0-9]+ \(pid [0-9]+\) refused "inject"':$((N + 1)) \
+	'admin socket: uid [0-9]+ \(pid [0-9]+\) refused: .*too many admin clients of this user':$((M + 1)); do
+	re=${k%:*} want=${k##*:}
+	set -- $(limited "$re" "$L0")
+	# windows: one per 5 s of the flood's span, and the one it started in
+	max=$((10 * ((T1 - T0) / 5 + 2)))
+	echo "flood: $want refusals: $1 lines (at most $max), accounting for $2"
+	[ "$2" = "$want" ] || fail "flood: $want refusals, lines and their counts add up to $2: $re"
+	[ "$1" -le "$max" ] || fail "flood: $1 lines for $want refusals in $((T1 - T0)) s (at most $max)"
+done
 
 # ---- operator_group: changes ----
 as "$UO" "$C" -s "$SOCK" inject nvme0 delay 1 > "$TMP/out" 2>&1 || fail "operator: inject delay: $(cat "$TMP/out")"
