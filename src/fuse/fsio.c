@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <linux/falloc.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "audit.h"
@@ -51,6 +52,9 @@ struct rq {
 	uint64_t step;            /* blocks of the command in flight */
 	bool fua;                 /* O_DSYNC write: FUA on its commands */
 	bool dflush;              /* O_DSYNC write: a Flush after it */
+	/* the failure, for its log line: the engine's error and NVMe status */
+	int cause;
+	uint16_t status;
 };
 
 #define RQ(sqp) ((struct rq *)((char *)(sqp) - offsetof(struct rq, sq)))
@@ -154,8 +158,43 @@ static void rq_take_buf(struct rq *q)
 	q->edge = q->buf ? q->buf + q->buf_len : NULL;
 }
 
+/* An error returned to an application gets a log line (rate-limited per
+ * namespace: a removed controller fails every request): the file, what was
+ * asked, the errno and what the device said.  Off the success path. */
+static void rq_log_err(const struct rq *q, int errnum)
+{
+	const char *name = strerrorname_np(errnum);
+	char what[96], why[128] = "", more[96] = "";
+	unsigned sup;
+
+	if (!log_rl_take(&q->ns->err_rl, &sup))
+		return;
+	if (q->op == OP_FSYNC)
+		snprintf(what, sizeof(what), "fsync (NVMe Flush)");
+	else
+		snprintf(what, sizeof(what), "%s of %llu bytes at offset %llu",
+			 q->op == OP_READ    ? "read"
+			 : q->op == OP_WRITE ? "write"
+			 : (q->mode & FALLOC_FL_PUNCH_HOLE) ? "punch"
+							     : "zeroing",
+			 (unsigned long long)q->len, (unsigned long long)q->off);
+	if (q->status == NVME_STATUS_TIMEOUT)
+		snprintf(why, sizeof(why), ": the command timed out, its retries used up");
+	else if (q->status)
+		snprintf(why, sizeof(why), ": NVMe status 0x%04x (%s)", q->status,
+			 nvme_status_str(q->status));
+	else if (q->cause)
+		snprintf(why, sizeof(why), ": %s", strerror(-q->cause));
+	if (sup)
+		snprintf(more, sizeof(more), " (and %u more I/O errors of this file not logged "
+			 "since the previous one)", sup);
+	log_warn("%s: %s failed with %s%s%s", q->ns->name, what, name ? name : "an error", why,
+		 more);
+}
+
 static void rq_fail(struct rq *q, int errnum)
 {
+	rq_log_err(q, errnum);
 	fw_reply_err(&q->r, errnum);
 	sched_finish(&q->sq, errnum);
 }
@@ -168,6 +207,7 @@ static enum sched_res rq_issued(struct rq *q, int err, bool to_io)
 	if (err == -EAGAIN)
 		return SCHED_STALL;
 	if (err) {
+		q->cause = err;
 		rq_fail(q, fsio_map_err(err));
 		return SCHED_ASYNC;
 	}
@@ -178,10 +218,12 @@ static enum sched_res rq_issued(struct rq *q, int err, bool to_io)
 }
 
 /* One command of q completed: false (and q failed) on an error. */
-static bool cmd_ok(struct rq *q, int err)
+static bool cmd_ok(struct rq *q, int err, uint16_t status)
 {
 	q->outstanding--;
 	if (err) {
+		q->cause = err;
+		q->status = status;
 		rq_fail(q, fsio_map_err(err));
 		return false;
 	}
@@ -193,12 +235,10 @@ static bool cmd_ok(struct rq *q, int err)
 static void read_done(void *arg, int err, uint16_t status)
 {
 	struct rq *q = arg;
-
-	(void)status;
 	uint8_t *data = q->buf + (q->off - (q->lb0 << q->ns->shift));
 	size_t len = q->len;
 
-	if (!cmd_ok(q, err))
+	if (!cmd_ok(q, err, status))
 		return;
 	/* the audit build's own faults (audit.h); nothing in other builds */
 	if (aud_inject(q->rx, AUD_INJ_SHORT))
@@ -284,11 +324,10 @@ static void write_done(void *arg, int err, uint16_t status)
 {
 	struct rq *q = arg;
 
-	(void)status;
 	/* before the answer (a failed write may have written blocks too): a
 	 * stat after it sees the change */
 	fsns_touch(q->ns);
-	if (!cmd_ok(q, err))
+	if (!cmd_ok(q, err, status))
 		return;
 	if (q->dflush && q->stage != RS_DFLUSH) {
 		/* durable only once the Flush after it completed */
@@ -304,13 +343,15 @@ static void edge_done(void *arg, int err, uint16_t status)
 {
 	struct rq *q = arg;
 
-	(void)status;
 	q->outstanding--;
-	if (err && !q->err)
+	if (err && !q->err) {
 		q->err = err;
+		q->status = status;
+	}
 	if (q->outstanding || q->submitted != (1u << q->nedge) - 1)
 		return; /* the other edge read is still to come */
 	if (q->err) {
+		q->cause = q->err;
 		rq_fail(q, fsio_map_err(q->err));
 		return;
 	}
@@ -350,8 +391,10 @@ static enum sched_res write_run(struct rq *q)
 				if (!q->err)
 					q->err = err;
 				q->submitted = (1u << q->nedge) - 1;
-				if (!q->outstanding)
+				if (!q->outstanding) {
+					q->cause = err;
 					rq_fail(q, fsio_map_err(err));
+				}
 				return SCHED_ASYNC;
 			}
 			q->submitted |= 1u << i;
@@ -438,8 +481,7 @@ static void fsync_done(void *arg, int err, uint16_t status)
 {
 	struct rq *q = arg;
 
-	(void)status;
-	if (!cmd_ok(q, err))
+	if (!cmd_ok(q, err, status))
 		return;
 	fw_reply_err(&q->r, 0);
 	sched_finish(&q->sq, 0);
@@ -470,9 +512,8 @@ static void fa_done(void *arg, int err, uint16_t status)
 {
 	struct rq *q = arg;
 
-	(void)status;
 	fsns_touch(q->ns); /* as write_done (an edge's read marks it too: harmless) */
-	if (!cmd_ok(q, err))
+	if (!cmd_ok(q, err, status))
 		return;
 	if (q->part < q->nedge) {
 		if (!q->part_read) {

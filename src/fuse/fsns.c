@@ -81,6 +81,7 @@ int fsns_add(struct fsns_table *t, unsigned ctrl, const char *cname,
 	atomic_init(&ns->gen, 0);
 	atomic_init(&ns->mtime, 0);
 	rlock_init(&ns->lock);
+	ns->err_rl = (struct log_rl)LOG_RL_INIT(FSNS_ERR_LOG_BURST, FSNS_ERR_LOG_MS);
 	/* the slot is complete before a reader can count it */
 	atomic_store_explicit(&t->nr, k + 1, memory_order_release);
 	*ino = (uint64_t)k + 2;

@@ -31,11 +31,14 @@
 #include <stdint.h>
 
 #include "fuse_fs.h"
+#include "log.h"
 #include "rlock.h"
 #include "rqsched.h"
 
 #define FUSEFS_NAME_MAX 64
 #define FSNS_SPARE 256 /* slots for namespaces added at run time */
+#define FSNS_ERR_LOG_BURST 10
+#define FSNS_ERR_LOG_MS 5000
 
 enum fsns_state {
 	FSNS_PRESENT,  /* a file in the root */
@@ -56,6 +59,9 @@ struct fusefs_ns {
 	 * (fsns_touch, fsns_mtime) */
 	_Atomic uint64_t mtime;
 	struct rlock lock;      /* writes and fallocate, shared by the reactors */
+	/* the log lines of the I/O errors its requests return (fsio.c),
+	 * shared by the reactors: FSNS_ERR_LOG_BURST per FSNS_ERR_LOG_MS */
+	struct log_rl err_rl;
 	/* its figures, one per reactor (the table's nr_stats), each written by
 	 * its reactor only; NULL when the table keeps none */
 	struct sched_ns_stats *st;
