@@ -102,6 +102,7 @@
 #ifndef NVMEFS_ADMIN_H
 #define NVMEFS_ADMIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -196,6 +197,11 @@ struct admin_ctx {
 	/* nvmefsctl detach: take controller i away; the number of files that
 	 * went, or a negative errno with a message in err.  NULL: refused. */
 	int (*detach)(void *arg, unsigned ctrl, char *err, size_t errlen);
+	/* Whether controller i is away on purpose (detached, or attaching
+	 * back from that): its state is shown as "detached", not the engine's
+	 * "removed".  NULL: never. */
+	bool (*ctrl_away)(void *arg, unsigned ctrl);
+	void *ctrl_away_arg;
 	/* nvmefsctl restart: check the installed binary and, if it may take
 	 * over, begin re-executing it (main.c); 0 with what happens in msg,
 	 * or a negative errno with the reason in err (nothing stopped).

@@ -569,7 +569,7 @@ static int cmd_namespaces(struct admin *a, json_object *req, json_object *rep, c
 
 		jset_str(o, "name", n->name);
 		jset_str(o, "controller", sc ? sc->name : NULL);
-		jset_str(o, "state", sc ? nvme_ctrl_state_name(sc->state) : NULL);
+		jset_str(o, "state", sc ? stats_ctrl_state_name(sc) : NULL);
 		jset_int(o, "nsid", n->nsid);
 		jset_u64(o, "size", n->size);
 		jset_int(o, "lba_size", n->lba_size);
@@ -778,8 +778,11 @@ static int recov_find_ctrl(struct admin *a, json_object *req, const char *cmd, u
 	return -ENOENT;
 }
 
+/* as stats_ctrl_state_name, now */
 static const char *recov_state(const struct admin *a, unsigned i)
 {
+	if (a->ctx.ctrl_away && a->ctx.ctrl_away(a->ctx.ctrl_away_arg, i))
+		return "detached";
 	return nvme_ctrl_state_name(nvme_ctrl_state(a->ctx.ctrls[i]));
 }
 
@@ -826,7 +829,7 @@ static void recov_status_ctrl(const struct admin *a, const struct stats_snap *st
 					      ? a->ctx.attach_state(a->ctx.attach_arg, i, &why)
 					      : NULL;
 
-	jset_str(c, "state", nvme_ctrl_state_name(st->ctrl[i].state));
+	jset_str(c, "state", stats_ctrl_state_name(&st->ctrl[i]));
 	if (at) {
 		jset_str(c, "attach", at);
 		if (why)
@@ -847,7 +850,7 @@ static json_object *recov_stats_ctrls(const struct stats_snap *st)
 			continue;
 		c = json_object_new_object();
 		jset_str(c, "name", sc->name);
-		jset_str(c, "state", nvme_ctrl_state_name(sc->state));
+		jset_str(c, "state", stats_ctrl_state_name(sc));
 		jset(c, "recovery", recov_rstats_json(&sc->rs));
 		jset(c, "events", recov_aen_json(&sc->aen));
 		json_object_array_add(cs, c);
@@ -1527,7 +1530,7 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 		else
 			snprintf(s, sizeof(s), "-");
 		jset_str(o, "lba_format", s);
-		jset_str(o, "state", nvme_ctrl_state_name(sc->state));
+		jset_str(o, "state", stats_ctrl_state_name(sc));
 		jset_str(o, "transport", sc->sim ? "sim" : "pcie");
 		jset_str(o, "device", cc ? cc->device : NULL);
 		json_object_array_add(arr, o);

@@ -189,32 +189,32 @@ static const struct prom_metric prom_reactor[] = {
 
 static const struct prom_metric prom_ctrl[] = {
 #define RS_FIELD(x) offsetof(struct nvme_ctrl_rstats, x)
-    {"nvmefs_ctrl_timeouts_total", "Commands that exceeded io_timeout_ms.", RS_FIELD(timeouts),
+    {"nvmefs_controller_timeouts_total", "Commands that exceeded io_timeout_ms.", RS_FIELD(timeouts),
      "counter"},
-    {"nvmefs_ctrl_aborts_sent_total", "Abort commands sent for timed-out commands.",
+    {"nvmefs_controller_aborts_sent_total", "Abort commands sent for timed-out commands.",
      RS_FIELD(aborts_sent), "counter"},
-    {"nvmefs_ctrl_aborts_ok_total", "Aborts that the controller carried out.", RS_FIELD(aborts_ok),
+    {"nvmefs_controller_aborts_ok_total", "Aborts that the controller carried out.", RS_FIELD(aborts_ok),
      "counter"},
-    {"nvmefs_ctrl_resets_started_total", "Controller resets started for recovery.",
+    {"nvmefs_controller_resets_started_total", "Controller resets started for recovery.",
      RS_FIELD(resets_started), "counter"},
-    {"nvmefs_ctrl_resets_ok_total", "Controller resets that brought it back.", RS_FIELD(resets_ok),
+    {"nvmefs_controller_resets_ok_total", "Controller resets that brought it back.", RS_FIELD(resets_ok),
      "counter"},
-    {"nvmefs_ctrl_resets_failed_total", "Controller resets that failed.", RS_FIELD(resets_failed),
+    {"nvmefs_controller_resets_failed_total", "Controller resets that failed.", RS_FIELD(resets_failed),
      "counter"},
-    {"nvmefs_ctrl_resubmitted_total", "Commands sent again after a reset.", RS_FIELD(resubmitted),
+    {"nvmefs_controller_resubmitted_total", "Commands sent again after a reset.", RS_FIELD(resubmitted),
      "counter"},
-    {"nvmefs_ctrl_failed_after_retries_total",
+    {"nvmefs_controller_failed_after_retries_total",
      "Commands failed with EIO after io_retries attempts.", RS_FIELD(failed_after_retries),
      "counter"},
-    {"nvmefs_ctrl_cfs_events_total", "Controller fatal status (CSTS.CFS) seen.",
+    {"nvmefs_controller_cfs_events_total", "Controller fatal status (CSTS.CFS) seen.",
      RS_FIELD(cfs_events), "counter"},
-    {"nvmefs_ctrl_removals_total", "Removal requests or a vanished device seen.",
+    {"nvmefs_controller_removals_total", "Removal requests or a vanished device seen.",
      RS_FIELD(removals), "counter"},
-    {"nvmefs_ctrl_isolations_total",
+    {"nvmefs_controller_isolations_total",
      "Devices cut off from memory (bus mastering off, mappings removed) because they "
      "would not disable.",
      RS_FIELD(isolations), "counter"},
-    {"nvmefs_ctrl_cancelled_total", "Commands ended by a stop whose drain ran out.",
+    {"nvmefs_controller_cancelled_total", "Commands ended by a stop whose drain ran out.",
      RS_FIELD(cancelled), "counter"},
 #undef RS_FIELD
 };
@@ -336,22 +336,22 @@ static void prom_latency(FILE *f, const struct stats_snap *s, unsigned r, unsign
 /* asynchronous events: requests armed now, events by kind */
 static void prom_write_aen(const struct stats_snap *s, FILE *f)
 {
-	fputs("# HELP nvmefs_ctrl_aers_armed Asynchronous Event Requests outstanding on the "
-	      "controller.\n# TYPE nvmefs_ctrl_aers_armed gauge\n",
+	fputs("# HELP nvmefs_controller_aers_armed Asynchronous Event Requests outstanding on the "
+	      "controller.\n# TYPE nvmefs_controller_aers_armed gauge\n",
 	      f);
 	for (unsigned c = 0; c < s->nr_ctrls; c++) {
 		if (prom_ctrl_skip(s, c))
 			continue;
-		fputs("nvmefs_ctrl_aers_armed{", f);
+		fputs("nvmefs_controller_aers_armed{", f);
 		prom_ctrl_labels(f, s, c);
 		fprintf(f, "} %" PRIu64 "\n", s->ctrl[c].aen.aers_armed);
 	}
-	fputs("# HELP nvmefs_ctrl_async_events_total Asynchronous events the controller "
-	      "reported, by kind.\n# TYPE nvmefs_ctrl_async_events_total counter\n",
+	fputs("# HELP nvmefs_controller_async_events_total Asynchronous events the controller "
+	      "reported, by kind.\n# TYPE nvmefs_controller_async_events_total counter\n",
 	      f);
 	for (unsigned c = 0; c < s->nr_ctrls; c++)
 		for (unsigned k = 0; !prom_ctrl_skip(s, c) && k < STATS_AEN_KINDS; k++) {
-			fputs("nvmefs_ctrl_async_events_total{", f);
+			fputs("nvmefs_controller_async_events_total{", f);
 			prom_ctrl_labels(f, s, c);
 			fprintf(f, ",kind=\"%s\"} %" PRIu64 "\n", stats_aen_kind_names[k],
 			        s->ctrl[c].aen.events[k]);
@@ -361,7 +361,10 @@ static void prom_write_aen(const struct stats_snap *s, FILE *f)
 /* per-controller state, recovery counters and longest reset */
 static void prom_write_ctrls(const struct stats_snap *s, FILE *f)
 {
-	static const char *const states[] = {"live", "resetting", "removed", "failed"};
+	/* the engine's states and the daemon's planned one (stats_ctrl_state_name):
+	 * a detached controller is 1 on "detached" only, never "removed" */
+	static const char *const states[] = {"live", "resetting", "removed", "failed",
+	                                     "detached"};
 	static const enum nvme_ctrl_state svals[] = {NVME_CTRL_LIVE, NVME_CTRL_RESETTING,
 	                                             NVME_CTRL_REMOVED, NVME_CTRL_FAILED};
 	const struct prom_objs objs = {.base = (const char *)s->ctrl + offsetof(struct stats_ctrl, rs),
@@ -371,25 +374,31 @@ static void prom_write_ctrls(const struct stats_snap *s, FILE *f)
 	                               .labels = prom_ctrl_labels,
 	                               .skip = prom_ctrl_skip};
 
-	fputs("# HELP nvmefs_ctrl_state Controller state (1 for the current one).\n"
-	      "# TYPE nvmefs_ctrl_state gauge\n",
+	fputs("# HELP nvmefs_controller_state Controller state (1 for the current one; "
+	      "detached: taken away on purpose).\n"
+	      "# TYPE nvmefs_controller_state gauge\n",
 	      f);
 	for (unsigned c = 0; c < s->nr_ctrls; c++) {
+		const struct stats_ctrl *sc = &s->ctrl[c];
+
 		for (unsigned k = 0; !prom_ctrl_skip(s, c) && k < PROM_NT(states); k++) {
-			fputs("nvmefs_ctrl_state{", f);
+			bool on = k < PROM_NT(svals) ? !sc->detached && sc->state == svals[k]
+			                             : sc->detached;
+
+			fputs("nvmefs_controller_state{", f);
 			prom_ctrl_labels(f, s, c);
-			fprintf(f, ",state=\"%s\"} %d\n", states[k], s->ctrl[c].state == svals[k]);
+			fprintf(f, ",state=\"%s\"} %d\n", states[k], on);
 		}
 	}
 	prom_table(f, prom_ctrl, PROM_NT(prom_ctrl), &objs);
 	prom_write_aen(s, f);
-	fputs("# HELP nvmefs_ctrl_reset_max_seconds Duration of the longest reset.\n"
-	      "# TYPE nvmefs_ctrl_reset_max_seconds gauge\n",
+	fputs("# HELP nvmefs_controller_reset_max_seconds Duration of the longest reset.\n"
+	      "# TYPE nvmefs_controller_reset_max_seconds gauge\n",
 	      f);
 	for (unsigned c = 0; c < s->nr_ctrls; c++) {
 		if (prom_ctrl_skip(s, c))
 			continue;
-		fputs("nvmefs_ctrl_reset_max_seconds{", f);
+		fputs("nvmefs_controller_reset_max_seconds{", f);
 		prom_ctrl_labels(f, s, c);
 		fprintf(f, "} %.6f\n", s->ctrl[c].rs.reset_max_ns / 1e9);
 	}
@@ -459,11 +468,20 @@ static void prom_ns_ops(FILE *f, const struct stats_snap *s, const char *name, c
 		}
 }
 
-/* Per namespace: requests, bytes, errors, time waiting in the daemon and
- * latency by kind, requests in flight, busy time (node_exporter's
- * node_disk_* in spirit).  Nothing when the front end keeps no figures. */
+/* Per namespace: its size; requests, bytes, errors, time waiting in the
+ * daemon and latency by kind, requests in flight, busy time
+ * (node_exporter's node_disk_* in spirit), which are left out when the
+ * front end keeps no figures. */
 static void prom_write_ns(const struct stats_snap *s, FILE *f)
 {
+	fputs("# HELP nvmefs_namespace_size_bytes Size of the namespace file.\n"
+	      "# TYPE nvmefs_namespace_size_bytes gauge\n",
+	      f);
+	for (unsigned i = 0; i < s->nr_ns; i++) {
+		fputs("nvmefs_namespace_size_bytes{", f);
+		prom_ns_labels(f, s, &s->ns[i]);
+		fprintf(f, "} %" PRIu64 "\n", s->ns[i].size);
+	}
 	if (!s->ns_st)
 		return;
 #define NO_FIELD(x) offsetof(struct fusefs_nsop_stats, x)

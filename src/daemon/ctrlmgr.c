@@ -72,6 +72,13 @@ bool cm_files_away(const struct daemon *d, unsigned i)
 	       (c->state == CM_ATTACHING && c->attach_from == CM_DETACHED);
 }
 
+bool cm_away(void *arg, unsigned i)
+{
+	const struct daemon *d = arg;
+
+	return i < d->slots && cm_files_away(d, i);
+}
+
 /* ---- STATUS= ---- */
 
 void cm_status_format(struct daemon *d, char *buf, size_t len)

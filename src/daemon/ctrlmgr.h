@@ -167,6 +167,8 @@ bool cm_files_away(const struct daemon *d, unsigned i);
 int cm_attach(void *arg, unsigned i, char *err, size_t errlen);
 const char *cm_attach_state(void *arg, unsigned i, const char **why);
 int cm_detach(void *arg, unsigned i, char *err, size_t errlen);
+/* admin_ctx.ctrl_away: cm_files_away of slot i (arg is the daemon). */
+bool cm_away(void *arg, unsigned i);
 
 /* A reload with next, the config file read again: the controllers it no
  * longer names are detached (as nvmefsctl detach, flush first: their files

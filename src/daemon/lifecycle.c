@@ -619,6 +619,8 @@ int lc_start_admin(struct daemon *d)
 	ctx.attach_arg = d;
 	ctx.attach_state = cm_attach_state;
 	ctx.detach = cm_detach;
+	ctx.ctrl_away = cm_away;
+	ctx.ctrl_away_arg = d;
 	ctx.restart = lc_restart;
 	ctx.restart_arg = d;
 	return admin_start(d->loop, &ctx, &d->admin);

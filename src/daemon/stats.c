@@ -58,6 +58,7 @@ static void take_ctrl(const struct admin_ctx *ctx, const struct health *h, unsig
 		return;
 	sc->name = nvme_ctrl_name(sc->c);
 	sc->state = nvme_ctrl_state(sc->c);
+	sc->detached = ctx->ctrl_away && ctx->ctrl_away(ctx->ctrl_away_arg, i);
 	sc->info = nvme_ctrl_get_info(sc->c);
 	sc->sim = ctx->sims && ctx->sims[i];
 	nvme_ctrl_rstats_get(sc->c, &sc->rs);
@@ -138,6 +139,11 @@ void stats_free(struct stats_snap *s)
 	free(s->qp);
 	free(s->ns_st);
 	free(s);
+}
+
+const char *stats_ctrl_state_name(const struct stats_ctrl *sc)
+{
+	return sc->detached ? "detached" : nvme_ctrl_state_name(sc->state);
 }
 
 const struct stats_ctrl *stats_ns_ctrl(const struct stats_snap *s, const struct admin_ns *ns)

@@ -35,7 +35,8 @@ struct health;
 struct stats_ctrl {
 	struct nvme_ctrl *c;
 	const char *name;
-	enum nvme_ctrl_state state;
+	enum nvme_ctrl_state state;  /* the engine's */
+	bool detached;               /* taken away on purpose (admin_ctx.ctrl_away) */
 	const struct nvme_ctrl_info *info;
 	bool sim;                    /* a software controller (admin_ctx.sims) */
 	unsigned nr_qpairs;          /* reactors it has a queue pair on */
@@ -91,6 +92,12 @@ static inline const struct stats_qpair *stats_qp(const struct stats_snap *s, uns
 {
 	return &s->qp[(size_t)r * s->nr_ctrls + c];
 }
+
+/* The state an operator is shown: "detached" for a controller taken away
+ * on purpose (nvmefsctl detach, a reload that no longer names it), else
+ * the engine's ("live", "resetting", "removed", "failed"), so that a planned
+ * detach is never taken for a failure. */
+const char *stats_ctrl_state_name(const struct stats_ctrl *sc);
 
 /* The controller of file ns, NULL when it has none in the snapshot. */
 const struct stats_ctrl *stats_ns_ctrl(const struct stats_snap *s, const struct admin_ns *ns);

@@ -105,7 +105,7 @@ ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after warn tempera
 ctl stats --json > "$TMP/stats.json" || fail "stats after the warnings"
 [ "$(json "$TMP/stats.json" '(lambda e: (e["smart"], e["aers_armed"] > 0, e["aer_errors"]))(d["controllers"][0]["events"])')" = "(2, True, 0)" ] ||
 	fail "stats events after two warnings: $(json "$TMP/stats.json" 'd["controllers"][0]["events"]')"
-ctl metrics | grep -q '^nvmefs_ctrl_async_events_total{controller="nvme0".*kind="smart"} 2$' ||
+ctl metrics | grep -q '^nvmefs_controller_async_events_total{controller="nvme0".*kind="smart"} 2$' ||
 	fail "the metrics do not count two SMART events: $(ctl metrics | grep async_events)"
 ctl inject nvme0 warn clear > /dev/null || fail "inject warn clear"
 ctl smart-log nvme0 --json > "$TMP/s.json" || fail "smart-log after clear"

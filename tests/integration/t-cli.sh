@@ -138,8 +138,8 @@ grep -Eq '^nvme0 +live +0 +0 +0 +0 +0 +0 ' "$TMP/h_stats" || fail "stats: no rec
 grep -Eq '^0 +nvme0 +1 +0 +0 +0 +0 +0$' "$TMP/h_stats" || fail "stats: no per-queue recovery row"
 [ "$(json "$TMP/j_stats" 'd["controllers"][0]["recovery"]["resets_started"], d["totals"]["timeouts"]')" = "(0, 0)" ] ||
 	fail "stats --json: recovery counters"
-grep -q '^nvmefs_ctrl_state{controller="nvme0",state="live"} 1$' "$TMP/h_metrics" || fail "metrics: no state"
-grep -q '^nvmefs_ctrl_resets_started_total{controller="nvme0"} 0$' "$TMP/h_metrics" || fail "metrics: no resets"
+grep -q '^nvmefs_controller_state{controller="nvme0",state="live"} 1$' "$TMP/h_metrics" || fail "metrics: no state"
+grep -q '^nvmefs_controller_resets_started_total{controller="nvme0"} 0$' "$TMP/h_metrics" || fail "metrics: no resets"
 grep -q '^nvmefs_qpair_resubmitted_total{controller="nvme0",qid="1",reactor="0"} 0$' "$TMP/h_metrics" ||
 	fail "metrics: no per-queue resubmitted"
 

@@ -8,8 +8,9 @@
 #   attached with --wait: the file is back, with the data written before
 #     the detach, in the same inode; the handle opened before the detach
 #     still fails (it is stale, close included), a new open works;
-#   detached and attached again without --wait: the reply is "attaching"
-#     at once and status reaches live.
+#   detached and attached again without --wait: while detached, status,
+#     stats, list and the metrics say "detached" (not "removed"); the
+#     reply is "attaching" at once and status reaches live.
 # nvme1's fio verify ends without an error, and the daemon stops with 0.
 . "$(dirname "$0")/fault-lib.sh"
 lib_init
@@ -82,7 +83,7 @@ PY
 cat "$TMP/handle"
 h() { grep -q "^$1\$" "$TMP/handle" || fail "handle: want '$1'"; }
 h "read before: ok"
-h "ctl detach nvme0: rc 0: nvme0: detached, 1 file gone, removed"
+h "ctl detach nvme0: rc 0: nvme0: detached, 1 file gone, detached"
 h "read detached: EIO"
 h "write detached: EIO"
 h "fstat detached: EIO"
@@ -111,6 +112,19 @@ grep -q "nvme0 is detached already" "$TMP/out" || fail "double detach: $(cat "$T
 ctl namespaces | grep -q '^nvme0n1 ' && fail "namespaces shows nvme0n1 while detached"
 ctl namespaces | grep -q '^nvme1n1 ' || fail "namespaces lacks nvme1n1"
 [ -e "$A" ] && fail "nvme0n1 still in the mount after the second detach"
+# a planned detach has its own state, never "removed" (a failure's): in
+# status (text and JSON), stats, list and the metrics
+[ "$(ctl_state_of nvme0 state)" = detached ] || fail "status --json: nvme0 is $(ctl_state_of nvme0 state)"
+ctl status | grep -Eq '^nvme0 .* detached( |$)' || fail "status: $(ctl status | grep '^nvme0 ')"
+ctl stats --json | json "[c['state'] for c in d['controllers'] if c['name'] == 'nvme0'][0]" |
+	grep -qx detached || fail "stats --json: nvme0 not detached"
+ctl list | grep -Eq '^nvme0 .* detached ' || fail "list: $(ctl list | grep '^nvme0 ')"
+ctl metrics > "$TMP/prom" || fail "metrics"
+grep -q '^nvmefs_controller_state{controller="nvme0",state="detached"} 1$' "$TMP/prom" &&
+	grep -q '^nvmefs_controller_state{controller="nvme0",state="removed"} 0$' "$TMP/prom" ||
+	fail "metrics: $(grep 'nvmefs_controller_state{controller="nvme0"' "$TMP/prom" | tr '\n' ' ')"
+grep -q '^nvmefs_controller_state{controller="nvme1",state="live"} 1$' "$TMP/prom" ||
+	fail "metrics: nvme1 not live"
 t0=$(now_ms)
 ctl attach nvme0 > "$TMP/out" 2>&1 || fail "attach: $(cat "$TMP/out")"
 t1=$(now_ms)

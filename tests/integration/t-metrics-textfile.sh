@@ -4,7 +4,8 @@
 # node_exporter's textfile collector a whole nvmefs.prom that promtool
 # accepts, and nothing else; run again, it replaces the file; with the
 # daemon gone it fails and leaves the last file as it was.  Both units
-# (service and timer) verify.
+# (service and timer) verify.  The file has each namespace's size, and every
+# per-controller series is nvmefs_controller_* (none nvmefs_ctrl_*).
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"
@@ -40,6 +41,10 @@ run_unit || fail "ExecStart failed against a running daemon"
 promtool check metrics < "$TF/nvmefs.prom" > "$TMP/lint" 2>&1 || fail "promtool: $(cat "$TMP/lint")"
 grep -q '^nvmefs_fuse_requests_total{op="write"} [1-9]' "$TF/nvmefs.prom" ||
 	fail "the writes are not in the file"
+# a namespace's size; one prefix for the controllers' series
+grep -q '^nvmefs_namespace_size_bytes{namespace="nvme0n1",controller="nvme0"} 16777216$' "$TF/nvmefs.prom" ||
+	fail "no size of nvme0n1 in the file"
+grep -q '^nvmefs_ctrl_' "$TF/nvmefs.prom" && fail "nvmefs_ctrl_* series: $(grep -c '^nvmefs_ctrl_' "$TF/nvmefs.prom")"
 [ "$(ls "$TF")" = nvmefs.prom ] || fail "left in the directory: $(ls "$TF")"
 ino=$(stat -c %i "$TF/nvmefs.prom")
 sleep 1

@@ -1056,14 +1056,14 @@ START_TEST(t_recovery_views)
 	expect_ok(o);
 	text = json_object_get_string(get(o, "text"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"live\"} 1\n"));
+	    strstr(text, "\nnvmefs_controller_state{controller=\"nvme0\",state=\"live\"} 1\n"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "\nnvmefs_ctrl_state{controller=\"nvme0\",state=\"removed\"} 0\n"));
-	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_ctrl_resets_started_total counter\n"));
+	    strstr(text, "\nnvmefs_controller_state{controller=\"nvme0\",state=\"removed\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_controller_resets_started_total counter\n"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "\nnvmefs_ctrl_timeouts_total{controller=\"nvme0\"} 0\n"));
+	    strstr(text, "\nnvmefs_controller_timeouts_total{controller=\"nvme0\"} 0\n"));
 	ck_assert_ptr_nonnull(
-	    strstr(text, "\nnvmefs_ctrl_removals_total{controller=\"nvme0\"} 0\n"));
+	    strstr(text, "\nnvmefs_controller_removals_total{controller=\"nvme0\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(
 	    text,
 	    "\nnvmefs_qpair_timeouts_total{controller=\"nvme0\",qid=\"1\",reactor=\"0\"} 0\n"));
@@ -1434,11 +1434,21 @@ static const char *att_state, *att_why;
 static struct admin_ns view_ns[2];
 static unsigned view_nr;
 
+static bool away; /* what fake_away says of controller 0 */
+
+static bool fake_away(void *arg, unsigned i)
+{
+	ck_assert_ptr_eq(arg, &away);
+	return i == 0 && away;
+}
+
 static int fake_detach(void *arg, unsigned i, char *err, size_t errlen)
 {
 	ck_assert_ptr_eq(arg, &attach_calls);
 	ck_assert_uint_eq(i, 0);
 	detach_calls++;
+	if (detach_ret >= 0)
+		away = true;
 	if (detach_ret == -EALREADY)
 		snprintf(err, errlen, "nvme0 is detached already");
 	return detach_ret;
@@ -1488,7 +1498,13 @@ START_TEST(t_detach_view)
 	ctx.attach_state = fake_attach_state;
 	ctx.ns_view = fake_view;
 	ctx.ns_view_arg = &view_nr;
+	ctx.ctrl_away = fake_away;
+	ctx.ctrl_away_arg = &away;
+	away = false;
 	start();
+	c = status_ctrl0();
+	ck_assert_str_eq(json_object_get_string(get(c, "state")), "live");
+	json_object_put(c);
 	o = ask("{\"cmd\":\"detach\",\"controller\":\"nope\"}");
 	expect_error(o, "no controller named \"nope\"");
 	json_object_put(o);
@@ -1497,6 +1513,28 @@ START_TEST(t_detach_view)
 	expect_ok(o);
 	ck_assert_int_eq(json_object_get_int(get(o, "files")), 1);
 	ck_assert_str_eq(json_object_get_string(get(o, "controller")), "nvme0");
+	/* a planned detach: "detached" everywhere, never "removed" */
+	ck_assert_str_eq(json_object_get_string(get(o, "state")), "detached");
+	json_object_put(o);
+	c = status_ctrl0();
+	ck_assert_str_eq(json_object_get_string(get(c, "state")), "detached");
+	json_object_put(c);
+	o = ask("{\"cmd\":\"stats\"}");
+	ck_assert_str_eq(json_object_get_string(get(json_object_array_get_idx(
+	                     get(o, "controllers"), 0), "state")),
+	                 "detached");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"list\"}");
+	ck_assert_str_eq(json_object_get_string(get(json_object_array_get_idx(
+	                     get(o, "controllers"), 0), "state")),
+	                 "detached");
+	json_object_put(o);
+	o = ask("{\"cmd\":\"metrics\"}");
+	expect_ok(o);
+	ck_assert_ptr_nonnull(strstr(json_object_get_string(get(o, "text")),
+	                             "nvmefs_controller_state{controller=\"nvme0\",state=\"detached\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(json_object_get_string(get(o, "text")),
+	                             "nvmefs_controller_state{controller=\"nvme0\",state=\"live\"} 0\n"));
 	json_object_put(o);
 	detach_ret = -EALREADY;
 	o = ask("{\"cmd\":\"detach\",\"controller\":\"nvme0\"}");
@@ -1548,6 +1586,7 @@ START_TEST(t_detach_view)
 	ctx.ns_view = NULL;
 	ctx.detach = NULL;
 	ctx.attach_state = NULL;
+	ctx.ctrl_away = NULL;
 }
 END_TEST
 

@@ -84,13 +84,13 @@ START_TEST(t_empty_slot)
 	make(&s, ctrl, &r, qp, &ns);
 	text = write_text(&s);
 	/* every controller series names a or c; none names the empty slot */
-	ck_assert_uint_eq(lines_with(text, "nvmefs_ctrl_state{controller=\"a\""), 4);
-	ck_assert_uint_eq(lines_with(text, "nvmefs_ctrl_state{controller=\"c\""), 4);
-	ck_assert_uint_eq(lines_with(text, "nvmefs_ctrl_state{"), 8);
+	ck_assert_uint_eq(lines_with(text, "nvmefs_controller_state{controller=\"a\""), 5);
+	ck_assert_uint_eq(lines_with(text, "nvmefs_controller_state{controller=\"c\""), 5);
+	ck_assert_uint_eq(lines_with(text, "nvmefs_controller_state{"), 10);
 	ck_assert_uint_eq(lines_with(text, "controller=\"\""), 0);
 	ck_assert_uint_eq(lines_with(text, "(null)"), 0);
-	ck_assert_ptr_nonnull(strstr(text, "nvmefs_ctrl_state{controller=\"c\",state=\"removed\"} 1\n"));
-	ck_assert_ptr_nonnull(strstr(text, "nvmefs_ctrl_timeouts_total{controller=\"a\"} 7\n"));
+	ck_assert_ptr_nonnull(strstr(text, "nvmefs_controller_state{controller=\"c\",state=\"removed\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(text, "nvmefs_controller_timeouts_total{controller=\"a\"} 7\n"));
 	ck_assert_uint_eq(lines_with(text, "nvmefs_controller_info{"), 2);
 	ck_assert_ptr_nonnull(strstr(text, "transport=\"sim\"} 1\n"));
 	ck_assert_ptr_nonnull(strstr(text, "transport=\"pcie\"} 1\n"));
@@ -106,10 +106,59 @@ START_TEST(t_empty_slot)
 	ck_assert_uint_eq(lines_with(text, "nvmefs_qpair_inflight{"), 2);
 	ck_assert_ptr_nonnull(strstr(text, "nvmefs_reactor_passes_total{reactor=\"0\",cpu=\"3\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, "nvmefs_uptime_seconds 12.5\n"));
-	/* no front end in the snapshot: no FUSE series; no figures kept: no
-	 * namespace series */
+	/* no front end in the snapshot: no FUSE series; no figures kept: of
+	 * the namespace series only the size */
 	ck_assert_ptr_null(strstr(text, "nvmefs_fuse_"));
-	ck_assert_ptr_null(strstr(text, "nvmefs_namespace_"));
+	ck_assert_uint_eq(lines_with(text, "\nnvmefs_namespace_"), 1);
+	ck_assert_ptr_nonnull(strstr(
+	    text, "\nnvmefs_namespace_size_bytes{namespace=\"cn1\",controller=\"c\"} 4096\n"));
+	/* one prefix for the controllers' series */
+	ck_assert_ptr_null(strstr(text, "nvmefs_ctrl_"));
+	free(text);
+}
+END_TEST
+
+/* a controller detached on purpose is "detached", never "removed" (whatever
+ * the engine says of its device), so that an alert on removed does not
+ * fire on maintenance; each controller has exactly one state at 1 */
+START_TEST(t_detached_state)
+{
+	struct stats_snap s;
+	struct stats_ctrl ctrl[3];
+	struct stats_reactor r;
+	struct stats_qpair qp[3];
+	struct admin_ns ns;
+	char *text;
+
+	make(&s, ctrl, &r, qp, &ns);
+	ctrl[2].detached = true; /* the engine: removed */
+	text = write_text(&s);
+	ck_assert_ptr_nonnull(
+	    strstr(text, "nvmefs_controller_state{controller=\"c\",state=\"detached\"} 1\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "nvmefs_controller_state{controller=\"c\",state=\"removed\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "nvmefs_controller_state{controller=\"a\",state=\"detached\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(text, "nvmefs_controller_state{controller=\"a\",state=\"live\"} 1\n"));
+	for (const char *c = "ac"; *c; c++) {
+		static const char *const st[] = {"live", "resetting", "removed", "failed", "detached"};
+		unsigned on = 0;
+
+		for (unsigned k = 0; k < 5; k++) {
+			char line[128];
+
+			snprintf(line, sizeof(line),
+			         "nvmefs_controller_state{controller=\"%c\",state=\"%s\"} 1\n", *c,
+			         st[k]);
+			on += lines_with(text, line);
+		}
+		ck_assert_uint_eq(on, 1);
+	}
+	ck_assert_str_eq(stats_ctrl_state_name(&ctrl[2]), "detached");
+	ck_assert_str_eq(stats_ctrl_state_name(&ctrl[0]), "live");
+	ctrl[2].detached = false;
+	ck_assert_str_eq(stats_ctrl_state_name(&ctrl[2]), "removed");
 	free(text);
 }
 END_TEST
@@ -144,6 +193,7 @@ int main(void)
 
 	tcase_add_test(tc, t_empty_slot);
 	tcase_add_test(tc, t_pure);
+	tcase_add_test(tc, t_detached_state);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
