@@ -130,6 +130,14 @@ struct sim;
 #define ADMIN_LOG_BURST    10   /* lines of refusals (of each kind) per interval */
 #define ADMIN_LOG_INTERVAL_MS 5000
 
+/* How a restart that returned ADMIN_RESTART_PENDING ended: rc 0 with msg
+ * (the re-exec begins), or a negative errno with the reason in err. */
+typedef void (*admin_restart_done)(void *tok, int rc, const char *msg, const char *err);
+#define ADMIN_RESTART_PENDING 1
+/* How long a client waits for a pending restart's verdict: the check's own
+ * bound (upgrade.h, UPG_CHECK_MAX_MS) and slack, within nvmefsctl's 10 s. */
+#define ADMIN_RESTART_TIMEOUT 9.5
+
 /* One namespace file of the mount. */
 struct admin_ns {
 	const char *name; /* file name in the mount, e.g. "nvme0n1" */
@@ -203,10 +211,13 @@ struct admin_ctx {
 	bool (*ctrl_away)(void *arg, unsigned ctrl);
 	void *ctrl_away_arg;
 	/* nvmefsctl restart: check the installed binary and, if it may take
-	 * over, begin re-executing it (main.c); 0 with what happens in msg,
-	 * or a negative errno with the reason in err (nothing stopped).
+	 * over, begin re-executing it (lifecycle.h); 0 with what happens in
+	 * msg, a negative errno with the reason in err (nothing stopped), or
+	 * ADMIN_RESTART_PENDING: the check runs, and done(tok, ...) tells how
+	 * it ended, once, on the loop's thread, before admin_stop.
 	 * NULL: restart refused. */
-	int (*restart)(void *arg, char *msg, size_t msglen, char *err, size_t errlen);
+	int (*restart)(void *arg, admin_restart_done done, void *tok, char *msg, size_t msglen,
+		       char *err, size_t errlen);
 	void *restart_arg;
 };
 

@@ -1540,11 +1540,27 @@ static int cmd_list(struct admin *a, json_object *req, json_object *rep, char *e
 	return 0;
 }
 
-/* restart: the daemon checks the installed binary can take over, then
- * replies and re-executes it (main.c); the reply goes out before the exec. */
+/* restart's verdict once the check of the installed binary ended */
+static void restart_done(void *tok, int rc, const char *msg, const char *err)
+{
+	json_object *rep = NULL;
+
+	if (rc == 0) {
+		rep = json_object_new_object();
+		jset_bool(rep, "ok", true);
+		jset_str(rep, "restart", msg);
+	}
+	admin_defer_reply(tok, rc, rep, err);
+}
+
+/* restart: the daemon checks that the installed binary can take over (a
+ * child it waits for without blocking the loop: the reply is deferred
+ * until it ends), then replies and re-executes it (lifecycle.h); the reply
+ * goes out before the exec. */
 static int cmd_restart(struct admin *a, json_object *req, json_object *rep, char *err,
                        size_t errlen)
 {
+	struct admin_defer *d;
 	char msg[256] = "";
 	int ret;
 
@@ -1553,8 +1569,17 @@ static int cmd_restart(struct admin *a, json_object *req, json_object *rep, char
 		snprintf(err, errlen, "restart: not available in this daemon");
 		return -EOPNOTSUPP;
 	}
+	d = admin_defer_begin(a, ADMIN_RESTART_TIMEOUT,
+	                      "restart: the check of the installed binary did not end in time");
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	err[0] = '\0';
-	ret = a->ctx.restart(a->ctx.restart_arg, msg, sizeof(msg), err, errlen);
+	ret = a->ctx.restart(a->ctx.restart_arg, restart_done, d, msg, sizeof(msg), err, errlen);
+	if (ret == ADMIN_RESTART_PENDING)
+		return ADMIN_PENDING;
+	admin_defer_abort(d);
 	if (ret) {
 		if (!err[0])
 			snprintf(err, errlen, "restart: %s", strerror(-ret));

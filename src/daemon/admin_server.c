@@ -255,7 +255,7 @@ static int client_request(struct admin_client *c, const char *line, size_t len)
 	json_object *req, *jcmd, *id = NULL, *rep;
 	const struct admin_cmd *ac;
 	enum json_tokener_error jerr;
-	char err[512] = "";
+	char err[4096] = ""; /* a refused restart's reason has a few lines */
 	const char *cmd;
 	size_t end;
 	int ret;

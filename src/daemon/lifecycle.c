@@ -241,10 +241,16 @@ double lc_drain_wait(const struct daemon *d)
 
 /* SERVING -> RESTARTING (restart) or DRAINING: stop taking requests and
  * drain; RESTARTING -> DRAINING: a stop wins over the restart. */
+static void check_end(struct daemon *d, bool timed_out, bool cancel);
+
 static void begin_stop(struct daemon *d, const char *why, bool restart)
 {
 	struct lc *lc = &d->lc;
 	double wait;
+
+	/* a stop wins over a restart still being checked */
+	if (lc->chk && !restart)
+		check_end(d, false, true);
 
 	if (lc_stopping(lc)) {
 		if (lc->state == LC_RESTARTING && !restart) {
@@ -285,15 +291,89 @@ void lc_begin_stop(struct daemon *d, const char *why)
 	begin_stop(d, why, false);
 }
 
+/* ---- the installed binary's check (upgrade.h), watched by the loop ---- */
+
+/* The check ended (its output and the child, or its bound, or cancel: a
+ * stop came first): the verdict, and the re-exec if it says yes. */
+static void check_end(struct daemon *d, bool timed_out, bool cancel)
+{
+	struct lc *lc = &d->lc;
+	admin_restart_done done = lc->chk_done;
+	void *tok = lc->chk_tok;
+	char msg[PATH_MAX + 64] = "", err[4096] = "";
+	int rc;
+
+	ev_io_stop(d->loop, &lc->chk_io);
+	ev_timer_stop(d->loop, &lc->chk_timer);
+	/* reaped by the loop, its watcher not yet run: the status is there */
+	if (ev_is_pending(&lc->chk_child)) {
+		upg_check_reaped(lc->chk, lc->chk_child.rstatus);
+		ev_clear_pending(d->loop, &lc->chk_child);
+	}
+	ev_child_stop(d->loop, &lc->chk_child);
+	rc = upg_check_end(lc->chk, timed_out, err, sizeof(err));
+	lc->chk = NULL;
+	lc->chk_done = NULL;
+	lc->chk_tok = NULL;
+	if (cancel) {
+		rc = -ECANCELED;
+		snprintf(err, sizeof(err), "the daemon is stopping: the restart was not done");
+	}
+	if (rc) {
+		log_warn("restart refused: %s", err);
+	} else {
+		log_info("restart: %s would adopt the connection: re-executing it in place (pid %d)",
+			 d->binary, (int)getpid());
+		snprintf(msg, sizeof(msg), "pid %d re-executes %s", (int)getpid(), d->binary);
+		begin_stop(d, "restart", true);
+	}
+	if (done)
+		done(tok, rc, msg, err);
+}
+
+/* Its output ended and it exited (in either order): the verdict. */
+static void check_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct daemon *d = w->data;
+	(void)revents;
+
+	if (upg_check_read(d->lc.chk) == 0)
+		return;
+	ev_io_stop(loop, w);
+	if (!ev_is_active(&d->lc.chk_child))
+		check_end(d, false, false);
+}
+
+/* The loop's reaper (libev's default loop reaps every child on SIGCHLD)
+ * hands the status over: never waitpid here, it would find nothing. */
+static void check_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct daemon *d = w->data;
+	(void)revents;
+
+	upg_check_reaped(d->lc.chk, w->rstatus);
+	ev_child_stop(loop, w);
+	if (!ev_is_active(&d->lc.chk_io))
+		check_end(d, false, false);
+}
+
+static void check_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	check_end(w->data, true, false);
+}
+
 /* Whether the running daemon can be replaced in place, and whether the
- * installed binary would take the connection over: 0, or an errno with the
- * reason in err.  Nothing stops here. */
+ * installed binary would take the connection over: 0 once its check runs,
+ * or an errno with the reason in err.  Nothing stops here. */
 static int restart_check(struct daemon *d, char *err, size_t errlen)
 {
 	const struct cfg_controller *vc;
 	const struct fusefs_ns_desc *ns;
 	unsigned nr;
 	bool uring;
+	int rc;
 
 	if (lc_stopping(&d->lc)) {
 		snprintf(err, errlen, "the daemon is %s already",
@@ -342,7 +422,21 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 	 * (ctrlmgr.c, table_grown) */
 	nr = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);
 	ns = d->ns_desc;
-	return upg_precheck(d->binary, d->config_path, d->state_fd, ns, nr, err, errlen);
+	rc = upg_check_start(d->binary, d->config_path, d->state_fd, ns, nr, &d->lc.chk, err,
+			     errlen);
+	if (rc)
+		return rc;
+	/* started before the loop runs again: its reaper cannot have run yet */
+	ev_child_init(&d->lc.chk_child, check_child_cb, upg_check_pid(d->lc.chk), 0);
+	d->lc.chk_child.data = d;
+	ev_child_start(d->loop, &d->lc.chk_child);
+	ev_io_init(&d->lc.chk_io, check_io_cb, upg_check_fd(d->lc.chk), EV_READ);
+	d->lc.chk_io.data = d;
+	ev_io_start(d->loop, &d->lc.chk_io);
+	ev_timer_init(&d->lc.chk_timer, check_timer_cb, UPG_CHECK_MAX_MS / 1000.0, 0.0);
+	d->lc.chk_timer.data = d;
+	ev_timer_start(d->loop, &d->lc.chk_timer);
+	return 0;
 }
 
 /* Read the config file again and hand it to the controller manager: 0 when
@@ -362,10 +456,12 @@ static int reload_ctrls(struct daemon *d, char *msg, size_t msglen, char *err, s
 	rc = cfg_load(d->config_path, &next, errs);
 	fclose(errs);
 	if (rc) {
-		size_t n = text ? strcspn(text, "\n") : 0;
+		unsigned lines = 0;
 
-		snprintf(err, errlen, "the config does not load: %.*s%s", (int)n, text ? text : "",
-			 text && text[n] && text[n + 1] ? " (and more: nvmefsd --check-config)" : "");
+		for (const char *p = text; p && *p; p++)
+			lines += *p == '\n' && p > text && p[-1] != '\n';
+		snprintf(err, errlen, "the config %s does not load:", d->config_path);
+		upg_excerpt(err, errlen, text, lines, UPG_REASON_LINES);
 		free(text);
 		log_warn("reload refused: %s", err);
 		return rc;
@@ -378,11 +474,16 @@ static int reload_ctrls(struct daemon *d, char *msg, size_t msglen, char *err, s
 	return rc;
 }
 
-int lc_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
+int lc_restart(void *arg, admin_restart_done done, void *tok, char *msg, size_t msglen,
+	       char *err, size_t errlen)
 {
 	struct daemon *d = arg;
 	int rc;
 
+	if (d->lc.chk) {
+		snprintf(err, errlen, "a restart is being checked already");
+		return -EBUSY;
+	}
 	/* controllers the config adds or removes are applied in place, without
 	 * a re-exec (ctrlmgr.h) */
 	if (d->lc.state == LC_SERVING) {
@@ -395,11 +496,9 @@ int lc_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen)
 		log_warn("restart refused: %s", err);
 		return rc;
 	}
-	log_info("restart: %s would adopt the connection: re-executing it in place (pid %d)",
-		 d->binary, (int)getpid());
-	snprintf(msg, msglen, "pid %d re-executes %s", (int)getpid(), d->binary);
-	begin_stop(d, "restart", true);
-	return 0;
+	d->lc.chk_done = done;
+	d->lc.chk_tok = tok;
+	return ADMIN_RESTART_PENDING;
 }
 
 /* ---- start-up ---- */
@@ -628,6 +727,10 @@ int lc_start_admin(struct daemon *d)
 
 void lc_teardown(struct daemon *d)
 {
+	/* a check still running (a start-up that failed cannot have one; a
+	 * stop ended it already): its client is told before admin goes */
+	if (d->lc.chk)
+		check_end(d, false, true);
 	admin_stop(d->admin);
 	d->admin = NULL;
 	/* an attach still running ends first (bounded by the bring-up) */

@@ -56,10 +56,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "admin.h"
 #include "log.h"
 #include "nvme.h"
 
 struct daemon;
+struct upg_check;
 
 /* The longest a stop waits for requests in flight, whatever io_timeout_ms
  * (up to 600 s) and io_retries say. */
@@ -106,6 +108,15 @@ struct lc {
 				 * without freeing */
 	ev_timer drain;
 	ev_tstamp drain_deadline;
+	/* a restart's check of the installed binary while it runs (upgrade.h):
+	 * its output and its exit watched, its bound, and whom to tell how it
+	 * ended */
+	struct upg_check *chk;
+	ev_io chk_io;
+	ev_child chk_child;     /* the loop reaps every child: its status comes here */
+	ev_timer chk_timer;
+	admin_restart_done chk_done;
+	void *chk_tok;
 };
 
 /* The only writer of the state: true when the edge is allowed (and taken,
@@ -129,10 +140,17 @@ int lc_run_reactors(struct daemon *d);
 /* ---- serving ---- */
 /* The stats lines (SIGUSR1; at debug level when stopping). */
 void lc_log_stats(struct daemon *d, enum log_level lvl);
-/* admin_ctx.restart (arg is the daemon) and SIGUSR2: check that the
- * installed binary would take the connection over, then drain and
- * re-execute it (lc_finish does the exec); a refusal changes nothing. */
-int lc_restart(void *arg, char *msg, size_t msglen, char *err, size_t errlen);
+/* admin_ctx.restart (arg is the daemon; SIGUSR2 with done NULL): apply
+ * the controllers a reload adds or removes (then done, 0), or check that
+ * the installed binary would take the connection over: a child the loop
+ * watches (upgrade.h: its output drained, its exit taken from the loop's
+ * reaper, at most UPG_CHECK_MAX_MS, killed past it), ADMIN_RESTART_PENDING meanwhile; once it says yes, drain and
+ * re-execute it (lc_finish does the exec).  done(tok, ...) gets the
+ * verdict; a stop asked meanwhile ends the check (-ECANCELED).  One check
+ * at a time (-EBUSY).  A refusal changes nothing, its reason (with the
+ * lines the check printed before it) logged and in err. */
+int lc_restart(void *arg, admin_restart_done done, void *tok, char *msg, size_t msglen,
+	       char *err, size_t errlen);
 
 /* ---- stopping ---- */
 /* A stop (why: the signal's name, "mount gone"): DRAINING, or, during a

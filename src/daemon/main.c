@@ -52,9 +52,10 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		log_info("SIGHUP: ignored (restart the daemon to apply a new config)");
 		break;
 	case SIGUSR2: {
-		char msg[PATH_MAX + 64], err[1024];
+		char msg[PATH_MAX + 64], err[4096];
 
-		(void)lc_restart(d, msg, sizeof(msg), err, sizeof(err));
+		/* the verdict is logged (no one to reply to) */
+		(void)lc_restart(d, NULL, NULL, msg, sizeof(msg), err, sizeof(err));
 		break;
 	}
 	default:

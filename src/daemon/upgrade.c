@@ -5,14 +5,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -20,7 +18,7 @@
 #include "fstate.h"
 #include "log.h"
 
-#define PRECHECK_MAX_MS 10000 /* a child that says nothing by then is refused */
+#define UPG_REAP_MAX_MS 500 /* after SIGKILL: the reap is waited for this long */
 
 int upg_resolve_binary(const char *argv0, char *out, size_t len)
 {
@@ -136,7 +134,7 @@ int upg_check_adopt_main(const char *config, int state_fd, const char *ns_table)
 		return 2;
 	}
 	if (cfg_load(config, &cfg, stderr)) {
-		printf("the config %s does not load (the errors are above)\n", config);
+		printf("the config %s does not load\n", config);
 		goto cleanup;
 	}
 	rc = ns_table_parse(ns_table, &ns, &nr, &store);
@@ -189,22 +187,58 @@ cleanup:
 	return status;
 }
 
-static long ms_since(const struct timespec *t0)
+void upg_excerpt(char *out, size_t len, const char *text, unsigned total, unsigned max)
 {
-	struct timespec t;
+	size_t off = strlen(out);
+	unsigned shown = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+	for (const char *p = text; p && *p && shown < max && off < len;) {
+		size_t n = strcspn(p, "\n");
+
+		if (n) {
+			off += (size_t)snprintf(out + off, len - off, "\n  %.*s%s",
+						n > UPG_LINE_MAX ? UPG_LINE_MAX : (int)n, p,
+						n > UPG_LINE_MAX ? "..." : "");
+			shown++;
+		}
+		p += n + (p[n] == '\n');
+	}
+	if (total > shown && off < len)
+		snprintf(out + off, len - off, "\n  (and %u more line%s)", total - shown,
+			 total - shown == 1 ? "" : "s");
 }
 
-int upg_precheck(const char *bin, const char *config, int state_fd,
-		 const struct fusefs_ns_desc *ns, unsigned nr, char *why, size_t len)
+/* A running `--check-adopt` child and what it said.  Its output is kept as
+ * it comes: the first UPG_OUT_KEEP bytes, the last line whole (up to
+ * UPG_LINE_MAX), and the number of lines, however much it prints: the
+ * pipe is always drained. */
+#define UPG_OUT_KEEP 4096
+struct upg_check {
+	pid_t pid;
+	int fd;                  /* the pipe's read end, non-blocking; -1 once closed */
+	int status;              /* waitpid's, once reaped */
+	bool reaped;
+	bool lost;               /* reaped by someone who did not say how it ended */
+	char bin[PATH_MAX];
+	char head[UPG_OUT_KEEP + 1];
+	size_t head_len;
+	char cur[UPG_LINE_MAX + 1], last[UPG_LINE_MAX + 1]; /* the line coming, the last whole */
+	size_t cur_len;
+	size_t cur_start, last_start; /* where in the output they began */
+	unsigned lines;          /* complete non-empty lines */
+	bool cur_any;            /* cur holds a byte of a line not yet counted */
+	size_t bytes;
+};
+
+int upg_check_start(const char *bin, const char *config, int state_fd,
+		    const struct fusefs_ns_desc *ns, unsigned nr, struct upg_check **out, char *why,
+		    size_t len)
 {
-	char *table = NULL, fdarg[16], out[1024];
-	size_t tlen = 64 + (size_t)nr * (64 + 48), got = 0;
-	int pfd[2] = {-1, -1}, rc, status;
-	struct timespec t0;
-	pid_t pid = -1;
+	char *table = NULL, fdarg[16];
+	size_t tlen = 64 + (size_t)nr * (64 + 48);
+	int pfd[2] = {-1, -1}, rc;
+	struct upg_check *c = NULL;
+	pid_t pid;
 
 	why[0] = '\0';
 	if (access(bin, X_OK) != 0) {
@@ -213,20 +247,24 @@ int upg_precheck(const char *bin, const char *config, int state_fd,
 		return rc;
 	}
 	table = malloc(tlen);
-	if (!table)
-		return -ENOMEM;
+	c = calloc(1, sizeof(*c));
+	if (!table || !c) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	snprintf(c->bin, sizeof(c->bin), "%s", bin);
 	rc = upg_ns_table_format(ns, nr, table, tlen);
 	if (rc)
-		goto cleanup;
+		goto fail;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		rc = -errno;
-		goto cleanup;
+		goto fail;
 	}
 	snprintf(fdarg, sizeof(fdarg), "%d", state_fd);
 	pid = fork();
 	if (pid < 0) {
 		rc = -errno;
-		goto cleanup;
+		goto fail;
 	}
 	if (pid == 0) {
 		/* the child: only async-signal-safe calls until the exec */
@@ -243,66 +281,194 @@ int upg_precheck(const char *bin, const char *config, int state_fd,
 		_exit(127);
 	}
 	close(pfd[1]);
-	pfd[1] = -1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-		long left = PRECHECK_MAX_MS - ms_since(&t0);
-		ssize_t n;
-
-		if (left <= 0) {
-			kill(pid, SIGKILL);
-			snprintf(why, len, "%s --check-adopt did not answer in %d ms", bin,
-				 PRECHECK_MAX_MS);
-			rc = -ETIMEDOUT;
-			break;
-		}
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
-			rc = -errno;
-			break;
-		}
-		n = read(pfd[0], out + got, sizeof(out) - 1 - got);
-		if (n > 0) {
-			got += (size_t)n;
-			if (got < sizeof(out) - 1)
-				continue;
-		}
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		rc = 0;
-		break; /* EOF, or as much as we keep */
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (rc)
-		goto cleanup;
-	out[got] = '\0';
-	/* the reason is its last line */
-	while (got && (out[got - 1] == '\n' || out[got - 1] == ' '))
-		out[--got] = '\0';
-	char *last = strrchr(out, '\n');
-	last = last ? last + 1 : out;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		rc = 0;
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !*last) {
-		snprintf(why, len, "%s cannot be run", bin);
-		rc = -ENOEXEC;
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) == 2 && strstr(out, "usage")) {
-		snprintf(why, len, "%s does not know --check-adopt (an older nvmefsd?)", bin);
-		rc = -ENOTSUP;
-	} else {
-		snprintf(why, len, "%s would not adopt the connection: %s", bin,
-			 *last ? last : "no reason given");
-		rc = -EPROTO;
-	}
-cleanup:
+	/* the loop reads it as it comes: never blocked by a child that says
+	 * too much or too little */
+	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	c->pid = pid;
+	c->fd = pfd[0];
+	free(table);
+	*out = c;
+	return 0;
+fail:
 	if (pfd[0] >= 0)
 		close(pfd[0]);
 	if (pfd[1] >= 0)
 		close(pfd[1]);
-	if (rc && !why[0])
-		snprintf(why, len, "%s --check-adopt: %s", bin, strerror(-rc));
 	free(table);
+	free(c);
+	if (!why[0])
+		snprintf(why, len, "%s --check-adopt: %s", bin, strerror(-rc));
+	return rc;
+}
+
+int upg_check_fd(const struct upg_check *c)
+{
+	return c->fd;
+}
+
+/* Take n bytes of output: keep the head, follow the lines. */
+static void check_take(struct upg_check *c, const char *p, size_t n)
+{
+	size_t k = UPG_OUT_KEEP - c->head_len < n ? UPG_OUT_KEEP - c->head_len : n;
+
+	memcpy(c->head + c->head_len, p, k);
+	c->head_len += k;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\n') {
+			if (c->cur_any) {
+				c->cur[c->cur_len] = '\0';
+				memcpy(c->last, c->cur, c->cur_len + 1);
+				c->last_start = c->cur_start;
+				c->lines++;
+			}
+			c->cur_len = 0;
+			c->cur_any = false;
+		} else {
+			if (!c->cur_any)
+				c->cur_start = c->bytes + i;
+			if (c->cur_len < UPG_LINE_MAX)
+				c->cur[c->cur_len++] = p[i];
+			c->cur_any = true;
+		}
+	}
+	c->bytes += n;
+}
+
+int upg_check_read(struct upg_check *c)
+{
+	char buf[4096];
+
+	if (c->fd < 0)
+		return 1;
+	for (;;) {
+		ssize_t n = read(c->fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			check_take(c, buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		/* the end (or an error, which ends it the same) */
+		close(c->fd);
+		c->fd = -1;
+		return n < 0 ? -errno : 1;
+	}
+}
+
+pid_t upg_check_pid(const struct upg_check *c)
+{
+	return c->pid;
+}
+
+void upg_check_reaped(struct upg_check *c, int status)
+{
+	c->status = status;
+	c->reaped = true;
+}
+
+bool upg_check_exited(struct upg_check *c)
+{
+	if (!c->reaped) {
+		pid_t r;
+
+		do
+			r = waitpid(c->pid, &c->status, WNOHANG);
+		while (r < 0 && errno == EINTR);
+		/* ECHILD: reaped by another (a loop's handler): gone, and how it
+		 * ended unknown, which must never pass for a yes */
+		c->lost = r < 0 && errno == ECHILD;
+		c->reaped = r == c->pid || c->lost;
+	}
+	return c->reaped;
+}
+
+/* What the child said: "BIN WHAT: its last line", then the first of the
+ * lines before it and how many more. */
+static void check_reason(struct upg_check *c, char *why, size_t len, const char *what)
+{
+	const char *last = c->last;
+	size_t start = c->last_start;
+	unsigned before = c->lines ? c->lines - 1 : 0;
+
+	if (c->cur_any) { /* a last line without its newline */
+		c->cur[c->cur_len] = '\0';
+		last = c->cur;
+		start = c->cur_start;
+		before = c->lines;
+	}
+	snprintf(why, len, "%s %s: %s", c->bin, what, *last ? last : "no reason given");
+	/* the lines before the last: those of the head that end before it */
+	c->head[start < c->head_len ? start : c->head_len] = '\0';
+	if (before)
+		upg_excerpt(why, len, c->head, before, UPG_REASON_LINES);
+}
+
+int upg_check_end(struct upg_check *c, bool timed_out, char *why, size_t len)
+{
+	int rc;
+
+	if (c->fd >= 0) /* what is already there */
+		(void)upg_check_read(c);
+	if (!upg_check_exited(c)) {
+		/* past its time (or cancelled): killed, and reaped within a short
+		 * bound (a process in uninterruptible sleep is left to init) */
+		kill(c->pid, SIGKILL);
+		for (int i = 0; i < UPG_REAP_MAX_MS && !upg_check_exited(c); i++)
+			usleep(1000);
+		if (!c->reaped)
+			log_warn("restart: %s --check-adopt (pid %d) did not end after SIGKILL",
+				 c->bin, (int)c->pid);
+		if (c->fd >= 0) {
+			(void)upg_check_read(c);
+			close(c->fd);
+			c->fd = -1;
+		}
+		if (timed_out) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "--check-adopt did not end within %d s: killed; "
+				 "its last line", UPG_CHECK_MAX_MS / 1000);
+			check_reason(c, why, len, what);
+			rc = -ETIMEDOUT;
+		} else {
+			snprintf(why, len, "%s --check-adopt: cancelled", c->bin);
+			rc = -ECANCELED;
+		}
+		goto out;
+	}
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	if (c->lost) {
+		snprintf(why, len, "%s --check-adopt: its exit status was lost (reaped by another)",
+			 c->bin);
+		rc = -EPROTO;
+	} else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
+		rc = 0;
+	} else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 127 && !c->bytes) {
+		snprintf(why, len, "%s cannot be run", c->bin);
+		rc = -ENOEXEC;
+	} else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 2 &&
+		   (c->head[c->head_len] = '\0', strstr(c->head, "usage"))) {
+		snprintf(why, len, "%s does not know --check-adopt (an older nvmefsd?)", c->bin);
+		rc = -ENOTSUP;
+	} else if (WIFSIGNALED(c->status)) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "--check-adopt was killed by signal %d; its last line",
+			 WTERMSIG(c->status));
+		check_reason(c, why, len, what);
+		rc = -EPROTO;
+	} else {
+		check_reason(c, why, len, "would not adopt the connection");
+		rc = -EPROTO;
+	}
+out:
+	free(c);
 	return rc;
 }
 

@@ -1,14 +1,18 @@
 /* test_upgrade.c - the decision nvmefsd --check-adopt makes before a
  * restart (fstate_adoptable, the digest over a namespace table, the
  * --ns-table text) and how the running daemon reads the child's answer
- * (upg_precheck). */
+ * (upg_check_*: drained whatever it prints, bounded, killed past the bound,
+ * its reasons shown). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/fdstore.c"
@@ -207,6 +211,48 @@ START_TEST(t_check_adopt_main)
 }
 END_TEST
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The daemon's loop in small (lifecycle.c): wait for output, drain it, then
+ * poll for the exit; past bound seconds the verdict as timed out. */
+static int precheck_within(double bound, const char *bin, const char *config, int state_fd,
+			   const struct fusefs_ns_desc *ns, unsigned nr, char *why, size_t len)
+{
+	struct upg_check *c;
+	double t0 = now_s();
+	bool end = false;
+	int rc = upg_check_start(bin, config, state_fd, ns, nr, &c, why, len);
+
+	if (rc)
+		return rc;
+	while (now_s() - t0 < bound) {
+		if (!end) {
+			struct pollfd p = {.fd = upg_check_fd(c), .events = POLLIN};
+
+			poll(&p, 1, 10);
+			end = upg_check_read(c) != 0;
+		} else if (upg_check_exited(c)) {
+			return upg_check_end(c, false, why, len);
+		} else {
+			usleep(10000);
+		}
+	}
+	return upg_check_end(c, true, why, len);
+}
+
+/* a child that ends: a bound only a hang reaches */
+static int upg_precheck(const char *bin, const char *config, int state_fd,
+			const struct fusefs_ns_desc *ns, unsigned nr, char *why, size_t len)
+{
+	return precheck_within(60, bin, config, state_fd, ns, nr, why, len);
+}
+
 /* how the daemon reads the child: exit 0 adopts; otherwise its last line
  * is the reason; a binary that cannot run or does not know the option is
  * said so */
@@ -261,6 +307,86 @@ START_TEST(t_precheck)
 }
 END_TEST
 
+/* a child that prints more than a pipe holds (a config with 3000 bad keys)
+ * is drained, not waited on: the verdict comes with its last line, the
+ * first lines before it and how many more; one that never ends, or ends
+ * its output but not itself, is killed at the bound; one killed by a
+ * signal is refused saying so */
+START_TEST(t_precheck_bounded)
+{
+	char bin[256], why[4096];
+	int fd = record_fd("/run/nvmefs", 1);
+	char d2[] = "/tmp/nvmefs-test-upgrade.XXXXXX";
+	double t0;
+
+	ck_assert_ptr_nonnull(mkdtemp(d2));
+	snprintf(bin, sizeof(bin), "%s/nvmefsd", d2);
+	/* 3000 lines of 80 bytes on stderr (240 KB: a pipe holds 64 KiB), then
+	 * the verdict on stdout */
+	write_file(bin, "#!/bin/sh\nseq 3000 | sed 's/.*/x.conf:&: key& = 1: unknown key in "
+			"[daemon]; the keys are listed in nvmefs.conf(5)/' >&2\n"
+			"echo the config x.conf does not load\nexit 1\n",
+		   0700);
+	/* (the old reader took 1023 bytes, then waited for a child blocked
+	 * writing: this never ended) */
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -EPROTO);
+	ck_assert_msg(strstr(why, "would not adopt the connection: the config x.conf does not load\n"
+				  "  x.conf:1: key1 = 1: unknown key"),
+		      "why: %s", why);
+	ck_assert_msg(strstr(why, "\n  x.conf:5: key5 = 1"), "why: %s", why);
+	ck_assert_ptr_null(strstr(why, "x.conf:6:"));
+	ck_assert_msg(strstr(why, "\n  (and 2995 more lines)"), "why: %s", why);
+	/* the same without a newline at the end */
+	write_file(bin, "#!/bin/sh\necho one >&2\nprintf 'no newline'\nexit 1\n", 0700);
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -EPROTO);
+	ck_assert_msg(strstr(why, "would not adopt the connection: no newline\n  one") &&
+			      !strstr(why, "more line"),
+		      "why: %s", why);
+	/* says nothing, never ends: killed at the bound */
+	write_file(bin, "#!/bin/sh\necho starting\nexec sleep 100\n", 0700);
+	t0 = now_s();
+	ck_assert_int_eq(precheck_within(1, bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)),
+			 -ETIMEDOUT);
+	ck_assert_msg(strstr(why, "did not end within") && strstr(why, "killed") &&
+			      strstr(why, "starting"),
+		      "why: %s", why);
+	/* killed and reaped within UPG_REAP_MAX_MS: no wait for its 100 s */
+	ck_assert(now_s() - t0 < 30);
+	/* its output ends, it does not: killed at the bound too */
+	write_file(bin, "#!/bin/sh\necho closing\nexec sleep 100 > /dev/null 2>&1\n", 0700);
+	ck_assert_int_eq(precheck_within(1, bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)),
+			 -ETIMEDOUT);
+	ck_assert_msg(strstr(why, "closing"), "why: %s", why);
+	/* killed by a signal */
+	write_file(bin, "#!/bin/sh\necho going\nkill -SEGV $$\n", 0700);
+	ck_assert_int_eq(upg_precheck(bin, "/etc/x.conf", fd, NS, 2, why, sizeof(why)), -EPROTO);
+	ck_assert_msg(strstr(why, "killed by signal 11") && strstr(why, "going"), "why: %s", why);
+	unlink(bin);
+	rmdir(d2);
+	close(fd);
+}
+END_TEST
+
+/* the excerpt: at most max lines, each indented, then how many more */
+START_TEST(t_excerpt)
+{
+	char out[256] = "head:";
+
+	upg_excerpt(out, sizeof(out), "a\nb\n\nc\nd\n", 4, 2);
+	ck_assert_str_eq(out, "head:\n  a\n  b\n  (and 2 more lines)");
+	out[0] = '\0';
+	upg_excerpt(out, sizeof(out), "a\nb", 2, 5);
+	ck_assert_str_eq(out, "\n  a\n  b");
+	out[0] = '\0';
+	upg_excerpt(out, sizeof(out), "", 7, 5);
+	ck_assert_str_eq(out, "\n  (and 7 more lines)");
+	/* never past len */
+	memset(out, 0, sizeof(out));
+	upg_excerpt(out, 12, "abcdefghijklmnop\nq\n", 40, 5);
+	ck_assert_uint_eq(strlen(out), 11);
+}
+END_TEST
+
 /* the binary to re-execute is the path started, not this image */
 START_TEST(t_resolve_binary)
 {
@@ -290,6 +416,10 @@ int main(void)
 	tcase_add_test(tc, t_ns_table);
 	tcase_add_test(tc, t_check_adopt_main);
 	tcase_add_test(tc, t_precheck);
+	/* two checks wait for their bound (1 s) */
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, t_precheck_bounded);
+	tcase_add_test(tc, t_excerpt);
 	tcase_add_test(tc, t_resolve_binary);
 	suite_add_tcase(s, tc);
 
