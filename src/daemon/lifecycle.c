@@ -418,6 +418,10 @@ static int restart_check(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "the path of the installed binary is not known");
 		return -ENOENT;
 	}
+	/* what is there now is what would run as root */
+	rc = upg_binary_check(d->binary, err, errlen);
+	if (rc)
+		return rc;
 	/* the table served now: the start's, or grown as the config builds it
 	 * (ctrlmgr.c, table_grown) */
 	nr = fusefs_ns_list(d->fs, d->ns_desc, d->ns_cap);

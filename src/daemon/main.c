@@ -206,13 +206,19 @@ int main(int argc, char **argv)
 		d.cm[i].req_efd = d.cm[i].err_efd = -1;
 	d.state_fd = d.keep_fuse_fd = -1;
 	d.argv = argv;
-	/* now, before anything changes directory: the path an upgrade installs
-	 * the new binary at (not /proc/self/exe, this image) */
-	rc = upg_resolve_binary(argv[0], d.binary, sizeof(d.binary));
-	if (rc) {
-		d.binary[0] = '\0';
-		log_warn("the path of this binary (%s): %s: nvmefsctl restart is refused",
-			 argv[0], strerror(-rc));
+	/* now, before an upgrade replaces the file: the path an upgrade
+	 * installs the new binary at, as the kernel ran it (not argv[0] or
+	 * PATH, which the caller chose) */
+	{
+		char why[PATH_MAX + 256];
+
+		rc = upg_resolve_binary(d.binary, sizeof(d.binary), why, sizeof(why));
+		if (rc)
+			d.binary[0] = '\0';
+		else
+			rc = upg_binary_check(d.binary, why, sizeof(why));
+		if (rc)
+			log_warn("%s: nvmefsctl restart is refused", why);
 	}
 	pthread_mutex_init(&d.init_mu, NULL);
 	/* first: the handed fds become close-on-exec and LISTEN_* is unset */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -17,34 +18,69 @@
 #include "fdstore.h"
 #include "fstate.h"
 #include "log.h"
+#include "safepath.h"
 
 #define UPG_REAP_MAX_MS 500 /* after SIGKILL: the reap is waited for this long */
 
-int upg_resolve_binary(const char *argv0, char *out, size_t len)
+int upg_resolve_binary(char *out, size_t len, char *why, size_t whylen)
 {
-	char cwd[PATH_MAX];
-	const char *path;
+	static const char deleted[] = " (deleted)";
+	ssize_t n = readlink("/proc/self/exe", out, len);
+	size_t dl = sizeof(deleted) - 1;
 
-	if (!argv0 || !*argv0)
+	if (n < 0) {
+		int rc = -errno;
+
+		snprintf(why, whylen, "/proc/self/exe: %s", strerror(-rc));
+		return rc;
+	}
+	if ((size_t)n >= len) {
+		snprintf(why, whylen, "/proc/self/exe: the path is too long");
+		return -ENAMETOOLONG;
+	}
+	out[n] = '\0';
+	/* replaced between our exec and now: the name is no longer ours */
+	if ((size_t)n > dl && !strcmp(out + n - dl, deleted)) {
+		snprintf(why, whylen, "%s: replaced since this process started", out);
+		return -ESTALE;
+	}
+	if (out[0] != '/') {
+		snprintf(why, whylen, "/proc/self/exe is not an absolute path: %s", out);
 		return -EINVAL;
-	if (strchr(argv0, '/')) {
-		if (argv0[0] == '/')
-			return snprintf(out, len, "%s", argv0) < (int)len ? 0 : -ENAMETOOLONG;
-		if (!getcwd(cwd, sizeof(cwd)))
-			return -errno;
-		return snprintf(out, len, "%s/%s", cwd, argv0) < (int)len ? 0 : -ENAMETOOLONG;
 	}
-	path = getenv("PATH");
-	for (const char *p = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin"; *p;) {
-		const char *e = strchr(p, ':');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
+	return 0;
+}
 
-		if (n && snprintf(out, len, "%.*s/%s", (int)n, p, argv0) < (int)len &&
-		    access(out, X_OK) == 0)
-			return 0;
-		p += n + (e ? 1 : 0);
+int upg_binary_check(const char *path, char *why, size_t len)
+{
+	char msg[PATH_MAX + 160];
+	struct stat st;
+	int rc;
+
+	/* no link on the way, every directory root's and none writable by
+	 * others (but a sticky one above the last), the file root's */
+	rc = safepath_check_file(path, msg, sizeof(msg));
+	if (rc) {
+		snprintf(why, len, "the installed binary %s: %s", path, msg);
+		return rc;
 	}
-	return -ENOENT;
+	/* (a missing file passes the walk: it would be created there) */
+	if (lstat(path, &st) < 0) {
+		rc = -errno;
+		snprintf(why, len, "the installed binary %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, len, "the installed binary %s is writable by group or others (mode %04o)",
+			 path, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	if (!(st.st_mode & S_IXUSR)) {
+		snprintf(why, len, "the installed binary %s is not executable (mode %04o)", path,
+			 (unsigned)(st.st_mode & 07777));
+		return -EACCES;
+	}
+	return 0;
 }
 
 int upg_ns_table_format(const struct fusefs_ns_desc *ns, unsigned nr, char *buf, size_t len)

@@ -24,11 +24,20 @@
 
 #include "fuse_fs.h"
 
-/* The binary to re-execute, from argv0 as the daemon was started (not
- * /proc/self/exe, the image running now, perhaps deleted by an upgrade):
- * argv0 itself when it holds a '/' (made absolute against the working
- * directory), else the first executable of that name on PATH. */
-int upg_resolve_binary(const char *argv0, char *out, size_t len);
+/* The binary to re-execute: the path the kernel ran this process from
+ * (/proc/self/exe, read once at start, before an upgrade replaces the file:
+ * absolute, every symbolic link resolved), never argv[0] or PATH, which the
+ * caller chose.  An upgrade installs the new binary at that path.  0, or a
+ * negative errno with the reason in why. */
+int upg_resolve_binary(char *out, size_t len, char *why, size_t whylen);
+
+/* Whether path may be executed as root for a restart: a regular
+ * executable file owned by root (or the effective user) and writable by
+ * its owner only, reached from / by directories that are root's, none
+ * writable by others unless sticky and its own writable by its owner only,
+ * with no symbolic link (safepath.h's rules).  0, or a negative errno with
+ * the reason in why. */
+int upg_binary_check(const char *path, char *why, size_t len);
 
 /* The namespace table as --ns-table takes it: name/size/lba entries joined
  * by commas.  -ENOSPC when it does not fit. */

@@ -11,7 +11,11 @@
 #     restart is refused, the check is killed at its bound (8 s) and the
 #     restart refused, saying so;
 #   - SIGTERM while a check runs: the daemon stops at once (exit 0) and the
-#     restart's caller is told.
+#     restart's caller is told;
+#   - the binary run is the path the kernel ran the daemon from: started
+#     as "nvmefsd" with a planted one first on its PATH, the restart
+#     re-executes the real one and the planted one never runs; with the
+#     binary's directory writable by others the restart is refused.
 # After each refusal the daemon serves on, the same process.
 . "$(dirname "$0")/lib.sh"
 lib_init
@@ -125,4 +129,41 @@ cat "$TMP/out"
 	fail "stop during a check: the caller got: $(cat "$TMP/out")"
 [ -n "$KID" ] && kill -0 "$KID" 2> /dev/null && { fail "the check's child outlived the daemon"; kill -9 "$KID"; }
 fuse_mounted && fail "still mounted after the stop"
+
+# ---- the binary re-executed is the one the kernel ran: not the first
+# "nvmefsd" on the daemon's PATH (started with argv[0] "nvmefsd", PATH
+# leading with a directory anyone may write, where one was planted), and
+# not one in a directory others may write ----
+cp "$D" "$BIN"
+mkdir -m 777 "$TMP/planted"
+{
+	echo '#!/bin/sh'
+	echo ": > $TMP/planted-ran"
+	echo 'echo ok'
+} > "$TMP/planted/nvmefsd"
+chmod 755 "$TMP/planted/nvmefsd"
+{
+	echo '#!/usr/bin/python3'
+	echo 'import os, sys'
+	echo "os.environ['PATH'] = '$TMP/planted:' + os.environ.get('PATH', '/usr/bin:/bin')"
+	echo "os.execv('$BIN', ['nvmefsd'] + sys.argv[1:])"
+} > "$TMP/run-as-nvmefsd"
+chmod 755 "$TMP/run-as-nvmefsd"
+STORE_BIN=$TMP/run-as-nvmefsd
+store_start -n 1 || finish
+PID0=$DPID
+chmod 777 "$TMP/sbin"
+$CTL restart > "$TMP/out" 2>&1 && fail "restart with the binary's directory writable by others succeeded"
+grep -q "the installed binary $BIN: directory $TMP/sbin is writable by group or others" "$TMP/out" ||
+	fail "writable directory: $(cat "$TMP/out")"
+chmod 755 "$TMP/sbin"
+n=$(grep -c "nvmefsd: info: ready:" "$LOG")
+$CTL restart > "$TMP/out" 2>&1 || fail "restart: $(cat "$TMP/out")"
+grep -q "pid $PID0 re-executes $BIN$" "$TMP/out" || fail "restart: $(cat "$TMP/out")"
+wait_for "nvmefsd: info: ready:" $((n + 1)) 15 || fail "not ready again after the restart"
+[ -e "$TMP/planted-ran" ] && fail "the planted nvmefsd on PATH ran as root"
+[ "$(readlink "/proc/$PID0/exe")" = "$BIN" ] || fail "the daemon runs $(readlink "/proc/$PID0/exe")"
+serves "restart by the kernel's path"
+store_stop
+[ "$SRC" = 0 ] || fail "last stop: exit $SRC"
 finish

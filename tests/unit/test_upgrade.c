@@ -387,22 +387,72 @@ START_TEST(t_excerpt)
 }
 END_TEST
 
-/* the binary to re-execute is the path started, not this image */
+/* the binary to re-execute is the path the kernel ran, whatever argv[0] or
+ * PATH say (the old way took the first "nvmefsd" on PATH: a relative entry,
+ * a directory of that name, or a file another user planted) */
 START_TEST(t_resolve_binary)
 {
-	char out[4096], cwd[4096];
+	char out[4096], why[512], want[4096];
 
-	ck_assert_int_eq(upg_resolve_binary("/usr/sbin/nvmefsd", out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "/usr/sbin/nvmefsd");
-	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
-	ck_assert_int_eq(upg_resolve_binary("build/nvmefsd", out, sizeof(out)), 0);
-	ck_assert_ptr_nonnull(strstr(out, cwd));
-	ck_assert_ptr_nonnull(strstr(out, "/build/nvmefsd"));
-	setenv("PATH", "/nonexistent:/bin", 1);
-	ck_assert_int_eq(upg_resolve_binary("sh", out, sizeof(out)), 0);
-	ck_assert_str_eq(out, "/bin/sh");
-	ck_assert_int_eq(upg_resolve_binary("no-such-binary-x", out, sizeof(out)), -ENOENT);
-	ck_assert_int_eq(upg_resolve_binary("", out, sizeof(out)), -EINVAL);
+	setenv("PATH", ".:relative/bin:/tmp", 1);
+	ck_assert_int_eq(upg_resolve_binary(out, sizeof(out), why, sizeof(why)), 0);
+	ck_assert_ptr_nonnull(realpath("/proc/self/exe", want));
+	ck_assert_str_eq(out, want);
+	ck_assert(out[0] == '/');
+	ck_assert_int_eq(upg_resolve_binary(out, 4, why, sizeof(why)), -ENAMETOOLONG);
+}
+END_TEST
+
+/* what may be run as root for a restart: a regular executable file of
+ * root's, writable by root only, in directories nobody else can change */
+START_TEST(t_binary_check)
+{
+	char d[] = "/tmp/nvmefs-test-bin.XXXXXX", p[256], q[256], why[512];
+
+	if (geteuid() != 0)
+		return; /* ownership by another uid needs root */
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	ck_assert_int_eq(chmod(d, 0755), 0);
+	snprintf(p, sizeof(p), "%s/nvmefsd", d);
+	write_file(p, "#!/bin/sh\nexit 0\n", 0755);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), 0);
+	/* writable by others, not executable, another owner */
+	ck_assert_int_eq(chmod(p, 0757), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EPERM);
+	ck_assert_msg(strstr(why, "writable by group or others (mode 0757)"), "%s", why);
+	ck_assert_int_eq(chmod(p, 0644), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EACCES);
+	ck_assert_int_eq(chmod(p, 0755), 0);
+	ck_assert_int_eq(chown(p, 65534, 65534), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EPERM);
+	ck_assert_msg(strstr(why, "owned by uid 65534"), "%s", why);
+	ck_assert_int_eq(chown(p, 0, 0), 0);
+	/* its directory writable by others: sticky or not */
+	ck_assert_int_eq(chmod(d, 0777), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EPERM);
+	ck_assert_int_eq(chmod(d, 01777), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EPERM);
+	ck_assert_msg(strstr(why, "writable by group or others"), "%s", why);
+	ck_assert_int_eq(chmod(d, 0755), 0);
+	/* a directory of that name, a link, a missing file, a relative path */
+	unlink(p);
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -EISDIR);
+	rmdir(p);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -ENOENT);
+	ck_assert_int_eq(symlink("/bin/sh", p), 0);
+	ck_assert_int_eq(upg_binary_check(p, why, sizeof(why)), -ELOOP);
+	unlink(p);
+	snprintf(q, sizeof(q), "%s/link", d);
+	ck_assert_int_eq(symlink(d, q), 0);
+	write_file(p, "#!/bin/sh\nexit 0\n", 0755);
+	snprintf(q, sizeof(q), "%s/link/nvmefsd", d);
+	ck_assert_int_eq(upg_binary_check(q, why, sizeof(why)), -ELOOP);
+	ck_assert_int_eq(upg_binary_check("sbin/nvmefsd", why, sizeof(why)), -EINVAL);
+	unlink(p);
+	snprintf(q, sizeof(q), "%s/link", d);
+	unlink(q);
+	rmdir(d);
 }
 END_TEST
 
@@ -421,6 +471,7 @@ int main(void)
 	tcase_add_test(tc, t_precheck_bounded);
 	tcase_add_test(tc, t_excerpt);
 	tcase_add_test(tc, t_resolve_binary);
+	tcase_add_test(tc, t_binary_check);
 	suite_add_tcase(s, tc);
 
 	SRunner *r = srunner_create(s);
