@@ -1213,6 +1213,17 @@ static void check_socket_fs(struct ctx *c, const struct kv *kv, const char *sock
 			err_path(c, kv, "admin_socket", sock, "%s is not a directory", dir);
 	} else if (!S_ISDIR(st.st_mode)) {
 		err_path(c, kv, "admin_socket", sock, "%s is not a directory", dir);
+	} else {
+		/* the daemon's own walk (admin.h): whoever may change the
+		 * directory may put a socket of their own there */
+		char msg[PATH_MAX + 160];
+		const char *name;
+		int fd = safepath_open_parent(sock, false, &name, msg, sizeof(msg));
+
+		if (fd >= 0)
+			close(fd);
+		else if (fd != -EACCES)
+			err_path(c, kv, "admin_socket", sock, "%s", msg);
 	}
 }
 

@@ -92,6 +92,11 @@
  * read by the health cache (health.h), which admin_start starts and
  * admin_stop stops.
  *
+ * The socket's path is walked as safepath.h says (no symbolic link, every
+ * directory root's or the effective user's, none writable by others unless
+ * sticky, the socket's own directory writable by its owner only: -ELOOP,
+ * -EPERM... logged), since whoever may change it could put a socket of
+ * their own there for root's nvmefsctl to trust.
  * The socket path is taken over from a crashed daemon (a socket file that
  * refuses connections is replaced) but never from a live one (-EADDRINUSE)
  * and never when it is not a socket (-EEXIST; a symlink is not followed).

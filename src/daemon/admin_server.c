@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,6 +37,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "safepath.h"
 
 /* A warning a client can provoke again and again (admin.h): logged under
  * the limiter rl, saying how many were not logged before it. */
@@ -919,6 +921,21 @@ static int admin_listen(struct admin *a)
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
+	/* whoever may change the socket's directory (or one above it) may put
+	 * a socket of their own at the path, which root's nvmefsctl would
+	 * then talk to: no link on the way, every directory root's, none
+	 * writable by others unless sticky, its own by its owner only */
+	{
+		char msg[PATH_MAX + 160];
+		const char *name;
+		int dfd = safepath_open_parent(path, false, &name, msg, sizeof(msg));
+
+		if (dfd < 0) {
+			log_err("admin socket %s: refused: %s", path, msg);
+			return dfd;
+		}
+		close(dfd);
+	}
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			log_err("admin socket %s: exists and is not a socket; not replacing it",

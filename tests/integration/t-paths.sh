@@ -9,7 +9,8 @@
 #   the sticky bit, a FIFO or a directory at the path; a link at the
 #   mountpoint, in its parents, or a world-writable parent, and a mountpoint
 #   that is not empty (a link at it or not empty: exit 78, a configuration
-#   problem the unit does not restart).  A missing backing file is created
+#   problem the unit does not restart), and an admin socket in a directory
+#   others may write (exit 78).  A missing backing file is created
 #   mode 0600 and an existing root-owned one is used (both serve I/O), in a
 #   private directory below a sticky world-writable one.
 . "$(dirname "$0")/lib.sh"
@@ -181,4 +182,15 @@ mnt_refused "a mountpoint that is not empty" \
 [ "${DAEMON_RC:-}" = 78 ] || fail "a mountpoint that is not empty: exit ${DAEMON_RC:-none}, want 78"
 [ "$(cat "$TMP/full/data")" = kept ] || fail "a mountpoint that is not empty: its file changed"
 MNT=$TMP/mnt
+
+# the admin socket in a directory others may write (sticky or not): whoever
+# may change it could put a socket of their own there for root's nvmefsctl;
+# refused before anything starts (exit 78), no socket made
+mkdir -m 1777 "$TMP/sockdir"
+conf_mnt "$TMP/mnt"
+sed -i "s|^admin_socket = .*|admin_socket = $TMP/sockdir/admin.sock|" "$CONF"
+mnt_refused "a shared directory for the admin socket" \
+	"admin_socket = $TMP/sockdir/admin.sock: directory $TMP/sockdir is writable by group or others" "$TMP/mnt"
+[ "${DAEMON_RC:-}" = 78 ] || fail "shared socket directory: exit ${DAEMON_RC:-none}, want 78"
+[ -e "$TMP/sockdir/admin.sock" ] && fail "shared socket directory: a socket was made"
 finish

@@ -1619,6 +1619,49 @@ START_TEST(t_socket_private)
 END_TEST
 
 /* A symlink at the socket's path is neither followed nor replaced. */
+/* The socket's directory: whoever may change it (or one above it) could
+ * put a socket of their own at the path.  Writable by others (sticky or
+ * not), owned by another user, or reached through a link: refused, and no
+ * socket made. */
+START_TEST(t_socket_dir)
+{
+	char sub[160], link[160], path[200];
+	struct admin *a = NULL;
+	struct stat st;
+
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -EPERM);
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -EPERM);
+	ck_assert_int_ne(lstat(sock_path, &st), 0);
+	ck_assert_int_eq(chmod(dir, 0700), 0);
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		ck_assert_int_eq(admin_start(loop, &ctx, &a), -EPERM);
+		ck_assert_int_eq(chown(dir, 0, 0), 0);
+	}
+	/* a link on the way: the path's own directory or one above */
+	snprintf(sub, sizeof(sub), "%s/real", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+	ck_assert_int_eq(symlink(sub, link), 0);
+	snprintf(path, sizeof(path), "%s/admin.sock", link);
+	use_daemon_lines("");
+	snprintf(cfg->daemon.admin_socket, sizeof(cfg->daemon.admin_socket), "%s", path);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), -ELOOP);
+	snprintf(path, sizeof(path), "%s/admin.sock", sub);
+	ck_assert_int_ne(lstat(path, &st), 0);
+	/* and it works where it should */
+	snprintf(cfg->daemon.admin_socket, sizeof(cfg->daemon.admin_socket), "%s", path);
+	ck_assert_int_eq(admin_start(loop, &ctx, &a), 0);
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	admin_stop(a);
+	unlink(link);
+	rmdir(sub);
+}
+END_TEST
+
 START_TEST(t_socket_symlink)
 {
 	char target[160];
@@ -2293,6 +2336,7 @@ static Suite *admin_suite(void)
 	tcase_add_test(tc, t_detach_view);
 	tcase_add_test(tc, t_socket_private);
 	tcase_add_test(tc, t_socket_symlink);
+	tcase_add_test(tc, t_socket_dir);
 	tcase_add_test(tc, t_request_deadline);
 	tcase_add_test(tc, t_request_deadline_per_request);
 	tcase_add_test(tc, t_fuse_stats);
