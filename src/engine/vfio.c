@@ -11,6 +11,7 @@
  * meets these messages at start-up, usually without the source at hand.
  */
 #include "bus.h"
+#include "excl.h"
 #include "log.h"
 
 #include <dirent.h>
@@ -236,6 +237,29 @@ static int vfio_check_device(const char *bdf, int *group_id)
 	return 0;
 }
 
+/* The processes holding bdf's VFIO device file (/dev/vfio/devices/vfioN,
+ * iommufd's way in, which also keeps the group from being opened), as
+ * excl_users says them; 0 when none. */
+static int vfio_cdev_users(const char *bdf, char *who, size_t len)
+{
+	char dir[PATH_MAX], dev[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "/sys/bus/pci/devices/%s/vfio-dev", bdf);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while (!n && (de = readdir(d)))
+		if (!strncmp(de->d_name, "vfio", 4)) {
+			snprintf(dev, sizeof(dev), "/dev/vfio/devices/%s", de->d_name);
+			n = excl_users(dev, who, len);
+		}
+	closedir(d);
+	return n;
+}
+
 /* ---- container, group, device ---- */
 
 static int vfio_open_container(struct vfio_bus *vb)
@@ -272,9 +296,17 @@ static int vfio_open_group(struct vfio_bus *vb)
 	vb->group = open(path, O_RDWR | O_CLOEXEC);
 	if (vb->group < 0) {
 		e = errno;
-		if (e == EBUSY)
-			log_err("%s: %s is in use by another process (another nvmefsd or a VM "
-				"holding this device? see: fuser %s)", vb->bus.name, path, path);
+		if (e == EBUSY) {
+			char who[256];
+
+			/* VFIO lets one process hold a group: name it */
+			if (excl_users(path, who, sizeof(who)) == 0 &&
+			    vfio_cdev_users(vb->bus.name, who, sizeof(who)) == 0)
+				snprintf(who, sizeof(who), "another process (none found in /proc)");
+			log_err("%s: %s is in use by %s: a device serves one process at a time "
+				"(another nvmefsd, or a VM given it?); stop that one first",
+				vb->bus.name, path, who);
+		}
 		else if (e == ENOENT)
 			log_err("%s: %s missing although the device is bound to vfio-pci", vb->bus.name,
 				path);

@@ -13,21 +13,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "excl.h"
 #include "log.h"
 #include "safepath.h"
 
 /* The daemon runs as root: a link or a file planted at the backing path
  * must not make it grow and expose someone else's file, so the path is
- * opened by safepath_open_file's rules (safepath.h). */
+ * opened by safepath_open_file's rules (safepath.h).  One server per file:
+ * it is locked (excl.h) for as long as it is open, so a second daemon (or
+ * a second controller) on it is refused, -EBUSY, naming the holder. */
 static int sim_open_backing(const char *path)
 {
-	char msg[PATH_MAX + 160];
+	char msg[PATH_MAX + 160], who[256];
 	bool created;
-	int fd = safepath_open_file(path, 0600, &created, msg, sizeof(msg));
+	int fd = safepath_open_file(path, 0600, &created, msg, sizeof(msg)), rc;
 
-	if (fd < 0)
+	if (fd < 0) {
 		log_err("sim: backing file %s: %s", path, msg);
-	else if (created)
+		return fd;
+	}
+	rc = excl_lock(fd, who, sizeof(who));
+	if (rc == -EWOULDBLOCK) {
+		log_err("sim: backing file %s is in use by %s: two servers of one file would "
+			"corrupt it; stop the other, or give this namespace another backing file",
+			path, who);
+		close(fd);
+		return -EBUSY;
+	}
+	if (rc) /* a file system without locks: nothing to enforce it with */
+		log_warn("sim: backing file %s: cannot lock it (%s): a second server of it "
+			 "would not be refused",
+			 path, strerror(-rc));
+	if (created)
 		log_info("sim: created backing file %s", path);
 	return fd;
 }

@@ -7,7 +7,8 @@
 # up (written by an earlier run: data survives a daemon restart over VFIO);
 # MARKER_OUT is written there with fsync before the daemon is stopped.
 # Checks: dd+cmp buffered and O_DIRECT, nvmefsctl smart-log, fw-log,
-# error-log and list, fio crc32c verify, unaligned writes
+# error-log and list, a second daemon on the same device refused naming the
+# first, fio crc32c verify, unaligned writes
 # against a model, I/O at and past the end, fsync, punch hole / zero range,
 # (with MARKER_IN) detach, the kernel driver reading the marker, attach,
 # SIGTERM with dd in flight.  Prints "checks: N ok, M not ok"; exit 1 on a
@@ -59,6 +60,15 @@ c "daemon up, $F there" true
 sed 's/^/    daemon: /' "$LOG"
 SIZE=$(stat -c %s "$F")
 c "st_size is the namespace size ($SIZE)" [ "$SIZE" = "$NS_SIZE" ]
+
+# --- a second daemon on the same device: refused at start (VFIO lets one
+# process hold the group), naming the first; the first serves on
+sed -e "s|^mountpoint = .*|mountpoint = $W/mnt2|" -e "s|^admin_socket = .*|admin_socket = $W/admin2.sock|" \
+	"$CONF" > "$W/second.conf"
+second() { timeout 120 nvmefsd -f -c "$W/second.conf"; }
+t "a second daemon on $BDF is refused, naming the first (pid $DPID)" fail \
+	"$BDF: /dev/vfio/[0-9]+ is in use by pid $DPID \(nvmefsd\)" second
+c "the second daemon mounted nothing" sh -c "! grep -q ' $W/mnt2 ' /proc/self/mountinfo"
 
 if [ "$MARKER_IN" != - ]; then
 	got=$($DD if="$F" bs=512 skip=400000 count=1 2>/dev/null | head -n 1)
