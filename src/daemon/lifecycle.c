@@ -248,10 +248,6 @@ static void begin_stop(struct daemon *d, const char *why, bool restart)
 	struct lc *lc = &d->lc;
 	double wait;
 
-	/* a stop wins over a restart still being checked */
-	if (lc->chk && !restart)
-		check_end(d, false, true);
-
 	if (lc_stopping(lc)) {
 		if (lc->state == LC_RESTARTING && !restart) {
 			/* a stop asked during a restart wins: the same drain goes
@@ -268,6 +264,10 @@ static void begin_stop(struct daemon *d, const char *why, bool restart)
 	}
 	if (!lc_set_state(lc, restart ? LC_RESTARTING : LC_DRAINING))
 		return;
+	/* a stop wins over a restart still being checked (told now, once the
+	 * state says stopping: a request that reply lets through is refused) */
+	if (lc->chk && !restart)
+		check_end(d, false, true);
 	d->status_live = false; /* the stop's own lines from now on */
 	lc->reexec = restart;
 	log_info("%s: %s: no new requests, draining %u in flight", why,
