@@ -36,7 +36,7 @@ timeout 60 "$D" -f -c "$TMP/two.conf" > "$TMP/two.log" 2>&1
 rc=$?
 cat "$TMP/two.log" | grep -E "in use|error" | head -n 3
 [ $rc = 1 ] || fail "second daemon: exit $rc, want 1"
-grep -q "sim: backing file $TMP/shared-1.img is in use by pid $P1 (nvmefsd): two servers of one file would corrupt it" "$TMP/two.log" ||
+grep -q "sim: backing file $TMP/shared-1.img is in use by pid $P1 ($(cat "/proc/$P1/comm")): two servers of one file would corrupt it" "$TMP/two.log" ||
 	fail "second daemon: the refusal does not name the first: $(grep -i "backing" "$TMP/two.log")"
 awk -v m="$TMP/mnt2" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo &&
 	{ fail "second daemon left a mount"; umount -l "$TMP/mnt2"; }
