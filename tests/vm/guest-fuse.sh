@@ -65,9 +65,11 @@ c "st_size is the namespace size ($SIZE)" [ "$SIZE" = "$NS_SIZE" ]
 # process hold the group), naming the first; the first serves on
 sed -e "s|^mountpoint = .*|mountpoint = $W/mnt2|" -e "s|^admin_socket = .*|admin_socket = $W/admin2.sock|" \
 	"$CONF" > "$W/second.conf"
-second() { timeout 120 nvmefsd -f -c "$W/second.conf"; }
-t "a second daemon on $BDF is refused, naming the first (pid $DPID)" fail \
+second() { timeout 120 nvmefsd -f -c "$W/second.conf"; echo $? > "$W/second.rc"; }
+t "a second daemon on $BDF is refused, naming the first (pid $DPID)" ok \
 	"$BDF: /dev/vfio/[0-9]+ is in use by pid $DPID \(nvmefsd\)" second
+c "the second daemon exited 1 (start-up failed, nvmefsd(8)): $(cat "$W/second.rc")" \
+	[ "$(cat "$W/second.rc")" = 1 ]
 c "the second daemon mounted nothing" sh -c "! grep -q ' $W/mnt2 ' /proc/self/mountinfo"
 
 if [ "$MARKER_IN" != - ]; then

@@ -55,7 +55,7 @@ expect "$LOG" 'daemon: .*QEMU NVMe Ctrl' "the daemon did not identify QEMU's con
 [ "$(grep -cE '^checks: [0-9]+ ok, 0 not ok' "$LOG")" = 3 ] || fail "a summary is missing or has failures"
 # 16 checks in the first run, 26 in the second (the marker, detach and
 # attach), 3 after unbinding
-[ "$(grep -c '^ok: ' "$LOG")" = 55 ] || fail "expected 55 checks, got $(grep -c '^ok: ' "$LOG")"
+[ "$(grep -c '^ok: ' "$LOG")" = 61 ] || fail "expected 61 checks, got $(grep -c '^ok: ' "$LOG")"
 expect "$LOG" "^ok: the kernel driver reads the first run's marker" "detach did not give the device to the kernel driver"
 expect "$LOG" "^ok: cmp O_DIRECT after attach" "attach after detach did not serve the data"
 [ "$(grep -c '^ok: fio randrw' "$LOG")" = 2 ] || fail "fio did not verify in both modes"
