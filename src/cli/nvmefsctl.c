@@ -97,7 +97,9 @@ static void usage(FILE *f)
 	    "                       (SMART critical warning; setting one raises an event),\n"
 	    "                       ns-add NSID SIZE (a RAM namespace, null on a null sim),\n"
 	    "                       ns-remove NSID, ns-resize NSID SIZE (SIZE in bytes, or\n"
-	    "                       with K, M, G, T: powers of 1024)\n"
+	    "                       with K, M, G, T: powers of 1024),\n"
+	    "                       misdirect-write N BLOCKS, misdirect-read N BLOCKS (the\n"
+	    "                       next N land BLOCKS further on), corrupt NSID LBA [BYTE]\n"
 	    "  config               the daemon's effective configuration\n"
 	    "  metrics              the counters in Prometheus text format\n"
 	    "\n"
@@ -1013,6 +1015,8 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 	    {"warn", 1, 0, "spare|temperature|reliability|readonly|backup|clear"},
 	    {"ns-add", 2, 0, "NSID SIZE"}, {"ns-remove", 1, 0, "NSID"},
 	    {"ns-resize", 2, 0, "NSID SIZE"},
+	    {"misdirect-write", 2, 0, "N BLOCKS"}, {"misdirect-read", 2, 0, "N BLOCKS"},
+	    {"corrupt", 2, 1, "NSID LBA [BYTE]"},
 	};
 	const char *fault = argc > 0 ? argv[0] : NULL;
 	unsigned long long n, st;
@@ -1023,14 +1027,17 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
 		                         "unhang, cfs, stuck, remove, powerfail [SEED], fail N "
 		                         "STATUS, lose N, clear, warn WHAT, ns-add NSID SIZE, "
-		                         "ns-remove NSID, ns-resize NSID SIZE)");
+		                         "ns-remove NSID, ns-resize NSID SIZE, misdirect-write N "
+		                         "BLOCKS, misdirect-read N BLOCKS, corrupt NSID LBA [BYTE])");
 	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
 		if (!strcmp(fault, faults[k].fault))
 			break;
 	if (k == sizeof(faults) / sizeof(faults[0]))
 		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, stuck, remove, "
 		                   "powerfail [SEED], fail N STATUS, lose N, clear, warn WHAT, "
-		                   "ns-add NSID SIZE, ns-remove NSID, ns-resize NSID SIZE)",
+		                   "ns-add NSID SIZE, ns-remove NSID, ns-resize NSID SIZE, "
+		                   "misdirect-write N BLOCKS, misdirect-read N BLOCKS, corrupt NSID "
+		                   "LBA [BYTE])",
 		                   fault);
 	if (argc - 1 < faults[k].nargs || argc - 1 > faults[k].nargs + faults[k].nopt) {
 		fprintf(stderr, "%s: inject %s takes %s%s\nTry '%s --help'.\n", prog, fault,
@@ -1080,6 +1087,39 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 				                   argv[2]);
 			}
 			json_object_object_add(req, "bytes", json_object_new_int64((int64_t)st));
+		}
+	} else if (!strncmp(fault, "misdirect-", 10)) {
+		if (parse_num(argv[1], 10, UINT32_MAX, &n) < 0 || n == 0) {
+			json_object_put(req);
+			return usage_error("%s: N is a count of commands, at least 1", argv[1]);
+		}
+		if (parse_num(argv[2], 10, INT32_MAX, &st) < 0 || st == 0) {
+			json_object_put(req);
+			return usage_error("BLOCKS %s: how many blocks away the command lands, 1 to "
+			                   "2^31-1",
+			                   argv[2]);
+		}
+		json_object_object_add(req, "count", json_object_new_int64((int64_t)n));
+		json_object_object_add(req, "blocks", json_object_new_int64((int64_t)st));
+	} else if (!strcmp(fault, "corrupt")) {
+		if (parse_num(argv[1], 10, 16, &n) < 0 || n == 0) {
+			json_object_put(req);
+			return usage_error("NSID %s: a namespace ID, 1 to 16", argv[1]);
+		}
+		if (parse_num(argv[2], 10, INT64_MAX, &st) < 0) {
+			json_object_put(req);
+			return usage_error("LBA %s: a block number of the namespace", argv[2]);
+		}
+		json_object_object_add(req, "nsid", json_object_new_int64((int64_t)n));
+		json_object_object_add(req, "lba", json_object_new_int64((int64_t)st));
+		if (argc > 3) {
+			if (parse_num(argv[3], 10, 65535, &n) < 0) {
+				json_object_put(req);
+				return usage_error("BYTE %s: the byte of the block to change, 0 to "
+				                   "65535",
+				                   argv[3]);
+			}
+			json_object_object_add(req, "byte", json_object_new_int64((int64_t)n));
 		}
 	} else if (!strcmp(fault, "powerfail") && argc > 1) {
 		if (parse_num(argv[1], 0, INT64_MAX, &n) < 0) {

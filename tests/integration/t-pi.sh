@@ -140,8 +140,8 @@ done
 dd if=/dev/zero bs=4096 count=64 2>/dev/null | tr '\0' '\132' > "$TMP/pat"
 dd if="$TMP/pat" of="$MNT/p1n1" bs=4096 count=64 oflag=direct conv=notrunc 2>/dev/null ||
 	fail "p1n1: writing the pattern"
-admin '{"cmd":"inject","controller":"p1","fault":"corrupt","nsid":1,"lba":10,"byte":100}' > /dev/null ||
-	fail "inject corrupt"
+"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject p1 corrupt 1 10 100 > /dev/null ||
+	fail "nvmefsctl inject p1 corrupt 1 10 100"
 read_eio "$MNT/p1n1" 10 4096 || fail "p1n1: the corrupted block read without EIO: $(cat "$TMP/dd.err")"
 [ "$(prot p1)" = 1 ] || fail "p1: protection errors $(prot p1), want 1"
 dd if="$MNT/p1n1" of="$TMP/got" bs=4096 skip=9 count=1 iflag=direct 2>/dev/null &&
@@ -193,8 +193,8 @@ grep -q 'p2/q1: read of namespace 1, LBA 300 + 1: end-to-end reference tag check
 # ---- a misplaced read: the other blocks' reference tags refuse it
 p0=$(prot p2)
 dd if="$TMP/pat" of="$MNT/p2n1" bs=512 seek=400 count=16 oflag=direct conv=notrunc 2>/dev/null
-admin '{"cmd":"inject","controller":"p2","fault":"misdirect-read","count":1,"blocks":8}' > /dev/null ||
-	fail "inject misdirect-read"
+"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject p2 misdirect-read 1 8 > /dev/null ||
+	fail "nvmefsctl inject p2 misdirect-read 1 8"
 read_eio "$MNT/p2n1" 400 512 || fail "p2n1: a misdirected read returned data"
 dd if="$MNT/p2n1" of="$TMP/got" bs=512 skip=400 count=1 iflag=direct 2>/dev/null &&
 	cmp -s -n 512 "$TMP/got" "$TMP/pat" || fail "p2n1: block 400 is not intact after the misdirected read"
