@@ -9,6 +9,7 @@
 #                                $MNT/NAME exists (10 s), or fail
 #   daemon_stop                  SIGTERM, wait; DAEMON_RC is its exit status
 #   sim_stat CTRL KEY            a counter of the sim's stats line (SIGUSR1)
+#   wait_until SECONDS CMD...    until CMD succeeds, at most SECONDS, or fail
 #   fuse_mounted                 true while a FUSE file system is on $MNT
 #   fail MSG / finish            count a failure / exit 0 or 1
 # Variables for conf_write: MODE (hybrid), QUEUES (1), CPUS (0), QD (64),
@@ -133,6 +134,19 @@ dma_isolation = ${DMA_ISOLATION:-controller}
 EOF
 		cat
 	} > "$CONF"
+}
+
+# wait_until SECONDS CMD...: run CMD every 0.1 s until it succeeds (0), or
+# fail (1) once SECONDS have passed on the clock: a wait for a condition,
+# with a bound generous enough for a busy machine
+wait_until() {
+	wu_end=$(($(date +%s) + $1))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -ge $wu_end ] && return 1
+		sleep 0.1
+	done
+	return 0
 }
 
 daemon_alive() {
