@@ -16,28 +16,14 @@
 #   open on it fails with EIO; namespace 1's data stay intact throughout;
 # - the usage errors of the new injections.
 . "$(dirname "$0")/lib.sh"
-lib_init
-C=$BUILD/nvmefsctl
-[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
-command -v python3 > /dev/null || skip "python3 is needed to check the JSON"
+lib_init_ctl
 SOCK=$TMP/admin.sock
 NS=$MNT/nvme0n1
 mkdir "$MNT"
 DAEMON_EXTRA="health_interval = 1"
-conf_write << EOF
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-EOF
+conf_sim nvme0 64M block_size=4096
 daemon_start nvme0n1 || { fail "start"; finish; }
 
-ctl() { "$C" -s "$SOCK" "$@"; }
-
-# json FILE EXPR: evaluate a Python expression over the parsed JSON d
-json() {
-	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
 
 # expect_log PATTERN WHAT: the daemon logs PATTERN within 5 s
 expect_log() {

@@ -7,11 +7,7 @@
 # to the first good read.
 . "$(dirname "$0")/fault-lib.sh"
 fault_start
-dd_cmp || fail "baseline dd + cmp"
-
-probe_start
-fio_start 8
-sleep 2
+fault_fio 8
 t0=$(now_ms)
 ctl inject nvme0 cfs > /dev/null || fail "inject cfs"
 fio_wait

@@ -14,23 +14,14 @@
 # the fault is lifted, for docs/operations.md.
 . "$(dirname "$0")/fault-lib.sh"
 fault_start
-dd_cmp || fail "baseline dd + cmp"
-
-probe_start
-fio_start 10
-sleep 2
+fault_fio 10
 t0=$(now_ms)
 ctl inject nvme0 delay 600 > /dev/null || fail "inject delay 600"
 sleep 1.5
 t1=$(now_ms)
 ctl inject nvme0 delay 0 > /dev/null || fail "inject delay 0"
 fio_wait
-far=$(rstat failed_after_retries)
-case $FIO_ERR in
-0) ;;
-5) [ "$far" -gt 0 ] || fail "fio got EIO but no command failed after its retries" ;;
-*) fail "fio error $FIO_ERR (only EIO from spent retries is allowed)" ;;
-esac
+fio_err_spent
 sleep 1
 probe_stop
 echo "measure: slow 600 ms for 1.5 s: fio error $FIO_ERR; first good probe $(probe_gap "$t1") ms after the delay was lifted, $(probe_failures "$t0" "$t1") probe(s) failed during it"

@@ -14,15 +14,7 @@ CONNS=/sys/fs/fuse/connections
 if [ ! -d $CONNS ] || [ -z "$(ls -A $CONNS 2>/dev/null)" ] && ! mountpoint -q $CONNS; then
 	mount -t fusectl fusectl $CONNS 2>/dev/null || skip "no fusectl at $CONNS"
 fi
-QD=64 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-exec = thread
-EOF
+QD=64 conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram exec=thread
 
 # the connection's number: the mount's minor device number
 conn_of() { awk -v m="$MNT" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo; }

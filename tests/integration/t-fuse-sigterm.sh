@@ -6,15 +6,7 @@
 # is stopped with SIGINT.
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = $TMP/ns-%n.img
-exec = thread
-EOF
+conf_sim nvme0 64M namespaces=1 block_size=4096 "backing=$TMP/ns-%n.img" exec=thread
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 head -c $((4 << 20)) /dev/urandom > "$TMP/head"

@@ -12,29 +12,22 @@
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v fio > /dev/null || { fail "fio is not installed"; finish; }
-CTL="$BUILD/nvmefsctl"
 ncpu=$(nproc)
 QUEUES=1
 CPUS=0
 [ "$ncpu" -ge 2 ] && { QUEUES=2; CPUS=0-1; }
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 64M
-backing = ram
-EOC
+conf_sim nvme0 64M backing=ram
 F=$MNT/nvme0n1
 daemon_start nvme0n1 || { fail "start"; finish; }
-sock=$TMP/admin.sock
 
 # ---- totals: a fixed randrw job against the stats before and after ----
-"$CTL" -s "$sock" stats --json > "$TMP/s0.json" || fail "stats before"
+ctl stats --json > "$TMP/s0.json" || fail "stats before"
 fio --name=mix --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
 	--rw=randrw --rwmixread=70 --bs=4k --iodepth=8 --size=32M --io_size=16M \
 	--randseed=42 --lat_percentiles=1 --output-format=json --output="$TMP/fio-mix.json" \
 	> "$TMP/fio.err" 2>&1 ||
 	{ cat "$TMP/fio.err"; fail "fio randrw"; }
-"$CTL" -s "$sock" stats --json > "$TMP/s1.json" || fail "stats after"
+ctl stats --json > "$TMP/s1.json" || fail "stats after"
 python3 - "$TMP/s0.json" "$TMP/s1.json" "$TMP/fio-mix.json" <<'PY' || fail "stats against fio's totals"
 import json, sys
 s0, s1 = (json.load(open(p)) for p in sys.argv[1:3])
@@ -90,11 +83,11 @@ sys.exit(1 if bad else 0)
 PY
 
 # ---- flush and punch reach the namespace's figures ----
-"$CTL" -s "$sock" stats --json > "$TMP/s2.json"
+ctl stats --json > "$TMP/s2.json"
 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd); os.close(fd)' "$F" ||
 	fail "fsync"
 fallocate --punch-hole --keep-size -o 1M -l 64K "$F" || fail "punch"
-"$CTL" -s "$sock" stats --json > "$TMP/s3.json"
+ctl stats --json > "$TMP/s3.json"
 python3 - "$TMP/s2.json" "$TMP/s3.json" <<'PY' || fail "flush and punch counts"
 import json, sys
 a, b = ([n for n in json.load(open(p))["namespaces"] if n["name"] == "nvme0n1"][0] for p in sys.argv[1:])
@@ -112,9 +105,9 @@ PY
 # daemon counted over one window that holds the whole fio run: exactly
 # fio's completed reads.  No rate of one process is held against a rate
 # of another over other times (that failed on a busy machine).
-"$CTL" -s "$sock" iostat --json 1 > "$TMP/iostat.jsonl" 2> "$TMP/iostat.err" &
+"$C" -s "$TMP/admin.sock" iostat --json 1 > "$TMP/iostat.jsonl" 2> "$TMP/iostat.err" &
 IOSTAT=$!
-"$CTL" -s "$sock" top 1 > "$TMP/top.txt" 2> "$TMP/top.err" < /dev/null &
+"$C" -s "$TMP/admin.sock" top 1 > "$TMP/top.txt" 2> "$TMP/top.err" < /dev/null &
 TOP=$!
 # the reports each has printed so far
 iostat_n() { grep -c . "$TMP/iostat.jsonl"; }
@@ -195,12 +188,12 @@ sys.exit(1 if bad else 0)
 PY
 
 # ---- iostat text, top on a terminal ----
-"$CTL" -s "$sock" iostat -x > "$TMP/iostat.txt" || fail "iostat -x"
+ctl iostat -x > "$TMP/iostat.txt" || fail "iostat -x"
 grep -q "r_await" "$TMP/iostat.txt" && grep -q "^nvme0n1 " "$TMP/iostat.txt" ||
 	fail "iostat -x output: $(cat "$TMP/iostat.txt")"
-"$CTL" -s "$sock" -x top 1 1 > /dev/null 2>&1 && fail "-x with top was taken"
+ctl -x top 1 1 > /dev/null 2>&1 && fail "-x with top was taken"
 if command -v script > /dev/null; then
-	TERM=xterm script -qec "$CTL -s $sock top 1 2" /dev/null > "$TMP/tty.txt" 2>&1 ||
+	TERM=xterm script -qec "$C -s $TMP/admin.sock top 1 2" /dev/null > "$TMP/tty.txt" 2>&1 ||
 		fail "top on a terminal: $(cat "$TMP/tty.txt")"
 	# ncurses drew it: escape sequences and the tables
 	grep -q "$(printf '\033')\[" "$TMP/tty.txt" && grep -q "NAMESPACE" "$TMP/tty.txt" &&
@@ -208,7 +201,7 @@ if command -v script > /dev/null; then
 fi
 
 # ---- metrics ----
-"$CTL" -s "$sock" metrics > "$TMP/metrics" || fail "metrics"
+ctl metrics > "$TMP/metrics" || fail "metrics"
 if command -v promtool > /dev/null; then
 	promtool check metrics < "$TMP/metrics" > "$TMP/lint" 2>&1 || fail "promtool: $(cat "$TMP/lint")"
 fi
@@ -223,21 +216,16 @@ done
 daemon_stop
 
 # ---- reactor load in poll mode: idle is not busy ----
-MODE=poll QUEUES=1 CPUS=0 conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 64M
-backing = ram
-EOC
+MODE=poll QUEUES=1 CPUS=0 conf_sim nvme0 64M backing=ram
 daemon_start nvme0n1 || { fail "start (poll)"; finish; }
 sleep 1
-"$CTL" -s "$sock" stats --json > "$TMP/p0.json"
+ctl stats --json > "$TMP/p0.json"
 sleep 2
-"$CTL" -s "$sock" stats --json > "$TMP/p1.json"
+ctl stats --json > "$TMP/p1.json"
 fio --name=load --filename="$F" --ioengine=libaio --direct=1 --allow_file_create=0 \
 	--rw=randread --bs=4k --iodepth=16 --size=32M --time_based --runtime=2 \
 	--output-format=json --output="$TMP/fio-poll.json" > "$TMP/fio.err" 2>&1 || fail "fio (poll)"
-"$CTL" -s "$sock" stats --json > "$TMP/p2.json"
+ctl stats --json > "$TMP/p2.json"
 python3 - "$TMP/p0.json" "$TMP/p1.json" "$TMP/p2.json" <<'PY' || fail "reactor busy in poll mode"
 import json, sys
 s = [json.load(open(p))["reactors"][0] for p in sys.argv[1:]]

@@ -5,6 +5,7 @@
 # accepts, and nothing else; run again, it replaces the file; with the
 # daemon gone it fails and leaves the last file as it was.  Both units
 # (service and timer) verify.
+# transport-independent: the metrics service writes the admin socket's metrics to a file
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"

@@ -28,18 +28,10 @@
 # hugepages) are skipped with a message.
 . "$(dirname "$0")/lib.sh"
 lib_init
-CTL=$BUILD/nvmefsctl
 command -v qemu-io >/dev/null || { fail "no qemu-io (scripts/deps.sh test installs qemu-utils)"; finish; }
 command -v losetup >/dev/null || skip "no losetup"
 NS=$((64 << 20))
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-EOF
+conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 LOOP=
@@ -53,7 +45,7 @@ cleanup() {
 trap cleanup EXIT
 # fuse counters (stats --json "fuse"): rmw_writes, flushes_sent, punches
 fstat() {
-	"$CTL" -s "$TMP/admin.sock" --json stats | python3 -c '
+	ctl --json stats | python3 -c '
 import json, sys
 f = json.load(sys.stdin)["fuse"]
 k = sys.argv[1]
@@ -228,14 +220,7 @@ NODE_HP=/sys/devices/system/node/node0/hugepages/hugepages-2048kB
 # landing buffers
 FUSE_TRANSPORT=classic
 # two controllers, dma_isolation: one pool per controller per reactor
-DMA_ISOLATION=controller QD=64 conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-[controller nvme1]
-device = sim
-size = 16M
-EOF
+DMA_ISOLATION=controller QD=64 conf_sim nvme0 16M -- nvme1 16M
 daemon_start nvme0n1 nvme1n1 || { fail "start (two controllers)"; finish; }
 daemon_stop
 pools
@@ -243,11 +228,7 @@ n=$(pools | grep -c "buffer pool of $(((16 << 10) + 64 * 4)) KiB on ")
 [ "$n" = 2 ] || fail "dma_isolation, 2 controllers, queue_depth 64: $n pools of 16 MiB + 256 KiB, want 2"
 
 QUEUES=2 CPUS=0,1
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+conf_sim nvme0 16M
 if [ "$HP_OLD" != 0 ] || [ "$(meminfo HugePages_Total)" != 0 ]; then
 	echo "SKIP part: hugepages are reserved already (nr_hugepages $HP_OLD): the 4 KiB case is not checked"
 else
@@ -288,14 +269,7 @@ else
 	# pools of 16 MiB + 256 KiB, each rounded up to 18 MiB: 2 x 9 pages
 	echo $((HP_OLD + 18)) > /proc/sys/vm/nr_hugepages
 	QUEUES=1 CPUS=0
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-[controller nvme1]
-device = sim
-size = 16M
-EOF
+	conf_sim nvme0 16M -- nvme1 16M
 	free0=$(meminfo HugePages_Free)
 	daemon_start nvme0n1 nvme1n1 || { fail "start (isolation, hugepages)"; finish; }
 	free1=$(meminfo HugePages_Free)

@@ -18,15 +18,7 @@ if [ "${FUSE_TRANSPORT:-auto}" != classic ]; then
 	NVMEFS_POOL_MIB=4
 	export NVMEFS_POOL_MIB
 fi
-QD=64 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-exec = thread
-EOF
+QD=64 conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram exec=thread
 daemon_start nvme0n1 || { fail "start"; finish; }
 if fio_deadline 30 --name=deadlock --filename="$MNT/nvme0n1" --ioengine=libaio --direct=1 \
 	--rw=randwrite --bssplit=1k/20:4k/20:16k/20:128k/20:1m/20 --ba=512 --iodepth=256 \

@@ -21,22 +21,15 @@ command -v python3 > /dev/null || skip "python3 is needed to read the JSON"
 command -v taskset > /dev/null || skip "taskset missing (util-linux)"
 ON=/sys/devices/system/cpu/cpu1/online
 [ -w "$ON" ] && [ "$(cat $ON)" = 1 ] || skip "CPU 1 cannot be taken offline here ($ON)"
-CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
 restore_cpu() { echo 1 > "$ON" 2>/dev/null; }
 trap 'restore_cpu; lib_cleanup' EXIT
 stat_of() { # KEY: a counter of stats' "fuse" object
-	$CTL stats --json > "$TMP/s.json" || return 1
+	ctl stats --json > "$TMP/s.json" || return 1
 	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["fuse"][sys.argv[2]])' \
 		"$TMP/s.json" "$1"
 }
 export NVMEFS_POOL_MIB=8
-FUSE_QD=16 conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-backing = ram
-EOF
+FUSE_QD=16 conf_sim nvme0 64M block_size=4096 backing=ram
 possible=$(sed 's/.*-//' /sys/devices/system/cpu/possible)
 [ "$possible" = 1 ] || skip "this test counts on CPUs 0-1 being all the possible ones (got $(cat /sys/devices/system/cpu/possible))"
 

@@ -1,0 +1,98 @@
+#!/bin/sh
+# check.sh - what `make check` runs: every build and every suite of
+# tests/run.sh, in two lanes, so that a machine with two CPUs has both busy:
+#   lane 1: make all; then integration (/dev/fuse), integration-uring, vm
+#   lane 2: once make all is done: unit; the ASan+UBSan build of the unit
+#           tests, unit-san; the ThreadSanitizer build, unit-tsan;
+#           unit-valgrind; the libFuzzer build, fuzz (FUZZ_SECONDS each)
+# The integration suites stay in one lane, one after the other: they share
+# the kernel's FUSE switches, loop devices and hugepages.  No test measures
+# an absolute time or rate, so the other lane's load slows them without
+# failing them.  The vm suite waits for lane 2 to end first
+# (CHECK_VM_ALONE=0: it does not): TCG, QEMU's emulator, wants every CPU.
+# Lane 2's output goes to build/test-logs/lane2.out and is printed when
+# lane 1 is done.  Every stage prints its wall time ("---- stage NAME: N s");
+# a table of them all ends the output, then "N passed, N failed, N skipped"
+# over both lanes; exits 1 if anything failed.
+# CHECK_LANES=1: one lane, the same stages in the order above.  TESTS and
+# the other variables of tests/run.sh pass through.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+J=-j$(nproc)
+LOGDIR=$PWD/build/test-logs
+mkdir -p "$LOGDIR"
+STAGES=$LOGDIR/stages
+export RUN_SUMMARY=$LOGDIR/summary
+OUT2=$LOGDIR/lane2.out
+: > "$STAGES"
+: > "$RUN_SUMMARY"
+: > "$OUT2"
+T0=$(date +%s)
+export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+
+# stage NAME CMD...: run CMD, print and record its wall time and status
+stage() {
+	sg_name=$1
+	shift
+	sg_t0=$(date +%s)
+	echo "---- stage $sg_name: starts at +$((sg_t0 - T0)) s"
+	"$@"
+	sg_rc=$?
+	sg_dt=$(($(date +%s) - sg_t0))
+	echo "---- stage $sg_name: ${sg_dt} s (exit $sg_rc)"
+	echo "$sg_name $sg_dt $sg_rc $((sg_t0 - T0))" >> "$STAGES"
+	return $sg_rc
+}
+
+# build NAME MAKE-ARGS...: a build stage, its output in LOGDIR; a failed
+# build counts as a failed test
+build() {
+	b_name=$1
+	shift
+	stage "$b_name" make $J "$@" > "$LOGDIR/$b_name.out" 2>&1 && return 0
+	tail -n 30 "$LOGDIR/$b_name.out"
+	{ echo "failed: $b_name"; echo "0 passed, 1 failed, 0 skipped"; } >> "$RUN_SUMMARY"
+	return 1
+}
+
+lane2() {
+	stage unit env BUILD=build sh tests/run.sh unit
+	build build-san SAN=1 unit-tests && stage unit-san env BUILD_SAN=build-san sh tests/run.sh unit-san
+	build build-tsan TSAN=1 unit-tests && stage unit-tsan env BUILD_TSAN=build-tsan sh tests/run.sh unit-tsan
+	stage unit-valgrind env BUILD=build sh tests/run.sh unit-valgrind
+	build build-fuzz FUZZ=1 fuzzers && stage fuzz env BUILD_FUZZ=build-fuzz sh tests/run.sh fuzz
+}
+
+echo "check: $(nproc) CPUs, ${CHECK_LANES:-2} lane(s)"
+if ! build build all; then
+	echo "make all failed"
+	exit 1
+fi
+L2=
+if [ "${CHECK_LANES:-2}" = 1 ]; then
+	lane2
+else
+	lane2 > "$OUT2" 2>&1 &
+	L2=$!
+fi
+stage integration env BUILD=build sh tests/run.sh integration
+stage integration-uring env BUILD=build sh tests/run.sh integration-uring
+if [ -n "$L2" ] && [ "${CHECK_VM_ALONE:-1}" = 1 ]; then
+	echo "---- vm: waits for lane 2 to end (the guests want every CPU)"
+	wait "$L2"
+	L2=
+fi
+stage vm env BUILD=build sh tests/run.sh vm
+[ -z "$L2" ] || wait "$L2"
+if [ "${CHECK_LANES:-2}" != 1 ]; then
+	echo "==== lane 2 (from after make all, beside lane 1)"
+	cat "$OUT2"
+fi
+echo "==== stages: start (s from the beginning), wall time (s), exit status"
+sort -n -k4 "$STAGES" | awk '{ printf "%-18s +%-6d %6d s   exit %d\n", $1, $4, $2, $3 }'
+echo "==== total: $(($(date +%s) - T0)) s"
+grep '^failed:' "$RUN_SUMMARY" | tr '\n' ' ' | sed 's/ failed://g; s/ $/\n/'
+sum=$(awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5 }
+	END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' "$RUN_SUMMARY")
+echo "$sum"
+case $sum in *" 0 failed,"*) exit 0 ;; *) exit 1 ;; esac
