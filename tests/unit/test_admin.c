@@ -1612,14 +1612,20 @@ END_TEST
 START_TEST(t_request_deadline_per_request)
 {
 	json_object *o;
+	double t0, t1;
 	int fd;
 
-	ctx.request_timeout = 0.3;
+	/* a gap of 0.4 s inside each request, 2 s allowed for one: a busy
+	 * machine has to hold the test 1.6 s to make a gap too long */
+	ctx.request_timeout = 2.0;
 	start();
 	fd = client();
+	t0 = now();
 	for (int i = 0; i < 6; i++) {
+		double g0 = now();
+
 		send_str(fd, "{\"cmd\":", 7);
-		for (int k = 0; k < 10; k++) {
+		while (now() - g0 < 0.4) {
 			turn();
 			poll(NULL, 0, 5);
 		}
@@ -1627,6 +1633,9 @@ START_TEST(t_request_deadline_per_request)
 		expect_ok(o);
 		json_object_put(o);
 	}
+	t1 = now();
+	/* the connection outlived one request's deadline */
+	ck_assert_msg(t1 - t0 > ctx.request_timeout, "%.2f s in all", t1 - t0);
 	close(fd);
 }
 END_TEST
