@@ -1,7 +1,69 @@
 # fuse-lib.sh - what the FUSE benchmarks share (sourced by bash scripts):
-# mounts, stopping the servers they started, waiting for a mount.
-# The caller keeps PIDS and MOUNTS (arrays of what it started) and reads WHY
-# after a failed wait_mount.
+# their command line, mounts, stopping the servers they started, waiting
+# for a mount.  The caller keeps PIDS and MOUNTS (arrays of what it
+# started; bench_init empties them) and reads WHY after a failed wait_mount.
+
+PIDS=()
+MOUNTS=()
+
+# bench_usage: the "# Usage:" block of the calling script's header, to the
+# header's end
+bench_usage() {
+	sed -n '/^# Usage:/,/^[^#]/p' "$0" | sed '/^[^#]/d; s/^# \{0,1\}//'
+}
+
+# bench_fail MESSAGE: "SCRIPT: MESSAGE" on stderr, exit 2 (a usage error)
+bench_fail() {
+	echo "$(basename "$0" .sh): $*" >&2
+	exit 2
+}
+
+# bench_getopts OWN "$@": the command line of a FUSE benchmark: -o FILE
+# (OUT: also write the report there), -b DIR (BUILDDIR, made absolute), -h
+# (bench_usage, exit 0), and the script's own options, OWN in getopts'
+# spelling, each handed to the script's bench_opt LETTER VALUE (non-zero:
+# a usage error).  No operands.  A bad option: the usage on stderr, exit 2.
+bench_getopts() {
+	local own=$1 opt
+	shift
+	OPTIND=1
+	while getopts "o:b:h$own" opt; do
+		case $opt in
+		o) OUT=$OPTARG ;;
+		b) BUILDDIR=$OPTARG ;;
+		h) bench_usage; exit 0 ;;
+		\?) bench_usage >&2; exit 2 ;;
+		*) bench_opt "$opt" "${OPTARG:-}" || { bench_usage >&2; exit 2; } ;;
+		esac
+	done
+	shift $((OPTIND - 1))
+	[ $# -eq 0 ] || { bench_usage >&2; exit 2; }
+	BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+}
+
+# bench_outdir NAME [DIR]: OUT, the directory for the fio outputs: DIR, or a
+# new /tmp/nvmefs-NAME.XXXXXX
+bench_outdir() {
+	OUT=${2:-$(mktemp -d "/tmp/nvmefs-$1.XXXXXX")}
+	mkdir -p "$OUT" || bench_fail "cannot make $OUT"
+}
+
+# num_ok VALUE: a whole number > 0
+num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
+# check_num NAME VALUE: num_ok, else a usage error naming NAME
+check_num() { num_ok "$2" || bench_fail "$1: a whole number > 0"; }
+# check_mode NAME VALUE: an engine mode, else a usage error
+check_mode() {
+	case $2 in poll | interrupt | hybrid) ;; *) bench_fail "$1: poll, interrupt or hybrid" ;; esac
+}
+# check_among NAME "ALLOWED" VALUES...: every value is one of ALLOWED
+check_among() {
+	local what=$1 allowed=$2 v
+	shift 2
+	for v in "$@"; do
+		case " $allowed " in *" $v "*) ;; *) bench_fail "$what: unknown $v (one of: $allowed)" ;; esac
+	done
+}
 
 is_mounted() { awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/mounts; }
 

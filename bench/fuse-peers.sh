@@ -35,33 +35,24 @@ MODE=hybrid
 TARGETS="ceiling null-epoll nvmefs qsd nbd"
 SIZE=1G
 
-usage() {
-	sed -n '/^# Usage:/,/^# the peers/p' "$0" | sed 's/^# \{0,1\}//'
-}
-
-while getopts "r:o:b:q:m:t:h" opt; do
-	case $opt in
-	r) RUNTIME=$OPTARG ;;
-	o) OUT=$OPTARG ;;
-	b) BUILDDIR=$OPTARG ;;
-	q) QUEUES=$OPTARG ;;
-	m) MODE=$OPTARG ;;
-	t) TARGETS=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
+# bench_getopts and the checks, is_mounted, unmount, stop_pid, stop_all,
+# wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
+bench_opt() { # -r SECONDS, -q QUEUES, -m MODE, -t TARGETS
+	case $1 in
+	r) RUNTIME=$2 ;;
+	q) QUEUES=$2 ;;
+	m) MODE=$2 ;;
+	t) TARGETS=$2 ;;
+	*) return 1 ;;
 	esac
-done
-shift $((OPTIND - 1))
-[ $# -eq 0 ] || { usage >&2; exit 2; }
-case $RUNTIME in '' | *[!0-9]* | 0) echo "fuse-peers: -r: a whole number of seconds > 0" >&2; exit 2 ;; esac
-case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-peers: -m: poll, interrupt or hybrid" >&2; exit 2 ;; esac
-for q in $QUEUES; do
-	case $q in '' | *[!0-9]* | 0) echo "fuse-peers: -q: queue counts >= 1" >&2; exit 2 ;; esac
-done
-for t in $TARGETS; do
-	case $t in ceiling | null-epoll | nvmefs | qsd | nbd) ;; *) echo "fuse-peers: -t: unknown target $t" >&2; exit 2 ;; esac
-done
-BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+}
+bench_getopts "r:q:m:t:" "$@"
+check_num -r "$RUNTIME"
+check_mode -m "$MODE"
+for q in $QUEUES; do check_num -q "$q"; done
+# shellcheck disable=SC2086
+check_among -t "ceiling null-epoll nvmefs qsd nbd" $TARGETS
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 
 # ---- what is there ----
@@ -110,13 +101,8 @@ echo "fuse-peers: $ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP}
 WORK=$(mktemp -d /tmp/fuse-peers.XXXXXX)
 SHM=
 FIOPID=
-PIDS=()
-MOUNTS=()
 RES=$WORK/results.tsv
 : >"$RES"
-
-# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
-. "$ROOT/bench/fuse-lib.sh"
 STOP_SECONDS=5
 
 cleanup() {

@@ -58,33 +58,21 @@ TARGETS=$ALL_TARGETS
 SIZE=1G
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 
-usage() {
-	sed -n '/^# Usage:/,/^# and process/p' "$0" | sed 's/^# \{0,1\}//'
+# bench_getopts and the checks, is_mounted, unmount, stop_pid, stop_all,
+# wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
+bench_opt() { # -t TARGETS
+	TARGETS=$2
 }
-
-while getopts "o:b:t:h" opt; do
-	case $opt in
-	o) OUT=$OPTARG ;;
-	b) BUILDDIR=$OPTARG ;;
-	t) TARGETS=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-shift $((OPTIND - 1))
-[ $# -eq 0 ] || { usage >&2; exit 2; }
-num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
-num_ok "$RUNTIME" || { echo "fuse-transports: RUNTIME: a whole number of seconds > 0" >&2; exit 2; }
-case $RAMP in '' | *[!0-9]*) echo "fuse-transports: RAMP: a whole number of seconds" >&2; exit 2 ;; esac
-num_ok "$ROUNDS" || { echo "fuse-transports: ROUNDS: a whole number > 0" >&2; exit 2; }
-num_ok "$DEPTH" || { echo "fuse-transports: DEPTH: a whole number > 0" >&2; exit 2; }
-num_ok "$QUEUES" || { echo "fuse-transports: QUEUES: a whole number > 0" >&2; exit 2; }
-case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-transports: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
-for t in $TARGETS; do
-	case " $ALL_TARGETS " in *" $t "*) ;;
-	*) echo "fuse-transports: -t: unknown target $t" >&2; exit 2 ;; esac
-done
-BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+bench_getopts "t:" "$@"
+check_num RUNTIME "$RUNTIME"
+case $RAMP in '' | *[!0-9]*) bench_fail "RAMP: a whole number of seconds" ;; esac
+check_num ROUNDS "$ROUNDS"
+check_num DEPTH "$DEPTH"
+check_num QUEUES "$QUEUES"
+check_mode MODE "$MODE"
+# shellcheck disable=SC2086
+check_among -t "$ALL_TARGETS" $TARGETS
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 NULLBIN=$BUILDDIR/tools/fuse-null
 
@@ -131,16 +119,11 @@ echo "fuse-transports: $ROUNDS rounds x $njobs fio jobs x" \
 # ---- bookkeeping, cleanup ----
 WORK=$(mktemp -d /tmp/fuse-transports.XXXXXX)
 FIOPID=
-PIDS=()
-MOUNTS=()
 URING_OLD=
 RES=$WORK/results.tsv
 NOTES=$WORK/notes
 : >"$RES"
 : >"$NOTES"
-
-# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
-. "$ROOT/bench/fuse-lib.sh"
 
 cleanup() {
 	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
