@@ -68,21 +68,16 @@ NVMEFSCTL=${NVMEFSCTL:-$BUILDDIR/nvmefsctl}
 for b in "$NVMEFSD" "$NVMEFSCTL"; do
 	[ -x "$b" ] || { echo "ctrl-isolation: no $b (make)" >&2; exit 1; }
 done
-for t in fio python3 fusermount3; do
-	command -v $t >/dev/null 2>&1 || { echo "ctrl-isolation: $t is missing" >&2; exit 1; }
-done
+bench_need fio python3
 
 nfaults=$(echo "$FAULTS" | wc -w)
 est=$((nfaults * (ROUNDS * 2 * (RUNTIME + 8) + 20)))
-echo "ctrl-isolation: $nfaults faults x $ROUNDS rounds x (baseline + fault) x" \
-	"${RUNTIME} s: about $est s ($(((est + 59) / 60)) min)" >&2
+bench_estimate $est "$nfaults faults x $ROUNDS rounds x (baseline + fault) x ${RUNTIME} s"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/ctrl-isolation.XXXXXX)
+bench_work
 LOADPID=
 HANGLOOP=
-RES=$WORK/results.tsv
-: >"$RES"
 
 cleanup() {
 	[ -n "$HANGLOOP" ] && kill "$HANGLOOP" 2>/dev/null

@@ -48,6 +48,75 @@ bench_outdir() {
 	mkdir -p "$OUT" || bench_fail "cannot make $OUT"
 }
 
+# bench_need TOOL...: each TOOL, fusermount3 and /dev/fuse are there, or
+# say what is missing and exit 1
+bench_need() {
+	local t me
+	me=$(basename "$0" .sh)
+	for t in "$@"; do
+		command -v "$t" >/dev/null 2>&1 ||
+			{ echo "$me: $t is missing (scripts/deps.sh bench installs it)" >&2; exit 1; }
+	done
+	command -v fusermount3 >/dev/null 2>&1 || { echo "$me: fusermount3 is missing (package fuse3)" >&2; exit 1; }
+	[ -e /dev/fuse ] || { echo "$me: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+}
+
+# bench_work: WORK, a scratch directory (the caller's cleanup removes it),
+# and RES, an empty results file in it
+bench_work() {
+	WORK=$(mktemp -d "/tmp/$(basename "$0" .sh).XXXXXX")
+	RES=$WORK/results.tsv
+	: >"$RES"
+}
+
+# bench_estimate SECONDS WHAT: how long the run will take, on stderr
+bench_estimate() {
+	echo "$(basename "$0" .sh): $2: about $1 s ($((($1 + 59) / 60)) min)" >&2
+}
+
+# fio_job PREFIX FILE NAME ENGINE RW BS QD JOBS [CPUS]: one fio run of
+# RUNTIME s after RAMP s on FILE (direct, group_reporting, latency
+# percentiles, fio's cpus_allowed CPUS if given), in the background
+# (FIOPID, so that a signal ends the run at once: the caller's cleanup
+# stops it).  Appends one line to RES: PREFIX (tab-separated fields), NAME,
+# then IOPS, MiB/s, mean and p99 latency in us; or NA and why.
+fio_job() {
+	local prefix=$1 file=$2 name=$3 eng=$4 rw=$5 bs=$6 qd=$7 nj=$8 cpus=${9:-} rc
+	local json=$WORK/fio.json err=$WORK/fio.err
+	fio --name="${name// /_}" --filename="$file" --ioengine="$eng" --direct=1 \
+		${cpus:+--cpus_allowed="$cpus"} \
+		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
+		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
+		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
+	FIOPID=$!
+	wait $FIOPID
+	rc=$?
+	FIOPID=
+	if [ $rc -ne 0 ]; then
+		echo "${prefix//$'\t'/ }: $name: fio failed" >&2
+		logtail "$err"
+		printf '%s\t%s\tNA\tfio failed\n' "$prefix" "$name" >>"$RES"
+		return
+	fi
+	python3 - "$json" "$prefix" "$name" >>"$RES" <<-'EOF' ||
+	import json, sys
+	path, prefix, name = sys.argv[1:4]
+	with open(path) as f:
+	    text = f.read()
+	# fio may print notes before the JSON object
+	job = json.loads(text[text.index('{'):])['jobs'][0]
+	errs = job.get('error', 0)
+	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
+	if errs or d['io_bytes'] == 0:
+	    print(f"{prefix}\t{name}\tNA\tfio error {errs}")
+	else:
+	    p99 = d['lat_ns'].get('percentile', {}).get('99.000000', 0)
+	    print(f"{prefix}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
+	          f"{d['lat_ns']['mean'] / 1000:.1f}\t{p99 / 1000:.1f}")
+	EOF
+		printf '%s\t%s\tNA\tunreadable fio output\n' "$prefix" "$name" >>"$RES"
+}
+
 # num_ok VALUE: a whole number > 0
 num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
 # check_num NAME VALUE: num_ok, else a usage error naming NAME

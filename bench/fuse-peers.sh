@@ -57,11 +57,7 @@ NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 
 # ---- what is there ----
 have() { command -v "$1" >/dev/null 2>&1; }
-for t in fio python3; do
-	have $t || { echo "fuse-peers: $t is missing (scripts/deps.sh test installs it)" >&2; exit 1; }
-done
-have fusermount3 || { echo "fuse-peers: fusermount3 is missing (package fuse3)" >&2; exit 1; }
-[ -e /dev/fuse ] || { echo "fuse-peers: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+bench_need fio python3
 
 # name|rw|bs|iodepth|numjobs
 JOBS=(
@@ -94,15 +90,12 @@ done
 
 ntargets=$(echo "$LIST" | wc -w)
 est=$((ntargets * ${#JOBS[@]} * (RUNTIME + RAMP + 1) + ntargets * 3))
-echo "fuse-peers: $ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP} s ramp):" \
-	"about $est s ($(( (est + 59) / 60 )) min)"
+bench_estimate $est "$ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP} s ramp)"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/fuse-peers.XXXXXX)
+bench_work
 SHM=
 FIOPID=
-RES=$WORK/results.tsv
-: >"$RES"
 STOP_SECONDS=5
 
 cleanup() {
@@ -208,40 +201,9 @@ start_nbd() {
 
 # run_job TARGET "name|rw|bs|qd|jobs": one fio run, one result line
 run_job() {
-	local t=$1 name rw bs qd nj rc json=$WORK/fio.json err=$WORK/fio.err
+	local name rw bs qd nj
 	IFS='|' read -r name rw bs qd nj <<<"$2"
-	# in the background, so that a signal ends the run at once (see cleanup)
-	fio --name="${name// /_}" --filename="$FILE" --ioengine=libaio --direct=1 \
-		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
-		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
-		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
-	FIOPID=$!
-	wait $FIOPID
-	rc=$?
-	FIOPID=
-	if [ $rc -ne 0 ]; then
-		echo "$t: $name: fio failed" >&2
-		logtail "$err"
-		printf '%s\t%s\tNA\tfio failed\n' "$t" "$name" >>"$RES"
-		return
-	fi
-	python3 - "$json" "$t" "$name" >>"$RES" <<-'EOF' || printf '%s\t%s\tNA\tunreadable fio output\n' "$t" "$name" >>"$RES"
-	import json, sys
-	path, target, name = sys.argv[1:4]
-	with open(path) as f:
-	    text = f.read()
-	# fio may print notes before the JSON object
-	job = json.loads(text[text.index('{'):])['jobs'][0]
-	errs = job.get('error', 0)
-	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
-	if errs or d['io_bytes'] == 0:
-	    print(f"{target}\t{name}\tNA\tfio error {errs}")
-	else:
-	    lat = d['lat_ns']
-	    p99 = lat.get('percentile', {}).get('99.000000', 0) / 1000
-	    print(f"{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
-	          f"{lat['mean'] / 1000:.1f}\t{p99:.1f}")
-	EOF
+	fio_job "$1" "$FILE" "$name" libaio "$rw" "$bs" "$qd" "$nj"
 }
 
 # ---- the run ----

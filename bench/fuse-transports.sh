@@ -77,12 +77,7 @@ NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 NULLBIN=$BUILDDIR/tools/fuse-null
 
 # ---- what is there ----
-have() { command -v "$1" >/dev/null 2>&1; }
-for t in fio python3; do
-	have $t || { echo "fuse-transports: $t is missing (scripts/deps.sh test installs it)" >&2; exit 1; }
-done
-have fusermount3 || { echo "fuse-transports: fusermount3 is missing (package fuse3)" >&2; exit 1; }
-[ -e /dev/fuse ] || { echo "fuse-transports: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+bench_need fio python3
 
 # name|ioengine|rw|bs|iodepth|numjobs[|cpus] (the metric follows from the
 # name: QD1 latency, 1M MiB/s, else IOPS; cpus: fio's cpus_allowed).  QD1
@@ -113,16 +108,13 @@ jobs_of() {
 njobs=0
 for t in $TARGETS; do njobs=$((njobs + $(jobs_of "$t" | wc -l))); done
 est=$((ROUNDS * (njobs * (RUNTIME + RAMP + 1) + $(echo "$TARGETS" | wc -w) * 3)))
-echo "fuse-transports: $ROUNDS rounds x $njobs fio jobs x" \
-	"(${RUNTIME} s + ${RAMP} s ramp): about $est s ($(( (est + 59) / 60 )) min)" >&2
+bench_estimate $est "$ROUNDS rounds x $njobs fio jobs x (${RUNTIME} s + ${RAMP} s ramp)"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/fuse-transports.XXXXXX)
+bench_work
 FIOPID=
 URING_OLD=
-RES=$WORK/results.tsv
 NOTES=$WORK/notes
-: >"$RES"
 : >"$NOTES"
 
 cleanup() {
@@ -226,40 +218,9 @@ check_uring() { # LOG
 
 # run_job ROUND TARGET "name|engine|rw|bs|qd|jobs": one fio run, one line
 run_job() {
-	local round=$1 t=$2 name eng rw bs qd nj cpus rc json=$WORK/fio.json err=$WORK/fio.err
+	local name eng rw bs qd nj cpus
 	IFS='|' read -r name eng rw bs qd nj cpus <<<"$3"
-	# in the background, so that a signal ends the run at once (see cleanup)
-	fio --name="${name// /_}" --filename="$FILE" --ioengine="$eng" --direct=1 \
-		${cpus:+--cpus_allowed="$cpus"} \
-		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
-		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
-		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
-	FIOPID=$!
-	wait $FIOPID
-	rc=$?
-	FIOPID=
-	if [ $rc -ne 0 ]; then
-		echo "$t: $name: fio failed" >&2
-		logtail "$err"
-		printf '%s\t%s\t%s\tNA\tfio failed\n' "$round" "$t" "$name" >>"$RES"
-		return
-	fi
-	python3 - "$json" "$round" "$t" "$name" >>"$RES" <<-'EOF' || printf '%s\t%s\t%s\tNA\tunreadable fio output\n' "$round" "$t" "$name" >>"$RES"
-	import json, sys
-	path, rnd, target, name = sys.argv[1:5]
-	with open(path) as f:
-	    text = f.read()
-	# fio may print notes before the JSON object
-	job = json.loads(text[text.index('{'):])['jobs'][0]
-	errs = job.get('error', 0)
-	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
-	if errs or d['io_bytes'] == 0:
-	    print(f"{rnd}\t{target}\t{name}\tNA\tfio error {errs}")
-	else:
-	    p99 = d['lat_ns'].get('percentile', {}).get('99.000000', 0)
-	    print(f"{rnd}\t{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
-	          f"{d['lat_ns']['mean'] / 1000:.1f}\t{p99 / 1000:.1f}")
-	EOF
+	fio_job "$1"$'\t'"$2" "$FILE" "$name" "$eng" "$rw" "$bs" "$qd" "$nj" "$cpus"
 }
 
 unavailable() { # ROUND TARGET WHY
