@@ -36,6 +36,8 @@ struct rig_opts {
 	/* each controller's engine options (name and io_queues are filled in) */
 	struct nvme_ctrl_opts ctrl[RIG_MAX_CTRLS];
 	enum nvme_poll_mode mode;
+	bool pin;          /* reactor r on CPU r, NUMA-aware (else on no CPU) */
+	unsigned first_id; /* reactor r's id is first_id + r */
 	size_t pool_bytes; /* per reactor (per controller with dma_isolation), 0: 8 MiB */
 	bool dma_isolation; /* a pool per controller (nvme_reactor_opts) */
 	bool start;        /* start the reactor threads (else the test drives them) */

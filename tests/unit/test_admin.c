@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 #include "daemon/admin_priv.h"
@@ -52,8 +53,10 @@ static char ns_path[160];
 static struct admin_ctx ctx;
 static struct admin *adm;
 
-static struct nvme_bus *removed_bus; /* a test released the controller's bus */
-static bool reactor_running;         /* a test started the reactor thread */
+/* the engine (tests/support/rig.h): sim, ctrl, reactor and qpair are its
+ * parts; a test that starts the reactor does it with rig_start, one that
+ * releases the controller's bus keeps it in g.kept[0] */
+static struct rig g;
 
 /* extra: more [daemon] lines, "" for none */
 static void make_cfg_with(const char *extra)
@@ -93,15 +96,13 @@ static void use_daemon_lines(const char *extra)
 
 static void setup(void)
 {
-	struct sim_opts so = {.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
-	struct nvme_ctrl_opts co = {.name = "nvme0",
-	                            .io_queues = 1,
-	                            .queue_depth = 64,
-	                            .cq_budget = 16,
-	                            .io_timeout_ms = 5000};
-	/* small: below the 2 MiB at which the engine tries hugepages */
-	struct nvme_reactor_opts ro = {
-	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 1u << 20};
+	/* a pool below the 2 MiB at which the engine tries hugepages */
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .pool_bytes = 1u << 20};
+
+	o.sim[0] = (struct sim_opts){.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
+	o.sim[0].ns[0] =
+	    (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	o.ctrl[0] = (struct nvme_ctrl_opts){.queue_depth = 64, .cq_budget = 16, .io_timeout_ms = 5000};
 
 	/* DMA memory is pinned: lift the memlock limit where we may (root) */
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){RLIM_INFINITY, RLIM_INFINITY});
@@ -112,11 +113,11 @@ static void setup(void)
 	loop = ev_loop_new(EVFLAG_AUTO);
 	ck_assert_ptr_nonnull(loop);
 
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
-	ck_assert_int_eq(sim_create(&so, &sim), 0);
-	ck_assert_int_eq(nvme_ctrl_open(sim_bus(sim), &co, &ctrl), 0);
-	ck_assert_int_eq(nvme_reactor_create(&ro, &reactor), 0);
-	ck_assert_int_eq(nvme_qpair_create(ctrl, reactor, 1, &qpair), 0);
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	sim = g.sim[0];
+	ctrl = g.c[0];
+	reactor = g.r[0];
+	qpair = g.qp[0][0];
 	ctrls[0] = ctrl;
 	reactors[0] = reactor;
 	qpairs[0] = qpair;
@@ -150,17 +151,7 @@ static void setup(void)
 static void teardown(void)
 {
 	admin_stop(adm);
-	if (reactor_running) {
-		nvme_reactor_stop(reactor);
-		nvme_reactor_join(reactor);
-		reactor_running = false;
-	}
-	nvme_qpair_destroy(qpair);
-	nvme_reactor_destroy(reactor);
-	nvme_ctrl_close(ctrl); /* owns the sim's bus, and so the sim, unless removed */
-	if (removed_bus)
-		removed_bus->ops->close(removed_bus);
-	removed_bus = NULL;
+	rig_close(&g); /* the controller owns the sim's bus, unless released */
 	ev_loop_destroy(loop);
 	cfg_free(cfg);
 	unlink(sock_path);
@@ -1127,8 +1118,7 @@ START_TEST(t_inject_events)
 	start();
 	/* a namespace change posts a call to the qpair's reactor (emptying its
 	 * namespace cache), as in the daemon, whose reactors all run */
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
 	        "\"warning\":\"temperature\"}");
 	expect_ok(o);
@@ -1232,11 +1222,10 @@ START_TEST(t_inject_dead)
 
 	start();
 	/* removal runs a step on the qpair's reactor: let it run */
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
 	ck_assert_ptr_eq(bus, sim_bus(sim));
-	removed_bus = bus;
+	g.kept[0] = bus;
 	o = ask("{\"cmd\":\"status\"}");
 	ck_assert_str_eq(json_object_get_string(
 	                     get(json_object_array_get_idx(get(o, "controllers"), 0), "state")),
@@ -2147,10 +2136,9 @@ START_TEST(t_health_error)
 		usleep(1000);
 		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
 	}
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
-	removed_bus = bus;
+	g.kept[0] = bus;
 	health_refresh(admin_health(adm), 0);
 	while (!hc->failures) {
 		turn();
