@@ -30,17 +30,29 @@ OUT2=$LOGDIR/lane2.out
 T0=$(date +%s)
 export FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 
-# stage NAME CMD...: run CMD, print and record its wall time and status
+# cpu_of FILE: the children's CPU seconds (user + system) in what the
+# shell's times printed into FILE
+cpu_of() {
+	sed -n 2p "$1" | awk '{ gsub(/s/, ""); split($1, u, "m"); split($2, s, "m")
+		printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+}
+
+# stage NAME CMD...: run CMD, print and record its wall time, the CPU time
+# it took (all its processes; CPU / wall: how many CPUs it kept busy) and
+# its exit status
 stage() {
 	sg_name=$1
 	shift
 	sg_t0=$(date +%s)
 	echo "---- stage $sg_name: starts at +$((sg_t0 - T0)) s"
+	times > "$LOGDIR/times.$sg_name.0"
 	"$@"
 	sg_rc=$?
+	times > "$LOGDIR/times.$sg_name.1"
 	sg_dt=$(($(date +%s) - sg_t0))
-	echo "---- stage $sg_name: ${sg_dt} s (exit $sg_rc)"
-	echo "$sg_name $sg_dt $sg_rc $((sg_t0 - T0))" >> "$STAGES"
+	sg_cpu=$(($(cpu_of "$LOGDIR/times.$sg_name.1") - $(cpu_of "$LOGDIR/times.$sg_name.0")))
+	echo "---- stage $sg_name: ${sg_dt} s, CPU ${sg_cpu} s (exit $sg_rc)"
+	echo "$sg_name $sg_dt $sg_rc $((sg_t0 - T0)) $sg_cpu" >> "$STAGES"
 	return $sg_rc
 }
 
@@ -88,8 +100,9 @@ if [ "${CHECK_LANES:-2}" != 1 ]; then
 	echo "==== lane 2 (from after make all, beside lane 1)"
 	cat "$OUT2"
 fi
-echo "==== stages: start (s from the beginning), wall time (s), exit status"
-sort -n -k4 "$STAGES" | awk '{ printf "%-18s +%-6d %6d s   exit %d\n", $1, $4, $2, $3 }'
+echo "==== stages: start (s from the beginning), wall time, CPU time of its processes, exit status"
+sort -n -k4 "$STAGES" | awk '{ printf "%-18s +%-6d %6d s  CPU %6d s  exit %d\n", $1, $4, $2, $5, $3 }'
+rm -f "$LOGDIR"/times.*
 echo "==== total: $(($(date +%s) - T0)) s"
 grep '^failed:' "$RUN_SUMMARY" | tr '\n' ' ' | sed 's/ failed://g; s/ $/\n/'
 sum=$(awk '/^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { p += $1; f += $3; s += $5 }

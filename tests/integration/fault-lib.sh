@@ -21,7 +21,6 @@
 #                          fio_running: the moment to inject a fault
 #   fio_err_spent          fail unless fio's error is 0, or EIO with
 #                          failed_after_retries > 0
-#   completed              requests the engine completed (stats --json)
 #   fio_wait               wait for it; FIO_ERR = fio's error (0, 5 = EIO, ...);
 #                          fails on any verify mismatch whatever the error,
 #                          and on any completion of another byte count than
@@ -96,16 +95,10 @@ sim_offloaded() {
 	echo "${so:-none}"
 }
 
-# completed: requests the engine completed, all controllers
-completed() {
-	ctl stats --json | json 'd["totals"]["completed"]'
-}
-
 # fio_running: wait until fio_start's fio has had 64 requests completed
 # (a fault injected then finds its I/O in flight); fails after 30 s
 fio_running() {
-	wait_until 30 eval '[ "$(completed)" -ge $((FIO_C0 + 64)) ]' ||
-		fail "fio completed no I/O within 30 s ($(completed) requests, $FIO_C0 before it)"
+	wait_io "$FIO_C0" 64
 }
 
 # fault_fio SECS: the baseline dd + cmp, the probes, then fio_start SECS

@@ -16,6 +16,8 @@
 #                                $MNT/NAME exists (10 s), or fail
 #   daemon_stop                  SIGTERM, wait; DAEMON_RC is its exit status
 #   daemon_stop_ok [WHAT]        daemon_stop, and fail unless it exited 0
+#   completed                    requests the engine completed so far
+#   wait_io FROM N               until N more than FROM completed (30 s)
 #   ctl ARGS...                  $C (nvmefsctl) on the daemon's admin socket,
 #                                ended after CTL_TIMEOUT (60) seconds
 #   json [FILE] EXPR             print a Python expression over the JSON d
@@ -341,6 +343,19 @@ loop_file() {
 		skip "no loop device: $(cat "$TMP/losetup.err")"
 	[ "$(blockdev --getsize64 "$LOOP_DEV")" = "$1" ] || { fail "loop size"; finish; }
 	[ "$(blockdev --getss "$LOOP_DEV")" = "$2" ] || { fail "loop sector size"; finish; }
+}
+
+# completed: requests the engine completed so far, all controllers
+completed() {
+	ctl stats --json | json 'd["totals"]["completed"]'
+}
+
+# wait_io FROM N: wait until the engine has completed N requests more than
+# FROM (an earlier completed): I/O is under way; fails after 30 s
+wait_io() {
+	wait_until 30 eval "[ \"\$(completed)\" -ge $(($1 + $2)) ]" && return 0
+	fail "no I/O under way within 30 s ($(completed) requests completed, $1 before)"
+	return 1
 }
 
 daemon_stop_ok() {
