@@ -269,12 +269,13 @@ START_TEST(t_slow_device)
 	struct rig g;
 	struct rec_opts o = {.mode = NVME_MODE_POLL,
 	                     .reactors = 1,
-	                     .timeout_ms = 200,
+	                     .timeout_ms = 1000,
 	                     .retries = 2,
 	                     .threaded = true};
 	rig_open_rec(&g, &o);
 	put_pattern(&g, 0, 600, 4096, 55);
-	/* slow but in time */
+	/* slow but in time (a tenth of the timeout: a busy machine's
+	 * scheduling delays fit in the rest) */
 	sim_fault_delay(g.sim[0], 100000);
 	check_pattern(&g, 0, 600, 4096, 55);
 	struct nvme_ctrl_rstats rs;
@@ -282,12 +283,12 @@ START_TEST(t_slow_device)
 	ck_assert_uint_eq(rs.timeouts, 0);
 	/* too slow, cured by the reset */
 	nvme_ctrl_set_event_cb(g.c[0], slow_cured, &g);
-	sim_fault_delay(g.sim[0], 1000000);
+	sim_fault_delay(g.sim[0], 5000000);
 	struct io io;
 	uint64_t t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
 	ck_assert_int_eq(io_wait(&io), 0);
-	printf("slow device (1 s per command, timeout 200 ms), fast after a reset: caller saw "
+	printf("slow device (5 s per command, timeout 1 s), fast after a reset: caller saw "
 	       "success after %llu ms\n",
 	       (unsigned long long)((io.done_ns - t0) / 1000000));
 	uint8_t want[4096];
@@ -296,7 +297,7 @@ START_TEST(t_slow_device)
 	WAIT_FOR(nvme_ctrl_state(g.c[0]) == NVME_CTRL_LIVE);
 	/* too slow for good: every try times out */
 	nvme_ctrl_set_event_cb(g.c[0], rig_state_cb, g.ev[0]);
-	sim_fault_delay(g.sim[0], 1000000);
+	sim_fault_delay(g.sim[0], 5000000);
 	t0 = nvme_now_ns();
 	io_start(&g, &io, 0, false, 600, 4096, g.buf[0][0]);
 	ck_assert_int_eq(io_wait(&io), -EIO);
