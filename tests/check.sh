@@ -56,12 +56,19 @@ stage() {
 	return $sg_rc
 }
 
+# quiet LOG CMD...: CMD with its output in LOG
+quiet() {
+	q_log=$1
+	shift
+	"$@" > "$q_log" 2>&1
+}
+
 # build NAME MAKE-ARGS...: a build stage, its output in LOGDIR; a failed
 # build counts as a failed test
 build() {
 	b_name=$1
 	shift
-	stage "$b_name" make $J "$@" > "$LOGDIR/$b_name.out" 2>&1 && return 0
+	stage "$b_name" quiet "$LOGDIR/$b_name.out" make $J "$@" && return 0
 	tail -n 30 "$LOGDIR/$b_name.out"
 	{ echo "failed: $b_name"; echo "0 passed, 1 failed, 0 skipped"; } >> "$RUN_SUMMARY"
 	return 1
