@@ -52,6 +52,9 @@ want() { [ -z "${TESTS:-}" ] || echo "$1" | grep -Eq "$TESTS"; }
 # summary at the end (the end of a long run's output is what gets read)
 WHY=$(mktemp /tmp/nvmefs-why.XXXXXX)
 trap 'rm -f "$WHY"' EXIT
+# a run ended by a signal runs the EXIT trap too (it puts enable_uring back)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 why() {
 	echo "$1 ($2):" >> "$WHY"
 	grep -E '^FAIL|^timed out after|:[FE]:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|^SUMMARY: ' "$3" | head -n 3 | cut -c 1-300 | sed 's/^/    /' >> "$WHY"
