@@ -13,7 +13,7 @@
 #   sim_section ARGS...          print those sections (as conf_sim takes
 #                                them), for a config written by hand
 #   daemon_start NAME...         start nvmefsd -f -c CONF, wait until every
-#                                $MNT/NAME exists (10 s), or fail
+#                                $MNT/NAME exists (30 s), or fail
 #   daemon_stop                  SIGTERM, wait; DAEMON_RC is its exit status
 #   daemon_stop_ok [WHAT]        daemon_stop, and fail unless it exited 0
 #   completed                    requests the engine completed so far
@@ -251,8 +251,8 @@ daemon_start() {
 	ds_audit=$(grep -c "audit: on" "$LOG")
 	"$D" -f -c "$CONF" >> "$LOG" 2>&1 &
 	DPID=$!
-	i=0
-	while [ $i -lt 100 ]; do
+	ds_end=$(($(date +%s) + 30))
+	while [ "$(date +%s)" -lt $ds_end ]; do
 		ok=1
 		# the mount, not a file left in the bare directory
 		fuse_mounted || ok=0
@@ -268,9 +268,8 @@ daemon_start() {
 			return 1
 		fi
 		sleep 0.1
-		i=$((i + 1))
 	done
-	echo "namespace files $* did not appear within 10 s:"
+	echo "namespace files $* did not appear within 30 s:"
 	tail -n 20 "$LOG"
 	return 1
 }

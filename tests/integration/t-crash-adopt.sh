@@ -96,12 +96,8 @@ tail -n +"$l0" "$LOG" | sed '/exited 0/q' | grep -q "dropped fuse (fd [0-9]*): F
 	fail "SIGTERM: fuse not removed from the store"
 conn2=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
 # (the kernel ends a lazily unmounted connection a moment after its last
-# fd closed: allow it 5 s)
-i=0
-while [ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] && [ $i -lt 50 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
+# fd closed: allow it 30 s)
+wait_until 30 eval '[ ! -d /sys/fs/fuse/connections/"$conn" ] || [ "$conn" = "$conn2" ]'
 [ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] &&
 	fail "SIGTERM: connection $conn still lives: $(mnt_state)"
 echo "SIGTERM: connection $conn ended, the next start mounted connection $conn2"
