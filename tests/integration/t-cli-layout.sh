@@ -10,6 +10,7 @@
 #     each report, NAMEs choose the namespaces (in that order), an unknown
 #     NAME is an error;
 #   - queues in hybrid mode says the queues have no interrupt vector.
+# transport-independent: nvmefsctl's tables over the admin socket
 . "$(dirname "$0")/lib.sh"
 lib_init
 CTL=$BUILD/nvmefsctl
