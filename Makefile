@@ -173,7 +173,7 @@ check: deps
 	$(MAKE) TSAN=1 all
 	BUILD=$(B) sh tests/run.sh unit integration
 else
-# tests/check.sh: the builds and suites in two lanes (its header says which)
+# tests/check.sh: the builds and suites in three lanes (its header says which)
 check: deps
 	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/check.sh
 endif
