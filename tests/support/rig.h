@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nvme.h"
 #include "sim.h"
@@ -101,5 +102,16 @@ int rig_attach(struct rig *g, unsigned c);
 
 uint64_t rig_now_ms(void);
 void rig_sleep_ms(unsigned ms);
+
+/* For programs outside check (the helpers): a condition that does not hold
+ * prints "FAIL: " and the message, and counts in the int lvalue fails. */
+#define RIG_CHECK(fails, cond, ...)               \
+	do {                                      \
+		if (!(cond)) {                    \
+			printf("FAIL: " __VA_ARGS__); \
+			printf("\n");             \
+			(fails)++;                \
+		}                                 \
+	} while (0)
 
 #endif
