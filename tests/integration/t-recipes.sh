@@ -217,29 +217,6 @@ daemon_stop
 pools() { sed -n '/^--- start/h; /^--- start/!H; ${x; p}' "$LOG" | grep 'dma: buffer pool of'; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 NODE_HP=/sys/devices/system/node/node0/hugepages/hugepages-2048kB
-# the pools' size without io_uring's entries: over /dev/fuse a reactor's
-# pool is 32 MiB for requests and fuse_queue_depth (16) x 1 MiB for its
-# landing buffers
-FUSE_TRANSPORT=classic
-# two controllers, dma_isolation: one pool per controller per reactor
-DMA_ISOLATION=controller QD=64 conf_sim nvme0 16M -- nvme1 16M
-daemon_start nvme0n1 nvme1n1 || { fail "start (two controllers)"; finish; }
-daemon_stop
-pools
-n=$(pools | grep -c "buffer pool of $(((16 << 10) + 64 * 4)) KiB on ")
-[ "$n" = 2 ] || fail "dma_isolation, 2 controllers, queue_depth 64: $n pools of 16 MiB + 256 KiB, want 2"
-
-QUEUES=2 CPUS=0,1
-conf_sim nvme0 16M
-if [ "$HP_OLD" != 0 ] || [ "$(meminfo HugePages_Total)" != 0 ]; then
-	echo "SKIP part: hugepages are reserved already (nr_hugepages $HP_OLD): the 4 KiB case is not checked"
-else
-	daemon_start nvme0n1 || { fail "start (no hugepages)"; finish; }
-	daemon_stop
-	pools
-	[ "$(pools | grep -c 'buffer pool of 48 MiB on .*: 4 KiB pages (not enough free 2 MiB hugepages)')" = 2 ] ||
-		fail "without hugepages: want two 48 MiB pools on 4 KiB pages"
-fi
 # hp_run NAMES...: the daemon started with NAMES and stopped again;
 # HP_USED is the hugepages it held (its own HugetlbPages), HP_BACK what
 # HugePages_Free got back at its stop, HP_OTHERS what other processes took
@@ -264,6 +241,33 @@ hp_alone() { # WHAT
 	echo "SKIP part: $1: other processes took or gave back hugepages meanwhile ($HP_OTHERS, $HP_BACK back of $HP_USED): not judged"
 	return 1
 }
+# the pools' size without io_uring's entries: over /dev/fuse a reactor's
+# pool is 32 MiB for requests and fuse_queue_depth (16) x 1 MiB for its
+# landing buffers
+FUSE_TRANSPORT=classic
+# two controllers, dma_isolation: one pool per controller per reactor
+# (16 MiB + 256 KiB each; rounded up to 18 MiB where another process has
+# reserved hugepages meanwhile)
+DMA_ISOLATION=controller QD=64 conf_sim nvme0 16M -- nvme1 16M
+daemon_start nvme0n1 nvme1n1 || { fail "start (two controllers)"; finish; }
+daemon_stop
+pools
+n=$(pools | grep -Ec "buffer pool of ($(((16 << 10) + 64 * 4)) KiB on .*: 4 KiB pages|18 MiB on .*: 9 2 MiB hugepages)")
+[ "$n" = 2 ] || fail "dma_isolation, 2 controllers, queue_depth 64: $n pools of 16 MiB + 256 KiB, want 2"
+
+QUEUES=2 CPUS=0,1
+conf_sim nvme0 16M
+if [ "$HP_OLD" != 0 ] || [ "$(meminfo HugePages_Total)" != 0 ]; then
+	echo "SKIP part: hugepages are reserved already (nr_hugepages $HP_OLD): the 4 KiB case is not checked"
+else
+	hp_run nvme0n1
+	if [ "$HP_USED" != 0 ]; then
+		echo "SKIP part: another process reserved hugepages meanwhile: the 4 KiB case is not judged"
+	else
+		[ "$(pools | grep -c 'buffer pool of 48 MiB on .*: 4 KiB pages (not enough free 2 MiB hugepages)')" = 2 ] ||
+			fail "without hugepages: want two 48 MiB pools on 4 KiB pages"
+	fi
+fi
 # two reactors of one 48 MiB pool each: 2 x 24 pages
 WANT=48
 echo $((HP_OLD + WANT)) > /proc/sys/vm/nr_hugepages 2>/dev/null
