@@ -1,15 +1,17 @@
 #!/bin/sh
 # check.sh - what `make check` runs: every build and every suite of
 # tests/run.sh, in three lanes at once after `make all`:
-#   lane 1: integration (/dev/fuse), integration-uring, then vm
+#   lane 1: integration-both (/dev/fuse), integration-uring, then vm
 #   lane 2: the ASan+UBSan build of the unit tests, unit-san; unit-valgrind
 #   lane 3: the ThreadSanitizer build, unit-tsan; the libFuzzer build, fuzz
-#           (FUZZ_SECONDS each); unit
+#           (FUZZ_SECONDS each); unit; integration-once (the
+#           transport-independent integration tests, on /dev/fuse)
 # The suites wait much of their time (for timeouts, for fio's rate, for a
 # device's delay: test_recovery uses a fifth of a CPU), so three lanes keep
 # two CPUs busy.  The integration suites stay in one lane, one after the
-# other: they share the kernel's FUSE switches, loop devices and CPU 1
-# (t-uring-cpus takes it offline for a moment).  No test measures an
+# other: they share the kernel's FUSE switches, fusectl and CPU 1
+# (t-uring-cpus takes it offline for a moment); the transport-independent
+# tests touch none of these.  No test measures an
 # absolute time or rate, and a test that meets a global resource another
 # lane holds (hugepages: t-recipes) says it could not judge instead of
 # failing, so the other lanes slow lane 1 without failing it.  The vm suite
@@ -87,6 +89,7 @@ lane3() {
 	build build-tsan TSAN=1 unit-tests && stage unit-tsan env BUILD_TSAN=build-tsan sh tests/run.sh unit-tsan
 	build build-fuzz FUZZ=1 fuzzers && stage fuzz env BUILD_FUZZ=build-fuzz sh tests/run.sh fuzz
 	stage unit env BUILD=build sh tests/run.sh unit
+	stage integration-once env BUILD=build sh tests/run.sh integration-once
 }
 
 LANES=${CHECK_LANES:-3}
@@ -102,7 +105,7 @@ else
 	lane3 > "$LOGDIR/lane3.out" 2>&1 &
 	BG="$BG $!"
 fi
-stage integration env BUILD=build sh tests/run.sh integration
+stage integration-both env BUILD=build sh tests/run.sh integration-both
 stage integration-uring env BUILD=build sh tests/run.sh integration-uring
 if [ -n "$BG" ] && [ "${CHECK_VM_ALONE:-1}" = 1 ]; then
 	echo "---- vm: waits for lanes 2 and 3 to end (the guests want every CPU) at +$(($(date +%s) - T0)) s"

@@ -9,6 +9,9 @@
 #                each, on a scratch copy of tests/fuzz/corpus/NAME
 #   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim),
 #                the daemon on the /dev/fuse transport (FUSE_TRANSPORT=classic)
+#   integration-both, integration-once  the same split in two: the scripts
+#                integration-uring runs again, and the transport-independent
+#                ones (tests/check.sh runs the two in different lanes)
 #   integration-uring  the same on FUSE over io_uring: fuse's enable_uring
 #                parameter is set to Y for the run and restored after; skipped
 #                when the kernel has no such parameter or we are not root.  A
@@ -178,9 +181,18 @@ for suite in "$@"; do
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;
-	integration)
+	integration | integration-both | integration-once)
 		export FUSE_TRANSPORT=classic
-		run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh
+		these=
+		for s in "$HERE"/integration/t-*.sh; do
+			case $suite in
+			integration-both) transport_once "$s" && continue ;;
+			integration-once) transport_once "$s" || continue ;;
+			esac
+			these="$these $s"
+		done
+		# shellcheck disable=SC2086
+		run_scripts integration "$BUILD" $these
 		unset FUSE_TRANSPORT ;;
 	integration-uring)
 		sw=/sys/module/fuse/parameters/enable_uring
