@@ -13,7 +13,9 @@
 # nvme1's fio verify ends without an error, and the daemon stops with 0.
 . "$(dirname "$0")/fault-lib.sh"
 fault_init
-IO_TIMEOUT=400 conf_sim nvme0 32M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread \
+# 1 s: a detach needs no timeout, and a busy machine must not time a
+# command out meanwhile (a reset then fails what it holds)
+IO_TIMEOUT=1000 conf_sim nvme0 32M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread \
 	-- nvme1 64M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 daemon_start nvme0n1 nvme1n1 || { fail "start"; finish; }
 A=$MNT/nvme0n1

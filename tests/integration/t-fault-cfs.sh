@@ -6,6 +6,9 @@
 # controller is live and dd + cmp works.  Prints the time from the injection
 # to the first good read.
 . "$(dirname "$0")/fault-lib.sh"
+# 1 s: this fault needs no timeout, and a busy machine must not time a
+# command out meanwhile (a reset then fails what it holds)
+IO_TIMEOUT=1000
 fault_start
 fault_fio 8
 t0=$(now_ms)

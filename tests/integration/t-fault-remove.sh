@@ -12,7 +12,9 @@
 . "$(dirname "$0")/fault-lib.sh"
 fault_start_two() {
 	fault_init
-	IO_TIMEOUT=400 conf_sim nvme0 64M block_size=4096 exec=thread \
+	# 1 s: the removal needs no timeout, and a busy machine must not time
+	# a command out before it (a reset then fails what it holds)
+	IO_TIMEOUT=1000 conf_sim nvme0 64M block_size=4096 exec=thread \
 		-- nvme1 16M block_size=4096 exec=thread
 	daemon_start nvme0n1 nvme1n1 || { fail "start"; finish; }
 	F=$MNT/nvme0n1
