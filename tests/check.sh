@@ -1,7 +1,8 @@
 #!/bin/sh
 # check.sh - what `make check` runs: every build and every suite of
 # tests/run.sh, in three lanes at once after `make all`:
-#   lane 1: integration-both (/dev/fuse), integration-uring, then vm
+#   lane 1: integration-both (/dev/fuse), integration-uring; then, once the
+#           other lanes have ended, integration-alone and vm
 #   lane 2: the ASan+UBSan build of the unit tests, unit-san; unit-valgrind
 #   lane 3: the ThreadSanitizer build, unit-tsan; the libFuzzer build, fuzz
 #           (FUZZ_SECONDS each); unit; integration-once (the
@@ -13,10 +14,11 @@
 # (t-uring-cpus takes it offline for a moment); the transport-independent
 # tests touch none of these.  No test measures an
 # absolute time or rate, and a test that meets a global resource another
-# lane holds (hugepages: t-recipes) says it could not judge instead of
-# failing, so the other lanes slow lane 1 without failing it.  The vm suite
-# waits for the other lanes to end first (CHECK_VM_ALONE=0: it does not):
-# QEMU's emulator wants every CPU.
+# lane holds says it could not judge instead of failing, so the other lanes
+# slow lane 1 without failing it; a test that needs such a resource to
+# itself (the hugepages: t-hugepages) is marked "# alone:" and runs in
+# integration-alone, after the other lanes.  So does the vm suite: QEMU's
+# emulator wants every CPU.
 # Lanes 2 and 3 write to build/test-logs/lane2.out and lane3.out, printed
 # when lane 1 is done.  Every stage prints its wall time and the CPU time of
 # its processes ("---- stage NAME: N s, CPU N s"); a table of them all ends
@@ -107,15 +109,14 @@ else
 fi
 stage integration-both env BUILD=build sh tests/run.sh integration-both
 stage integration-uring env BUILD=build sh tests/run.sh integration-uring
-if [ -n "$BG" ] && [ "${CHECK_VM_ALONE:-1}" = 1 ]; then
-	echo "---- vm: waits for lanes 2 and 3 to end (the guests want every CPU) at +$(($(date +%s) - T0)) s"
+if [ -n "$BG" ]; then
+	echo "---- lane 1 waits for lanes 2 and 3 to end at +$(($(date +%s) - T0)) s"
 	# shellcheck disable=SC2086
 	wait $BG
 	BG=
 fi
+stage integration-alone env BUILD=build sh tests/run.sh integration-alone
 stage vm env BUILD=build sh tests/run.sh vm
-# shellcheck disable=SC2086
-[ -z "$BG" ] || wait $BG
 if [ "$LANES" != 1 ]; then
 	for l in 2 3; do
 		echo "==== lane $l (from after make all, beside lane 1)"

@@ -9,9 +9,11 @@
 #                each, on a scratch copy of tests/fuzz/corpus/NAME
 #   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim),
 #                the daemon on the /dev/fuse transport (FUSE_TRANSPORT=classic)
-#   integration-both, integration-once  the same split in two: the scripts
-#                integration-uring runs again, and the transport-independent
-#                ones (tests/check.sh runs the two in different lanes)
+#   integration-both, integration-once, integration-alone  the same split
+#                in three: the scripts integration-uring runs again, the
+#                transport-independent ones, and those marked "# alone: WHY"
+#                (they want a global resource, such as the hugepages, to
+#                themselves; tests/check.sh runs them when nothing else runs)
 #   integration-uring  the same on FUSE over io_uring: fuse's enable_uring
 #                parameter is set to Y for the run and restored after; skipped
 #                when the kernel has no such parameter or we are not root.  A
@@ -156,6 +158,8 @@ run_fuzz() { # every target for FUZZ_SECONDS on a scratch corpus (seeds untouche
 
 # transport_once FILE: the script says it does not depend on the transport
 transport_once() { head -n 40 "$1" | grep -q '^# transport-independent: '; }
+# alone FILE: the script wants the machine to itself
+alone() { head -n 40 "$1" | grep -q '^# alone: '; }
 
 for suite in "$@"; do
 	echo "==== $suite"
@@ -181,13 +185,14 @@ for suite in "$@"; do
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;
-	integration | integration-both | integration-once)
+	integration | integration-both | integration-once | integration-alone)
 		export FUSE_TRANSPORT=classic
 		these=
 		for s in "$HERE"/integration/t-*.sh; do
 			case $suite in
-			integration-both) transport_once "$s" && continue ;;
-			integration-once) transport_once "$s" || continue ;;
+			integration-both) { transport_once "$s" || alone "$s"; } && continue ;;
+			integration-once) { transport_once "$s" && ! alone "$s"; } || continue ;;
+			integration-alone) alone "$s" || continue ;;
 			esac
 			these="$these $s"
 		done
