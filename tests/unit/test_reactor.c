@@ -14,6 +14,30 @@
 #include "rig.h"
 #include "sim.h"
 
+/* A software controller and its nvme_ctrl outside a rig: one opened after
+ * the rig's reactor started (t_qpair_on_running). */
+static struct sim *mk_sim(const char *name, bool threaded)
+{
+	struct sim_opts so = {.name = name, .nr_ns = 1, .threaded = threaded};
+	so.ns[0] =
+	    (struct sim_ns_opts){.nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+	struct sim *s;
+	ck_assert_int_eq(sim_create(&so, &s), 0);
+	return s;
+}
+
+static struct nvme_ctrl *mk_ctrl(struct sim *s, unsigned depth, unsigned budget, bool irq)
+{
+	struct nvme_ctrl_opts co = {.io_queues = 1,
+	                            .queue_depth = depth,
+	                            .cq_budget = budget,
+	                            .io_timeout_ms = 5000,
+	                            .interrupts = irq};
+	struct nvme_ctrl *c;
+	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
+	return c;
+}
+
 /* A rig (tests/support/rig.h) of nr software controllers (32 MiB RAM
  * namespaces of 512-byte blocks, a device thread if threaded) with depth
  * and budget, interrupts if irq, served by one reactor in mode with a pool
