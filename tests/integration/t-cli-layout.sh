@@ -15,18 +15,7 @@
 lib_init
 CTL=$BUILD/nvmefsctl
 L=a-long-ctrl-name # 16 characters, the most a controller's name may have
-conf_write <<EOF
-[controller $L]
-device = sim
-namespaces = 12
-size = 1M
-backing = ram
-[controller c2]
-device = sim
-namespaces = 2
-size = 1M
-backing = ram
-EOF
+conf_sim "$L" 1M namespaces=12 backing=ram -- c2 1M namespaces=2 backing=ram
 daemon_start ${L}n1 ${L}n12 c2n2 || { fail "start"; finish; }
 ctl() { "$CTL" -s "$TMP/admin.sock" "$@"; }
 dd if=/dev/urandom of="$MNT/${L}n10" bs=4k count=8 oflag=direct conv=notrunc status=none
