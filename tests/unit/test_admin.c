@@ -205,7 +205,7 @@ static void send_str(int fd, const char *s, size_t len)
 		}
 		ck_assert_msg(n < 0 && errno == EAGAIN, "send: %s", strerror(errno));
 		turn();
-		ck_assert_msg(now() - t0 < 5, "send timed out");
+		ck_assert_msg(now() - t0 < 30, "send timed out");
 	}
 }
 
@@ -234,7 +234,7 @@ static char *recv_line(int fd)
 		ck_assert_msg(errno == EAGAIN, "recv: %s", strerror(errno));
 		turn();
 		poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 1);
-		ck_assert_msg(now() - t0 < 5, "no reply within 5 s");
+		ck_assert_msg(now() - t0 < 30, "no reply within 30 s");
 	}
 }
 
@@ -317,7 +317,7 @@ static void write_blocks(unsigned n)
 		nvme_qpair_flush_sq(qpair);
 		while (io_done <= (int)i) {
 			nvme_qpair_reap(qpair, 0);
-			ck_assert_msg(now() - t0 < 5, "write did not complete");
+			ck_assert_msg(now() - t0 < 30, "write did not complete");
 		}
 		ck_assert_int_eq(io_err, 0);
 	}
@@ -636,7 +636,7 @@ START_TEST(t_stalled_clients)
 		ck_assert_msg(n < 0 && errno == EAGAIN, "unexpected data for the half-line client");
 		turn();
 		poll(NULL, 0, 5);
-		ck_assert_msg(now() - t0 < 5, "stalled client not closed by the idle timeout");
+		ck_assert_msg(now() - t0 < 30, "stalled client not closed by the idle timeout");
 	}
 	close(half);
 	close(hog);
@@ -1046,7 +1046,7 @@ static int write_one(void)
 	nvme_qpair_flush_sq(qpair);
 	while (!io_done) {
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "write did not complete");
+		ck_assert_msg(now() - t0 < 30, "write did not complete");
 	}
 	nvme_reactor_buf_free(reactor, buf, 4096);
 	return io_err;
@@ -1091,7 +1091,7 @@ START_TEST(t_inject)
 	while (!io_done) {
 		sim_poll(sim);
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "the write did not complete after unhang");
+		ck_assert_msg(now() - t0 < 30, "the write did not complete after unhang");
 	}
 	ck_assert_int_eq(io_err, 0);
 	nvme_reactor_buf_free(reactor, buf, 4096);
@@ -1127,7 +1127,7 @@ START_TEST(t_inject_events)
 	t0 = now();
 	do {
 		nvme_ctrl_aen_stats_get(ctrl, &st);
-		ck_assert_msg(now() - t0 < 10, "no SMART event");
+		ck_assert_msg(now() - t0 < 30, "no SMART event");
 	} while (st.events[NVME_AEN_SMART] != 1);
 	ck_assert_uint_eq(st.critical_warning, NVME_SMART_CRIT_TEMPERATURE);
 	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
@@ -1154,7 +1154,7 @@ START_TEST(t_inject_events)
 	json_object_put(o);
 	t0 = now();
 	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->nr_ns, __ATOMIC_ACQUIRE) != 2)
-		ck_assert_msg(now() - t0 < 10, "namespace 2 not seen");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 not seen");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-add\","
 	        "\"nsid\":2,\"bytes\":4194304}");
 	expect_error(o, "inject ns-add: namespace 2 of nvme0: exists already");
@@ -1165,14 +1165,14 @@ START_TEST(t_inject_events)
 	json_object_put(o);
 	t0 = now();
 	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].nlba, __ATOMIC_ACQUIRE) != 2048)
-		ck_assert_msg(now() - t0 < 10, "namespace 2 did not grow");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 did not grow");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
 	        "\"nsid\":2}");
 	expect_ok(o);
 	json_object_put(o);
 	t0 = now();
 	while (!__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].removed, __ATOMIC_ACQUIRE))
-		ck_assert_msg(now() - t0 < 10, "namespace 2 not removed");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 not removed");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
 	        "\"nsid\":2}");
 	expect_error(o, "no such namespace");
@@ -1586,7 +1586,7 @@ START_TEST(t_request_deadline)
 			turn();
 			poll(NULL, 0, 5);
 		}
-		ck_assert_msg(now() - t0 < 10, "trickling client not closed");
+		ck_assert_msg(now() - t0 < 30, "trickling client not closed");
 	}
 	line = recv_line(fd);
 	ck_assert_ptr_nonnull(line);
@@ -1803,7 +1803,7 @@ START_TEST(t_error_fw_list)
 	nvme_qpair_flush_sq(qpair);
 	while (!io_done) {
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "read did not complete");
+		ck_assert_msg(now() - t0 < 30, "read did not complete");
 	}
 	ck_assert_int_eq(io_err, -EIO);
 	nvme_reactor_buf_free(reactor, buf, 4096);
@@ -1889,7 +1889,7 @@ static void wait_no_clients(void)
 	while (adm->nr_clients) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "%u clients still open", adm->nr_clients);
+		ck_assert_msg(now() - t0 < 30, "%u clients still open", adm->nr_clients);
 	}
 }
 
@@ -1903,7 +1903,8 @@ START_TEST(t_log_deferred)
 
 	start();
 	poll_sim = true;
-	sim_fault_admin_delay(sim, 400000);
+	/* 2 s: far longer than a busy machine takes to answer status */
+	sim_fault_admin_delay(sim, 2000000);
 	a = client();
 	t0 = now();
 	send_line(a, "{\"cmd\":\"smart-log\",\"controller\":\"nvme0\",\"id\":7}\n");
@@ -1911,7 +1912,9 @@ START_TEST(t_log_deferred)
 	b = client();
 	o = ask_fd(b, "{\"cmd\":\"status\"}");
 	expect_ok(o);
-	ck_assert_msg(now() - t0 < 0.3, "status waited %.2f s behind smart-log", now() - t0);
+	/* answered while smart-log still waits for its page: nothing for a yet */
+	ck_assert_msg(recv(a, (char[1]){0}, 1, MSG_PEEK) < 0 && errno == EAGAIN,
+	              "status was answered after smart-log (%.2f s)", now() - t0);
 	json_object_put(o);
 	o = reply(a);
 	expect_ok(o);
@@ -2004,7 +2007,9 @@ START_TEST(t_log_deadline)
 	o = reply(fd);
 	expect_error(o, "fw-log nvme0: Get Log Page 03h failed: timed out after 0.5 s");
 	ck_assert_str_eq(json_object_get_string(get(o, "id")), "x");
-	ck_assert_msg(now() - t0 >= 0.45 && now() - t0 < 2, "deadline after %.2f s", now() - t0);
+	/* not before the deadline; the upper bound only tells a deadline that
+	 * fired (late on a busy machine) from none */
+	ck_assert_msg(now() - t0 >= 0.45 && now() - t0 < 20, "deadline after %.2f s", now() - t0);
 	json_object_put(o);
 	o = ask_fd(fd, "{\"cmd\":\"status\"}");
 	expect_ok(o);
@@ -2072,7 +2077,7 @@ START_TEST(t_health)
 	while (!(hc = health_get(admin_health(adm), 0))->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+		ck_assert_msg(now() - t0 < 30, "no SMART read by the health cache");
 	}
 	ck_assert_int_eq(hc->err, 0);
 	ck_assert_int_eq(hc->smart.avail_spare, 100);
@@ -2083,7 +2088,7 @@ START_TEST(t_health)
 	while (hc->reads == reads) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh read nothing");
 	}
 	reads = hc->reads;
 	{
@@ -2097,7 +2102,7 @@ START_TEST(t_health)
 	while (hc->reads == reads) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh from a thread read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh from a thread read nothing");
 	}
 	o = ask("{\"cmd\":\"status\"}");
 	c = json_object_array_get_idx(get(o, "controllers"), 0);
@@ -2134,7 +2139,7 @@ START_TEST(t_health_error)
 	while (!(hc = health_get(admin_health(adm), 0))->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+		ck_assert_msg(now() - t0 < 30, "no SMART read by the health cache");
 	}
 	ck_assert_int_eq(rig_start(&g), 0);
 	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
@@ -2143,7 +2148,7 @@ START_TEST(t_health_error)
 	while (!hc->failures) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "the read of a removed controller did not fail");
+		ck_assert_msg(now() - t0 < 30, "the read of a removed controller did not fail");
 	}
 	ck_assert_int_eq(hc->err, -ENODEV);
 	ck_assert(hc->valid);
@@ -2181,7 +2186,7 @@ START_TEST(t_health_off)
 	while (!hc->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh read nothing");
 	}
 }
 END_TEST

@@ -364,14 +364,14 @@ static void one_sequence(struct fs_test *t, uint64_t seed, unsigned n)
 	/* new I/O works on every queue and reads back -- on a stable controller:
 	 * a timeout of this loaded machine (100 ms is short), or the reset it
 	 * starts, fails a command whose io_retries are 0, as it should, and the
-	 * I/O is tried again (at most 3 times, each such timeout or reset
+	 * I/O is tried again (at most 9 times, each such timeout or reset
 	 * counted); a failure with neither to blame fails the test */
 	for (unsigned r = 0; r < NR; r++) {
 		uint8_t *b = t->g.buf[r][1];
 		uint64_t pat = seed * 4 + r + 1;
 		unsigned blk = (unsigned)(rnd(&rs) % NBLK);
 		int rc = -EIO;
-		for (unsigned tries = 0; rc != 0 && tries < 4; tries++) {
+		for (unsigned tries = 0; rc != 0 && tries < 10; tries++) {
 			struct nvme_ctrl_rstats a, b2;
 			nvme_ctrl_rstats_get(t->g.c[0], &a);
 			rig_fill(b, 4096, pat);
