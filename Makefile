@@ -89,6 +89,8 @@ PRELOAD_SRCS := $(wildcard tests/preload/*.c)
 PRELOAD_LIBS := $(patsubst tests/preload/%.c,$(B)/tools/%.so,$(PRELOAD_SRCS))
 
 all: $(PROGS) $(UNIT_BINS) $(HELPER_BINS) $(PRELOAD_LIBS)
+# the unit tests alone (the sanitizer trees of make check need no more)
+unit-tests: $(UNIT_BINS)
 
 $(B)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -158,8 +160,9 @@ run:
 	$(MAKE) all
 	$(B)/nvmefsd -f -c $(CONF)
 
-# The whole suite: unit and integration tests, the unit tests again under
-# ASan+UBSan, and the VFIO tests in a QEMU guest.  tests/run.sh prints the
+# The whole suite: unit and integration tests (on both FUSE transports), the
+# unit tests again under ASan+UBSan, ThreadSanitizer and valgrind, the
+# fuzzers, and the VFIO tests in a QEMU guest.  tests/run.sh prints the
 # summary and fails if anything failed.
 ifeq ($(SAN),1)
 check: deps
@@ -170,14 +173,9 @@ check: deps
 	$(MAKE) TSAN=1 all
 	BUILD=$(B) sh tests/run.sh unit integration
 else
+# tests/check.sh: the builds and suites in three lanes (its header says which)
 check: deps
-	$(MAKE) all
-	$(MAKE) SAN=1 all
-	$(MAKE) TSAN=1 all
-	$(MAKE) FUZZ=1 fuzzers
-	BUILD=build BUILD_SAN=build-san BUILD_TSAN=build-tsan BUILD_FUZZ=build-fuzz \
-		FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/run.sh unit integration integration-uring unit-san unit-tsan \
-		unit-valgrind fuzz vm
+	FUZZ_SECONDS=$(CI_FUZZ_SECONDS) sh tests/check.sh
 endif
 
 # ---- fuzzing: tests/fuzz/fuzz_NAME.c, seeds in tests/fuzz/corpus/NAME/ ----
@@ -256,5 +254,5 @@ tidy:
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all deps run check fuzz fuzzers soak memcheck check-unit check-integration check-vm install uninstall format tidy clean
+.PHONY: all unit-tests deps run check fuzz fuzzers soak memcheck check-unit check-integration check-vm install uninstall format tidy clean
 .SECONDARY:

@@ -50,55 +50,34 @@ OUT=
 BUILDDIR=${BUILD:-$ROOT/build}
 FAULTS="hang resets slow"
 
-usage() {
-	sed -n '/^# Usage:/,/^# Every mount/p' "$0" | sed 's/^# \{0,1\}//'
+# bench_getopts and the checks, is_mounted, unmount, stop_pid, stop_all,
+# wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
+bench_opt() { # -f FAULTS
+	FAULTS=$2
 }
-
-while getopts "o:b:f:h" opt; do
-	case $opt in
-	o) OUT=$OPTARG ;;
-	b) BUILDDIR=$OPTARG ;;
-	f) FAULTS=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-shift $((OPTIND - 1))
-[ $# -eq 0 ] || { usage >&2; exit 2; }
-num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
-num_ok "$RUNTIME" || { echo "ctrl-isolation: RUNTIME: a whole number of seconds > 0" >&2; exit 2; }
-num_ok "$ROUNDS" || { echo "ctrl-isolation: ROUNDS: a whole number > 0" >&2; exit 2; }
-case $MODE in poll | interrupt | hybrid) ;; *) echo "ctrl-isolation: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
-case $CPU in '' | *[!0-9]*) echo "ctrl-isolation: CPU: a CPU number" >&2; exit 2 ;; esac
-for f in $FAULTS; do
-	case $f in hang | resets | slow) ;; *) echo "ctrl-isolation: -f: unknown fault $f" >&2; exit 2 ;; esac
-done
-BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+bench_getopts "f:" "$@"
+check_num RUNTIME "$RUNTIME"
+check_num ROUNDS "$ROUNDS"
+check_mode MODE "$MODE"
+case $CPU in '' | *[!0-9]*) bench_fail "CPU: a CPU number" ;; esac
+# shellcheck disable=SC2086
+check_among -f "hang resets slow" $FAULTS
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 NVMEFSCTL=${NVMEFSCTL:-$BUILDDIR/nvmefsctl}
 for b in "$NVMEFSD" "$NVMEFSCTL"; do
 	[ -x "$b" ] || { echo "ctrl-isolation: no $b (make)" >&2; exit 1; }
 done
-for t in fio python3 fusermount3; do
-	command -v $t >/dev/null 2>&1 || { echo "ctrl-isolation: $t is missing" >&2; exit 1; }
-done
+bench_need fio python3
 
 nfaults=$(echo "$FAULTS" | wc -w)
 est=$((nfaults * (ROUNDS * 2 * (RUNTIME + 8) + 20)))
-echo "ctrl-isolation: $nfaults faults x $ROUNDS rounds x (baseline + fault) x" \
-	"${RUNTIME} s: about $est s ($(((est + 59) / 60)) min)" >&2
+bench_estimate $est "$nfaults faults x $ROUNDS rounds x (baseline + fault) x ${RUNTIME} s"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/ctrl-isolation.XXXXXX)
-PIDS=()
-MOUNTS=()
+bench_work
 LOADPID=
 HANGLOOP=
-RES=$WORK/results.tsv
-: >"$RES"
-
-# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
-. "$ROOT/bench/fuse-lib.sh"
 
 cleanup() {
 	[ -n "$HANGLOOP" ] && kill "$HANGLOOP" 2>/dev/null

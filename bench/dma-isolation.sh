@@ -24,11 +24,8 @@ RUNTIME=${RUNTIME:-5}
 ROUNDS=${ROUNDS:-3}
 CPU=${CPU:-$(($(nproc) - 1))}
 TRANSPORT=${TRANSPORT:-classic}
-OUT=${1:-$(mktemp -d /tmp/nvmefs-dmaiso.XXXXXX)}
-mkdir -p "$OUT"
 . "$HERE/fuse-lib.sh"
-PIDS=()
-MOUNTS=()
+bench_outdir dmaiso "$@"
 W=$(mktemp -d /tmp/nvmefs-dmaiso-w.XXXXXX)
 trap 'stop_all; rm -rf "$W"' EXIT
 MNT=$W/mnt

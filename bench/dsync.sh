@@ -22,11 +22,8 @@ ROOT=$(dirname "$HERE")
 BUILD=${BUILD:-$ROOT/build}
 RUNTIME=${RUNTIME:-5}
 ROUNDS=${ROUNDS:-3}
-OUT=${1:-$(mktemp -d /tmp/nvmefs-dsync.XXXXXX)}
-mkdir -p "$OUT"
 . "$HERE/fuse-lib.sh"
-PIDS=()
-MOUNTS=()
+bench_outdir dsync "$@"
 trap 'stop_all' EXIT
 W=$(mktemp -d /var/tmp/nvmefs-dsync.XXXXXX)
 trap 'stop_all; rm -rf "$W"' EXIT

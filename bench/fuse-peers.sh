@@ -35,42 +35,29 @@ MODE=hybrid
 TARGETS="ceiling null-epoll nvmefs qsd nbd"
 SIZE=1G
 
-usage() {
-	sed -n '/^# Usage:/,/^# the peers/p' "$0" | sed 's/^# \{0,1\}//'
-}
-
-while getopts "r:o:b:q:m:t:h" opt; do
-	case $opt in
-	r) RUNTIME=$OPTARG ;;
-	o) OUT=$OPTARG ;;
-	b) BUILDDIR=$OPTARG ;;
-	q) QUEUES=$OPTARG ;;
-	m) MODE=$OPTARG ;;
-	t) TARGETS=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
+# bench_getopts and the checks, is_mounted, unmount, stop_pid, stop_all,
+# wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
+bench_opt() { # -r SECONDS, -q QUEUES, -m MODE, -t TARGETS
+	case $1 in
+	r) RUNTIME=$2 ;;
+	q) QUEUES=$2 ;;
+	m) MODE=$2 ;;
+	t) TARGETS=$2 ;;
+	*) return 1 ;;
 	esac
-done
-shift $((OPTIND - 1))
-[ $# -eq 0 ] || { usage >&2; exit 2; }
-case $RUNTIME in '' | *[!0-9]* | 0) echo "fuse-peers: -r: a whole number of seconds > 0" >&2; exit 2 ;; esac
-case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-peers: -m: poll, interrupt or hybrid" >&2; exit 2 ;; esac
-for q in $QUEUES; do
-	case $q in '' | *[!0-9]* | 0) echo "fuse-peers: -q: queue counts >= 1" >&2; exit 2 ;; esac
-done
-for t in $TARGETS; do
-	case $t in ceiling | null-epoll | nvmefs | qsd | nbd) ;; *) echo "fuse-peers: -t: unknown target $t" >&2; exit 2 ;; esac
-done
-BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+}
+bench_getopts "r:q:m:t:" "$@"
+check_num -r "$RUNTIME"
+check_mode -m "$MODE"
+for q in $QUEUES; do check_num -q "$q"; done
+# shellcheck disable=SC2086
+check_among -t "ceiling null-epoll nvmefs qsd nbd" $TARGETS
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 
 # ---- what is there ----
 have() { command -v "$1" >/dev/null 2>&1; }
-for t in fio python3; do
-	have $t || { echo "fuse-peers: $t is missing (scripts/deps.sh test installs it)" >&2; exit 1; }
-done
-have fusermount3 || { echo "fuse-peers: fusermount3 is missing (package fuse3)" >&2; exit 1; }
-[ -e /dev/fuse ] || { echo "fuse-peers: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+bench_need fio python3
 
 # name|rw|bs|iodepth|numjobs
 JOBS=(
@@ -103,20 +90,12 @@ done
 
 ntargets=$(echo "$LIST" | wc -w)
 est=$((ntargets * ${#JOBS[@]} * (RUNTIME + RAMP + 1) + ntargets * 3))
-echo "fuse-peers: $ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP} s ramp):" \
-	"about $est s ($(( (est + 59) / 60 )) min)"
+bench_estimate $est "$ntargets targets x ${#JOBS[@]} jobs x (${RUNTIME} s + ${RAMP} s ramp)"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/fuse-peers.XXXXXX)
+bench_work
 SHM=
 FIOPID=
-PIDS=()
-MOUNTS=()
-RES=$WORK/results.tsv
-: >"$RES"
-
-# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
-. "$ROOT/bench/fuse-lib.sh"
 STOP_SECONDS=5
 
 cleanup() {
@@ -222,40 +201,9 @@ start_nbd() {
 
 # run_job TARGET "name|rw|bs|qd|jobs": one fio run, one result line
 run_job() {
-	local t=$1 name rw bs qd nj rc json=$WORK/fio.json err=$WORK/fio.err
+	local name rw bs qd nj
 	IFS='|' read -r name rw bs qd nj <<<"$2"
-	# in the background, so that a signal ends the run at once (see cleanup)
-	fio --name="${name// /_}" --filename="$FILE" --ioengine=libaio --direct=1 \
-		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
-		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
-		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
-	FIOPID=$!
-	wait $FIOPID
-	rc=$?
-	FIOPID=
-	if [ $rc -ne 0 ]; then
-		echo "$t: $name: fio failed" >&2
-		logtail "$err"
-		printf '%s\t%s\tNA\tfio failed\n' "$t" "$name" >>"$RES"
-		return
-	fi
-	python3 - "$json" "$t" "$name" >>"$RES" <<-'EOF' || printf '%s\t%s\tNA\tunreadable fio output\n' "$t" "$name" >>"$RES"
-	import json, sys
-	path, target, name = sys.argv[1:4]
-	with open(path) as f:
-	    text = f.read()
-	# fio may print notes before the JSON object
-	job = json.loads(text[text.index('{'):])['jobs'][0]
-	errs = job.get('error', 0)
-	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
-	if errs or d['io_bytes'] == 0:
-	    print(f"{target}\t{name}\tNA\tfio error {errs}")
-	else:
-	    lat = d['lat_ns']
-	    p99 = lat.get('percentile', {}).get('99.000000', 0) / 1000
-	    print(f"{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
-	          f"{lat['mean'] / 1000:.1f}\t{p99:.1f}")
-	EOF
+	fio_job "$1" "$FILE" "$name" libaio "$rw" "$bs" "$qd" "$nj"
 }
 
 # ---- the run ----

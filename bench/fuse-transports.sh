@@ -58,43 +58,26 @@ TARGETS=$ALL_TARGETS
 SIZE=1G
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 
-usage() {
-	sed -n '/^# Usage:/,/^# and process/p' "$0" | sed 's/^# \{0,1\}//'
+# bench_getopts and the checks, is_mounted, unmount, stop_pid, stop_all,
+# wait_mount, logtail
+. "$ROOT/bench/fuse-lib.sh"
+bench_opt() { # -t TARGETS
+	TARGETS=$2
 }
-
-while getopts "o:b:t:h" opt; do
-	case $opt in
-	o) OUT=$OPTARG ;;
-	b) BUILDDIR=$OPTARG ;;
-	t) TARGETS=$OPTARG ;;
-	h) usage; exit 0 ;;
-	*) usage >&2; exit 2 ;;
-	esac
-done
-shift $((OPTIND - 1))
-[ $# -eq 0 ] || { usage >&2; exit 2; }
-num_ok() { case $1 in '' | *[!0-9]* | 0) return 1 ;; esac; }
-num_ok "$RUNTIME" || { echo "fuse-transports: RUNTIME: a whole number of seconds > 0" >&2; exit 2; }
-case $RAMP in '' | *[!0-9]*) echo "fuse-transports: RAMP: a whole number of seconds" >&2; exit 2 ;; esac
-num_ok "$ROUNDS" || { echo "fuse-transports: ROUNDS: a whole number > 0" >&2; exit 2; }
-num_ok "$DEPTH" || { echo "fuse-transports: DEPTH: a whole number > 0" >&2; exit 2; }
-num_ok "$QUEUES" || { echo "fuse-transports: QUEUES: a whole number > 0" >&2; exit 2; }
-case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-transports: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
-for t in $TARGETS; do
-	case " $ALL_TARGETS " in *" $t "*) ;;
-	*) echo "fuse-transports: -t: unknown target $t" >&2; exit 2 ;; esac
-done
-BUILDDIR=$(cd "$BUILDDIR" 2>/dev/null && pwd || echo "$BUILDDIR")
+bench_getopts "t:" "$@"
+check_num RUNTIME "$RUNTIME"
+case $RAMP in '' | *[!0-9]*) bench_fail "RAMP: a whole number of seconds" ;; esac
+check_num ROUNDS "$ROUNDS"
+check_num DEPTH "$DEPTH"
+check_num QUEUES "$QUEUES"
+check_mode MODE "$MODE"
+# shellcheck disable=SC2086
+check_among -t "$ALL_TARGETS" $TARGETS
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 NULLBIN=$BUILDDIR/tools/fuse-null
 
 # ---- what is there ----
-have() { command -v "$1" >/dev/null 2>&1; }
-for t in fio python3; do
-	have $t || { echo "fuse-transports: $t is missing (scripts/deps.sh test installs it)" >&2; exit 1; }
-done
-have fusermount3 || { echo "fuse-transports: fusermount3 is missing (package fuse3)" >&2; exit 1; }
-[ -e /dev/fuse ] || { echo "fuse-transports: /dev/fuse does not exist: FUSE is not available here" >&2; exit 1; }
+bench_need fio python3
 
 # name|ioengine|rw|bs|iodepth|numjobs[|cpus] (the metric follows from the
 # name: QD1 latency, 1M MiB/s, else IOPS; cpus: fio's cpus_allowed).  QD1
@@ -125,22 +108,14 @@ jobs_of() {
 njobs=0
 for t in $TARGETS; do njobs=$((njobs + $(jobs_of "$t" | wc -l))); done
 est=$((ROUNDS * (njobs * (RUNTIME + RAMP + 1) + $(echo "$TARGETS" | wc -w) * 3)))
-echo "fuse-transports: $ROUNDS rounds x $njobs fio jobs x" \
-	"(${RUNTIME} s + ${RAMP} s ramp): about $est s ($(( (est + 59) / 60 )) min)" >&2
+bench_estimate $est "$ROUNDS rounds x $njobs fio jobs x (${RUNTIME} s + ${RAMP} s ramp)"
 
 # ---- bookkeeping, cleanup ----
-WORK=$(mktemp -d /tmp/fuse-transports.XXXXXX)
+bench_work
 FIOPID=
-PIDS=()
-MOUNTS=()
 URING_OLD=
-RES=$WORK/results.tsv
 NOTES=$WORK/notes
-: >"$RES"
 : >"$NOTES"
-
-# is_mounted, unmount, stop_pid, stop_all, wait_mount, logtail
-. "$ROOT/bench/fuse-lib.sh"
 
 cleanup() {
 	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
@@ -243,40 +218,9 @@ check_uring() { # LOG
 
 # run_job ROUND TARGET "name|engine|rw|bs|qd|jobs": one fio run, one line
 run_job() {
-	local round=$1 t=$2 name eng rw bs qd nj cpus rc json=$WORK/fio.json err=$WORK/fio.err
+	local name eng rw bs qd nj cpus
 	IFS='|' read -r name eng rw bs qd nj cpus <<<"$3"
-	# in the background, so that a signal ends the run at once (see cleanup)
-	fio --name="${name// /_}" --filename="$FILE" --ioengine="$eng" --direct=1 \
-		${cpus:+--cpus_allowed="$cpus"} \
-		--rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs="$nj" --group_reporting \
-		--time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --lat_percentiles=1 \
-		--output-format=json --output="$json" </dev/null >/dev/null 2>"$err" &
-	FIOPID=$!
-	wait $FIOPID
-	rc=$?
-	FIOPID=
-	if [ $rc -ne 0 ]; then
-		echo "$t: $name: fio failed" >&2
-		logtail "$err"
-		printf '%s\t%s\t%s\tNA\tfio failed\n' "$round" "$t" "$name" >>"$RES"
-		return
-	fi
-	python3 - "$json" "$round" "$t" "$name" >>"$RES" <<-'EOF' || printf '%s\t%s\t%s\tNA\tunreadable fio output\n' "$round" "$t" "$name" >>"$RES"
-	import json, sys
-	path, rnd, target, name = sys.argv[1:5]
-	with open(path) as f:
-	    text = f.read()
-	# fio may print notes before the JSON object
-	job = json.loads(text[text.index('{'):])['jobs'][0]
-	errs = job.get('error', 0)
-	d = job['read'] if job['read']['io_bytes'] > 0 else job['write']
-	if errs or d['io_bytes'] == 0:
-	    print(f"{rnd}\t{target}\t{name}\tNA\tfio error {errs}")
-	else:
-	    p99 = d['lat_ns'].get('percentile', {}).get('99.000000', 0)
-	    print(f"{rnd}\t{target}\t{name}\t{d['iops']:.0f}\t{d['bw_bytes'] / 2**20:.1f}\t"
-	          f"{d['lat_ns']['mean'] / 1000:.1f}\t{p99 / 1000:.1f}")
-	EOF
+	fio_job "$1"$'\t'"$2" "$FILE" "$name" "$eng" "$rw" "$bs" "$qd" "$nj" "$cpus"
 }
 
 unavailable() { # ROUND TARGET WHY

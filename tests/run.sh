@@ -9,13 +9,24 @@
 #                each, on a scratch copy of tests/fuzz/corpus/NAME
 #   integration  every tests/integration/*.sh against $BUILD (FUSE over the sim),
 #                the daemon on the /dev/fuse transport (FUSE_TRANSPORT=classic)
+#   integration-both, integration-once, integration-alone  the same split
+#                in three: the scripts integration-uring runs again, the
+#                transport-independent ones, and those marked "# alone: WHY"
+#                (they want a global resource, such as the hugepages, to
+#                themselves; tests/check.sh runs them when nothing else runs)
 #   integration-uring  the same on FUSE over io_uring: fuse's enable_uring
 #                parameter is set to Y for the run and restored after; skipped
-#                when the kernel has no such parameter or we are not root
+#                when the kernel has no such parameter or we are not root.  A
+#                script with a line "# transport-independent: WHY" near its
+#                top (what it tests does not go through FUSE requests, or not
+#                through the transport's part of them) runs in the
+#                integration suite only
 #   integration-san  the same against $BUILD_SAN
 #   vm           every tests/vm/t-*.sh (VFIO on QEMU's NVMe model in a guest)
 # A test script exits 0 (pass), 77 (skip: says why) or anything else (fail).
-# Ends with "N passed, N failed, N skipped" and exits 1 if anything failed.
+# Each test's and each suite's wall time is printed ("==== SUITE: N s").
+# Ends with "N passed, N failed, N skipped" and exits 1 if anything failed;
+# RUN_SUMMARY=FILE: that line (and the failed tests) appended to FILE too.
 # TESTS=pattern runs only the tests whose name matches (grep -E); a test script
 # running past SCRIPT_TIMEOUT seconds (900) is ended and fails.
 # Under ThreadSanitizer and valgrind the unit tests see NVMEFS_TEST_SLOW=1:
@@ -46,6 +57,9 @@ want() { [ -z "${TESTS:-}" ] || echo "$1" | grep -Eq "$TESTS"; }
 # summary at the end (the end of a long run's output is what gets read)
 WHY=$(mktemp /tmp/nvmefs-why.XXXXXX)
 trap 'rm -f "$WHY"' EXIT
+# a run ended by a signal runs the EXIT trap too (it puts enable_uring back)
+trap 'exit 130' INT
+trap 'exit 143' TERM
 why() {
 	echo "$1 ($2):" >> "$WHY"
 	grep -E '^FAIL|^timed out after|:[FE]:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|^SUMMARY: ' "$3" | head -n 3 | cut -c 1-300 | sed 's/^/    /' >> "$WHY"
@@ -59,8 +73,10 @@ run_unit() { # dir label [wrapper...]
 		n="$label/$(basename "$t")"
 		want "$n" || continue
 		log=$LOGDIR/$(echo "$n" | tr / _).log
+		start=$(date +%s)
 		CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60} "$@" "$t" > "$log" 2>&1
 		rc=$?
+		dt=$(( $(date +%s) - start ))
 		# check prints "NN%: Checks: N, Failures: F, Errors: E"
 		line=$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -1)
 		cat "$log"
@@ -72,10 +88,10 @@ run_unit() { # dir label [wrapper...]
 		fi
 		if [ $rc != 0 ] || [ -z "$line" ]; then
 			[ -z "$line" ] && FAIL=$((FAIL + 1))
-			FAILED="$FAILED $n"; echo "FAIL: $n (exit $rc)"
+			FAILED="$FAILED $n"; echo "FAIL: $n (exit $rc, ${dt}s)"
 			why "$n" "exit $rc" "$log"
 		else
-			echo "PASS: $n"
+			echo "PASS: $n (${dt}s)"
 		fi
 	done
 }
@@ -140,8 +156,14 @@ run_fuzz() { # every target for FUZZ_SECONDS on a scratch corpus (seeds untouche
 	done
 }
 
+# transport_once FILE: the script says it does not depend on the transport
+transport_once() { head -n 40 "$1" | grep -q '^# transport-independent: '; }
+# alone FILE: the script wants the machine to itself
+alone() { head -n 40 "$1" | grep -q '^# alone: '; }
+
 for suite in "$@"; do
 	echo "==== $suite"
+	suite_t0=$(date +%s)
 	case $suite in
 	unit) run_unit "$BUILD" unit ;;
 	unit-san) run_unit "$BUILD_SAN" unit-san ;;
@@ -163,9 +185,19 @@ for suite in "$@"; do
 		unset CK_FORK
 		if [ -n "$ck_t" ]; then CK_DEFAULT_TIMEOUT=$ck_t; else unset CK_DEFAULT_TIMEOUT; fi ;;
 	fuzz) run_fuzz ;;
-	integration)
+	integration | integration-both | integration-once | integration-alone)
 		export FUSE_TRANSPORT=classic
-		run_scripts integration "$BUILD" "$HERE"/integration/t-*.sh
+		these=
+		for s in "$HERE"/integration/t-*.sh; do
+			case $suite in
+			integration-both) { transport_once "$s" || alone "$s"; } && continue ;;
+			integration-once) { transport_once "$s" && ! alone "$s"; } || continue ;;
+			integration-alone) alone "$s" || continue ;;
+			esac
+			these="$these $s"
+		done
+		# shellcheck disable=SC2086
+		run_scripts integration "$BUILD" $these
 		unset FUSE_TRANSPORT ;;
 	integration-uring)
 		sw=/sys/module/fuse/parameters/enable_uring
@@ -180,7 +212,13 @@ for suite in "$@"; do
 		fi
 		trap 'echo "$old" > $sw; rm -f "$WHY"' EXIT
 		export FUSE_TRANSPORT=uring
-		run_scripts integration-uring "$BUILD" "$HERE"/integration/t-*.sh
+		both= once=
+		for s in "$HERE"/integration/t-*.sh; do
+			if transport_once "$s"; then once="$once $(basename "$s" .sh)"; else both="$both $s"; fi
+		done
+		[ -z "$once" ] || echo "run by the integration suite only (transport-independent):$once"
+		# shellcheck disable=SC2086
+		run_scripts integration-uring "$BUILD" $both
 		unset FUSE_TRANSPORT
 		echo "$old" > $sw
 		trap 'rm -f "$WHY"' EXIT ;;
@@ -188,6 +226,7 @@ for suite in "$@"; do
 	vm) run_scripts vm "$BUILD" "$HERE"/vm/t-*.sh ;;
 	*) echo "run.sh: unknown suite $suite" >&2; exit 2 ;;
 	esac
+	echo "==== $suite: $(( $(date +%s) - suite_t0 )) s"
 done
 echo "===="
 if [ -n "$FAILED" ]; then
@@ -195,4 +234,7 @@ if [ -n "$FAILED" ]; then
 	echo "failed:$FAILED"
 fi
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
+if [ -n "${RUN_SUMMARY:-}" ]; then
+	{ [ -z "$FAILED" ] || echo "failed:$FAILED"; echo "$PASS passed, $FAIL failed, $SKIP skipped"; } >> "$RUN_SUMMARY"
+fi
 [ "$FAIL" = 0 ]

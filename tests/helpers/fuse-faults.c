@@ -24,14 +24,7 @@
 
 static int fails;
 
-#define CHECK(cond, ...)                                   \
-	do {                                               \
-		if (!(cond)) {                             \
-			printf("FAIL: " __VA_ARGS__);      \
-			printf("\n");                      \
-			fails++;                           \
-		}                                          \
-	} while (0)
+#define CHECK(...) RIG_CHECK(fails, __VA_ARGS__)
 
 static double now(void)
 {

@@ -35,14 +35,7 @@
 
 static int fails;
 
-#define CHECK(cond, ...)                              \
-	do {                                          \
-		if (!(cond)) {                        \
-			printf("FAIL: " __VA_ARGS__); \
-			printf("\n");                 \
-			fails++;                      \
-		}                                     \
-	} while (0)
+#define CHECK(...) RIG_CHECK(fails, __VA_ARGS__)
 
 /* z1: namespaces without DLFEAT 001b; z2: a controller without Write Zeroes */
 static uint16_t id_hook(void *arg, const struct nvme_sqe *cmd, void *data, uint16_t status)

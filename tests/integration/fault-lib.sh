@@ -4,17 +4,23 @@
 # measurements every fault test makes.  Every wait has a deadline: a hang
 # fails the test instead of blocking it.
 #
-#   fault_start            lib_init, conf (IO_TIMEOUT 400 ms, exec = FAULT_EXEC
+#   fault_init             lib_init, the tools, fault_cleanup at exit (for
+#                          a test that writes its own config)
+#   fault_start            fault_init, conf (IO_TIMEOUT 400 ms, exec = FAULT_EXEC
 #                          (default thread), offload = FAULT_OFFLOAD (0),
 #                          64 MiB; FAULT_CTRLS controllers nvme0, nvme1, ...,
 #                          default 1)
 #                          + start; F is nvme0's namespace file
-#   ctl ARGS...            nvmefsctl -s the daemon's socket
 #   ctl_state              the controller's state (live/resetting/removed/failed)
 #   wait_state STATE SECS  poll until the state is STATE, else fail
 #   fio_start SECS         fio randrw crc32c verify_fatal on the first 32 MiB,
 #                          in the background (FIO_PID), hard deadline SECS + 60;
 #                          FIO_EXTRA: more fio options (e.g. --verify_dump=1)
+#   fio_running            wait until that fio has I/O completed (64 requests)
+#   fault_fio SECS         baseline dd_cmp, fio_start SECS, fio_running,
+#                          probe_start: the moment to inject a fault
+#   fio_err_spent          fail unless fio's error is 0, or EIO explained by
+#                          spent retries or a reset that held commands too long
 #   fio_wait               wait for it; FIO_ERR = fio's error (0, 5 = EIO, ...);
 #                          fails on any verify mismatch whatever the error,
 #                          and on any completion of another byte count than
@@ -33,7 +39,6 @@
 #   stop_within SECS       SIGTERM, wait at most SECS; STOP_MS, DAEMON_RC
 #   fault_stop             stop_within 30, exit 0, unmounted
 . "$(dirname "$0")/lib.sh"
-C=$BUILD/nvmefsctl
 F=
 FIO_PID=
 PROBE_PID=
@@ -41,39 +46,28 @@ FIO_ERR=
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-ctl() { timeout 20 "$C" -s "$TMP/admin.sock" "$@"; }
-
-fault_start() {
+fault_init() {
 	lib_init
 	trap fault_cleanup EXIT
 	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
 	command -v fio >/dev/null || skip "no fio"
 	command -v python3 >/dev/null || skip "no python3"
+}
+
+fault_start() {
+	fault_init
 	fs_n=0 fs_names=
 	while [ $fs_n -lt "${FAULT_CTRLS:-1}" ]; do
 		fs_names="$fs_names nvme${fs_n}n1"
 		fs_n=$((fs_n + 1))
 	done
 	for fs_c in $fs_names; do
-		cat <<EOF
-[controller ${fs_c%n1}]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-exec = ${FAULT_EXEC:-thread}
-offload = ${FAULT_OFFLOAD:-0}
-EOF
+		sim_section "${fs_c%n1}" 64M namespaces=1 block_size=4096 backing=ram \
+			"exec=${FAULT_EXEC:-thread}" "offload=${FAULT_OFFLOAD:-0}"
 	done | IO_TIMEOUT=${IO_TIMEOUT:-400} conf_write
 	# one name per controller: split on purpose
 	daemon_start $fs_names || { fail "start"; finish; }
 	F=$MNT/nvme0n1
-}
-
-# json EXPR: evaluate a Python expression over the JSON on stdin (d)
-json() {
-	python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"
 }
 
 ctl_state() {
@@ -101,7 +95,40 @@ sim_offloaded() {
 	echo "${so:-none}"
 }
 
+# fio_running: wait until fio_start's fio has had 64 requests completed
+# (a fault injected then finds its I/O in flight); fails after 30 s
+fio_running() {
+	wait_io "$FIO_C0" 64
+}
+
+# fault_fio SECS: the baseline dd + cmp, fio_start SECS and fio_running,
+# then the probes.  A fio that has ended already (its first commands timed
+# out on a busy machine, and a reset failed them) is said, not failed: the
+# fault then meets the probes alone
+fault_fio() {
+	dd_cmp || fail "baseline dd + cmp"
+	fio_start "$1"
+	fio_running
+	kill -0 "$FIO_PID" 2>/dev/null ||
+		echo "note: fio ended before the fault (its error is below)"
+	probe_start
+}
+
+# fio_err_spent: fio ended without an error, or with EIO only because
+# commands ran out of their retries (failed_after_retries counts them) or
+# were held by a reset past io_timeout_ms (a reset a busy machine makes
+# long: the daemon logs each "held N ms by a reset: failed")
+fio_err_spent() {
+	case $FIO_ERR in
+	0) ;;
+	5) [ "$(rstat failed_after_retries)" -gt 0 ] || grep -q "held [0-9]* ms by a reset: failed" "$LOG" ||
+		fail "fio got EIO but no command failed after its retries or was held past its timeout" ;;
+	*) fail "fio error $FIO_ERR (only EIO from spent retries or a long reset is allowed)" ;;
+	esac
+}
+
 fio_start() {
+	FIO_C0=$(completed)
 	rm -f "$TMP/fio.json" "$TMP/fio.err"
 	rm -f "$TMP"/*.received "$TMP"/*.expected
 	# in TMP: verify_dump leaves its files in the working directory

@@ -40,6 +40,17 @@ store_stop() {
 	SPID= DPID=
 }
 
+# store_finish: store_stop, which must end with 0 and unmounted, no run of
+# the daemon having failed or a sanitizer having spoken; then finish
+store_finish() {
+	store_stop
+	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
+	fuse_mounted && fail "still mounted after the stop"
+	grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
+	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
+	finish
+}
+
 # mnt_state: the FUSE mounts on $MNT (connection, type, alive or not) and
 # what the daemon logged of aborting and detaching, for a failure message
 mnt_state() {
@@ -95,6 +106,28 @@ fio_start() {
 		--randseed=$((SEED + 1000)) --output-format=json --output="$TMP/fio.json" \
 		> "$TMP/fio.err" 2>&1 &
 	FP=$!
+}
+
+# fio_cycles NAME N CYCLE_TENTHS BASE_TENTHS ACTION: fio_start NAME at a
+# rate that makes its write phase last about N x CYCLE_TENTHS +
+# BASE_TENTHS tenths of a second (what N actions take here), then N times:
+# a delay of 0.3 to 1.2 s from SEED, fail if fio has ended, and ACTION K
+# (K = 1..N; it stops the cycles by returning 1); then fio_check.  K is
+# how many actions ran.  The block the crash (kill -9) and upgrade
+# (restart) tests share.
+fio_cycles() {
+	fc_rate=$((48 * 1024 * 10 / ($2 * $3 + $4)))
+	fc_delays=$(awk -v s="$SEED" -v n="$2" \
+		'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
+	fio_start "$1" "$fc_rate" $((60 + $2 * 5))
+	K=0
+	for fc_t in $fc_delays; do
+		sleep "$fc_t"
+		kill -0 "$FP" 2>/dev/null || { fail "fio ended before action $((K + 1)) (make it longer)"; break; }
+		K=$((K + 1))
+		"$5" $K || break
+	done
+	fio_check
 }
 
 # fio_check: wait for fio_start's fio; fail unless it exited 0 with error 0,

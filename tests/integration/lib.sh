@@ -3,13 +3,35 @@
 #   . "$(dirname "$0")/lib.sh"
 #   lib_init                     root, /dev/fuse and the binary, or exit 77;
 #                                TMP (removed at exit), MNT, CONF, LOG
+#   lib_init_ctl                 lib_init, and $C, python3; VERSION
 #   conf_write <<EOF ... EOF     CONF = [daemon] + [engine] from the variables
 #                                below, then stdin (the [controller] sections)
+#   conf_sim NAME SIZE [KEY=VALUE...] [-- NAME SIZE [KEY=VALUE...]]...
+#                                conf_write with those software controllers:
+#                                [controller NAME], device = sim, size =
+#                                SIZE, then each KEY = VALUE
+#   sim_section ARGS...          print those sections (as conf_sim takes
+#                                them), for a config written by hand
 #   daemon_start NAME...         start nvmefsd -f -c CONF, wait until every
-#                                $MNT/NAME exists (10 s), or fail
+#                                $MNT/NAME exists (30 s), or fail
 #   daemon_stop                  SIGTERM, wait; DAEMON_RC is its exit status
+#   daemon_stop_ok [WHAT]        daemon_stop, and fail unless it exited 0
+#   completed                    requests the engine completed so far
+#   wait_io FROM N               until N more than FROM completed (30 s)
+#   ctl ARGS...                  $C (nvmefsctl) on the daemon's admin socket,
+#                                ended after CTL_TIMEOUT (60) seconds
+#   json [FILE] EXPR             print a Python expression over the JSON d
+#                                read from FILE (or stdin)
+#   ctl_forms "CMD ARGS"...      each in human and --json form: exit 0, no
+#                                stderr, JSON with ok; kept as $TMP/h_NAME,
+#                                $TMP/j_NAME
 #   sim_stat CTRL KEY            a counter of the sim's stats line (SIGUSR1)
+#   wait_until SECONDS CMD...    until CMD succeeds, at most SECONDS, or fail
 #   fuse_mounted                 true while a FUSE file system is on $MNT
+#   tool NAME                    the path of $BUILD/tools/NAME, or FAIL
+#   helper_run NAME SECONDS      a helper serving $MNT itself: exit 0 in time,
+#                                nothing left mounted
+#   loop_file SIZE BLOCK         LOOP_DEV over $TMP/loop.img, detached at exit
 #   fail MSG / finish            count a failure / exit 0 or 1
 # Variables for conf_write: MODE (hybrid), QUEUES (1), CPUS (0), QD (64),
 # LOG_LEVEL (info), FILE_MODE (0660), FILE_GROUP (0), ALLOW_OTHER (yes),
@@ -17,7 +39,7 @@
 # classic, integration-uring sets uring, and daemon_start then also waits
 # for the daemon to say it serves over io_uring), FUSE_QD (16: entries per
 # FUSE queue over io_uring), DAEMON_EXTRA (more [daemon] lines),
-# DMA_ISOLATION (controller).
+# DMA_ISOLATION (controller), ENGINE_EXTRA (more [engine] lines).
 # The daemon is the audit build, $BUILD/nvmefsd-audit (src/fuse/audit.h:
 # every read answer checked against the last write of its blocks, buffers
 # and answers accounted for), unless NVMEFS_AUDIT=0 or it was not built:
@@ -35,7 +57,15 @@ if [ "${NVMEFS_AUDIT:-1}" != 0 ] && [ -x "$BUILD/nvmefsd-audit" ]; then
 	D=$BUILD/nvmefsd-audit
 	AUDIT=1
 fi
+C=$BUILD/nvmefsctl
 FAILS=0
+
+# tool NAME: the path of a program of tests/helpers or bench ($BUILD/tools),
+# or the test fails (FAIL, exit 1) when it was not built
+tool() {
+	[ -x "$BUILD/tools/$1" ] || { echo "FAIL: no $BUILD/tools/$1 (make)" >&2; exit 1; }
+	echo "$BUILD/tools/$1"
+}
 
 # strace_wrap PROGRAM: the path of a program that runs PROGRAM under
 # scripts/strace-exec into $NVMEFS_STRACE_DIR (the wrapper lives there)
@@ -70,6 +100,7 @@ lib_cleanup() {
 	if [ -n "${MNT:-}" ]; then
 		umount -l "$MNT" 2>/dev/null
 	fi
+	[ -n "${LOOP_DEV:-}" ] && losetup -d "$LOOP_DEV" 2>/dev/null
 	[ -n "${TMP:-}" ] && rm -rf "$TMP"
 }
 
@@ -86,6 +117,15 @@ lib_init() {
 	trap lib_cleanup EXIT
 	trap 'exit 1' INT
 	trap 'lib_hung; exit 1' TERM USR1
+}
+
+# lib_init_ctl: lib_init for a test of nvmefsctl: $C built, python3 there
+# (to read its JSON), VERSION the Makefile's
+lib_init_ctl() {
+	lib_init
+	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
+	command -v python3 > /dev/null || skip "python3 is needed to check the JSON"
+	VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
 }
 
 # run.sh's timeout ends a hung script with SIGUSR1 to its whole process
@@ -130,9 +170,72 @@ mode = ${MODE:-hybrid}
 queue_depth = ${QD:-64}
 io_timeout_ms = ${IO_TIMEOUT:-5000}
 dma_isolation = ${DMA_ISOLATION:-controller}
+${ENGINE_EXTRA:-}
 EOF
 		cat
 	} > "$CONF"
+}
+
+# wait_until SECONDS CMD...: run CMD every 0.1 s until it succeeds (0), or
+# fail (1) once SECONDS have passed on the clock: a wait for a condition,
+# with a bound generous enough for a busy machine
+wait_until() {
+	wu_end=$(($(date +%s) + $1))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -ge $wu_end ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+sim_section() {
+	while [ $# -ge 2 ]; do
+		printf '[controller %s]\ndevice = sim\nsize = %s\n' "$1" "$2"
+		shift 2
+		while [ $# -gt 0 ] && [ "$1" != -- ]; do
+			printf '%s = %s\n' "${1%%=*}" "${1#*=}"
+			shift
+		done
+		[ $# -gt 0 ] && shift
+	done
+}
+
+conf_sim() {
+	sim_section "$@" | conf_write
+}
+
+ctl() {
+	timeout "${CTL_TIMEOUT:-60}" "$C" -s "$TMP/admin.sock" "$@"
+}
+
+# ctl_forms "CMD ARGS"...: each command in human form and with --json: exit
+# 0, something on stdout, nothing on stderr, valid JSON with "ok": true;
+# the outputs are kept as $TMP/h_NAME and $TMP/j_NAME (NAME: the command
+# with its blanks as _)
+ctl_forms() {
+	for cf_cmd in "$@"; do
+		# shellcheck disable=SC2086
+		ctl $cf_cmd > "$TMP/human" 2> "$TMP/err" || fail "$cf_cmd: exit $?: $(cat "$TMP/err")"
+		[ -s "$TMP/human" ] || fail "$cf_cmd: printed nothing"
+		[ -s "$TMP/err" ] && fail "$cf_cmd: wrote to stderr: $(cat "$TMP/err")"
+		# shellcheck disable=SC2086
+		ctl $cf_cmd --json > "$TMP/json" 2> "$TMP/err" || fail "$cf_cmd --json: exit $?: $(cat "$TMP/err")"
+		python3 -m json.tool "$TMP/json" > /dev/null 2>&1 ||
+			fail "$cf_cmd --json: not JSON: $(head -c 300 "$TMP/json")"
+		[ "$(json "$TMP/json" 'd["ok"]')" = True ] || fail "$cf_cmd --json: ok is not true"
+		cf_name=$(echo "$cf_cmd" | tr ' ' '_')
+		cp "$TMP/human" "$TMP/h_$cf_name"
+		cp "$TMP/json" "$TMP/j_$cf_name"
+	done
+}
+
+json() {
+	if [ $# = 1 ]; then
+		python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"
+	else
+		python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+	fi
 }
 
 daemon_alive() {
@@ -148,8 +251,8 @@ daemon_start() {
 	ds_audit=$(grep -c "audit: on" "$LOG")
 	"$D" -f -c "$CONF" >> "$LOG" 2>&1 &
 	DPID=$!
-	i=0
-	while [ $i -lt 100 ]; do
+	ds_end=$(($(date +%s) + 30))
+	while [ "$(date +%s)" -lt $ds_end ]; do
 		ok=1
 		# the mount, not a file left in the bare directory
 		fuse_mounted || ok=0
@@ -165,9 +268,8 @@ daemon_start() {
 			return 1
 		fi
 		sleep 0.1
-		i=$((i + 1))
 	done
-	echo "namespace files $* did not appear within 10 s:"
+	echo "namespace files $* did not appear within 30 s:"
 	tail -n 20 "$LOG"
 	return 1
 }
@@ -176,12 +278,7 @@ daemon_start() {
 # fell back to /dev/fuse fails the test rather than passing it on classic.
 transport_check() {
 	[ "${FUSE_TRANSPORT:-auto}" = uring ] || return 0
-	i=0
-	while [ $i -lt 50 ]; do
-		grep -q "fuse: serving over io_uring" "$LOG" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_until 10 grep -q "fuse: serving over io_uring" "$LOG" && return 0
 	echo "the daemon does not serve over io_uring:"
 	tail -n 20 "$LOG"
 	return 1
@@ -223,6 +320,46 @@ audit_check() {
 	fail "audit: $((ac_n - AUDIT_SEEN)) violation(s):"
 	grep -A 24 "audit: VIOLATION" "${1:-$LOG}" | head -n 60
 	AUDIT_SEEN=$ac_n
+}
+
+# helper_run NAME SECONDS: a helper that runs the daemon's stack in its own
+# process on $MNT: exit 0 within SECONDS, and nothing left mounted
+helper_run() {
+	hr_bin=$(tool "$1") || exit 1
+	timeout "$2" "$hr_bin" "$MNT"
+	hr_rc=$?
+	[ $hr_rc = 0 ] || fail "$1 exited $hr_rc"
+	fuse_mounted && fail "$1 left $MNT mounted"
+}
+
+# loop_file SIZE BLOCK: LOOP_DEV, a loop device of BLOCK-byte sectors over a
+# file of SIZE bytes ($TMP/loop.img), detached at exit; skips the test
+# when there is no loop device to be had
+loop_file() {
+	command -v losetup >/dev/null || skip "no losetup"
+	truncate -s "$1" "$TMP/loop.img"
+	LOOP_DEV=$(losetup -f --show --sector-size "$2" "$TMP/loop.img" 2>"$TMP/losetup.err") ||
+		skip "no loop device: $(cat "$TMP/losetup.err")"
+	[ "$(blockdev --getsize64 "$LOOP_DEV")" = "$1" ] || { fail "loop size"; finish; }
+	[ "$(blockdev --getss "$LOOP_DEV")" = "$2" ] || { fail "loop sector size"; finish; }
+}
+
+# completed: requests the engine completed so far, all controllers
+completed() {
+	ctl stats --json | json 'd["totals"]["completed"]'
+}
+
+# wait_io FROM N: wait until the engine has completed N requests more than
+# FROM (an earlier completed): I/O is under way; fails after 30 s
+wait_io() {
+	wait_until 30 eval "[ \"\$(completed)\" -ge $(($1 + $2)) ]" && return 0
+	fail "no I/O under way within 30 s ($(completed) requests completed, $1 before)"
+	return 1
+}
+
+daemon_stop_ok() {
+	daemon_stop
+	[ "$DAEMON_RC" = 0 ] || fail "${1:-daemon}: exit $DAEMON_RC after SIGTERM"
 }
 
 fuse_mounted() {

@@ -7,6 +7,7 @@
 # every refusal accounted for; an
 # operator (operator_group, also in admin_group to reach the socket) injects.
 # Runs on whichever FUSE transport the suite selects.
+# transport-independent: the admin socket's and the files' permissions, which the kernel checks before any request
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v useradd > /dev/null && command -v groupadd > /dev/null ||
@@ -39,11 +40,7 @@ SOCK=$TMP/admin.sock
 FILE_GROUP=$GF FILE_MODE=0660
 DAEMON_EXTRA="admin_group = $GV
 operator_group = $GO"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+conf_sim nvme0 16M
 daemon_start nvme0n1 || { fail "daemon did not start"; finish; }
 NS=$MNT/nvme0n1
 

@@ -17,13 +17,7 @@ lib_init
 [ "$AUDIT" = 1 ] || skip "no audit build ($BUILD/nvmefsd-audit)"
 command -v fio > /dev/null || skip "no fio"
 C=$BUILD/nvmefsctl
-conf_write <<EOF2
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-backing = ram
-EOF2
+conf_sim nvme0 64M block_size=4096 backing=ram
 F=$MNT/nvme0n1
 head -c $((1 << 20)) /dev/urandom > "$TMP/data"
 

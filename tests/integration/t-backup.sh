@@ -11,12 +11,7 @@ lib_init
 command -v mkfs.ext4 > /dev/null || skip "no mkfs.ext4 (e2fsprogs)"
 command -v fsfreeze > /dev/null || skip "no fsfreeze (util-linux)"
 command -v losetup > /dev/null || skip "no losetup"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-EOF
+conf_sim nvme0 64M block_size=4096
 daemon_start nvme0n1 || { fail "start"; finish; }
 LOOP= CLOOP= WPID=
 FSMNT=$TMP/fs CMNT=$TMP/copyfs

@@ -14,26 +14,13 @@
 # lseek SEEK_END/DATA/HOLE, statfs, private and shared mmap.
 . "$(dirname "$0")/lib.sh"
 lib_init
-H=$BUILD/tools/bdev-ops
-[ -x "$H" ] || { echo "FAIL: no $H (make)"; exit 1; }
-command -v losetup >/dev/null || skip "no losetup"
+H=$(tool bdev-ops) || exit 1
 S=$((64 << 20))
 B=4096
 K=$((1 << 20))
-truncate -s $S "$TMP/loop.img"
-LOOP=$(losetup -f --show --sector-size $B "$TMP/loop.img" 2>"$TMP/losetup.err") ||
-	skip "no loop device: $(cat "$TMP/losetup.err")"
-trap 'losetup -d "$LOOP" 2>/dev/null; lib_cleanup' EXIT
-[ "$(blockdev --getsize64 "$LOOP")" = $S ] || { fail "loop size"; finish; }
-[ "$(blockdev --getss "$LOOP")" = $B ] || { fail "loop sector size"; finish; }
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = $B
-backing = ram
-EOF
+loop_file $S $B
+LOOP=$LOOP_DEV
+conf_sim nvme0 64M namespaces=1 "block_size=$B" backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 

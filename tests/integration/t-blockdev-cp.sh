@@ -8,23 +8,12 @@
 # results (tests/helpers/bdev-ops.c).
 . "$(dirname "$0")/lib.sh"
 lib_init
-H=$BUILD/tools/bdev-ops
-[ -x "$H" ] || { echo "FAIL: no $H (make)"; exit 1; }
-command -v losetup >/dev/null || skip "no losetup"
+H=$(tool bdev-ops) || exit 1
 S=$((32 << 20))
 B=4096
-truncate -s $S "$TMP/loop.img"
-LOOP=$(losetup -f --show --sector-size $B "$TMP/loop.img" 2>"$TMP/losetup.err") ||
-	skip "no loop device: $(cat "$TMP/losetup.err")"
-trap 'losetup -d "$LOOP" 2>/dev/null; lib_cleanup' EXIT
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 32M
-block_size = $B
-backing = ram
-EOF
+loop_file $S $B
+LOOP=$LOOP_DEV
+conf_sim nvme0 32M namespaces=1 "block_size=$B" backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 head -c $S /dev/urandom > "$TMP/x0"
 head -c $S /dev/urandom > "$TMP/x1"

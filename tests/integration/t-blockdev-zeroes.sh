@@ -7,10 +7,5 @@
 # (tests/helpers/fuse-zeroes.c, the stack in one process, three controllers).
 . "$(dirname "$0")/lib.sh"
 lib_init
-H=$BUILD/tools/fuse-zeroes
-[ -x "$H" ] || { echo "FAIL: no $H (make)"; exit 1; }
-timeout 120 "$H" "$MNT"
-rc=$?
-[ $rc = 0 ] || fail "fuse-zeroes exited $rc"
-fuse_mounted && fail "left mounted"
+helper_run fuse-zeroes 120
 finish

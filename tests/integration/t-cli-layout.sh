@@ -10,22 +10,12 @@
 #     each report, NAMEs choose the namespaces (in that order), an unknown
 #     NAME is an error;
 #   - queues in hybrid mode says the queues have no interrupt vector.
+# transport-independent: nvmefsctl's tables over the admin socket
 . "$(dirname "$0")/lib.sh"
 lib_init
 CTL=$BUILD/nvmefsctl
 L=a-long-ctrl-name # 16 characters, the most a controller's name may have
-conf_write <<EOF
-[controller $L]
-device = sim
-namespaces = 12
-size = 1M
-backing = ram
-[controller c2]
-device = sim
-namespaces = 2
-size = 1M
-backing = ram
-EOF
+conf_sim "$L" 1M namespaces=12 backing=ram -- c2 1M namespaces=2 backing=ram
 daemon_start ${L}n1 ${L}n12 c2n2 || { fail "start"; finish; }
 ctl() { "$CTL" -s "$TMP/admin.sock" "$@"; }
 dd if=/dev/urandom of="$MNT/${L}n10" bs=4k count=8 oflag=direct conv=notrunc status=none

@@ -7,6 +7,7 @@
 # writable by others without the sticky bit, even when root listens there.
 # The same fake server run by root in root's directory is believed (the
 # check refuses the listener, not the protocol).  No daemon is needed.
+# transport-independent: nvmefsctl against fake servers; no daemon runs
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (runs a server as another user)"
 command -v setpriv > /dev/null || skip "no setpriv (util-linux)"

@@ -5,105 +5,20 @@
 # (inject fail: the next read fails with EIO, the one after works), attach
 # refused on a live controller, a user other than root refused, and
 # the exit codes.
-set -u
-ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
-D=$BUILD/nvmefsd
-# NVMEFS_STRACE_DIR: traced as in lib.sh
-[ -z "${NVMEFS_STRACE_DIR:-}" ] || D=$(. "$ROOT/tests/integration/lib.sh" && echo "$D")
-C=$BUILD/nvmefsctl
-[ -x "$D" ] && [ -x "$C" ] || { echo "no $D or $C: build them first"; exit 1; }
-command -v python3 > /dev/null || { echo "skip: python3 is needed to check the JSON"; exit 77; }
-[ -c /dev/fuse ] || { echo "skip: no /dev/fuse"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (FUSE mount, setpriv)"; exit 77; }
-VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
-
-TMP=$(mktemp -d /tmp/t-cli.XXXXXX)
-# searchable by everyone, so that only the socket's own mode keeps others out
-chmod 755 "$TMP"
-MNT=$TMP/mnt
+# transport-independent: nvmefsctl over the admin socket; the counters it checks are the engine's
+. "$(dirname "$0")/lib.sh"
+lib_init_ctl
+# lib_init's TMP is searchable by everyone, so that only the socket's own
+# mode keeps others out
 SOCK=$TMP/admin.sock
-CONF=$TMP/nvmefs.conf
-LOG=$TMP/nvmefsd.log
 NS=$MNT/nvme0n1
-PID=
-fails=0
-
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-cleanup() {
-	if [ -n "$PID" ] && kill -0 "$PID" 2> /dev/null; then
-		kill -TERM "$PID"
-		i=0
-		while kill -0 "$PID" 2> /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -0 "$PID" 2> /dev/null && { echo "nvmefsd ignored SIGTERM for 10 s"; kill -KILL "$PID"; }
-	fi
-	mountpoint -q "$MNT" 2> /dev/null && fusermount3 -u "$MNT" 2> /dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-mkdir "$MNT"
-cat > "$CONF" << EOF
-[daemon]
-mountpoint = $MNT
-admin_socket = $SOCK
 # the admin group: uid/gid 65534 is not in it
-file_group = root
-fuse_transport = ${FUSE_TRANSPORT:-auto}
-[engine]
-queues = 1
-queue_depth = 64
-cq_budget = 16
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-EOF
-
-"$D" -f -c "$CONF" > "$LOG" 2>&1 &
-PID=$!
-i=0
-while [ ! -S "$SOCK" ] || [ ! -e "$NS" ]; do
-	if ! kill -0 "$PID" 2> /dev/null; then
-		wait "$PID"
-		echo "nvmefsd exited ($?) before its admin socket and mount appeared:"
-		cat "$LOG"
-		PID=
-		exit 1
-	fi
-	i=$((i + 1))
-	if [ $i -gt 100 ]; then
-		cat "$LOG"
-		[ -S "$SOCK" ] || { echo "skip: no admin socket within 10 s: this nvmefsd lacks admin support (or is stuck in start-up: its log is above)"; exit 77; }
-		echo "FAIL: $NS did not appear within 10 s"
-		exit 1
-	fi
-	sleep 0.1
-done
-
-ctl() { "$C" -s "$SOCK" "$@"; }
-
-# json FILE EXPR: evaluate a Python expression over the parsed JSON d
-json() {
-	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
+FILE_GROUP=root ENGINE_EXTRA="cq_budget = 16" conf_sim nvme0 64M block_size=4096
+daemon_start nvme0n1 || { fail "start"; finish; }
+PID=$DPID
 
 # ---- every command, human and JSON ----
-for cmd in status stats queues namespaces "identify nvme0" config metrics "stats --prometheus"; do
-	# shellcheck disable=SC2086
-	ctl $cmd > "$TMP/human" 2> "$TMP/err" || fail "$cmd: exit $?: $(cat "$TMP/err")"
-	[ -s "$TMP/human" ] || fail "$cmd: printed nothing"
-	[ -s "$TMP/err" ] && fail "$cmd: wrote to stderr: $(cat "$TMP/err")"
-	# shellcheck disable=SC2086
-	ctl $cmd --json > "$TMP/json" 2> "$TMP/err" || fail "$cmd --json: exit $?: $(cat "$TMP/err")"
-	python3 -m json.tool "$TMP/json" > /dev/null 2>&1 || fail "$cmd --json: not JSON: $(head -c 300 "$TMP/json")"
-	[ "$(json "$TMP/json" 'd["ok"]')" = True ] || fail "$cmd --json: ok is not true"
-	name=$(echo "$cmd" | tr ' ' '_')
-	cp "$TMP/human" "$TMP/h_$name"
-	cp "$TMP/json" "$TMP/j_$name"
-done
+ctl_forms status stats queues namespaces "identify nvme0" config metrics "stats --prometheus"
 
 grep -q "^nvmefsd $VERSION, pid $PID, up " "$TMP/h_status" || fail "status: no version/pid line: $(head -1 "$TMP/h_status")"
 grep -q "^mountpoint *$MNT$" "$TMP/h_status" || fail "status: mountpoint missing"
@@ -281,12 +196,7 @@ expect 0 "^nvmefsd $VERSION" -c "$CONF" status
 
 # the daemon still serves after all that, and stops cleanly
 ctl status > /dev/null || fail "daemon stopped answering"
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=
-[ $rc = 0 ] || { fail "nvmefsd exit $rc after SIGTERM"; tail -n 20 "$LOG"; }
+daemon_stop_ok
 [ -e "$SOCK" ] && fail "admin socket left behind after a clean stop"
-
-[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "nvmefsctl: every command, counters, permissions and exit codes checked"
+finish

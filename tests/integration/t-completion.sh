@@ -4,21 +4,13 @@
 # that nvmefsctl --help lists (and nothing else), options, and the names of
 # the daemon's controllers and (for iostat) namespace files (asked over the
 # socket given with -s or -c).
+# transport-independent: bash completion over the admin socket
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v bash > /dev/null || skip "no bash"
 C=$BUILD/nvmefsctl
 COMP=$ROOT/contrib/bash-completion/nvmefsctl
-conf_write <<EOF2
-[controller nvme0]
-device = sim
-size = 16M
-backing = ram
-[controller fast_1]
-device = sim
-size = 16M
-backing = ram
-EOF2
+conf_sim nvme0 16M backing=ram -- fast_1 16M backing=ram
 daemon_start nvme0n1 fast_1n1 || { fail "start"; finish; }
 
 # complete WORDS...: what the completion offers for the last word (sorted,

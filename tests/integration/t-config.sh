@@ -5,6 +5,7 @@
 #   (@ONLINE@ stands for this machine's online CPU list), nothing on stdout.
 #   valid-*.conf: exit 0, nothing on stderr, and the printed effective config
 #   passes --check-config itself and prints the same settings again.
+# transport-independent: nvmefsd --check-config and its options; nothing is mounted
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}

@@ -28,14 +28,7 @@ KILLS=${FS_KILLS:-2}
 SECS=${CHURN_SECONDS:-20}
 [ "${SOAK:-0}" = 1 ] && SECS=60
 CHURN=$(dirname "$0")/../helpers/fs-churn.py
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 256M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 256M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 LOOP=
 FSMNT=$TMP/fs
 cleanup_fs() {
@@ -87,9 +80,4 @@ mount -t ext4 -o ro "$LOOP" "$FSMNT" || { fail "remount"; finish; }
 python3 "$CHURN" check "$FSMNT" "$TMP/model.json" 2>&1 || fail "the files differ from the model (exit $?)"
 umount "$FSMNT"
 losetup -d "$LOOP" && LOOP=
-store_stop
-[ "$SRC" = 0 ] || fail "stop: exit $SRC"
-fuse_mounted && fail "still mounted after the stop"
-grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
-grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
-finish
+store_finish

@@ -34,14 +34,7 @@ command -v fio >/dev/null || skip "fio missing"
 SEED=${ADOPT_SEED:-1}
 KILLS=${ADOPT_KILLS:-3}
 [ "${SOAK:-0}" = 1 ] && KILLS=20
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 48M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 48M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 cp "$CONF" "$TMP/base.conf"
 
 if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
@@ -59,41 +52,28 @@ if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
 	files_within 5 "$MNT/nvme0n1" || fail "no namespace file after the restart"
 	cmp -n $((8 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "fsync'd data lost"
 	grep "not adopting" "$LOG"
-	store_stop
-	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
-	fuse_mounted && fail "still mounted after the stop"
-	grep -E "fdstore: pid [0-9]+ exited [1-9]" "$LOG" && fail "a run failed"
-	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
-	finish
+	store_finish
 fi
 
 # ---- 1. kill -9 under fio
 store_start -a -n $((KILLS + 5)) || finish
-# the write phase lasts about as long as the kills take (each restart
-# adopts within a second here)
-WRATE=$((48 * 1024 * 10 / (KILLS * 13 + 15)))
-DELAYS=$(awk -v s="$SEED" -v n="$KILLS" \
-	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-fio_start adopt "$WRATE" $((60 + KILLS * 5))
-k=0
 resent=0
-for t in $DELAYS; do
-	sleep "$t"
-	kill -0 "$FP" 2>/dev/null || { fail "fio ended before kill $((k + 1)) (make it longer)"; break; }
+kill_adopt() { # K
 	# what this run was resent, before it dies (fdstore's first run has
 	# nothing to resend)
-	[ $k -gt 0 ] && resent_now
+	[ "$1" -gt 1 ] && resent_now
 	# commands wait 50 ms in the device: the kill finds requests taken
 	# and sent, not answered
-	"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject nvme0 delay 50 > /dev/null ||
-		fail "inject delay"
+	ctl inject nvme0 delay 50 > /dev/null || fail "inject delay"
 	sleep 0.2
 	kill -9 "$DPID"
-	k=$((k + 1))
 	new_pid
-	wait_for "the kernel resends the requests" $k 15 || { fail "kill $k: not adopted within 15 s"; break; }
-done
-fio_check
+	wait_for "the kernel resends the requests" "$1" 15 || { fail "kill $1: not adopted within 15 s"; return 1; }
+}
+# the write phase lasts about as long as the kills take (each restart
+# adopts within a second here)
+fio_cycles adopt "$KILLS" 13 15 kill_adopt
+k=$K
 resent_now
 n=$(grep -c "adopting FUSE connection" "$LOG")
 echo "$k kills, $n adoptions, $resent requests resent"
@@ -116,12 +96,8 @@ tail -n +"$l0" "$LOG" | sed '/exited 0/q' | grep -q "dropped fuse (fd [0-9]*): F
 	fail "SIGTERM: fuse not removed from the store"
 conn2=$(sed -n 's/.*FUSE connection \([0-9]*\) (classic) stored.*/\1/p' "$LOG" | tail -n 1)
 # (the kernel ends a lazily unmounted connection a moment after its last
-# fd closed: allow it 5 s)
-i=0
-while [ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] && [ $i -lt 50 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
+# fd closed: allow it 30 s)
+wait_until 30 eval '[ ! -d /sys/fs/fuse/connections/"$conn" ] || [ "$conn" = "$conn2" ]'
 [ -d /sys/fs/fuse/connections/"$conn" ] && [ "$conn" != "$conn2" ] &&
 	fail "SIGTERM: connection $conn still lives: $(mnt_state)"
 echo "SIGTERM: connection $conn ended, the next start mounted connection $conn2"
@@ -175,7 +151,7 @@ store_stop
 # store).
 store_start -n 2 || finish
 sed "s|^backing = .*|backing = ram|" "$TMP/base.conf" > "$CONF"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" restart > "$TMP/out" 2>&1 && fail "RAM: restart succeeded"
+ctl restart > "$TMP/out" 2>&1 && fail "RAM: restart succeeded"
 grep -q "controller nvme0 keeps its namespaces in memory" "$TMP/out" ||
 	fail "RAM: restart refused without the reason: $(cat "$TMP/out")"
 stores=$(grep -c "(classic) stored" "$LOG")

@@ -20,14 +20,7 @@ CYCLES=${CRASH_CYCLES:-3}
 SEED=${CRASH_SEED:-1}
 W=$BUILD/tools/crash-writer
 [ -x "$W" ] || { echo "FAIL: no $W (make)"; exit 1; }
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 16M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 # kill delays in ms, 150..1500, from the seed
 DELAYS=$(awk -v s="$SEED" -v n="$CYCLES" \
 	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%d ", 150 + int(rand() * 1350) }')

@@ -12,21 +12,8 @@
 lib_init
 [ "${FUSE_TRANSPORT:-auto}" = uring ] && skip "io_uring connections are not adopted (t-crash-adopt checks the refusal)"
 . "$(dirname "$0")/fdstore-lib.sh"
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 16M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-[controller nvme1]
-device = sim
-size = 16M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOC
-ctl() { timeout 60 "$BUILD/nvmefsctl" -s "$TMP/admin.sock" "$@"; }
+conf_sim nvme0 16M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread \
+	-- nvme1 16M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 store_start -n 2 || finish
 files_within 5 "$MNT/nvme1n1" || fail "no nvme1n1"
 head -c $((1 << 20)) /dev/urandom > "$TMP/a"

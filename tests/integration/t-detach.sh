@@ -13,25 +13,11 @@
 #     reply is "attaching" at once and status reaches live.
 # nvme1's fio verify ends without an error, and the daemon stops with 0.
 . "$(dirname "$0")/fault-lib.sh"
-lib_init
-trap fault_cleanup EXIT
-[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
-command -v fio >/dev/null || skip "no fio"
-command -v python3 >/dev/null || skip "no python3"
-IO_TIMEOUT=400 conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 32M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-[controller nvme1]
-device = sim
-size = 64M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOC
+fault_init
+# 1 s: a detach needs no timeout, and a busy machine must not time a
+# command out meanwhile (a reset then fails what it holds)
+IO_TIMEOUT=1000 conf_sim nvme0 32M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread \
+	-- nvme1 64M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 daemon_start nvme0n1 nvme1n1 || { fail "start"; finish; }
 A=$MNT/nvme0n1
 F=$MNT/nvme1n1
@@ -47,7 +33,7 @@ ctl_state_of() { # NAME FIELD
 }
 
 fio_start 20
-sleep 2
+fio_running
 
 # a handle open on nvme0's file across the detach and the attach
 python3 - "$A" "$C" "$TMP/admin.sock" "$MNT" > "$TMP/handle" 2>&1 <<'PY'

@@ -13,6 +13,7 @@
 #   - vfio-bind is named as installed (make install: SBINDIR/vfio-bind) in
 #     the man pages and nvmefsctl --help, not by its place in the source.
 # No daemon, no root.
+# transport-independent: help texts and man pages; nothing is mounted
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}

@@ -9,11 +9,7 @@
 # dd + cmp works.  Prints the time from unhang to the first good read.
 . "$(dirname "$0")/fault-lib.sh"
 fault_start
-dd_cmp || fail "baseline dd + cmp"
-
-probe_start
-fio_start 10
-sleep 2
+fault_fio 10
 t0=$(now_ms)
 ctl inject nvme0 hang > /dev/null || fail "inject hang"
 sleep 1.5
@@ -23,11 +19,7 @@ ctl inject nvme0 unhang > /dev/null || fail "inject unhang"
 fio_wait
 echo "state while hung (1.5 s): $st"
 far=$(rstat failed_after_retries)
-case $FIO_ERR in
-0) ;;
-5) [ "$far" -gt 0 ] || fail "fio got EIO but no command failed after its retries" ;;
-*) fail "fio error $FIO_ERR (only EIO from spent retries is allowed)" ;;
-esac
+fio_err_spent
 if [ "$(ctl_state)" = failed ]; then
 	echo "the reset failed while hung: attach"
 	ctl attach --wait nvme0 || fail "attach after a failed reset"

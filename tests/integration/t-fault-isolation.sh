@@ -35,29 +35,21 @@ done1() {
 	ctl stats --json | json "sum(q['completed'] for r in d['reactors'] for q in r['qpairs'] if q['controller'] == 'nvme1')"
 }
 
-# running1: wait (10 s at most) until nvme1's fio does I/O (it may take
+# running1: wait (30 s at most) until nvme1's fio does I/O (it may take
 # seconds to start on a busy host)
 running1() {
 	r1_n=$(done1)
-	r1_end=$(($(now_ms) + 10000))
-	while [ "$(now_ms)" -lt $r1_end ]; do
-		sleep 0.2
-		[ "$(done1)" -gt "$r1_n" ] && return 0
-	done
-	fail "fio on nvme1 did no I/O within 10 s"
+	wait_until 30 eval '[ "$(done1)" -gt "$r1_n" ]' && return 0
+	fail "fio on nvme1 did no I/O within 30 s"
 	return 1
 }
 
-# stalling: wait (10 s at most) until nvme0's requests wait for trackers:
+# stalling: wait (30 s at most) until nvme0's requests wait for trackers:
 # its load runs, past its queue (fio may take seconds to start on a busy
 # host: nvme1's is started after this)
 stalling() {
 	st_w=$(slot_waits)
-	st_end=$(($(now_ms) + 10000))
-	while [ "$(now_ms)" -lt $st_end ]; do
-		sleep 0.2
-		[ "$(slot_waits)" -gt "$st_w" ] && return 0
-	done
+	wait_until 30 eval '[ "$(slot_waits)" -gt "$st_w" ]' && return 0
 	fail "nvme0's requests never waited for a tracker"
 	return 1
 }

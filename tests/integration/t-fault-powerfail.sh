@@ -11,6 +11,9 @@
 # serves again.  Prints the time from the cut to the removal being seen and
 # from attach to the first good read.
 . "$(dirname "$0")/fault-lib.sh"
+# 1 s: this fault needs no timeout, and a busy machine must not time a
+# command out meanwhile (a reset then fails what it holds)
+IO_TIMEOUT=1000
 fault_start
 
 # put FILE MIB SYNC: dd FILE at MIB MiB, O_DIRECT, then SYNC (fsync, dsync, none)

@@ -11,23 +11,11 @@
 # attach to the first good read.
 . "$(dirname "$0")/fault-lib.sh"
 fault_start_two() {
-	lib_init
-	trap fault_cleanup EXIT
-	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
-	command -v fio >/dev/null || skip "no fio"
-	command -v python3 >/dev/null || skip "no python3"
-	IO_TIMEOUT=400 conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-exec = thread
-[controller nvme1]
-device = sim
-size = 16M
-block_size = 4096
-exec = thread
-EOC
+	fault_init
+	# 1 s: the removal needs no timeout, and a busy machine must not time
+	# a command out before it (a reset then fails what it holds)
+	IO_TIMEOUT=1000 conf_sim nvme0 64M block_size=4096 exec=thread \
+		-- nvme1 16M block_size=4096 exec=thread
 	daemon_start nvme0n1 nvme1n1 || { fail "start"; finish; }
 	F=$MNT/nvme0n1
 }
@@ -39,7 +27,7 @@ head -c $((1 << 20)) /dev/urandom > "$TMP/other"
 dd if="$TMP/other" of="$F1" bs=1M oflag=direct conv=notrunc status=none || fail "write nvme1"
 
 fio_start 20
-sleep 2
+fio_running
 t0=$(now_ms)
 ctl inject nvme0 remove > /dev/null || fail "inject remove"
 wait_state removed 60

@@ -14,7 +14,7 @@ fault_start
 dd_cmp || fail "baseline dd + cmp"
 
 fio_start 20
-sleep 2
+fio_running
 t0=$(now_ms)
 ctl inject nvme0 stuck > /dev/null || fail "inject stuck"
 ctl inject nvme0 hang > /dev/null || fail "inject hang"
@@ -34,7 +34,7 @@ dd_cmp || fail "dd + cmp after the retry brought it back"
 
 # wedged again: the stop is bounded
 fio_start 30
-sleep 2
+fio_running
 ctl inject nvme0 stuck > /dev/null || fail "inject stuck (2)"
 ctl inject nvme0 hang > /dev/null || fail "inject hang (2)"
 sleep 1

@@ -5,14 +5,7 @@
 # created, removed, truncated or chmod'ed; statfs counts the capacity.
 . "$(dirname "$0")/lib.sh"
 lib_init
-FILE_MODE=0640 FILE_GROUP=4242 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 96M
-block_size = 4096
-backing = ram
-EOF
+FILE_MODE=0640 FILE_GROUP=4242 conf_sim nvme0 96M namespaces=1 block_size=4096 backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 

@@ -8,15 +8,7 @@
 # else mounted on it is refused: exit 1 with a message, nothing mounted.
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 2
-size = 32M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 32M namespaces=2 block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 daemon_start nvme0n1 nvme0n2 || { fail "start"; finish; }
 head -c $((24 << 20)) /dev/urandom > "$TMP/a"
 head -c $((5 << 20)) /dev/urandom > "$TMP/b"

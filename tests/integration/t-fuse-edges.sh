@@ -10,20 +10,8 @@
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v python3 >/dev/null || skip "no python3"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 8M
-block_size = 4096
-backing = ram
-[controller sd]
-device = sim
-namespaces = 1
-size = 1M
-block_size = 512
-backing = ram
-EOF
+conf_sim nvme0 8M namespaces=1 block_size=4096 backing=ram \
+	-- sd 1M namespaces=1 block_size=512 backing=ram
 daemon_start nvme0n1 sdn1 || { fail "start"; finish; }
 
 for f in "$MNT/nvme0n1" "$MNT/sdn1"; do
@@ -76,13 +64,7 @@ done
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "daemon exited $DAEMON_RC"
 
-conf_write <<EOF
-[controller big]
-device = sim
-namespaces = 16
-size = 4194304T
-backing = null
-EOF
+conf_sim big 4194304T namespaces=16 backing=null
 daemon_start bign1 bign16 || { fail "start with 16 x 4 EiB"; finish; }
 [ "$(stat -c %s "$MNT/bign16")" = 4611686018427387904 ] || fail "4 EiB file size"
 set -- $(stat -f -c '%b %S' "$MNT")

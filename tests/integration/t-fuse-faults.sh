@@ -6,10 +6,5 @@
 # daemon's stack in one process with the controller's fault injection).
 . "$(dirname "$0")/lib.sh"
 lib_init
-H=$BUILD/tools/fuse-faults
-[ -x "$H" ] || { echo "FAIL: no $H (make)"; exit 1; }
-timeout 60 "$H" "$MNT"
-rc=$?
-[ $rc = 0 ] || fail "fuse-faults exited $rc"
-fuse_mounted && fail "left mounted"
+helper_run fuse-faults 60
 finish

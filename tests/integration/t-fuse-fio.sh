@@ -9,15 +9,7 @@ command -v fio >/dev/null || skip "no fio"
 NCPU=$(getconf _NPROCESSORS_ONLN)
 if [ "$NCPU" -ge 2 ]; then QUEUES=2 CPUS=0,1; else QUEUES=1 CPUS=0; fi
 export QUEUES CPUS
-QD=128 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 128M
-block_size = 4096
-backing = ram
-exec = thread
-EOF
+QD=128 conf_sim nvme0 128M namespaces=1 block_size=4096 backing=ram exec=thread
 daemon_start nvme0n1 || { fail "start"; finish; }
 fio_verify "$MNT/nvme0n1" 20 64 2 16
 daemon_stop

@@ -4,14 +4,7 @@
 # send none; each dd conv=fsync sends one; fdatasync too.
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 16M
-block_size = 4096
-backing = ram
-EOF
+conf_sim nvme0 16M namespaces=1 block_size=4096 backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 f0=$(sim_stat nvme0 flushes)

@@ -9,15 +9,7 @@ head -c $((16 << 20)) /dev/urandom > "$TMP/data"
 for combo in poll:inline interrupt:thread hybrid:thread interrupt:inline; do
 	MODE=${combo%:*} EXEC=${combo#*:}
 	export MODE
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-exec = $EXEC
-EOF
+	conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram "exec=$EXEC"
 	daemon_start nvme0n1 || { fail "$combo: start"; continue; }
 	F=$MNT/nvme0n1
 	dd if="$TMP/data" of="$F" bs=1M conv=notrunc status=none || fail "$combo: dd write"

@@ -8,14 +8,7 @@
 # On the transport the suite runs (classic, or uring in integration-uring).
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 2
-size = 8M
-block_size = 4096
-backing = ram
-EOF
+conf_sim nvme0 8M namespaces=2 block_size=4096 backing=ram
 daemon_start nvme0n1 nvme0n2 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 G=$MNT/nvme0n2

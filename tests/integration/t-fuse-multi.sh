@@ -7,21 +7,8 @@ lib_init
 NCPU=$(getconf _NPROCESSORS_ONLN)
 if [ "$NCPU" -ge 2 ]; then QUEUES=2 CPUS=0,1; else QUEUES=1 CPUS=0; fi
 export QUEUES CPUS
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 2
-size = 12M
-block_size = 4096
-backing = ram
-[controller nvme1]
-device = sim
-namespaces = 2
-size = 6M
-block_size = 512
-backing = ram
-exec = thread
-EOF
+conf_sim nvme0 12M namespaces=2 block_size=4096 backing=ram \
+	-- nvme1 6M namespaces=2 block_size=512 backing=ram exec=thread
 daemon_start nvme0n1 nvme0n2 nvme1n1 nvme1n2 || { fail "start"; finish; }
 [ "$(ls "$MNT" | tr '\n' ' ')" = "nvme0n1 nvme0n2 nvme1n1 nvme1n2 " ] || fail "listing: $(ls "$MNT")"
 for n in nvme0n1:12 nvme0n2:12 nvme1n1:6 nvme1n2:6; do

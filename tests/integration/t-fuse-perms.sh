@@ -6,14 +6,7 @@
 lib_init
 command -v setpriv >/dev/null || skip "no setpriv (util-linux)"
 G=4242
-FILE_MODE=0660 FILE_GROUP=$G conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 4M
-block_size = 4096
-backing = ram
-EOF
+FILE_MODE=0660 FILE_GROUP=$G conf_sim nvme0 4M namespaces=1 block_size=4096 backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 as_member() { setpriv --reuid=65534 --regid=65534 --groups=$G -- "$@"; }

@@ -6,19 +6,12 @@
 # is stopped with SIGINT.
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = $TMP/ns-%n.img
-exec = thread
-EOF
+conf_sim nvme0 64M namespaces=1 block_size=4096 "backing=$TMP/ns-%n.img" exec=thread
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 head -c $((4 << 20)) /dev/urandom > "$TMP/head"
 dd if="$TMP/head" of="$F" bs=1M conv=notrunc,fsync status=none || fail "first write"
+c0=$(completed)
 # nocreat: a dd starting after the unmount must not create a plain file in
 # the bare mountpoint directory
 (while :; do dd if=/dev/urandom of="$F" bs=128k seek=64 count=256 oflag=direct conv=notrunc,nocreat \
@@ -26,7 +19,7 @@ dd if="$TMP/head" of="$F" bs=1M conv=notrunc,fsync status=none || fail "first wr
 W=$!
 (while :; do dd if="$F" of=/dev/null bs=1M iflag=direct status=none 2>/dev/null || break; done) &
 R=$!
-sleep 1.5
+wait_io "$c0" 64
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "SIGTERM with I/O in flight: exit $DAEMON_RC"
 fuse_mounted && fail "still a FUSE mount after SIGTERM"

@@ -23,39 +23,24 @@ if [ "$WANT" = auto ]; then
 	WANT=classic
 	[ "$(cat $SW 2>/dev/null)" = Y ] && WANT=uring
 fi
-CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
-json() { # FILE EXPR
-	python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
 small_conf() { # TRANSPORT: a 16 MiB namespace, nothing else
-	FUSE_TRANSPORT=$1 conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
+	FUSE_TRANSPORT=$1 conf_sim nvme0 16M
 }
 stat_of() { # KEY: a counter of stats' "fuse" object
-	$CTL stats --json > "$TMP/s.json" || return 1
+	ctl stats --json > "$TMP/s.json" || return 1
 	json "$TMP/s.json" "d['fuse']['$1']"
 }
 ram_conf() { # a 64 MiB RAM namespace of 4 KiB blocks
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-EOF
+	conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram
 }
 ram_conf
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 
-$CTL status --json > "$TMP/st.json" || fail "status"
+ctl status --json > "$TMP/st.json" || fail "status"
 [ "$(json "$TMP/st.json" 'd["transport"]')" = "$WANT" ] ||
 	fail "status: transport $(json "$TMP/st.json" 'd.get("transport")'), want $WANT"
-$CTL status | grep -q "^transport *$WANT\$" || fail "status (text): no 'transport $WANT' line"
+ctl status | grep -q "^transport *$WANT\$" || fail "status (text): no 'transport $WANT' line"
 [ "$(stat_of transport)" = "$WANT" ] || fail "stats: transport"
 
 head -c $((8 << 20)) /dev/urandom > "$TMP/data"
@@ -85,14 +70,14 @@ else
 	[ "$c2" = "$c1" ] || fail "a read over /dev/fuse copied $((c2 - c1)) bytes"
 fi
 
-$CTL queues --json > "$TMP/q.json" || fail "queues"
+ctl queues --json > "$TMP/q.json" || fail "queues"
 nq=$(json "$TMP/q.json" 'len(d["fuse_queues"])')
 if [ "$WANT" = uring ]; then
 	ncpu=$(python3 -c 'import sys; s=open("/sys/devices/system/cpu/possible").read().strip(); print(max(int(p.split("-")[-1]) for p in s.split(","))+1)')
 	[ "$nq" = "$ncpu" ] || fail "queues: $nq FUSE queues, want one per possible CPU ($ncpu)"
 	[ "$(json "$TMP/q.json" 'all(q["reactor"] == 0 for q in d["fuse_queues"])')" = True ] ||
 		fail "queues: one reactor, but a FUSE queue maps elsewhere"
-	$CTL queues | grep -q "FUSE transport uring" || fail "queues (text): transport"
+	ctl queues | grep -q "FUSE transport uring" || fail "queues (text): transport"
 else
 	[ "$nq" = 0 ] || fail "queues: $nq FUSE queues over /dev/fuse"
 fi
@@ -105,7 +90,7 @@ if [ "$WANT" = classic ]; then
 	unset FUSE_QD
 	daemon_start nvme0n1 || { fail "start with one landing buffer"; finish; }
 	c0=$(stat_of copy_bytes)
-	$CTL inject nvme0 delay 300 > /dev/null || fail "inject delay 300"
+	ctl inject nvme0 delay 300 > /dev/null || fail "inject delay 300"
 	pids=
 	for k in 0 1 2 3; do
 		dd if="$TMP/data" of="$F" bs=1M skip=$k seek=$k count=1 oflag=direct conv=notrunc \
@@ -113,7 +98,7 @@ if [ "$WANT" = classic ]; then
 		pids="$pids $!"
 	done
 	for p in $pids; do wait "$p" || fail "a concurrent write failed"; done
-	$CTL inject nvme0 delay 0 > /dev/null || fail "inject delay 0"
+	ctl inject nvme0 delay 0 > /dev/null || fail "inject delay 0"
 	c1=$(stat_of copy_bytes)
 	# at least one write waited for the buffer, at least one had it
 	[ $((c1 - c0)) -ge $((1 << 20)) ] && [ $((c1 - c0)) -le $((3 << 20)) ] ||

@@ -9,20 +9,8 @@
 lib_init
 command -v fallocate >/dev/null || skip "no fallocate (util-linux)"
 command -v python3 >/dev/null || skip "no python3"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 16M
-block_size = 4096
-backing = ram
-[controller sd]
-device = sim
-namespaces = 1
-size = 16M
-block_size = 512
-backing = ram
-EOF
+conf_sim nvme0 16M namespaces=1 block_size=4096 backing=ram \
+	-- sd 16M namespaces=1 block_size=512 backing=ram
 daemon_start nvme0n1 sdn1 || { fail "start"; finish; }
 head -c $((16 << 20)) /dev/urandom > "$TMP/data"
 for c in nvme0 sd; do

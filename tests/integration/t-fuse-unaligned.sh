@@ -9,22 +9,8 @@
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v python3 >/dev/null || skip "no python3"
-MODE=hybrid conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 4M
-block_size = 4096
-backing = ram
-exec = thread
-[controller sd]
-device = sim
-namespaces = 1
-size = 4M
-block_size = 512
-backing = ram
-exec = thread
-EOF
+MODE=hybrid conf_sim nvme0 4M namespaces=1 block_size=4096 backing=ram exec=thread \
+	-- sd 4M namespaces=1 block_size=512 backing=ram exec=thread
 daemon_start nvme0n1 sdn1 || { fail "start"; finish; }
 
 for ns in nvme0n1 sdn1; do

@@ -4,21 +4,17 @@
 # read), every label they group by or show in a legend is on those series
 # (or is one the scrape adds: instance, job), and promtool parses every
 # query (each as a recording rule).
+# transport-independent: the dashboard against the metrics the admin socket serves
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"
 DASH=$ROOT/contrib/grafana/nvmefs.json
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 16M
-backing = ram
-EOC
+conf_sim nvme0 16M backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 dd if=/dev/urandom of="$MNT/nvme0n1" bs=64k count=16 oflag=direct conv=notrunc status=none || fail "write"
 dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=16 iflag=direct status=none || fail "read"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" smart-log nvme0 > /dev/null || fail "smart-log"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" metrics > "$TMP/metrics" || fail "metrics"
+ctl smart-log nvme0 > /dev/null || fail "smart-log"
+ctl metrics > "$TMP/metrics" || fail "metrics"
 python3 - "$DASH" "$TMP/metrics" "$TMP/rules.yml" <<'PY' || fail "dashboard"
 import json, re, sys
 dash = json.load(open(sys.argv[1]))

@@ -2,6 +2,7 @@
 # make install / uninstall into a private prefix: every file lands where it
 # should, the systemd unit verifies, the man pages render, uninstall removes
 # all but the config.
+# transport-independent: make install and uninstall; the installed daemon runs as every other test's does
 set -eu
 : "${BUILD:?}" "${ROOT:?}"
 P=$(mktemp -d)

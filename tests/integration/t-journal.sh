@@ -7,18 +7,10 @@
 # about a controller and NAMESPACE= on one about a namespace (a namespace
 # added at run time); nothing then goes to stderr.  With the journal's
 # socket gone, the lines go to stderr with their <N> priority prefix.
+# transport-independent: where log lines go, not how FUSE requests come
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 16M
-backing = ram
-[controller fast_1]
-device = sim
-size = 16M
-backing = ram
-EOC
+conf_sim nvme0 16M backing=ram -- fast_1 16M backing=ram
 daemon_start nvme0n1 fast_1n1 || { fail "start"; finish; }
 daemon_stop
 grep -Eq '^[0-9]{4}-[0-1][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{3}Z nvmefsd: info: ready: 2 namespaces' "$LOG" ||
@@ -45,19 +37,16 @@ while True:
     out.write(d.replace(b"\n", b"\t").rstrip(b"\t") + b"\n")
 PY
 JP=$!
-i=0
-while [ ! -S "$J" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+wait_until 30 test -S "$J"
 : > "$TMP/err"
 # JOURNAL_STREAM names the file that is the daemon's stderr, as systemd
 # names the stream it connects
 JOURNAL_STREAM=$(stat -c '%d:%i' "$TMP/err") "$D" -f -c "$CONF" 2>> "$TMP/err" &
 DPID=$!
-i=0
-while ! grep -q "MESSAGE=ready: " "$TMP/journal" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" detach fast_1 > /dev/null || fail "detach"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" inject nvme0 ns-add 2 8M > /dev/null || fail "ns-add"
-i=0
-while ! grep -q "MESSAGE=nvme0: namespace 2 added" "$TMP/journal" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+wait_until 30 grep -q "MESSAGE=ready: " "$TMP/journal"
+ctl detach fast_1 > /dev/null || fail "detach"
+ctl inject nvme0 ns-add 2 8M > /dev/null || fail "ns-add"
+wait_until 30 grep -q "MESSAGE=nvme0: namespace 2 added" "$TMP/journal"
 daemon_stop
 [ "$DAEMON_RC" = 0 ] || fail "journal: exit $DAEMON_RC"
 grep -q "MESSAGE=ready: 2 namespaces.*PRIORITY=6.*SYSLOG_IDENTIFIER=nvmefsd" "$TMP/journal" ||
@@ -78,8 +67,7 @@ wait $JP 2>/dev/null
 rm -f "$J"
 JOURNAL_STREAM=$(stat -c '%d:%i' "$TMP/err") "$D" -f -c "$CONF" 2>> "$TMP/err" &
 DPID=$!
-i=0
-while ! grep -q "ready: " "$TMP/err" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+wait_until 30 grep -q "ready: " "$TMP/err"
 daemon_stop
 grep -q '^<6>ready: 2 namespaces' "$TMP/err" || fail "no journal socket: no <6> ready line: $(head -n 3 "$TMP/err")"
 echo "journal: $n records with their fields; foreground lines timestamped; <N> lines without a journal"

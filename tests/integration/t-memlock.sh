@@ -9,12 +9,7 @@ lib_init
 command -v prlimit > /dev/null || skip "no prlimit (util-linux)"
 command -v setpriv > /dev/null || skip "no setpriv (util-linux)"
 REAL=$D
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 8M
-backing = ram
-EOF
+conf_sim nvme0 8M backing=ram
 # wrap LIMIT [PREFIX...]: D becomes the daemon under that locked-memory
 # limit (soft and hard), started through PREFIX
 wrap() {

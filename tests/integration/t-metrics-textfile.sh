@@ -6,6 +6,7 @@
 # daemon gone it fails and leaves the last file as it was.  Both units
 # (service and timer) verify.  The file has each namespace's size, and every
 # per-controller series is nvmefs_controller_* (none nvmefs_ctrl_*).
+# transport-independent: the metrics service writes the admin socket's metrics to a file
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"

@@ -13,6 +13,7 @@
 #   others may write (exit 78).  A missing backing file is created
 #   mode 0600 and an existing root-owned one is used (both serve I/O), in a
 #   private directory below a sticky world-writable one.
+# transport-independent: start-up refusals of paths, before the transport serves anything
 . "$(dirname "$0")/lib.sh"
 lib_init
 
@@ -21,13 +22,7 @@ lib_init
 # and leave no mount behind.  The same walk at the open itself (a path
 # changed after the check) is test_mount's.
 refused() {
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 1M
-block_size = 4096
-backing = $1
-EOF
+	conf_sim nvme0 1M block_size=4096 "backing=$1"
 	: > "$LOG"
 	if daemon_start nvme0n1 > /dev/null; then
 		fail "$2: the daemon started"
@@ -104,13 +99,7 @@ refused "$B/dir.img" "directory at the path" "$B/dir.img is a directory, not a r
 mkdir -m 1777 "$TMP/sticky"
 B=$TMP/sticky/private
 mkdir -m 700 "$B"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 1M
-block_size = 4096
-backing = $B/new.img
-EOF
+conf_sim nvme0 1M block_size=4096 "backing=$B/new.img"
 : > "$LOG"
 if daemon_start nvme0n1; then
 	grep -q "sim: created backing file $B/new.img" "$LOG" || fail "new file: no 'created' line"
@@ -138,12 +127,7 @@ fi
 # (found by the config's checks)
 conf_mnt() {
 	MNT=$1
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 1M
-backing = ram
-EOF
+	conf_sim nvme0 1M backing=ram
 	: > "$LOG"
 }
 mnt_refused() { # WHAT REGEX TARGET-DIR-THAT-MUST-STAY-UNMOUNTED

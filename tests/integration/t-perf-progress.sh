@@ -5,6 +5,7 @@
 # I/Os with -n), each with a percentage, erased before the report; it never
 # wraps (cut to the terminal's width); with stderr not a terminal nothing of
 # it is written, and stdout (the table or --json) never carries it.
+# transport-independent: nvmefs-perf drives the engine; nothing is mounted
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}

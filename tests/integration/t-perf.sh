@@ -5,6 +5,7 @@
 # on a null namespace (which keeps no data) must report mismatches and fail;
 # --json carries the documented keys; -n runs exactly that many I/Os; bad
 # usage exits 2.
+# transport-independent: nvmefs-perf drives the engine; nothing is mounted
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}

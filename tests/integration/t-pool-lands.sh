@@ -10,13 +10,7 @@
 # be fewer, the start is refused naming the largest request.
 . "$(dirname "$0")/lib.sh"
 lib_init
-conf_write <<EOF2
-[controller nvme0]
-device = sim
-size = 64M
-block_size = 4096
-backing = ram
-EOF2
+conf_sim nvme0 64M block_size=4096 backing=ram
 F=$MNT/nvme0n1
 if [ "${FUSE_TRANSPORT:-auto}" = uring ]; then
 	NVMEFS_POOL_MIB=1 timeout 30 "$D" -f -c "$CONF" >> "$LOG" 2>&1

@@ -16,44 +16,27 @@
 # sectors; direct writes through the loop device read back through the file
 # and cost no read-modify-write in the daemon; with 512-byte sectors DIO is
 # on too but a 512-byte write costs one; detached, it is gone.
-# Hugepages: with none reserved every DMA pool logs "4 KiB pages"; with
-# exactly the pools' size in 2 MiB pages reserved each pool logs its
-# hugepages and HugePages_Free (and the node's free_hugepages) drop by that
-# much, and come back when the daemon stops; one page less and one pool
-# falls back, saying why; with two controllers under dma_isolation each
-# reactor has one pool per controller, of 32 MiB / 2 + queue_depth x 4 KiB,
-# rounded up to 2 MiB when on hugepages.
-# /proc/sys/vm/nr_hugepages is restored at exit.  Parts whose tool is
-# missing (qemu-system-x86_64) or that the machine cannot do (reserve
-# hugepages) are skipped with a message.
+# The hugepage sizing of the section is t-hugepages.sh's (it wants the
+# machine's hugepages to itself).  Parts whose tool is missing
+# (qemu-system-x86_64) are skipped with a message.
 . "$(dirname "$0")/lib.sh"
 lib_init
-CTL=$BUILD/nvmefsctl
 command -v qemu-io >/dev/null || { fail "no qemu-io (scripts/deps.sh test installs qemu-utils)"; finish; }
 command -v losetup >/dev/null || skip "no losetup"
 NS=$((64 << 20))
-conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 64M
-block_size = 4096
-backing = ram
-EOF
+conf_sim nvme0 64M namespaces=1 block_size=4096 backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 F=$MNT/nvme0n1
 LOOP=
-HP_OLD=$(cat /proc/sys/vm/nr_hugepages)
 cleanup() {
 	[ -s "$TMP/qemu.pid" ] && kill -9 "$(cat "$TMP/qemu.pid")" 2>/dev/null
 	[ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
-	[ "$(cat /proc/sys/vm/nr_hugepages)" = "$HP_OLD" ] || echo "$HP_OLD" > /proc/sys/vm/nr_hugepages
 	lib_cleanup
 }
 trap cleanup EXIT
 # fuse counters (stats --json "fuse"): rmw_writes, flushes_sent, punches
 fstat() {
-	"$CTL" -s "$TMP/admin.sock" --json stats | python3 -c '
+	ctl --json stats | python3 -c '
 import json, sys
 f = json.load(sys.stdin)["fuse"]
 k = sys.argv[1]
@@ -215,96 +198,6 @@ dd if="$F" bs=512 skip=$((48 << 11 | 1)) count=1 status=none | cmp -s - "$TMP/r5
 losetup -d "$LOOP" || fail "losetup -d (512)"
 LOOP=
 echo "loop recipe checked"
-daemon_stop
-[ "$DAEMON_RC" = 0 ] || fail "daemon exit $DAEMON_RC"
+daemon_stop_ok
 
-# ---- DMA pools and hugepages ----
-# pool lines of the last start (the log keeps every start)
-pools() { sed -n '/^--- start/h; /^--- start/!H; ${x; p}' "$LOG" | grep 'dma: buffer pool of'; }
-meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
-NODE_HP=/sys/devices/system/node/node0/hugepages/hugepages-2048kB
-# the pools' size without io_uring's entries: over /dev/fuse a reactor's
-# pool is 32 MiB for requests and fuse_queue_depth (16) x 1 MiB for its
-# landing buffers
-FUSE_TRANSPORT=classic
-# two controllers, dma_isolation: one pool per controller per reactor
-DMA_ISOLATION=controller QD=64 conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-[controller nvme1]
-device = sim
-size = 16M
-EOF
-daemon_start nvme0n1 nvme1n1 || { fail "start (two controllers)"; finish; }
-daemon_stop
-pools
-n=$(pools | grep -c "buffer pool of $(((16 << 10) + 64 * 4)) KiB on ")
-[ "$n" = 2 ] || fail "dma_isolation, 2 controllers, queue_depth 64: $n pools of 16 MiB + 256 KiB, want 2"
-
-QUEUES=2 CPUS=0,1
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-EOF
-if [ "$HP_OLD" != 0 ] || [ "$(meminfo HugePages_Total)" != 0 ]; then
-	echo "SKIP part: hugepages are reserved already (nr_hugepages $HP_OLD): the 4 KiB case is not checked"
-else
-	daemon_start nvme0n1 || { fail "start (no hugepages)"; finish; }
-	daemon_stop
-	pools
-	[ "$(pools | grep -c 'buffer pool of 48 MiB on .*: 4 KiB pages (not enough free 2 MiB hugepages)')" = 2 ] ||
-		fail "without hugepages: want two 48 MiB pools on 4 KiB pages"
-fi
-# two reactors of one 48 MiB pool each: 2 x 24 pages
-WANT=48
-echo $((HP_OLD + WANT)) > /proc/sys/vm/nr_hugepages 2>/dev/null
-if [ "$(meminfo HugePages_Free)" -lt "$WANT" ]; then
-	echo "SKIP part: cannot reserve $WANT 2 MiB hugepages (HugePages_Free $(meminfo HugePages_Free))"
-	echo "$HP_OLD" > /proc/sys/vm/nr_hugepages
-else
-	free0=$(meminfo HugePages_Free)
-	nfree0=$(cat $NODE_HP/free_hugepages)
-	daemon_start nvme0n1 || { fail "start (hugepages)"; finish; }
-	free1=$(meminfo HugePages_Free)
-	nfree1=$(cat $NODE_HP/free_hugepages)
-	daemon_stop
-	pools
-	[ "$(pools | grep -c 'buffer pool of 48 MiB on NUMA node 0: 24 2 MiB hugepages$')" = 2 ] ||
-		fail "with $WANT hugepages free: want two pools on 24 hugepages each"
-	[ $((free0 - free1)) = $WANT ] || fail "HugePages_Free went from $free0 to $free1, want -$WANT"
-	[ $((nfree0 - nfree1)) = $WANT ] || fail "node0 free_hugepages went from $nfree0 to $nfree1, want -$WANT"
-	[ "$(meminfo HugePages_Free)" = "$free0" ] || fail "hugepages not given back at stop"
-	# one page short: the second pool does not fit and says so
-	echo $((HP_OLD + WANT - 1)) > /proc/sys/vm/nr_hugepages
-	daemon_start nvme0n1 || { fail "start (one hugepage short)"; finish; }
-	daemon_stop
-	pools
-	[ "$(pools | grep -c ': 24 2 MiB hugepages$')" = 1 ] &&
-		[ "$(pools | grep -c ': 4 KiB pages (not enough free 2 MiB hugepages)$')" = 1 ] ||
-		fail "one hugepage short: want one pool on hugepages and one on 4 KiB pages"
-	# dma_isolation, two controllers, queue_depth 64, one reactor: two
-	# pools of 16 MiB + 256 KiB, each rounded up to 18 MiB: 2 x 9 pages
-	echo $((HP_OLD + 18)) > /proc/sys/vm/nr_hugepages
-	QUEUES=1 CPUS=0
-	conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 16M
-[controller nvme1]
-device = sim
-size = 16M
-EOF
-	free0=$(meminfo HugePages_Free)
-	daemon_start nvme0n1 nvme1n1 || { fail "start (isolation, hugepages)"; finish; }
-	free1=$(meminfo HugePages_Free)
-	daemon_stop
-	pools
-	[ "$(pools | grep -c 'buffer pool of 18 MiB on NUMA node 0: 9 2 MiB hugepages$')" = 2 ] ||
-		fail "dma_isolation with 18 hugepages: want two 18 MiB pools of 9 hugepages"
-	[ $((free0 - free1)) = 18 ] || fail "isolation: HugePages_Free went from $free0 to $free1, want -18"
-	echo "$HP_OLD" > /proc/sys/vm/nr_hugepages
-	echo "hugepage sizing checked"
-fi
 finish

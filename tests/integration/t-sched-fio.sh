@@ -13,15 +13,7 @@ command -v fio >/dev/null || skip "no fio"
 NCPU=$(getconf _NPROCESSORS_ONLN)
 
 conf() {
-	QD=64 conf_write <<EOF
-[controller nvme0]
-device = sim
-namespaces = 1
-size = 32M
-block_size = 4096
-backing = ram
-exec = thread
-EOF
+	QD=64 conf_sim nvme0 32M namespaces=1 block_size=4096 backing=ram exec=thread
 }
 
 one() { # label

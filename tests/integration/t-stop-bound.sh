@@ -32,7 +32,7 @@ case " $PHASES " in
 esac
 phase1() {
 	fio_start 60
-	sleep 2
+	fio_running
 	ctl inject nvme0 hang > /dev/null || fail "inject hang"
 	sleep 1
 	# the bound lifecycle.h states (drain 30 + cancel 25 + reactors 5 + shutdown 45 s); the

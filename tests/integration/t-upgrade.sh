@@ -27,16 +27,8 @@ UPGRADES=${UPGRADES:-3}
 SEED=${UPGRADE_SEED:-1}
 FUSE_TRANSPORT=${FUSE_TRANSPORT:-classic}
 [ "$FUSE_TRANSPORT" = auto ] && FUSE_TRANSPORT=classic
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 48M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 48M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 cp "$CONF" "$TMP/base.conf"
-CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
 # the installed binary: the daemon is started as this path
 mkdir -p "$TMP/sbin"
 BIN=$TMP/sbin/nvmefsd
@@ -55,7 +47,7 @@ replace_binary() {
 if [ "$FUSE_TRANSPORT" = uring ]; then
 	store_start -n 1 || finish
 	grep -q "FUSE connection [0-9]* (uring) stored" "$LOG" || fail "no io_uring connection stored"
-	$CTL restart > "$TMP/out" 2>&1 && fail "restart over io_uring succeeded"
+	ctl restart > "$TMP/out" 2>&1 && fail "restart over io_uring succeeded"
 	grep -q "served over io_uring.*cannot adopt" "$TMP/out" || fail "restart over io_uring: $(cat "$TMP/out")"
 	cat "$TMP/out"
 	grep -q "restart refused: .*io_uring" "$LOG" || fail "the refusal is not in the log"
@@ -63,29 +55,17 @@ if [ "$FUSE_TRANSPORT" = uring ]; then
 	dd if="$TMP/a" of="$MNT/nvme0n1" bs=1M oflag=direct conv=notrunc,fsync status=none || fail "write"
 	cmp -n $((4 << 20)) "$TMP/a" "$MNT/nvme0n1" || fail "read back"
 	[ "$(cat "$TMP/pid")" = "$DPID" ] || fail "the daemon was restarted"
-	store_stop
-	[ "$SRC" = 0 ] || fail "stop: exit $SRC"
-	grep -E "Sanitizer|runtime error" "$LOG" && fail "sanitizer report"
-	finish
+	store_finish
 fi
 
 store_start -n 2 || finish
 PID0=$DPID
-# the write phase lasts about as long as the restarts take
-WRATE=$((48 * 1024 * 10 / (UPGRADES * 25 + 40)))
-DELAYS=$(awk -v s="$SEED" -v n="$UPGRADES" \
-	'BEGIN { srand(s); for (i = 0; i < n; i++) printf "%.2f ", 0.3 + rand() * 0.9 }')
-fio_start upgrade "$WRATE" $((60 + UPGRADES * 5))
-k=0
 resent=0
-for t in $DELAYS; do
-	sleep "$t"
-	kill -0 "$FP" 2>/dev/null || { fail "fio ended before restart $((k + 1)) (make it longer)"; break; }
-	k=$((k + 1))
-	if [ $k = "$UPGRADES" ]; then
+upgrade() { # K
+	if [ "$1" = "$UPGRADES" ]; then
 		# refused: another mountpoint in the config; nothing stops
 		sed "s|^mountpoint = .*|mountpoint = $TMP/mnt2|" "$TMP/base.conf" > "$CONF"
-		$CTL restart > "$TMP/out" 2>&1 && fail "restart with another mountpoint succeeded"
+		ctl restart > "$TMP/out" 2>&1 && fail "restart with another mountpoint succeeded"
 		grep -q "would not adopt the connection: it is mounted at $MNT, the config says $TMP/mnt2" "$TMP/out" ||
 			fail "changed mountpoint: $(cat "$TMP/out")"
 		cat "$TMP/out"
@@ -97,20 +77,22 @@ for t in $DELAYS; do
 	resent_now
 	replace_binary
 	t0=$(date +%s.%N)
-	if [ $k = "$UPGRADES" ]; then
+	if [ "$1" = "$UPGRADES" ]; then
 		kill -USR2 "$DPID"
 	else
-		$CTL restart > "$TMP/out" 2>&1 || fail "restart $k: $(cat "$TMP/out")"
-		grep -q "pid $DPID re-executes $BIN" "$TMP/out" || fail "restart $k: $(cat "$TMP/out")"
+		ctl restart > "$TMP/out" 2>&1 || fail "restart $1: $(cat "$TMP/out")"
+		grep -q "pid $DPID re-executes $BIN" "$TMP/out" || fail "restart $1: $(cat "$TMP/out")"
 	fi
-	wait_for "the kernel resends the requests" $k 15 || { fail "restart $k: not adopted within 15 s"; break; }
-	wait_for "nvmefsd: info: ready:" $((k + 1)) 5 || fail "restart $k: not ready"
-	echo "restart $k: serving again after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s (polled)"
-	[ "$(cat "$TMP/pid")" = "$PID0" ] && kill -0 "$PID0" || fail "restart $k: the pid changed"
+	wait_for "the kernel resends the requests" "$1" 15 || { fail "restart $1: not adopted within 15 s"; return 1; }
+	wait_for "nvmefsd: info: ready:" $(($1 + 1)) 5 || fail "restart $1: not ready"
+	echo "restart $1: serving again after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s (polled)"
+	[ "$(cat "$TMP/pid")" = "$PID0" ] && kill -0 "$PID0" || fail "restart $1: the pid changed"
 	[ "$(readlink "/proc/$DPID/exe")" = "$BIN" ] ||
-		fail "restart $k: runs $(readlink "/proc/$DPID/exe"), not the new $BIN"
-done
-fio_check
+		fail "restart $1: runs $(readlink "/proc/$DPID/exe"), not the new $BIN"
+}
+# the write phase lasts about as long as the restarts take
+fio_cycles upgrade "$UPGRADES" 25 40 upgrade
+k=$K
 resent_now
 n=$(grep -c "adopting FUSE connection" "$LOG")
 x=$(grep -c "restart: controllers shut down, exec" "$LOG")
@@ -128,11 +110,11 @@ wait_for "READY=1$" $((UPGRADES + 1)) 10 ||
 	fail "READY=1 not sent by each image: $(grep -c "READY=1$" "$LOG") for $((UPGRADES + 1)) images"
 
 # a stop during a restart's drain wins: no exec, the stop's unmount
-$CTL inject nvme0 delay 500 > /dev/null || fail "inject delay"
+ctl inject nvme0 delay 500 > /dev/null || fail "inject delay"
 dd if=/dev/zero of="$MNT/nvme0n1" bs=64k count=8 oflag=direct conv=notrunc status=none 2>/dev/null &
 DD=$!
 sleep 0.2
-$CTL restart > "$TMP/out" 2>&1 || fail "restart before the stop: $(cat "$TMP/out")"
+ctl restart > "$TMP/out" 2>&1 || fail "restart before the stop: $(cat "$TMP/out")"
 store_stop
 wait $DD
 [ "$SRC" = 0 ] || fail "stop during a restart: exit $SRC"
@@ -144,7 +126,7 @@ fuse_mounted && fail "still mounted after the stop"
 # fail, so the restart is refused and the daemon serves on
 D=$BIN
 daemon_start nvme0n1 || finish
-$CTL restart > "$TMP/out" 2>&1 && fail "restart without an fd store succeeded"
+ctl restart > "$TMP/out" 2>&1 && fail "restart without an fd store succeeded"
 grep -q "not in the service manager's fd store" "$TMP/out" || fail "no fd store: $(cat "$TMP/out")"
 dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=4 iflag=direct status=none || fail "I/O after the refusal"
 daemon_stop

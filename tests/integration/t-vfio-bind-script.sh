@@ -5,6 +5,7 @@
 # warning) without VFIO_BIND_TEST=1; a PCI function whose class is not NVMe
 # is refused, naming the class, unless --force.  Binding itself needs a real
 # device: tests/vm/t-vfio-bind.sh covers it.
+# transport-independent: scripts/vfio-bind on a fake sysfs; nvmefsd does not run
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 VB=$ROOT/scripts/vfio-bind

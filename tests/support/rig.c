@@ -64,8 +64,9 @@ int rig_open(struct rig *g, const struct rig_opts *o)
 		nvme_ctrl_set_event_cb(g->c[c], rig_state_cb, g->ev[c]);
 	}
 	for (unsigned r = 0; r < g->nr_reactors; r++) {
-		struct nvme_reactor_opts ro = {.id = r,
-		                               .cpu = -1,
+		struct nvme_reactor_opts ro = {.id = o->first_id + r,
+		                               .cpu = o->pin ? (int)r : -1,
+		                               .numa = o->pin,
 		                               .mode = o->mode,
 		                               .buf_pool_bytes =
 		                                   o->pool_bytes ? o->pool_bytes : 8u << 20,

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nvme.h"
 #include "sim.h"
@@ -36,6 +37,8 @@ struct rig_opts {
 	/* each controller's engine options (name and io_queues are filled in) */
 	struct nvme_ctrl_opts ctrl[RIG_MAX_CTRLS];
 	enum nvme_poll_mode mode;
+	bool pin;          /* reactor r on CPU r, NUMA-aware (else on no CPU) */
+	unsigned first_id; /* reactor r's id is first_id + r */
 	size_t pool_bytes; /* per reactor (per controller with dma_isolation), 0: 8 MiB */
 	bool dma_isolation; /* a pool per controller (nvme_reactor_opts) */
 	bool start;        /* start the reactor threads (else the test drives them) */
@@ -99,5 +102,16 @@ int rig_attach(struct rig *g, unsigned c);
 
 uint64_t rig_now_ms(void);
 void rig_sleep_ms(unsigned ms);
+
+/* For programs outside check (the helpers): a condition that does not hold
+ * prints "FAIL: " and the message, and counts in the int lvalue fails. */
+#define RIG_CHECK(fails, cond, ...)               \
+	do {                                      \
+		if (!(cond)) {                    \
+			printf("FAIL: " __VA_ARGS__); \
+			printf("\n");             \
+			(fails)++;                \
+		}                                 \
+	} while (0)
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 #include "daemon/admin_priv.h"
@@ -52,8 +53,10 @@ static char ns_path[160];
 static struct admin_ctx ctx;
 static struct admin *adm;
 
-static struct nvme_bus *removed_bus; /* a test released the controller's bus */
-static bool reactor_running;         /* a test started the reactor thread */
+/* the engine (tests/support/rig.h): sim, ctrl, reactor and qpair are its
+ * parts; a test that starts the reactor does it with rig_start, one that
+ * releases the controller's bus keeps it in g.kept[0] */
+static struct rig g;
 
 /* extra: more [daemon] lines, "" for none */
 static void make_cfg_with(const char *extra)
@@ -93,15 +96,13 @@ static void use_daemon_lines(const char *extra)
 
 static void setup(void)
 {
-	struct sim_opts so = {.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
-	struct nvme_ctrl_opts co = {.name = "nvme0",
-	                            .io_queues = 1,
-	                            .queue_depth = 64,
-	                            .cq_budget = 16,
-	                            .io_timeout_ms = 5000};
-	/* small: below the 2 MiB at which the engine tries hugepages */
-	struct nvme_reactor_opts ro = {
-	    .id = 0, .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 1u << 20};
+	/* a pool below the 2 MiB at which the engine tries hugepages */
+	struct rig_opts o = {.mode = NVME_MODE_POLL, .pool_bytes = 1u << 20};
+
+	o.sim[0] = (struct sim_opts){.name = "nvme0", .nr_ns = 1, .mdts = 7, .max_queues = 4};
+	o.sim[0].ns[0] =
+	    (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
+	o.ctrl[0] = (struct nvme_ctrl_opts){.queue_depth = 64, .cq_budget = 16, .io_timeout_ms = 5000};
 
 	/* DMA memory is pinned: lift the memlock limit where we may (root) */
 	setrlimit(RLIMIT_MEMLOCK, &(struct rlimit){RLIM_INFINITY, RLIM_INFINITY});
@@ -112,11 +113,11 @@ static void setup(void)
 	loop = ev_loop_new(EVFLAG_AUTO);
 	ck_assert_ptr_nonnull(loop);
 
-	so.ns[0] = (struct sim_ns_opts){.nlba = 1024, .lba_size = 4096, .backing = SIM_BACKING_RAM};
-	ck_assert_int_eq(sim_create(&so, &sim), 0);
-	ck_assert_int_eq(nvme_ctrl_open(sim_bus(sim), &co, &ctrl), 0);
-	ck_assert_int_eq(nvme_reactor_create(&ro, &reactor), 0);
-	ck_assert_int_eq(nvme_qpair_create(ctrl, reactor, 1, &qpair), 0);
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	sim = g.sim[0];
+	ctrl = g.c[0];
+	reactor = g.r[0];
+	qpair = g.qp[0][0];
 	ctrls[0] = ctrl;
 	reactors[0] = reactor;
 	qpairs[0] = qpair;
@@ -150,17 +151,7 @@ static void setup(void)
 static void teardown(void)
 {
 	admin_stop(adm);
-	if (reactor_running) {
-		nvme_reactor_stop(reactor);
-		nvme_reactor_join(reactor);
-		reactor_running = false;
-	}
-	nvme_qpair_destroy(qpair);
-	nvme_reactor_destroy(reactor);
-	nvme_ctrl_close(ctrl); /* owns the sim's bus, and so the sim, unless removed */
-	if (removed_bus)
-		removed_bus->ops->close(removed_bus);
-	removed_bus = NULL;
+	rig_close(&g); /* the controller owns the sim's bus, unless released */
 	ev_loop_destroy(loop);
 	cfg_free(cfg);
 	unlink(sock_path);
@@ -214,7 +205,7 @@ static void send_str(int fd, const char *s, size_t len)
 		}
 		ck_assert_msg(n < 0 && errno == EAGAIN, "send: %s", strerror(errno));
 		turn();
-		ck_assert_msg(now() - t0 < 5, "send timed out");
+		ck_assert_msg(now() - t0 < 30, "send timed out");
 	}
 }
 
@@ -243,7 +234,7 @@ static char *recv_line(int fd)
 		ck_assert_msg(errno == EAGAIN, "recv: %s", strerror(errno));
 		turn();
 		poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, 1);
-		ck_assert_msg(now() - t0 < 5, "no reply within 5 s");
+		ck_assert_msg(now() - t0 < 30, "no reply within 30 s");
 	}
 }
 
@@ -326,7 +317,7 @@ static void write_blocks(unsigned n)
 		nvme_qpair_flush_sq(qpair);
 		while (io_done <= (int)i) {
 			nvme_qpair_reap(qpair, 0);
-			ck_assert_msg(now() - t0 < 5, "write did not complete");
+			ck_assert_msg(now() - t0 < 30, "write did not complete");
 		}
 		ck_assert_int_eq(io_err, 0);
 	}
@@ -676,7 +667,7 @@ START_TEST(t_stalled_clients)
 		ck_assert_msg(n < 0 && errno == EAGAIN, "unexpected data for the half-line client");
 		turn();
 		poll(NULL, 0, 5);
-		ck_assert_msg(now() - t0 < 5, "stalled client not closed by the idle timeout");
+		ck_assert_msg(now() - t0 < 30, "stalled client not closed by the idle timeout");
 	}
 	close(half);
 	close(hog);
@@ -1086,7 +1077,7 @@ static int write_one(void)
 	nvme_qpair_flush_sq(qpair);
 	while (!io_done) {
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "write did not complete");
+		ck_assert_msg(now() - t0 < 30, "write did not complete");
 	}
 	nvme_reactor_buf_free(reactor, buf, 4096);
 	return io_err;
@@ -1131,7 +1122,7 @@ START_TEST(t_inject)
 	while (!io_done) {
 		sim_poll(sim);
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "the write did not complete after unhang");
+		ck_assert_msg(now() - t0 < 30, "the write did not complete after unhang");
 	}
 	ck_assert_int_eq(io_err, 0);
 	nvme_reactor_buf_free(reactor, buf, 4096);
@@ -1158,8 +1149,7 @@ START_TEST(t_inject_events)
 	start();
 	/* a namespace change posts a call to the qpair's reactor (emptying its
 	 * namespace cache), as in the daemon, whose reactors all run */
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"warn\","
 	        "\"warning\":\"temperature\"}");
 	expect_ok(o);
@@ -1168,7 +1158,7 @@ START_TEST(t_inject_events)
 	t0 = now();
 	do {
 		nvme_ctrl_aen_stats_get(ctrl, &st);
-		ck_assert_msg(now() - t0 < 10, "no SMART event");
+		ck_assert_msg(now() - t0 < 30, "no SMART event");
 	} while (st.events[NVME_AEN_SMART] != 1);
 	ck_assert_uint_eq(st.critical_warning, NVME_SMART_CRIT_TEMPERATURE);
 	o = ask("{\"cmd\":\"smart-log\",\"controller\":\"nvme0\"}");
@@ -1195,7 +1185,7 @@ START_TEST(t_inject_events)
 	json_object_put(o);
 	t0 = now();
 	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->nr_ns, __ATOMIC_ACQUIRE) != 2)
-		ck_assert_msg(now() - t0 < 10, "namespace 2 not seen");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 not seen");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-add\","
 	        "\"nsid\":2,\"bytes\":4194304}");
 	expect_error(o, "inject ns-add: namespace 2 of nvme0: exists already");
@@ -1206,14 +1196,14 @@ START_TEST(t_inject_events)
 	json_object_put(o);
 	t0 = now();
 	while (__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].nlba, __ATOMIC_ACQUIRE) != 2048)
-		ck_assert_msg(now() - t0 < 10, "namespace 2 did not grow");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 did not grow");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
 	        "\"nsid\":2}");
 	expect_ok(o);
 	json_object_put(o);
 	t0 = now();
 	while (!__atomic_load_n(&nvme_ctrl_get_info(ctrl)->ns[1].removed, __ATOMIC_ACQUIRE))
-		ck_assert_msg(now() - t0 < 10, "namespace 2 not removed");
+		ck_assert_msg(now() - t0 < 30, "namespace 2 not removed");
 	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"ns-remove\","
 	        "\"nsid\":2}");
 	expect_error(o, "no such namespace");
@@ -1263,11 +1253,10 @@ START_TEST(t_inject_dead)
 
 	start();
 	/* removal runs a step on the qpair's reactor: let it run */
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
 	ck_assert_ptr_eq(bus, sim_bus(sim));
-	removed_bus = bus;
+	g.kept[0] = bus;
 	o = ask("{\"cmd\":\"status\"}");
 	ck_assert_str_eq(json_object_get_string(
 	                     get(json_object_array_get_idx(get(o, "controllers"), 0), "state")),
@@ -1710,7 +1699,7 @@ START_TEST(t_request_deadline)
 			turn();
 			poll(NULL, 0, 5);
 		}
-		ck_assert_msg(now() - t0 < 10, "trickling client not closed");
+		ck_assert_msg(now() - t0 < 30, "trickling client not closed");
 	}
 	line = recv_line(fd);
 	ck_assert_ptr_nonnull(line);
@@ -1938,7 +1927,7 @@ START_TEST(t_error_fw_list)
 	nvme_qpair_flush_sq(qpair);
 	while (!io_done) {
 		nvme_qpair_reap(qpair, 0);
-		ck_assert_msg(now() - t0 < 5, "read did not complete");
+		ck_assert_msg(now() - t0 < 30, "read did not complete");
 	}
 	ck_assert_int_eq(io_err, -EIO);
 	nvme_reactor_buf_free(reactor, buf, 4096);
@@ -2024,7 +2013,7 @@ static void wait_no_clients(void)
 	while (adm->nr_clients) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "%u clients still open", adm->nr_clients);
+		ck_assert_msg(now() - t0 < 30, "%u clients still open", adm->nr_clients);
 	}
 }
 
@@ -2038,7 +2027,8 @@ START_TEST(t_log_deferred)
 
 	start();
 	poll_sim = true;
-	sim_fault_admin_delay(sim, 400000);
+	/* 2 s: far longer than a busy machine takes to answer status */
+	sim_fault_admin_delay(sim, 2000000);
 	a = client();
 	t0 = now();
 	send_line(a, "{\"cmd\":\"smart-log\",\"controller\":\"nvme0\",\"id\":7}\n");
@@ -2046,7 +2036,9 @@ START_TEST(t_log_deferred)
 	b = client();
 	o = ask_fd(b, "{\"cmd\":\"status\"}");
 	expect_ok(o);
-	ck_assert_msg(now() - t0 < 0.3, "status waited %.2f s behind smart-log", now() - t0);
+	/* answered while smart-log still waits for its page: nothing for a yet */
+	ck_assert_msg(recv(a, (char[1]){0}, 1, MSG_PEEK) < 0 && errno == EAGAIN,
+	              "status was answered after smart-log (%.2f s)", now() - t0);
 	json_object_put(o);
 	o = reply(a);
 	expect_ok(o);
@@ -2139,7 +2131,9 @@ START_TEST(t_log_deadline)
 	o = reply(fd);
 	expect_error(o, "fw-log nvme0: Get Log Page 03h failed: timed out after 0.5 s");
 	ck_assert_str_eq(json_object_get_string(get(o, "id")), "x");
-	ck_assert_msg(now() - t0 >= 0.45 && now() - t0 < 2, "deadline after %.2f s", now() - t0);
+	/* not before the deadline; the upper bound only tells a deadline that
+	 * fired (late on a busy machine) from none */
+	ck_assert_msg(now() - t0 >= 0.45 && now() - t0 < 20, "deadline after %.2f s", now() - t0);
 	json_object_put(o);
 	o = ask_fd(fd, "{\"cmd\":\"status\"}");
 	expect_ok(o);
@@ -2207,7 +2201,7 @@ START_TEST(t_health)
 	while (!(hc = health_get(admin_health(adm), 0))->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+		ck_assert_msg(now() - t0 < 30, "no SMART read by the health cache");
 	}
 	ck_assert_int_eq(hc->err, 0);
 	ck_assert_int_eq(hc->smart.avail_spare, 100);
@@ -2218,7 +2212,7 @@ START_TEST(t_health)
 	while (hc->reads == reads) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh read nothing");
 	}
 	reads = hc->reads;
 	{
@@ -2232,7 +2226,7 @@ START_TEST(t_health)
 	while (hc->reads == reads) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh from a thread read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh from a thread read nothing");
 	}
 	o = ask("{\"cmd\":\"status\"}");
 	c = json_object_array_get_idx(get(o, "controllers"), 0);
@@ -2269,17 +2263,16 @@ START_TEST(t_health_error)
 	while (!(hc = health_get(admin_health(adm), 0))->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "no SMART read by the health cache");
+		ck_assert_msg(now() - t0 < 30, "no SMART read by the health cache");
 	}
-	ck_assert_int_eq(nvme_reactor_start(reactor), 0);
-	reactor_running = true;
+	ck_assert_int_eq(rig_start(&g), 0);
 	ck_assert_int_eq(nvme_ctrl_remove(ctrl, "test", &bus), 0);
-	removed_bus = bus;
+	g.kept[0] = bus;
 	health_refresh(admin_health(adm), 0);
 	while (!hc->failures) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "the read of a removed controller did not fail");
+		ck_assert_msg(now() - t0 < 30, "the read of a removed controller did not fail");
 	}
 	ck_assert_int_eq(hc->err, -ENODEV);
 	ck_assert(hc->valid);
@@ -2317,7 +2310,7 @@ START_TEST(t_health_off)
 	while (!hc->valid) {
 		turn();
 		usleep(1000);
-		ck_assert_msg(now() - t0 < 5, "health_refresh read nothing");
+		ck_assert_msg(now() - t0 < 30, "health_refresh read nothing");
 	}
 }
 END_TEST

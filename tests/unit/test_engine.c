@@ -14,6 +14,7 @@
 #include "engine_internal.h"
 #include "log.h"
 #include "nvme.h"
+#include "rig.h"
 #include "sim.h"
 
 static struct sim_opts sim_defaults(bool threaded)
@@ -565,26 +566,20 @@ static void wz_cb(void *arg, int err, uint16_t status)
 
 START_TEST(t_wz_limits)
 {
-	struct sim *s;
-	struct sim_opts so = sim_defaults(false);
-	so.wzsl = 1; /* 8 KiB per Write Zeroes */
-	so.dmrl = 4;
-	so.dmrsl = 1000;
-	ck_assert_int_eq(sim_create(&so, &s), 0);
-	struct nvme_ctrl *c;
-	struct nvme_ctrl_opts co = {.io_queues = 1};
-	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
-	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(c);
+	static struct rig g;
+	struct rig_opts o = {.mode = NVME_MODE_POLL};
+	o.sim[0] = sim_defaults(false);
+	o.sim[0].wzsl = 1; /* 8 KiB per Write Zeroes */
+	o.sim[0].dmrl = 4;
+	o.sim[0].dmrsl = 1000;
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct sim *s = g.sim[0];
+	struct nvme_qpair *qp = g.qp[0][0];
+	const struct nvme_ctrl_info *in = nvme_ctrl_get_info(g.c[0]);
 	ck_assert_uint_eq(in->max_wz_bytes, 8192);
 	ck_assert_uint_eq(in->dsm_max_ranges, 4);
 	ck_assert_uint_eq(in->dsm_max_range_blocks, 1000);
 	ck_assert_uint_eq(in->dsm_max_blocks, 0);
-	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {
-	    .cpu = -1, .mode = NVME_MODE_POLL, .buf_pool_bytes = 8u << 20};
-	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
-	struct nvme_qpair *qp;
-	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &qp), 0);
 	unsigned count = 0;
 	struct sim_stats st0, st1;
 	sim_get_stats(s, &st0);
@@ -604,9 +599,7 @@ START_TEST(t_wz_limits)
 	for (int i = 0; i < 1000 && count == 1; i++)
 		nvme_qpair_reap(qp, 0);
 	ck_assert_uint_eq(count, 2);
-	nvme_qpair_destroy(qp);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(c);
+	rig_close(&g);
 }
 END_TEST
 

@@ -362,15 +362,16 @@ static void one_sequence(struct fs_test *t, uint64_t seed, unsigned n)
 	ck_assert_uint_eq(t->double_completions, 0);
 	ck_assert_uint_eq(t->mismatches, 0);
 	/* new I/O works on every queue and reads back -- on a stable controller:
-	 * a reset that a timeout of this loaded machine starts meanwhile (100 ms
-	 * is short) fails a command whose io_retries are 0, as it should, and
-	 * the I/O is tried again (at most 3 times, each such reset counted) */
+	 * a timeout of this loaded machine (100 ms is short), or the reset it
+	 * starts, fails a command whose io_retries are 0, as it should, and the
+	 * I/O is tried again (at most 9 times, each such timeout or reset
+	 * counted); a failure with neither to blame fails the test */
 	for (unsigned r = 0; r < NR; r++) {
 		uint8_t *b = t->g.buf[r][1];
 		uint64_t pat = seed * 4 + r + 1;
 		unsigned blk = (unsigned)(rnd(&rs) % NBLK);
 		int rc = -EIO;
-		for (unsigned tries = 0; rc != 0 && tries < 4; tries++) {
+		for (unsigned tries = 0; rc != 0 && tries < 10; tries++) {
 			struct nvme_ctrl_rstats a, b2;
 			nvme_ctrl_rstats_get(t->g.c[0], &a);
 			rig_fill(b, 4096, pat);
@@ -380,8 +381,9 @@ static void one_sequence(struct fs_test *t, uint64_t seed, unsigned n)
 				rc = rig_io(&t->g, r, 0, RIG_READ, 1, blk, b, 4096, 0);
 			}
 			nvme_ctrl_rstats_get(t->g.c[0], &b2);
-			if (rc != 0 && b2.resets_started == a.resets_started)
-				break; /* failed with no reset to blame */
+			if (rc != 0 && b2.resets_started == a.resets_started &&
+			    b2.timeouts == a.timeouts)
+				break; /* failed with no timeout or reset to blame */
 			if (rc != 0)
 				rig_wait_state(&t->g, 0, NVME_CTRL_LIVE, 0);
 		}

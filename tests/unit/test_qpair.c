@@ -576,9 +576,11 @@ static void timeout_case(bool threaded, bool hang)
 	struct env e;
 	struct sim_opts so = sim_defaults(threaded);
 	/* a resent command that a busy machine (valgrind, other load) keeps
-	 * past 100 ms times out again: enough retries that only a device that
-	 * never answers fails it */
-	env_open_retries(&e, &so, 32, 4, 100, 10);
+	 * past the timeout times out again: a second, and enough retries that
+	 * only a device that never answers fails it (100 ms and 10 retries
+	 * failed under ThreadSanitizer and ASan on a machine loaded 9 times
+	 * over) */
+	env_open_retries(&e, &so, 32, 4, 1000, 10);
 	struct tmo_ctx t = {.e = &e, .buf = nvme_reactor_buf_alloc(e.r, 8192), .hang = hang};
 	nvme_reactor_set_pass_hook(e.r, tmo_hook, &t);
 	uint64_t t0 = nvme_now_ns();

@@ -14,6 +14,8 @@
 #include "rig.h"
 #include "sim.h"
 
+/* A software controller and its nvme_ctrl outside a rig: one opened after
+ * the rig's reactor started (t_qpair_on_running). */
 static struct sim *mk_sim(const char *name, bool threaded)
 {
 	struct sim_opts so = {.name = name, .nr_ns = 1, .threaded = threaded};
@@ -34,6 +36,26 @@ static struct nvme_ctrl *mk_ctrl(struct sim *s, unsigned depth, unsigned budget,
 	struct nvme_ctrl *c;
 	ck_assert_int_eq(nvme_ctrl_open(sim_bus(s), &co, &c), 0);
 	return c;
+}
+
+/* A rig (tests/support/rig.h) of nr software controllers (32 MiB RAM
+ * namespaces of 512-byte blocks, a device thread if threaded) with depth
+ * and budget, interrupts if irq, served by one reactor in mode with a pool
+ * of pool bytes, not started: each test sets its hooks first. */
+static struct rig_opts rig_of(unsigned nr, bool threaded, unsigned depth, unsigned budget,
+                              bool irq, enum nvme_poll_mode mode, size_t pool)
+{
+	struct rig_opts o = {.nr_ctrls = nr, .mode = mode, .pool_bytes = pool};
+	for (unsigned c = 0; c < nr; c++) {
+		o.sim[c] = (struct sim_opts){.nr_ns = 1, .threaded = threaded};
+		o.sim[c].ns[0] = (struct sim_ns_opts){
+		    .nlba = 1u << 16, .lba_size = 512, .backing = SIM_BACKING_RAM};
+		o.ctrl[c] = (struct nvme_ctrl_opts){.queue_depth = depth,
+		                                    .cq_budget = budget,
+		                                    .io_timeout_ms = 5000,
+		                                    .interrupts = irq};
+	}
+	return o;
 }
 
 static void fill(uint8_t *p, size_t len, uint32_t seed)
@@ -127,18 +149,18 @@ static void integ_pump(struct integ *t)
 
 static void integrity(enum nvme_poll_mode mode, bool threaded)
 {
-	struct sim *s = mk_sim("ri", threaded);
 	bool irq = mode == NVME_MODE_INTERRUPT;
-	struct nvme_ctrl *c = mk_ctrl(s, 64, 8, mode != NVME_MODE_POLL);
-	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {
-	    .id = 1, .cpu = 0, .numa = true, .mode = mode, .buf_pool_bytes = 8u << 20};
-	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
+	static struct rig g;
+	struct rig_opts o = rig_of(1, threaded, 64, 8, mode != NVME_MODE_POLL, mode, 8u << 20);
+	o.pin = true; /* reactor 0 on CPU 0 */
+	o.first_id = 1;
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct sim *s = g.sim[0];
+	struct nvme_reactor *r = g.r[0];
 	ck_assert_int_eq(nvme_reactor_cpu(r), 0);
 	ck_assert_uint_eq(nvme_reactor_id(r), 1);
 	ck_assert_ptr_nonnull(nvme_reactor_loop(r));
-	struct integ t = {.r = r};
-	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &t.qp), 0);
+	struct integ t = {.r = r, .qp = g.qp[0][0]};
 	/* the controller offers vectors in every mode: only interrupt mode
 	 * wires one */
 	if (irq)
@@ -181,9 +203,7 @@ static void integrity(enum nvme_poll_mode mode, bool threaded)
 		ck_assert_uint_eq(ss.sq_doorbells, st.sq_doorbells + ss.admin_cmds);
 	else
 		ck_assert_uint_le(ss.sq_doorbells, st.sq_doorbells + ss.admin_cmds);
-	nvme_qpair_destroy(t.qp);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(c);
+	rig_close(&g);
 }
 START_TEST(t_integ_poll)
 {
@@ -261,16 +281,12 @@ static void fair_hook(void *arg)
 START_TEST(t_fairness)
 {
 	bool threaded = _i & 1, irq = _i & 2;
-	struct sim *sa = mk_sim("fa", threaded), *sb = mk_sim("fb", threaded);
-	struct nvme_ctrl *ca = mk_ctrl(sa, 128, 8, irq), *cb = mk_ctrl(sb, 128, 8, irq);
-	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1,
-	                               .mode = irq ? NVME_MODE_INTERRUPT : NVME_MODE_POLL,
-	                               .buf_pool_bytes = 8u << 20};
-	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
-	struct fair f = {.r = r};
-	ck_assert_int_eq(nvme_qpair_create(ca, r, 1, &f.a), 0);
-	ck_assert_int_eq(nvme_qpair_create(cb, r, 1, &f.b), 0);
+	static struct rig g;
+	struct rig_opts o = rig_of(2, threaded, 128, 8, irq,
+	                           irq ? NVME_MODE_INTERRUPT : NVME_MODE_POLL, 8u << 20);
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct nvme_reactor *r = g.r[0];
+	struct fair f = {.r = r, .a = g.qp[0][0], .b = g.qp[0][1]};
 	f.abuf = nvme_reactor_buf_alloc(r, 4096);
 	f.bbuf = nvme_reactor_buf_alloc(r, 4096);
 	nvme_reactor_set_pass_hook(r, fair_hook, &f);
@@ -309,11 +325,7 @@ START_TEST(t_fairness)
 		ck_assert_uint_le(f.b_max_wait, 2); /* inline: B's completion is ready next pass */
 	if (!threaded)                              /* A takes its full budget each pass, B one */
 		ck_assert_uint_gt(a.completed, 4 * b.completed);
-	nvme_qpair_destroy(f.a);
-	nvme_qpair_destroy(f.b);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(ca);
-	nvme_ctrl_close(cb);
+	rig_close(&g);
 }
 END_TEST
 
@@ -523,15 +535,15 @@ static void samepass_hook(void *arg)
 START_TEST(t_same_pass)
 {
 	enum nvme_poll_mode mode = _i ? NVME_MODE_POLL : NVME_MODE_HYBRID;
-	struct sim *sim = mk_sim("rp", false); /* inline: completes on the doorbell */
-	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, false);
-	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = mode, .buf_pool_bytes = 1u << 20};
+	static struct rig g;
+	/* inline: completes on the doorbell */
+	struct rig_opts o = rig_of(1, false, 32, 4, false, mode, 1u << 20);
 	static struct samepass t;
 	memset(&t, 0, sizeof(t));
-	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct nvme_reactor *r = g.r[0];
 	t.r = r;
-	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &t.qp), 0);
+	t.qp = g.qp[0][0];
 	t.buf = nvme_reactor_buf_alloc(r, 4096);
 	nvme_reactor_set_pass_hook(r, samepass_hook, &t);
 	/* a transport that answers in the flush hook (FUSE over io_uring) */
@@ -547,9 +559,7 @@ START_TEST(t_same_pass)
 	struct nvme_qpair_stats st;
 	nvme_qpair_stats_get(t.qp, &st);
 	ck_assert_uint_gt(nvme_lat_percentile(st.lat_ns, 50), 0);
-	nvme_qpair_destroy(t.qp);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(c);
+	rig_close(&g);
 }
 END_TEST
 
@@ -581,14 +591,12 @@ static void stop_hook(void *arg)
 }
 START_TEST(t_stop_drains)
 {
-	struct sim *sim = mk_sim("rs", true);
-	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, true);
-	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {
-	    .cpu = -1, .mode = NVME_MODE_INTERRUPT, .buf_pool_bytes = 4u << 20};
-	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
-	struct stopper s = {.r = r};
-	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &s.qp), 0);
+	static struct rig g;
+	struct rig_opts o = rig_of(1, true, 32, 4, true, NVME_MODE_INTERRUPT, 4u << 20);
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct sim *sim = g.sim[0];
+	struct nvme_reactor *r = g.r[0];
+	struct stopper s = {.r = r, .qp = g.qp[0][0]};
 	s.buf = nvme_reactor_buf_alloc(r, 4096);
 	sim_fault_delay(sim, 20000);
 	nvme_reactor_set_pass_hook(r, stop_hook, &s);
@@ -596,9 +604,7 @@ START_TEST(t_stop_drains)
 	nvme_reactor_join(r);
 	ck_assert_uint_eq(s.done, 8);
 	ck_assert_uint_eq(nvme_qpair_inflight(s.qp), 0);
-	nvme_qpair_destroy(s.qp);
-	nvme_reactor_destroy(r);
-	nvme_ctrl_close(c);
+	rig_close(&g);
 }
 END_TEST
 
