@@ -750,12 +750,13 @@ int admin_prom_write(struct admin *a, FILE *f)
 	fprintf(f, "nvmefs_uptime_seconds %.1f\n", uptime(a));
 	/* the image's start: its counters begin at zero then (a restart in
 	 * place keeps the pid but not the counters), which is what scrapers
-	 * read this for */
+	 * read this for.  Named for nvmefs: node_exporter, which serves this
+	 * file, has a process_start_time_seconds of its own and drops ours */
 	if (a->ctx.start_time) {
-		fputs("# HELP process_start_time_seconds Start time of the daemon since the Unix "
-		      "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n",
+		fputs("# HELP nvmefs_start_time_seconds Start time of the daemon since the Unix "
+		      "epoch, in seconds.\n# TYPE nvmefs_start_time_seconds gauge\n",
 		      f);
-		fprintf(f, "process_start_time_seconds %lld\n", (long long)a->ctx.start_time);
+		fprintf(f, "nvmefs_start_time_seconds %lld\n", (long long)a->ctx.start_time);
 	}
 
 	prom_table(f, prom_qpair, PROM_NT(prom_qpair), &qpairs);
