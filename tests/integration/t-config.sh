@@ -15,7 +15,7 @@ D=$BUILD/nvmefsd
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 ONLINE=$(cat /sys/devices/system/cpu/online)
-VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
+VERSION=$(head -n 1 "$ROOT/debian/changelog" | cut -d ' ' -f 2 | tr -d '()')
 fails=0 n=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
