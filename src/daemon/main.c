@@ -1971,6 +1971,8 @@ int main(int argc, char **argv)
 		return opt_check_config(o.config);
 	case OPT_CHECK_ADOPT:
 		return upg_check_adopt_main(o.config, o.state_fd, o.ns_table);
+	case OPT_HAS_CONTROLLERS:
+		return opt_has_controllers(o.config);
 	case OPT_RUN:
 	default:
 		break;
@@ -1996,6 +1998,11 @@ int main(int argc, char **argv)
 	if (rc)
 		return OPT_EXIT_CONFIG;
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
+	if (!d.cfg->nr_ctrls) { /* allow_no_controller = yes */
+		log_err("no controllers configured in %s: nothing to serve", o.config);
+		cfg_free(d.cfg);
+		return OPT_EXIT_CONFIG;
+	}
 	log_names(d.cfg);
 	rc = run(&d);
 	teardown(&d);
