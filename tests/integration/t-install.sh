@@ -12,7 +12,8 @@ M="make -s -C $ROOT -o all B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/s
 $M install >/dev/null
 for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind etc/nvmefs/nvmefs.conf \
 	lib/systemd/system/nvmefs.service lib/systemd/system/nvmefs-metrics.service \
-	lib/systemd/system/nvmefs-metrics.timer share/bash-completion/completions/nvmefsctl; do
+	lib/systemd/system/nvmefs-metrics.timer lib/systemd/system/nvmefs-vfio-bind.service \
+	share/bash-completion/completions/nvmefsctl; do
 	[ -f "$P/$f" ] || fail "missing $f"
 done
 # every man page of the tree, and one for each program installed
