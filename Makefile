@@ -27,6 +27,8 @@ BINDIR = $(PREFIX)/bin
 SBINDIR = $(PREFIX)/sbin
 MANDIR = $(PREFIX)/share/man
 COMPLETIONDIR = $(PREFIX)/share/bash-completion/completions
+# the Grafana dashboard and the Prometheus alert rules
+DATADIR = $(PREFIX)/share/nvmefs
 UNITDIR ?= /lib/systemd/system
 # node_exporter's textfile collector directory (Debian's
 # prometheus-node-exporter reads this one), for nvmefs-metrics.service
@@ -153,7 +155,8 @@ $(B)/tools/%: bench/%.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(LINK_LIBS) $(LDLIBS)
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+# (not the package's build tree in $(B)/deb, nor directories such as sysusers.d)
+-include $(shell find $(B) -path '$(B)/deb' -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # ---- set-up, run, test ----
 deps:
@@ -244,15 +247,31 @@ install: programs
 		for u in systemd/*.service systemd/*.timer; do \
 			sed 's|@SBINDIR@|$(SBINDIR)|g; s|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g; s|@TEXTFILEDIR@|$(TEXTFILEDIR)|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
 		done; fi
+	install -d $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR)/prometheus
+	install -m 644 contrib/grafana/nvmefs.json $(DESTDIR)$(DATADIR)/grafana/nvmefs.json
+	install -m 644 contrib/prometheus/nvmefs-alerts.yml $(DESTDIR)$(DATADIR)/prometheus/nvmefs-alerts.yml
+	# the man pages' headers name the version being installed
 	for s in 1 5 8; do for m in docs/man/*.$$s; do [ -e "$$m" ] || continue; \
-		install -d $(DESTDIR)$(MANDIR)/man$$s; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done; done
+		install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		sed '1s/"nvmefs [^"]*"/"nvmefs $(VERSION)"/' $$m > $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); \
+		chmod 644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/nvmefsd $(DESTDIR)$(BINDIR)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefs-perf
 	rm -f $(DESTDIR)$(SBINDIR)/vfio-bind $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
 	for u in systemd/*.service systemd/*.timer; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	for s in 1 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
+	rm -f $(DESTDIR)$(DATADIR)/grafana/nvmefs.json $(DESTDIR)$(DATADIR)/prometheus/nvmefs-alerts.yml
+	-rmdir $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR)/prometheus $(DESTDIR)$(DATADIR) 2>/dev/null
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf"
+
+# ---- the Debian package: $(B)/deb/nvmefs_VERSION_amd64.deb, built by
+# dpkg-buildpackage in a copy of this tree ($(B)/deb/src: dpkg-buildpackage
+# writes beside the tree it builds, and its clean must not touch this one's
+# build directories), then checked by lintian when it is installed ----
+deb:
+	@sh scripts/deps.sh deb
+	sh scripts/mkdeb $(B)/deb
 
 format:
 	clang-format -i $$(find src tests bench -name '*.[ch]')
@@ -265,5 +284,5 @@ clean:
 
 .PHONY: FORCE
 FORCE:
-.PHONY: all programs deps run check fuzz fuzzers soak memcheck check-unit check-integration check-vm install uninstall format tidy clean
+.PHONY: all programs deb deps run check fuzz fuzzers soak memcheck check-unit check-integration check-vm install uninstall format tidy clean
 .SECONDARY:
