@@ -443,7 +443,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		log_stats(d, LOG_LVL_INFO);
 		break;
 	case SIGHUP:
-		log_info("SIGHUP: ignored (restart the daemon to apply a new config)");
+		log_info("SIGHUP: ignored (systemctl reload nvmefs, or SIGUSR2, applies a new config in "
+			 "place)");
 		break;
 	case SIGUSR2: {
 		char msg[PATH_MAX + 64], err[1024];

@@ -12,7 +12,7 @@ command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps
 P=$TMP/p
 TF=$P/textfile
 mkdir -p "$TF"
-make -s -C "$ROOT" -o all B="$BUILD" PREFIX="$P" SYSCONFDIR="$P/etc" UNITDIR="$P/lib/systemd/system" \
+make -s -C "$ROOT" -o programs B="$BUILD" PREFIX="$P" SYSCONFDIR="$P/etc" UNITDIR="$P/lib/systemd/system" \
 	TEXTFILEDIR="$TF" install > /dev/null || { fail "make install"; finish; }
 S=$P/lib/systemd/system/nvmefs-metrics.service
 [ -f "$S" ] && [ -f "$P/lib/systemd/system/nvmefs-metrics.timer" ] || { fail "units not installed"; finish; }
