@@ -2,9 +2,10 @@
 # deps.sh - install, idempotently, every Debian package nvmefs needs to build,
 # run and test.  apt-get update runs once, and only when something is missing.
 #
-# Usage: scripts/deps.sh [run|build|test|vm|bench|all]   (default: all)
+# Usage: scripts/deps.sh [run|build|deb|test|vm|bench|all]   (default: all)
 #   run (= build): what building and running the daemon needs, no more
-#   (make run); the test, VM and benchmark tools come with make check
+#   (make run); deb: and building the Debian package (make deb); the test,
+#   VM and benchmark tools come with make check
 set -eu
 
 BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev libnuma-dev \
@@ -13,16 +14,21 @@ BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev l
 # strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec;
 # qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes)
 TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
-VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
+# the Debian package and the guest that installs it (tests/vm/t-deb-host.sh:
+# a Debian root file system made by mmdebstrap, an ext4 image of it, a qcow2
+# overlay per run)
+DEB="debhelper dpkg-dev fakeroot lintian"
+VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils mmdebstrap e2fsprogs qemu-utils $DEB"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 
 case "${1:-all}" in
 run | build) PKGS="$BUILD" ;;
+deb) PKGS="$BUILD $DEB" ;;
 test) PKGS="$BUILD $TEST" ;;
 vm) PKGS="$BUILD $TEST $VM" ;;
 bench) PKGS="$BUILD $TEST $BENCH" ;;
 all) PKGS="$BUILD $TEST $VM $BENCH" ;;
-*) echo "usage: $0 [run|build|test|vm|bench|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [run|build|deb|test|vm|bench|all]" >&2; exit 2 ;;
 esac
 
 missing=
@@ -33,7 +39,7 @@ done
 # promtool lints the metrics in the tests: taken out of Debian's prometheus
 # package rather than installing it, which would start a Prometheus server
 want_promtool=no
-case "${1:-all}" in run | build) ;; *) command -v promtool >/dev/null || want_promtool=yes ;; esac
+case "${1:-all}" in run | build | deb) ;; *) command -v promtool >/dev/null || want_promtool=yes ;; esac
 [ -z "$missing" ] && [ $want_promtool = no ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

@@ -28,7 +28,8 @@
 # Ends with "N passed, N failed, N skipped" and exits 1 if anything failed;
 # RUN_SUMMARY=FILE: that line (and the failed tests) appended to FILE too.
 # TESTS=pattern runs only the tests whose name matches (grep -E); a test script
-# running past SCRIPT_TIMEOUT seconds (900) is ended and fails.
+# running past SCRIPT_TIMEOUT seconds (900, or what a "# timeout: N" line of
+# the script says) is ended and fails.
 # Under ThreadSanitizer and valgrind the unit tests see NVMEFS_TEST_SLOW=1:
 # the tests that run timed fault sequences stretch their timeouts and run
 # fewer of them.
@@ -112,10 +113,13 @@ run_scripts() { # label build files...
 		# what the daemon's threads wait on; KILL 30 s later
 		sig=TERM
 		case $label in integration*) sig=USR1 ;; esac
-		BUILD=$build ROOT=$ROOT timeout -s $sig -k 30 "${SCRIPT_TIMEOUT:-900}" sh "$s" > "$log" 2>&1
+		# a script may ask for more with a "# timeout: SECONDS" line
+		lim=${SCRIPT_TIMEOUT:-$(sed -n 's/^# timeout: \([0-9][0-9]*\)$/\1/p' "$s" | head -n 1)}
+		lim=${lim:-900}
+		BUILD=$build ROOT=$ROOT timeout -s $sig -k 30 "$lim" sh "$s" > "$log" 2>&1
 		rc=$?
 		dt=$(( $(date +%s) - start ))
-		[ $rc = 124 ] && echo "timed out after ${SCRIPT_TIMEOUT:-900} s (SCRIPT_TIMEOUT)" >> "$log"
+		[ $rc = 124 ] && echo "timed out after $lim s (SCRIPT_TIMEOUT, or the script's # timeout: line)" >> "$log"
 		case $rc in
 		0) PASS=$((PASS + 1)); tail -n 3 "$log"; echo "PASS: $n (${dt}s)" ;;
 		77) SKIP=$((SKIP + 1)); echo "SKIP: $n: $(tail -n 1 "$log")" ;;

@@ -584,6 +584,7 @@ enum key_id {
 	K_ADMIN_GROUP,
 	K_OPERATOR_GROUP,
 	K_HEALTH_INTERVAL,
+	K_ALLOW_NO_CONTROLLER,
 
 	K_QUEUES,
 	K_QUEUE_DEPTH,
@@ -709,6 +710,11 @@ static const struct key keys[K_NKEYS] = {
     [K_HEALTH_INTERVAL] = {KEY(DAEMON, "health_interval", VALUE, "60",
                                "seconds between SMART log reads, 0: off"),
                            UINT(DMN(health_interval), 0, 86400)},
+    /* a packaged config has no controller to name yet: say so on purpose,
+     * rather than take a forgotten section for an empty host */
+    [K_ALLOW_NO_CONTROLLER] = {KEY(DAEMON, "allow_no_controller", VALUE, "no",
+                                   "a config without a [controller NAME] section is valid"),
+                               BOOL(DMN(allow_no_controller))},
 
     [K_QUEUES] = {KEY(ENGINE, "queues", DERIVED, "the number of CPUs in cpus",
                       "I/O queue pairs per controller, one reactor each"),
@@ -1491,9 +1497,11 @@ static int load_buf(const char *name, const char *buf, size_t len, bool fs_check
 	for (unsigned i = 0; i < c.nsecs; i++)
 		if (c.secs[i].kind == SEC_CTRL)
 			do_controller(&c, (int)i);
-	if (!any_controller_section(&c))
+	if (!any_controller_section(&c) && !c.cfg->daemon.allow_no_controller)
 		add_err(&c, CFG_NOLINE,
-		        "%s: no [controller NAME] section: at least one is required", name);
+		        "%s: no [controller NAME] section: at least one is required "
+		        "(unless allow_no_controller = yes)",
+		        name);
 	if (c.oom) {
 		rc = -ENOMEM;
 		goto out;
@@ -1645,6 +1653,7 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "fuse_transport = %s\n", cfg_fuse_transport_name(d->fuse_transport));
 	fprintf(out, "fuse_queue_depth = %u\n", d->fuse_queue_depth);
 	fprintf(out, "health_interval = %u\n", d->health_interval);
+	fprintf(out, "allow_no_controller = %s\n", d->allow_no_controller ? "yes" : "no");
 
 	fprintf(out,
 	        "\n[engine]\n# %u reactor%s (one per CPU), each with its own I/O queue pair per "
@@ -1669,6 +1678,8 @@ void cfg_print(const struct cfg *cfg, FILE *out)
 	fprintf(out, "numa = %s\n", e->numa ? "yes" : "no");
 	fprintf(out, "dma_isolation = %s\n", cfg_dma_isolation_name(e->dma_isolation));
 
+	if (!cfg->nr_ctrls)
+		fprintf(out, "\n# no [controller NAME] section: nothing to serve (allow_no_controller)\n");
 	for (unsigned i = 0; i < cfg->nr_ctrls; i++) {
 		const struct cfg_controller *c = &cfg->ctrls[i];
 
@@ -1763,7 +1774,8 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b)
 	    strcmp(x->operator_group, y->operator_group) || x->operator_gid != y->operator_gid ||
 	    x->allow_other != y->allow_other || x->log_level != y->log_level ||
 	    x->fuse_transport != y->fuse_transport || x->fuse_queue_depth != y->fuse_queue_depth ||
-	    x->health_interval != y->health_interval)
+	    x->health_interval != y->health_interval ||
+	    x->allow_no_controller != y->allow_no_controller)
 		return false;
 	if (e->queues != f->queues || e->queue_depth != f->queue_depth ||
 	    e->cq_budget != f->cq_budget || e->nr_cpus != f->nr_cpus ||

@@ -65,6 +65,7 @@ struct cfg_daemon {
 	enum cfg_fuse_transport fuse_transport;
 	unsigned fuse_queue_depth;   /* io_uring entries per FUSE queue, 1..256 */
 	unsigned health_interval;    /* seconds between SMART log reads, 0..86400, 0: off */
+	bool allow_no_controller;    /* no [controller] section is valid (nr_ctrls 0) */
 };
 
 struct cfg_engine {

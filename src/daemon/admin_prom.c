@@ -740,12 +740,13 @@ int admin_prom_write(const struct stats_snap *s, FILE *f)
 	fprintf(f, "nvmefs_uptime_seconds %.1f\n", s->uptime);
 	/* the image's start: its counters begin at zero then (a restart in
 	 * place keeps the pid but not the counters), which is what scrapers
-	 * read this for */
+	 * read this for.  Named for nvmefs: node_exporter, which serves this
+	 * file, has a process_start_time_seconds of its own and drops ours */
 	if (s->start_time) {
-		fputs("# HELP process_start_time_seconds Start time of the daemon since the Unix "
-		      "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n",
+		fputs("# HELP nvmefs_start_time_seconds Start time of the daemon since the Unix "
+		      "epoch, in seconds.\n# TYPE nvmefs_start_time_seconds gauge\n",
 		      f);
-		fprintf(f, "process_start_time_seconds %lld\n", (long long)s->start_time);
+		fprintf(f, "nvmefs_start_time_seconds %lld\n", (long long)s->start_time);
 	}
 
 	prom_table(f, prom_qpair, PROM_NT(prom_qpair), &qpairs);

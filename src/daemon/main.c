@@ -49,7 +49,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		lc_log_stats(d, LOG_LVL_INFO);
 		break;
 	case SIGHUP:
-		log_info("SIGHUP: ignored (restart the daemon to apply a new config)");
+		log_info("SIGHUP: ignored (systemctl reload nvmefs, or SIGUSR2, applies a new config in "
+			 "place)");
 		break;
 	case SIGUSR2: {
 		char msg[PATH_MAX + 64], err[4096];
@@ -197,6 +198,8 @@ int main(int argc, char **argv)
 		return opt_check_config(o.config);
 	case OPT_CHECK_ADOPT:
 		return upg_check_adopt_main(o.config, o.state_fd, o.ns_table);
+	case OPT_HAS_CONTROLLERS:
+		return opt_has_controllers(o.config);
 	case OPT_RUN:
 	default:
 		break;
@@ -228,6 +231,11 @@ int main(int argc, char **argv)
 	if (rc)
 		return OPT_EXIT_CONFIG;
 	log_set_level((enum log_level)d.cfg->daemon.log_level);
+	if (!d.cfg->nr_ctrls) { /* allow_no_controller = yes */
+		log_err("no controllers configured in %s: nothing to serve", o.config);
+		cfg_free(d.cfg);
+		return OPT_EXIT_CONFIG;
+	}
 	log_names(d.cfg);
 	rc = run(&d);
 	lc_teardown(&d);

@@ -8,7 +8,13 @@
 
 #include "config.h"
 
-enum { OPT_LONG_CHECK_CONFIG = 256, OPT_LONG_CHECK_ADOPT, OPT_LONG_STATE_FD, OPT_LONG_NS_TABLE };
+enum {
+	OPT_LONG_CHECK_CONFIG = 256,
+	OPT_LONG_CHECK_ADOPT,
+	OPT_LONG_STATE_FD,
+	OPT_LONG_NS_TABLE,
+	OPT_LONG_HAS_CONTROLLERS,
+};
 
 void opt_usage(FILE *out, const char *prog)
 {
@@ -18,6 +24,8 @@ void opt_usage(FILE *out, const char *prog)
 	        "  -f, --foreground    accepted and ignored: the daemon never detaches\n"
 	        "      --check-config  check the config file, print the effective configuration\n"
 	        "                      (every key, defaults filled in) and exit: 0 valid, 78 not\n"
+	        "      --has-controllers  exit 1, saying so, when the config validly names no\n"
+	        "                      controller (allow_no_controller = yes), else 0\n"
 	        "      --check-adopt --state-fd N --ns-table T\n"
 	        "                      whether this binary would take over the FUSE connection\n"
 	        "                      the state record on fd N describes, with the namespaces\n"
@@ -38,6 +46,7 @@ int opt_parse(int argc, char **argv, struct opt *o)
 	    {"foreground", no_argument, NULL, 'f'},
 	    {"check-config", no_argument, NULL, OPT_LONG_CHECK_CONFIG},
 	    {"check-adopt", no_argument, NULL, OPT_LONG_CHECK_ADOPT},
+	    {"has-controllers", no_argument, NULL, OPT_LONG_HAS_CONTROLLERS},
 	    {"state-fd", required_argument, NULL, OPT_LONG_STATE_FD},
 	    {"ns-table", required_argument, NULL, OPT_LONG_NS_TABLE},
 	    {"help", no_argument, NULL, 'h'},
@@ -66,6 +75,9 @@ int opt_parse(int argc, char **argv, struct opt *o)
 			break;
 		case OPT_LONG_CHECK_ADOPT:
 			o->action = OPT_CHECK_ADOPT;
+			break;
+		case OPT_LONG_HAS_CONTROLLERS:
+			o->action = OPT_HAS_CONTROLLERS;
 			break;
 		case OPT_LONG_STATE_FD: {
 			char *end;
@@ -120,4 +132,27 @@ int opt_check_config(const char *path)
 	cfg_print(cfg, stdout);
 	cfg_free(cfg);
 	return fflush(stdout) ? OPT_EXIT_FAILURE : OPT_EXIT_OK;
+}
+
+int opt_has_controllers(const char *path)
+{
+	FILE *quiet = fopen("/dev/null", "we");
+	struct cfg *cfg;
+	int rc;
+
+	/* errors are for the start (--check-config) to report: not here */
+	if (!quiet)
+		return OPT_EXIT_OK;
+	rc = cfg_load(path, &cfg, quiet);
+	fclose(quiet);
+	if (rc)
+		return OPT_EXIT_OK;
+	rc = cfg->nr_ctrls ? OPT_EXIT_OK : OPT_EXIT_FAILURE;
+	if (rc)
+		fprintf(stderr,
+		        "no controllers configured in %s (allow_no_controller = yes): nothing to "
+		        "serve; add a [controller NAME] section (nvmefs.conf(5))\n",
+		        path);
+	cfg_free(cfg);
+	return rc;
 }

@@ -6,6 +6,11 @@
  *       --check-adopt   with --state-fd N and --ns-table T: whether this
  *                       binary would adopt the connection the state record
  *                       on fd N describes (upgrade.h), exit 0 if so
+ *       --has-controllers  exit 1, saying so on stderr, when the config loads
+ *                       and names no controller (allow_no_controller = yes);
+ *                       else 0, a config that does not load included (the
+ *                       start reports its errors): nvmefs.service's
+ *                       ExecCondition=, which skips the start on 1
  *   -h, --help          usage on stdout, exit 0
  *   -V, --version       version on stdout, exit 0
  * A bad option or a stray argument prints usage on stderr: exit 2.
@@ -34,6 +39,7 @@ enum opt_action {
 	OPT_RUN,          /* start the daemon */
 	OPT_CHECK_CONFIG, /* return opt_check_config(o.config) */
 	OPT_CHECK_ADOPT,  /* return upg_check_adopt_main(config, state_fd, ns_table) */
+	OPT_HAS_CONTROLLERS, /* return opt_has_controllers(o.config) */
 	OPT_EXIT,         /* done already: exit with o.exit_code */
 };
 
@@ -55,6 +61,11 @@ int opt_parse(int argc, char **argv, struct opt *o);
  * every error on stderr and returns OPT_EXIT_CONFIG (OPT_EXIT_FAILURE if
  * stdout cannot be written): an exit status. */
 int opt_check_config(const char *path);
+
+/* --has-controllers: OPT_EXIT_FAILURE (1), with a line on stderr, when path
+ * loads and names no controller; OPT_EXIT_OK otherwise, also when it does not
+ * load (silently: the start reports why).  An exit status. */
+int opt_has_controllers(const char *path);
 
 void opt_usage(FILE *out, const char *prog);
 

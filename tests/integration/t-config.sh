@@ -16,7 +16,7 @@ D=$BUILD/nvmefsd
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 ONLINE=$(cat /sys/devices/system/cpu/online)
-VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
+VERSION=$(head -n 1 "$ROOT/debian/changelog" | cut -d ' ' -f 2 | tr -d '()')
 fails=0 n=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -86,6 +86,27 @@ for bad in --no-such-option -x "-c" "stray-argument"; do
 	grep -q '^usage: nvmefsd' "$TMP/err" || fail "'$bad': no usage on stderr"
 	[ -s "$TMP/out" ] && fail "'$bad': wrote to stdout"
 done
+
+# --has-controllers (the unit's ExecCondition=): 1 with the reason for a
+# config that validly names no controller, 0 for one that names one and,
+# silently, for one that does not load (the start reports that)
+E=$ROOT/tests/config/valid-no-controller.conf
+"$D" --has-controllers -c "$E" > "$TMP/out" 2> "$TMP/err"
+rc=$?
+[ $rc = 1 ] || fail "--has-controllers without a controller: exit $rc, want 1"
+grep -q "^no controllers configured in $E (allow_no_controller = yes): nothing to serve" "$TMP/err" ||
+	fail "--has-controllers: no reason on stderr: $(cat "$TMP/err")"
+"$D" --has-controllers -c "$ROOT/tests/config/valid-minimal.conf" > "$TMP/out" 2>&1 ||
+	fail "--has-controllers with a controller: exit $?"
+"$D" --has-controllers -c "$ROOT/tests/config/no-controller.conf" > "$TMP/out" 2>&1 ||
+	fail "--has-controllers with an invalid config: exit $?, want 0 (the start reports it)"
+[ -s "$TMP/out" ] && fail "--has-controllers with an invalid config printed: $(cat "$TMP/out")"
+# started by hand on such a config, the daemon says so and exits 78
+"$D" -f -c "$E" > "$TMP/out" 2> "$TMP/err"
+rc=$?
+[ $rc = 78 ] || fail "nvmefsd without a controller: exit $rc, want 78"
+grep -q "no controllers configured in $E: nothing to serve" "$TMP/err" ||
+	fail "nvmefsd without a controller: $(cat "$TMP/err")"
 
 [ $fails = 0 ] || { echo "$fails failures"; exit 1; }
 echo "config checks passed"

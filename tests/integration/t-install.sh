@@ -8,18 +8,24 @@ set -eu
 P=$(mktemp -d)
 trap 'rm -rf "$P" "$P.effective"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-M="make -s -C $ROOT -o all B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
+M="make -s -C $ROOT -o programs B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
 
 $M install >/dev/null
 for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind etc/nvmefs/nvmefs.conf \
 	lib/systemd/system/nvmefs.service lib/systemd/system/nvmefs-metrics.service \
-	lib/systemd/system/nvmefs-metrics.timer share/bash-completion/completions/nvmefsctl; do
+	lib/systemd/system/nvmefs-metrics.timer lib/systemd/system/nvmefs-vfio-bind.service \
+	share/bash-completion/completions/nvmefsctl share/nvmefs/grafana/nvmefs.json \
+	share/nvmefs/prometheus/nvmefs-alerts.yml; do
 	[ -f "$P/$f" ] || fail "missing $f"
 done
-# every man page of the tree, and one for each program installed
+# every man page of the tree, and one for each program installed; each
+# names the version installed (debian/changelog's)
+VERSION=$(head -n 1 "$ROOT/debian/changelog" | cut -d ' ' -f 2 | tr -d '()')
 for m in "$ROOT"/docs/man/*.[158]; do
 	s=${m##*.}
 	[ -f "$P/share/man/man$s/$(basename "$m")" ] || fail "missing man page $(basename "$m")"
+	head -n 1 "$P/share/man/man$s/$(basename "$m")" | grep -q "\"nvmefs $VERSION\"" ||
+		fail "$(basename "$m") does not name version $VERSION: $(head -n 1 "$P/share/man/man$s/$(basename "$m")")"
 done
 for p in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind; do
 	n=$(basename "$p")

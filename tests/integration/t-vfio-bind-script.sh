@@ -3,7 +3,8 @@
 # (VFIO_BIND_TEST=1): the name of a process holding the disk is printed
 # with its terminal escapes as \xNN; VFIO_BIND_SYSFS is ignored (with a
 # warning) without VFIO_BIND_TEST=1; a PCI function whose class is not NVMe
-# is refused, naming the class, unless --force.  Binding itself needs a real
+# is refused, naming the class, unless --force; --config takes the addresses
+# of nvmefs.conf's controllers.  Binding itself needs a real
 # device: tests/vm/t-vfio-bind.sh covers it.
 # transport-independent: scripts/vfio-bind on a fake sysfs; nvmefsd does not run
 set -u
@@ -91,6 +92,38 @@ vb --force --check $NVME $OTHER
 [ $rc = 0 ] || fail "--force before --check, two functions: rc $rc, $(cat "$TMP/err")"
 vb --bogus $NVME
 [ $rc = 2 ] || fail "unknown option: rc $rc, want 2"
+
+# --config: the PCI addresses of nvmefs.conf's [controller NAME] sections
+# (what the nvmefs-vfio-bind unit runs at boot): sim, commented lines and
+# other sections' keys do not count, blanks around names and values do not
+# matter, a domain-0 short address is taken; none is nothing to do
+cat > "$TMP/c.conf" <<EOC
+[daemon]
+mountpoint = /run/nvmefs
+# [controller gone]
+#device = 0000:fe:00.0
+[controller a]
+device = sim
+[ controller b ]
+  device =  ${NVME#0000:}${TAB:-	}
+[engine]
+queues = 1
+[controller c]
+device=$OTHER
+EOC
+vb --check --force --config "$TMP/c.conf"
+[ $rc = 0 ] || fail "--config: rc $rc, $(cat "$TMP/err")"
+[ "$(cat "$TMP/out")" = "$NVME: can be bound to vfio-pci
+$OTHER: can be bound to vfio-pci" ] || fail "--config: not the config's two controllers: $(cat "$TMP/out")"
+printf '[daemon]\nallow_no_controller = yes\n[controller s]\ndevice = sim\n' > "$TMP/n.conf"
+vb --config "$TMP/n.conf"
+[ $rc = 0 ] && grep -q "names no PCI controller: nothing to do" "$TMP/out" ||
+	fail "--config without a PCI controller: rc $rc, $(cat "$TMP/out" "$TMP/err")"
+vb --config "$TMP/c.conf" $NVME
+[ $rc = 2 ] || fail "--config with an address as well: rc $rc, want 2"
+vb --config "$TMP/none.conf"
+[ $rc = 1 ] || fail "--config of a missing file: rc $rc, want 1"
+echo "config: $(cat "$TMP/err" | tr '\n' ' ')"
 
 # without VFIO_BIND_TEST=1 the fake tree is ignored: the real /sys has no
 # such function

@@ -537,8 +537,8 @@ START_TEST(t_config_metrics)
 	ck_assert_ptr_nonnull(strstr(text, line));
 	ck_assert_ptr_nonnull(strstr(text, "le=\"+Inf\"} 2\n"));
 	ck_assert_ptr_nonnull(strstr(text, "class=\"media\"} 0\n"));
-	ck_assert_ptr_nonnull(strstr(text, "# TYPE process_start_time_seconds gauge\n"));
-	snprintf(line, sizeof(line), "\nprocess_start_time_seconds %lld\n",
+	ck_assert_ptr_nonnull(strstr(text, "# TYPE nvmefs_start_time_seconds gauge\n"));
+	snprintf(line, sizeof(line), "\nnvmefs_start_time_seconds %lld\n",
 	         (long long)ctx.start_time);
 	ck_assert_msg(strstr(text, line), "no %s", line + 1);
 	/* _sum is the engine's exact sum of the two latencies */

@@ -108,7 +108,8 @@ static const struct bad bad_cases[] = {
     {"unknown key", "[daemon]\nmount = /x\n" CTRL,
      "t.conf:2: mount = /x: unknown key in [daemon]; allowed: mountpoint, admin_socket, "
      "file_mode, file_owner, file_group, allow_other, log_level, fuse_transport, "
-     "fuse_queue_depth, admin_group, operator_group, health_interval\n"},
+     "fuse_queue_depth, admin_group, operator_group, health_interval, "
+     "allow_no_controller\n"},
     {"admin_group unknown", "[daemon]\nadmin_group = no-such-group-x\n" CTRL,
      "t.conf:2: admin_group = no-such-group-x: must be a group name known to this system or "
      "a numeric gid\n"},
@@ -268,8 +269,10 @@ static const struct bad bad_cases[] = {
      "t.conf:3: namespaces = 2: only for device = sim, not for a PCI device (0000:01:00.0)\n"
      "t.conf:4: exec = thread: only for device = sim, not for a PCI device (0000:01:00.0)\n"},
     {"no controller", "[engine]\nmode = poll\n",
-     "t.conf: no [controller NAME] section: at least one is required\n"},
-    {"empty file", "", "t.conf: no [controller NAME] section: at least one is required\n"},
+     "t.conf: no [controller NAME] section: at least one is required "
+     "(unless allow_no_controller = yes)\n"},
+    {"empty file", "", "t.conf: no [controller NAME] section: at least one is required "
+     "(unless allow_no_controller = yes)\n"},
     {"duplicate key", "[engine]\nmode = poll\nmode = poll\n" CTRL,
      "t.conf:3: mode = poll: mode given twice in this section (first at line 2)\n"},
     {"duplicate section", "[daemon]\n[daemon]\n" CTRL,
@@ -308,6 +311,45 @@ START_TEST(t_volatile_ctrl)
 	ck_assert_ptr_nonnull(vc);
 	ck_assert_str_eq(vc->name, "b");
 	cfg_free(cfg);
+}
+END_TEST
+
+/* allow_no_controller = yes: no [controller] section is valid, nothing to
+ * serve; the flag is printed and compared like every key, and it does not
+ * stand in for a section named wrong (that stays an error of its own). */
+START_TEST(t_no_controller_allowed)
+{
+	struct cfg *cfg = load_ok("[daemon]\nallow_no_controller = yes\n");
+	struct cfg *other = load_ok("[daemon]\nallow_no_controller = yes\n");
+	struct cfg *with = load_ok("[daemon]\nallow_no_controller = yes\n"
+	                           "[controller a]\ndevice = sim\n");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	ck_assert_uint_eq(cfg->nr_ctrls, 0);
+	ck_assert(cfg->daemon.allow_no_controller);
+	ck_assert_uint_eq(with->nr_ctrls, 1);
+	ck_assert(cfg_equal(cfg, other));
+	other->daemon.allow_no_controller = false;
+	ck_assert(!cfg_equal(cfg, other));
+	f = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(f);
+	cfg_print(cfg, f);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(text, "\nallow_no_controller = yes\n"));
+	ck_assert_ptr_nonnull(strstr(text, "# no [controller NAME] section: nothing to serve"));
+	free(text);
+	cfg_free(cfg);
+	cfg_free(other);
+	cfg_free(with);
+	expect_errors("[daemon]\nallow_no_controller = no\n",
+	              "t.conf: no [controller NAME] section: at least one is required "
+	              "(unless allow_no_controller = yes)\n");
+	ck_assert_int_eq(load("[daemon]\nallow_no_controller = yes\n[controler a]\n", &cfg, &text),
+	                 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(text, "unknown section"));
+	free(text);
 }
 END_TEST
 
@@ -1344,6 +1386,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_bad, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])) - 1);
 	tcase_add_test(tc, test_offline_cpu);
 	tcase_add_test(tc, t_volatile_ctrl);
+	tcase_add_test(tc, t_no_controller_allowed);
 	tcase_add_test(tc, test_all_errors_reported);
 	tcase_add_test(tc, test_line_numbers);
 	tcase_add_test(tc, test_nul_byte);

@@ -3,11 +3,16 @@
 # this host) and build a small busybox initramfs in which the VFIO path of
 # nvmefs is tested inside QEMU.  See README.md in this folder.
 #
-# Usage: build-initramfs.sh [-o OUTDIR] [-k KERNEL_PKG] [--install-deps] [--force] [--keep]
+# Usage: build-initramfs.sh [-o OUTDIR] [-k KERNEL_PKG] [-b] [--install-deps] [--force] [--keep]
 #   -o OUTDIR       where the kernel and initramfs go (default: $NVMEFS_VM_DIR,
 #                   else $BUILD/vm, else build/vm under the repository)
 #   -k KERNEL_PKG   Debian package, e.g. linux-image-6.1.0-57-amd64
 #                   (default: whatever linux-image-amd64 depends on)
+#   -b              from the backports suite of the package source apt uses
+#                   here (e.g. bookworm-backports: Linux 6.12 on Debian 12,
+#                   whose own 6.1 speaks FUSE 7.38, which cannot resend what a
+#                   dead daemon had taken); its package lists are kept in
+#                   OUTDIR/apt, apart from the host's
 #   --install-deps  apt-get install the host packages this needs first
 #   --force         re-download and re-extract the kernel even if cached
 #   --keep          keep the downloaded .deb and the full extracted tree
@@ -21,6 +26,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 OUT=${NVMEFS_VM_DIR:-${BUILD:-$ROOT/build}/vm}
 PKG=
 INSTALL=0
+BACKPORTS=0
 FORCE=0
 KEEP=0
 
@@ -28,10 +34,11 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	-o) OUT=$2; shift 2 ;;
 	-k) PKG=$2; shift 2 ;;
+	-b) BACKPORTS=1; shift ;;
 	--install-deps) INSTALL=1; shift ;;
 	--force) FORCE=1; shift ;;
 	--keep) KEEP=1; shift ;;
-	-h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 done
@@ -59,12 +66,33 @@ T0=$(date +%s.%N)
 # Modules: resolve dependencies against the extracted tree, keep a private
 # copy of just what the guest needs (so the 400 MB tree can be dropped).
 # msdos + nls_cp437: a small file system to mount on a namespace, so that
-# vfio-bind's "mounted" refusal can be tested.
+# vfio-bind's "mounted" refusal can be tested.  virtio_blk + ext4: the root
+# file system of the Debian guest (build-rootfs.sh, vmrun.sh -r).
 MODS="nvme nvme-core vfio vfio_iommu_type1 vfio-pci vfio-pci-core irqbypass fuse \
-      virtio_pci 9pnet_virtio 9p msdos nls_cp437"
+      virtio_pci 9pnet_virtio 9p msdos nls_cp437 virtio_blk ext4"
 MODCACHE=$OUT/modcache
 
 # ---------------------------------------------------------------- kernel
+APT=()
+if [ "$BACKPORTS" = 1 ]; then
+	# the host's first deb822 stanza (or sources.list line) with its suite
+	# made SUITE-backports: the same mirror, no host name written here
+	A=$OUT/apt
+	mkdir -p "$A/sources" "$A/lists/partial" "$A/cache/archives/partial"
+	if [ -s /etc/apt/sources.list.d/debian.sources ]; then
+		awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' /etc/apt/sources.list.d/debian.sources |
+			awk '/^Suites:/ { print "Suites: " $2 "-backports"; next } { print }' > "$A/sources/bpo.sources"
+	else
+		awk '$1 == "deb" { $3 = $3 "-backports"; print; exit }' /etc/apt/sources.list > "$A/sources/bpo.list"
+	fi
+	APT=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$A/sources"
+		-o Dir::State::Lists="$A/lists" -o Dir::Cache="$A/cache")
+	if [ -z "$PKG" ]; then
+		apt-get "${APT[@]}" -qq update 2>&1 | grep -v unsandboxed >&2 || true
+		PKG=$(apt-cache "${APT[@]}" depends linux-image-amd64 2>/dev/null |
+			awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+	fi
+fi
 if [ -z "$PKG" ]; then
 	PKG=$(apt-cache depends linux-image-amd64 2>/dev/null |
 		awk '/Depends: linux-image-[0-9]/{print $2; exit}')
@@ -79,7 +107,7 @@ if [ "$FORCE" = 1 ] || [ ! -f "$OUT/kernel.pkg" ] || [ "$(cat "$OUT/kernel.pkg")
 	log "downloading $PKG"
 	rm -rf "$OUT/deb" "$KROOT"
 	mkdir -p "$OUT/deb" "$KROOT"
-	(cd "$OUT/deb" && apt-get download "$PKG" 2>&1 | grep -v 'unsandboxed' >&2 || true)
+	(cd "$OUT/deb" && apt-get "${APT[@]}" download "$PKG" 2>&1 | grep -v 'unsandboxed' >&2 || true)
 	DEB=$(ls "$OUT"/deb/"$PKG"_*.deb)
 	log "extracting $(basename "$DEB")"
 	dpkg -x "$DEB" "$KROOT"

@@ -13,6 +13,9 @@ VM_HERE=$(cd "$(dirname "$0")" && pwd)
 : "${BUILD:=$ROOT/build}"
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 VMDIR=${NVMEFS_VM_DIR:-$BUILD/vm}
+# VM_BACKPORTS=1 (set before sourcing): the kernel of the backports suite
+# (build-initramfs.sh -b), in a directory of its own
+[ "${VM_BACKPORTS:-0}" = 1 ] && VMDIR=$VMDIR-backports
 VMBIN=$BUILD/vm-bin
 VM_TIMEOUT=${VM_TIMEOUT:-300}
 # QEMU's NVMe controller when it is alone on the root bus (no -G)
@@ -44,7 +47,9 @@ vm_prepare() {
 	fi
 	if [ -n "$stale" ]; then
 		echo "building the guest image in $VMDIR"
-		if ! flock -w 600 "$VM_LOCK" bash "$VM_HERE/build-initramfs.sh" -o "$VMDIR" \
+		bpo=
+		[ "${VM_BACKPORTS:-0}" = 1 ] && bpo=-b
+		if ! flock -w 600 "$VM_LOCK" bash "$VM_HERE/build-initramfs.sh" -o "$VMDIR" $bpo \
 			> "$VMDIR/build.log" 2>&1; then
 			tail -n 20 "$VMDIR/build.log"
 			if [ ! -f "$VMDIR/vmlinuz" ]; then

@@ -45,6 +45,14 @@
 #   -v            stream the whole console (kernel log included), not just COMMAND's output
 #   -D            fail (exit 126) when the console shows an IOMMU (DMAR) fault,
 #                 even if COMMAND succeeded; without -D such faults only warn
+#   -r IMAGE      boot the Debian root file system IMAGE (build-rootfs.sh) with
+#                 systemd as PID 1, on a throw-away qcow2 overlay (IMAGE is not
+#                 changed); COMMAND runs once the system is up (vmrun.service),
+#                 with the share (-s) mounted by systemd at /mnt/share; not
+#                 with -U, -p or -V
+#   -B N          with -r: let the guest reboot N times (the command asks by
+#                 creating /run/vmrun/reboot); each reboot restarts QEMU on
+#                 the same disks, as a power cycle would
 # Environment: NVMEFS_VM_DIR (default for -d), VMRUN_DEBUG=1 prints the QEMU
 #   command line, TMPDIR (where the per-run temp dir and namespace images go).
 # Exit status: COMMAND's status; 124 on timeout; 125 when the guest died
@@ -75,10 +83,13 @@ VERBOSE=0
 FAILDMA=0
 GROUP2=0
 
-usage() { sed -n '2,51p' "$0"; exit "${1:-0}"; }
+ROOTIMG=
+REBOOTS=0
+
+usage() { sed -n '2,59p' "$0"; exit "${1:-0}"; }
 NSPROPS=()
 NEXTPROPS=
-while getopts "d:p:s:UVf:n:I:e:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
+while getopts "d:p:s:UVf:n:I:e:N:Rq:Gm:c:t:a:M:l:A:Q:ivDr:B:h" o; do
 	case "$o" in
 	d) DIR=$OPTARG ;;
 	p) PAYLOADS+=("$OPTARG") ;;
@@ -104,6 +115,8 @@ while getopts "d:p:s:UVf:n:I:e:N:Rq:Gm:c:t:a:M:l:A:Q:ivDh" o; do
 	i) INTERACTIVE=1 ;;
 	v) VERBOSE=1 ;;
 	D) FAILDMA=1 ;;
+	r) ROOTIMG=$OPTARG ;;
+	B) REBOOTS=$OPTARG ;;
 	h) usage 0 ;;
 	*) usage 2 ;;
 	esac
@@ -117,6 +130,12 @@ die() { echo "vmrun: $*" >&2; exit 125; }
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing (apt-get install -y qemu-system-x86)"
 if [ $INTERACTIVE = 0 ] && [ -z "$CMDFILE" ] && [ $# -eq 0 ]; then
 	die "no command given (or use -i)"
+fi
+if [ -n "$ROOTIMG" ]; then
+	[ -f "$ROOTIMG" ] || die "no root image $ROOTIMG (build-rootfs.sh builds it)"
+	[ $HOSTUSR = 0 ] && [ ${#PAYLOADS[@]} = 0 ] && [ $VFIO = 0 ] ||
+		die "-r does not go with -U, -p or -V (the guest has its own /usr; share files with -s)"
+	command -v qemu-img >/dev/null || die "qemu-img missing (apt-get install -y qemu-utils)"
 fi
 
 T0=$(date +%s.%N)
@@ -226,7 +245,17 @@ done
 if [ -n "$SHARE" ]; then
 	[ -d "$SHARE" ] || die "share $SHARE is not a folder"
 	Q+=(-virtfs "local,path=$(cd "$SHARE" && pwd),mount_tag=share,security_model=none,id=share")
-	KAPPEND+=" vmrun.share=1"
+	# the Debian guest's systemd mounts it (fstab), the initramfs does not
+	[ -n "$ROOTIMG" ] || KAPPEND+=" vmrun.share=1"
+fi
+if [ -n "$ROOTIMG" ]; then
+	# after the NVMe controller, which stays 0000:00:01.0
+	qemu-img create -q -f qcow2 -F raw -b "$(cd "$(dirname "$ROOTIMG")" && pwd)/$(basename "$ROOTIMG")" \
+		"$WORK/root.qcow2" || die "qemu-img create failed"
+	Q+=(-drive "file=$WORK/root.qcow2,if=virtio,format=qcow2,cache=unsafe")
+	# the console is the test's output: no unit status lines, no getty on it
+	KAPPEND+=" vmrun.root=/dev/vda systemd.show_status=0"
+	[ $INTERACTIVE = 1 ] || KAPPEND+=" systemd.unit=vmrun.target systemd.mask=serial-getty@ttyS0.service"
 fi
 if [ $HOSTUSR = 1 ]; then
 	Q+=(-virtfs "local,path=/usr,mount_tag=hostusr,security_model=none,readonly=on,id=hostusr")
@@ -254,12 +283,22 @@ CONSOLE=${LOG:-$WORK/console.log}
 # sees each line when the guest prints it
 AWK=(awk)
 awk -W version 2>/dev/null | grep -q mawk && AWK=(awk -W interactive)
-timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null 2>&1 | sed -u 's/\r//g' | tee "$CONSOLE" |
-	"${AWK[@]}" -v all=$VERBOSE '
-		/^@@VMRUN-BEGIN@@$/ { inside = 1; next }
-		/^@@VMRUN-EXIT=[0-9]+@@$/ { inside = 0; next }
-		all || inside || /^vmrun:/ || /Kernel panic|qemu-system-x86_64:/ { print; fflush() }'
-QRC=${PIPESTATUS[0]}
+# -B: a guest that rebooted (@@VMRUN-REBOOT@@ on the console) boots again
+# on the same disks, within what is left of the timeout
+BOOTS=0
+while :; do
+	left=$(echo "$TIMEOUT $T0 $(date +%s.%N)" | awk '{ t = $1 - ($3 - $2); printf "%d", (t > 1 ? t : 1) }')
+	timeout -k 10 "$left" "${Q[@]}" < /dev/null 2>&1 | sed -u 's/\r//g' | tee -a "$CONSOLE" |
+		"${AWK[@]}" -v all=$VERBOSE '
+			/^@@VMRUN-BEGIN@@$/ { inside = 1; next }
+			/^@@VMRUN-EXIT=[0-9]+@@$/ { inside = 0; next }
+			/^@@VMRUN-REBOOT@@$/ { inside = 0; print "vmrun: the guest reboots"; fflush(); next }
+			all || inside || /^vmrun:/ || /Kernel panic|qemu-system-x86_64:/ { print; fflush() }'
+	QRC=${PIPESTATUS[0]}
+	BOOTS=$((BOOTS + 1))
+	[ "$QRC" = 0 ] && [ "$BOOTS" -le "$REBOOTS" ] &&
+		[ "$(grep -c '^@@VMRUN-REBOOT@@$' "$CONSOLE")" -ge "$BOOTS" ] || break
+done
 T1=$(date +%s.%N)
 RC=$(sed -n 's/^@@VMRUN-EXIT=\([0-9]*\)@@$/\1/p' "$CONSOLE" | tail -1)
 ELAPSED=$(echo "$T1 $T0" | awk '{printf "%.1f", $1-$2}')
