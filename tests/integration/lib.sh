@@ -120,12 +120,13 @@ lib_init() {
 }
 
 # lib_init_ctl: lib_init for a test of nvmefsctl: $C built, python3 there
-# (to read its JSON), VERSION the Makefile's
+# (to read its JSON), VERSION the one the Makefile builds (debian/changelog's
+# newest entry)
 lib_init_ctl() {
 	lib_init
 	[ -x "$C" ] || { echo "FAIL: no $C (make)"; exit 1; }
 	command -v python3 > /dev/null || skip "python3 is needed to check the JSON"
-	VERSION=$(sed -n 's/^VERSION := *//p' "$ROOT/Makefile")
+	VERSION=$(head -n 1 "$ROOT/debian/changelog" | cut -d ' ' -f 2 | tr -d '()')
 }
 
 # run.sh's timeout ends a hung script with SIGUSR1 to its whole process

@@ -68,10 +68,11 @@ vm_cc() {
 		-static -o "$VMBIN/$out" "$@" || fail "building $out"
 }
 
-# The bus-only smoke program: vfio.c and the logger, nothing else of ours
+# The bus-only smoke program: vfio.c, its holder lookup (excl.c) and the
+# logger, nothing else of ours
 # (the logger without the journal: no libsystemd in a static guest binary).
 vm_build_smoke() {
-	vm_cc vfio-smoke "$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/log.c"
+	vm_cc vfio-smoke "$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/excl.c" "$ROOT/src/common/log.c"
 }
 
 # The same under ASan+UBSan (dynamic: the sanitizer runtimes come along
@@ -80,7 +81,7 @@ vm_build_smoke_san() {
 	gcc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE -DNVMEFS_LOG_NO_JOURNAL -pthread \
 		-I"$ROOT/src" -I"$ROOT/src/common" -I"$ROOT/src/engine" -o "$VMBIN/vfio-smoke-san" \
-		"$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/log.c" ||
+		"$ROOT/tests/helpers/vfio-smoke.c" "$ROOT/src/engine/vfio.c" "$ROOT/src/common/excl.c" "$ROOT/src/common/log.c" ||
 		fail "building vfio-smoke-san"
 }
 

@@ -2,11 +2,11 @@
 # t-vfio-errors: vfio_bus_open refuses what it cannot use, says why and what
 # to do, and leaves the device as it was.  One boot with two controllers
 # behind a conventional PCI bridge (one IOMMU group, -G):
-#   - the controller still on nvme: "bind it with: scripts/vfio-bind BDF"
+#   - the controller still on nvme: "bind it with: vfio-bind BDF"
 #   - a BDF that does not exist, a string that is not a BDF
 #   - the group not viable (the other controller still on nvme), naming it;
 #     vfio-bind refuses the same situation before changing anything
-#   - the group open in another process (EBUSY)
+#   - the group open in another process (EBUSY), naming the process that holds it
 #   - a locked-memory limit too small for the DMA buffers (as a non-root
 #     user, who is subject to RLIMIT_MEMLOCK): names the limit and the fix
 #   - after all that, the full smoke test still passes on the controller.
@@ -26,7 +26,7 @@ echo "controller A $A, B $B, IOMMU groups $G and $GB"
 c "both controllers share one IOMMU group" [ -n "$A" ] && [ -n "$B" ] && [ "$G" = "$GB" ]
 
 t "refused while bound to nvme, says how to bind" fail \
-	"$A: bound to nvme, not vfio-pci: bind it with: scripts/vfio-bind $A" vfio-smoke -o $A
+	"$A: bound to nvme, not vfio-pci: bind it with: vfio-bind $A" vfio-smoke -o $A
 c "still on nvme, namespace still there" [ "$(driver_of $A)" = nvme ] && [ -b /dev/nvme0n1 -o -b /dev/nvme1n1 ]
 t "nonexistent BDF" fail "0000:07:00.0: no such PCI device" vfio-smoke -o 0000:07:00.0
 t "not a BDF" fail "'nvme0' is not a PCI address" vfio-smoke -o nvme0
@@ -42,7 +42,7 @@ echo $A > /sys/bus/pci/drivers_probe
 wait_path /dev/vfio/$G
 t "group not viable" fail "IOMMU group $G is not viable" vfio-smoke -o $A
 t "... names the other device, its driver and the fix" fail \
-	"$B in IOMMU group $G is bound to nvme: bind it to vfio-pci too \(scripts/vfio-bind $B\)" vfio-smoke -o $A
+	"$B in IOMMU group $G is bound to nvme: bind it to vfio-pci too \(vfio-bind $B\)" vfio-smoke -o $A
 c "... and only that one (not the bridge, which has no driver)" \
 	[ "$(vfio-smoke -o $A 2>&1 | grep -c "in IOMMU group $G is bound")" = 1 ]
 
@@ -53,7 +53,7 @@ t "now it opens (short BDF form too)" ok "opened and closed $A" vfio-smoke -o ${
 sh -c "exec 3<>/dev/vfio/$G; echo held > /tmp/held; sleep 30" &
 holder=$!
 wait_path /tmp/held
-t "group in use: EBUSY, says so" fail "/dev/vfio/$G is in use by another process" vfio-smoke -o $A
+t "group in use: EBUSY, names the holder" fail "/dev/vfio/$G is in use by pid $holder \(" vfio-smoke -o $A
 kill $holder; wait $holder 2>/dev/null
 
 # a small locked-memory limit, as a user without CAP_IPC_LOCK
