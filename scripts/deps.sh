@@ -11,9 +11,12 @@ BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev l
 	libinih-dev libjson-c-dev libsystemd-dev libmount-dev libncurses-dev check"
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
 # strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec;
-# qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes)
-TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
-VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils"
+# qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes);
+# qemu-system-common (qemu-storage-daemon), nbdkit, libnbd-bin (nbdcopy,
+# nbdinfo) and openssl (test certificates): the NBD exports (t-export-nbd)
+TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2 qemu-system-common nbdkit libnbd-bin openssl"
+# nvme-cli: the NVMe/TCP initiator in the guest, from the host's /usr (t-export-nvmet)
+VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils nvme-cli"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 
 case "${1:-all}" in
