@@ -12,6 +12,7 @@
 # and started:
 # - kill -9 of the stand-in daemon: it is restarted, and neither export is
 #   restarted or stopped (same pid; same activation time);
+# - systemctl reload nvmefs: neither is touched either;
 # - systemctl restart nvmefs: both exports were stopped before the daemon
 #   got SIGTERM and are running again after (new pid, new time);
 # - systemctl stop nvmefs: both were stopped before its SIGTERM;
@@ -65,7 +66,7 @@ EOF
 printf '#!/bin/sh\nexec %s --user "$@"\n' "$(command -v systemctl)" > "$TMP/bin/systemctl"
 chmod +x "$TMP/bin/daemon" "$TMP/bin/systemctl"
 {
-	printf '[Service]\nExecStart=%s/bin/daemon\nRestart=on-failure\nRestartSec=1\n' "$TMP"
+	printf '[Service]\nExecStart=%s/bin/daemon\nExecReload=/bin/true\nRestart=on-failure\nRestartSec=1\n' "$TMP"
 	grep -E '^Exec(StartPost|Stop)=' "$S/nvmefs.service"
 } > "$U/nvmefs.service"
 for m in nbd nvmet; do
@@ -129,6 +130,9 @@ wait_daemon "$d" || echo "no restart after kill -9"
 sleep 0.5
 settle
 echo "kill: $(state)"
+systemctl reload nvmefs.service
+settle
+echo "reload: $(state)"
 systemctl restart nvmefs.service
 settle
 echo "restart: $(state)"
@@ -149,6 +153,7 @@ set -- $(v start)
 [ "${2:-}" = active ] && [ "${4:-}" = active ] || fail "the exports did not start with nvmefs.service: $(v start)"
 s0="$*"
 [ "$(v kill)" = "$s0" ] || fail "kill -9 of the daemon: the exports were touched ($s0 -> $(v kill))"
+[ "$(v reload)" = "$s0" ] || fail "reload: the exports were touched ($s0 -> $(v reload))"
 set -- $(v restart)
 [ "${2:-}" = active ] && [ "${4:-}" = active ] || fail "restart: the exports are not running again: $*"
 [ "$1" != "$(echo "$s0" | cut -d' ' -f1)" ] && [ "$3" != "$(echo "$s0" | cut -d' ' -f3)" ] ||
