@@ -257,6 +257,8 @@ install: programs
 	install -m 755 $(B)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefsctl
 	install -m 755 $(B)/nvmefs-perf $(DESTDIR)$(BINDIR)/nvmefs-perf
 	install -m 755 scripts/vfio-bind $(DESTDIR)$(SBINDIR)/vfio-bind
+	install -m 755 scripts/nvmefs-export $(DESTDIR)$(SBINDIR)/nvmefs-export
+	install -d -m 755 $(DESTDIR)$(SYSCONFDIR)/nvmefs/export
 	install -d $(DESTDIR)$(COMPLETIONDIR)
 	install -m 644 contrib/bash-completion/nvmefsctl $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmefs/nvmefs.conf ] || \
@@ -277,7 +279,7 @@ install: programs
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/nvmefsd $(DESTDIR)$(BINDIR)/nvmefsctl $(DESTDIR)$(BINDIR)/nvmefs-perf
-	rm -f $(DESTDIR)$(SBINDIR)/vfio-bind $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
+	rm -f $(DESTDIR)$(SBINDIR)/vfio-bind $(DESTDIR)$(SBINDIR)/nvmefs-export $(DESTDIR)$(COMPLETIONDIR)/nvmefsctl
 	for u in systemd/*.service systemd/*.timer; do rm -f $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
 	for s in 1 5 8; do for m in docs/man/*.$$s; do rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done; done
 	rm -f $(DESTDIR)$(DATADIR)/grafana/nvmefs.json $(DESTDIR)$(DATADIR)/prometheus/nvmefs-alerts.yml

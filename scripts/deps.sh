@@ -12,13 +12,16 @@ BUILD="gcc make pkg-config libc6-dev libfuse3-dev liburing-dev fuse3 libev-dev l
 	libinih-dev libjson-c-dev libsystemd-dev libmount-dev libncurses-dev check"
 # clang and its sanitizer runtimes: the ThreadSanitizer and libFuzzer builds
 # strace: NVMEFS_STRACE_DIR (scripts/strace-exec); libseccomp2: scripts/seccomp-exec;
-# qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes)
-TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2"
+# qemu-utils: qemu-io for the recipes of docs/operations.md (t-recipes);
+# qemu-system-common (qemu-storage-daemon), nbdkit, libnbd-bin (nbdcopy,
+# nbdinfo) and openssl (test certificates): the NBD exports (t-export-nbd)
+TEST="clang libclang-rt-14-dev e2fsprogs fio rsync qemu-utils util-linux coreutils procps psmisc xxd python3 systemd man-db groff-base bsdextrautils strace libseccomp2 qemu-system-common nbdkit libnbd-bin openssl"
+# nvme-cli: the NVMe/TCP initiator in the guest, from the host's /usr (t-export-nvmet);
 # the Debian package and the guest that installs it (tests/vm/t-deb-host.sh:
 # a Debian root file system made by mmdebstrap, an ext4 image of it, a qcow2
 # overlay per run)
 DEB="debhelper dpkg-dev fakeroot lintian"
-VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils mmdebstrap e2fsprogs qemu-utils $DEB"
+VM="qemu-system-x86 busybox-static cpio kmod xz-utils binutils nvme-cli mmdebstrap e2fsprogs qemu-utils $DEB"
 BENCH="qemu-system-common nbdkit libnbd-bin valgrind gnuplot-nox"
 
 case "${1:-all}" in

@@ -11,8 +11,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 M="make -s -C $ROOT -o programs B=$BUILD PREFIX=$P SYSCONFDIR=$P/etc UNITDIR=$P/lib/systemd/system"
 
 $M install >/dev/null
-for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind etc/nvmefs/nvmefs.conf \
+for f in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind sbin/nvmefs-export etc/nvmefs/nvmefs.conf \
 	lib/systemd/system/nvmefs.service lib/systemd/system/nvmefs-metrics.service \
+	lib/systemd/system/nvmefs-nbd@.service lib/systemd/system/nvmefs-nvmet@.service \
 	lib/systemd/system/nvmefs-metrics.timer lib/systemd/system/nvmefs-vfio-bind.service \
 	share/bash-completion/completions/nvmefsctl share/nvmefs/grafana/nvmefs.json \
 	share/nvmefs/prometheus/nvmefs-alerts.yml; do
@@ -27,7 +28,8 @@ for m in "$ROOT"/docs/man/*.[158]; do
 	head -n 1 "$P/share/man/man$s/$(basename "$m")" | grep -q "\"nvmefs $VERSION\"" ||
 		fail "$(basename "$m") does not name version $VERSION: $(head -n 1 "$P/share/man/man$s/$(basename "$m")")"
 done
-for p in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind; do
+[ -d "$P/etc/nvmefs/export" ] || fail "missing etc/nvmefs/export (the exports' settings)"
+for p in sbin/nvmefsd bin/nvmefsctl bin/nvmefs-perf sbin/vfio-bind sbin/nvmefs-export; do
 	n=$(basename "$p")
 	ls "$P"/share/man/man[18]/"$n".[18] > /dev/null 2>&1 || fail "$p has no man page"
 	[ -x "$P/$p" ] || fail "$p not executable"
@@ -37,6 +39,17 @@ grep -q "^ExecStart=$P/sbin/nvmefsd -f -c $P/etc/nvmefs/nvmefs.conf\$" "$P/lib/s
 	fail "unit's ExecStart does not name the installed paths"
 grep -q "^ExecReload=$P/bin/nvmefsctl -c $P/etc/nvmefs/nvmefs.conf restart\$" "$P/lib/systemd/system/nvmefs.service" ||
 	fail "unit's ExecReload is not the installed nvmefsctl restart"
+# the export units run the installed nvmefs-export on the installed settings
+for m in nbd nvmet; do
+	grep -q "^ExecStart=$P/sbin/nvmefs-export -c $P/etc/nvmefs/export/%i.conf $m" \
+		"$P/lib/systemd/system/nvmefs-$m@.service" || fail "nvmefs-$m@.service does not run the installed nvmefs-export"
+	# no dependency that systemd propagates a restart of nvmefs.service
+	# through (a restart after a crash would cut the export's clients off)
+	grep -Eq '^(Requires|BindsTo|PartOf|StopPropagatedFrom|Requisite)=.*nvmefs\.service' \
+		"$P/lib/systemd/system/nvmefs-$m@.service" && fail "nvmefs-$m@.service is bound to nvmefs.service"
+	grep -q '^WantedBy=nvmefs.service$' "$P/lib/systemd/system/nvmefs-$m@.service" ||
+		fail "nvmefs-$m@.service is not enabled into nvmefs.service"
+done
 "$P/sbin/nvmefsd" --check-config -c "$P/etc/nvmefs/nvmefs.conf" > "$P.effective" || fail "installed config invalid"
 
 # A RuntimeDirectory= that is or holds the mountpoint breaks Restart= after a
@@ -106,7 +119,11 @@ grep -q '^run:$' "$ROOT/Makefile" && grep -q '^	@sh scripts/deps.sh run$' "$ROOT
 if command -v systemd-analyze >/dev/null; then
 	MANPATH=$P/share/man systemd-analyze verify "$P/lib/systemd/system/nvmefs.service" ||
 		fail "systemd-analyze verify"
-	echo "unit verifies"
+	# the templates, as instances, beside nvmefs.service they order after
+	(cd "$P/lib/systemd/system" && MANPATH=$P/share/man SYSTEMD_UNIT_PATH=$P/lib/systemd/system: \
+		systemd-analyze verify nvmefs-nbd@test.service nvmefs-nvmet@test.service) ||
+		fail "systemd-analyze verify of the export units"
+	echo "units verify"
 else
 	echo "systemd-analyze missing: unit not verified"
 fi

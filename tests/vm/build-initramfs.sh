@@ -67,9 +67,13 @@ T0=$(date +%s.%N)
 # copy of just what the guest needs (so the 400 MB tree can be dropped).
 # msdos + nls_cp437: a small file system to mount on a namespace, so that
 # vfio-bind's "mounted" refusal can be tested.  virtio_blk + ext4: the root
-# file system of the Debian guest (build-rootfs.sh, vmrun.sh -r).
+# file system of the Debian guest (build-rootfs.sh, vmrun.sh -r).  configfs,
+# nvmet, nvmet-tcp, nvme-fabrics and nvme-tcp: a namespace file served over
+# NVMe/TCP by the kernel's target and connected to by its initiator
+# (t-export-nvmet.sh).
 MODS="nvme nvme-core vfio vfio_iommu_type1 vfio-pci vfio-pci-core irqbypass fuse \
-      virtio_pci 9pnet_virtio 9p msdos nls_cp437 virtio_blk ext4"
+      virtio_pci 9pnet_virtio 9p msdos nls_cp437 virtio_blk ext4 configfs nvmet nvmet-tcp \
+      nvme-fabrics nvme-tcp"
 MODCACHE=$OUT/modcache
 
 # ---------------------------------------------------------------- kernel

@@ -5,7 +5,9 @@
 #
 # Environment: ROOT (repository), BUILD (build tree, absolute; the kernel and
 # images are cached in $BUILD/vm unless NVMEFS_VM_DIR says otherwise),
-# VM_TIMEOUT (seconds per boot, default 300).
+# VM_TIMEOUT (seconds per boot, default 300), VM_KERNEL_PKG (the Debian
+# kernel package to boot, default what linux-image-amd64 depends on; a test
+# that sets it sets NVMEFS_VM_DIR too, so that each kernel has its cache).
 set -u
 
 VM_HERE=$(cd "$(dirname "$0")" && pwd)
@@ -50,7 +52,7 @@ vm_prepare() {
 		bpo=
 		[ "${VM_BACKPORTS:-0}" = 1 ] && bpo=-b
 		if ! flock -w 600 "$VM_LOCK" bash "$VM_HERE/build-initramfs.sh" -o "$VMDIR" $bpo \
-			> "$VMDIR/build.log" 2>&1; then
+			${VM_KERNEL_PKG:+-k "$VM_KERNEL_PKG"} > "$VMDIR/build.log" 2>&1; then
 			tail -n 20 "$VMDIR/build.log"
 			if [ ! -f "$VMDIR/vmlinuz" ]; then
 				skip "no guest kernel: the Debian kernel package could not be downloaded (see $VMDIR/build.log)"
