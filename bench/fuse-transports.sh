@@ -35,6 +35,12 @@
 #   NULL_CLASSIC_OPTS, NULL_URING_OPTS   fuse-null options for its two targets
 #               (default "-r -t NCPU" and "-d DEPTH"; -p makes either poll;
 #               without -r the classic one runs libfuse's loop instead)
+#   LOAD=n      loaded mode: n CPU-bound processes (a shell's busy loop each,
+#               default priority, free to move) run beside the whole run, so
+#               beside every target alike, as applications share a storage
+#               host's CPUs (default 0: a quiet run); the 4K QD32x2 goal is
+#               then 0.85, the other jobs' ratios are printed without one
+#   JOB_FILTER=re  only the jobs whose name matches (grep -E), e.g. 'QD32x2|QD1'
 #   NVMEFSD=PATH  the daemon to run instead of BUILD/nvmefsd
 # FUSE over io_uring needs /sys/module/fuse/parameters/enable_uring: the run
 # sets it to Y (root) and puts the old value back at the end.  Every mount
@@ -49,6 +55,8 @@ DEPTH=${DEPTH:-16}
 NCPU=$(nproc)
 QUEUES=${QUEUES:-$NCPU}
 MODE=${MODE:-hybrid}
+LOAD=${LOAD:-0}
+JOB_FILTER=${JOB_FILTER:-}
 NULL_CLASSIC_OPTS=${NULL_CLASSIC_OPTS:-"-r -t $NCPU"}
 NULL_URING_OPTS=${NULL_URING_OPTS:-"-d $DEPTH"}
 OUT=
@@ -80,6 +88,7 @@ num_ok "$ROUNDS" || { echo "fuse-transports: ROUNDS: a whole number > 0" >&2; ex
 num_ok "$DEPTH" || { echo "fuse-transports: DEPTH: a whole number > 0" >&2; exit 2; }
 num_ok "$QUEUES" || { echo "fuse-transports: QUEUES: a whole number > 0" >&2; exit 2; }
 case $MODE in poll | interrupt | hybrid) ;; *) echo "fuse-transports: MODE: poll, interrupt or hybrid" >&2; exit 2 ;; esac
+case $LOAD in '' | *[!0-9]*) echo "fuse-transports: LOAD: a whole number of processes" >&2; exit 2 ;; esac
 for t in $TARGETS; do
 	case " $ALL_TARGETS " in *" $t "*) ;;
 	*) echo "fuse-transports: -t: unknown target $t" >&2; exit 2 ;; esac
@@ -113,11 +122,12 @@ JOBS=(
 	"4K randwrite psync x4|psync|randwrite|4k|1|4"
 )
 
-# the jobs a target runs: the -poll targets only the QD1 one
+# the jobs a target runs: the -poll targets only the QD1 one; JOB_FILTER
 jobs_of() {
 	local j
 	for j in "${JOBS[@]}"; do
 		case $1 in *-poll) case ${j%%|*} in *QD1*) ;; *) continue ;; esac ;; esac
+		if [ -n "$JOB_FILTER" ]; then echo "${j%%|*}" | grep -Eq "$JOB_FILTER" || continue; fi
 		printf '%s\n' "$j"
 	done
 }
@@ -133,6 +143,7 @@ WORK=$(mktemp -d /tmp/fuse-transports.XXXXXX)
 FIOPID=
 PIDS=()
 MOUNTS=()
+HOGS=()
 URING_OLD=
 RES=$WORK/results.tsv
 NOTES=$WORK/notes
@@ -143,8 +154,10 @@ NOTES=$WORK/notes
 . "$ROOT/bench/fuse-lib.sh"
 
 cleanup() {
+	local h
 	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
 	stop_all
+	for h in "${HOGS[@]}"; do kill -KILL "$h" 2>/dev/null; wait "$h" 2>/dev/null; done
 	if [ -n "$URING_OLD" ]; then
 		echo "$URING_OLD" >"$URING_PARAM" 2>/dev/null ||
 			echo "fuse-transports: could not put $URING_PARAM back to $URING_OLD" >&2
@@ -288,6 +301,12 @@ unavailable() { # ROUND TARGET WHY
 }
 
 # ---- the run ----
+# loaded mode: the CPU-bound processes, for the whole run
+for _ in $(seq "$LOAD"); do
+	sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+	HOGS+=($!)
+done
+[ "$LOAD" = 0 ] || echo "fuse-transports: $LOAD CPU-bound processes run beside every target" >&2
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
 ORDER=$TARGETS
 REVERSED=$(echo "$TARGETS" | tr ' ' '\n' | grep -v '^$' | tac | tr '\n' ' ')
@@ -333,9 +352,9 @@ done
 
 # ---- the table ----
 TABLE=$WORK/table.md
-python3 - "$RES" "$TARGETS" >"$TABLE" <<-'EOF'
+python3 - "$RES" "$TARGETS" "$LOAD" >"$TABLE" <<-'EOF'
 import statistics, sys
-res, targets = sys.argv[1], sys.argv[2].split()
+res, targets, load = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 rows = [l.rstrip('\n').split('\t') for l in open(res) if l.strip()]
 jobs, vals, why = [], {}, {}
 for r in rows:
@@ -378,6 +397,8 @@ for job, unit, i in lines:
 
 # each nvmefsd target against the null server on its transport, and the goal
 def goal(job, unit, t):
+    if load:
+        return ('ge', 0.85) if 'QD32x2' in job else None
     if unit in ('mean', 'p99'):
         return ('le', 1.2)
     if job.startswith('1M'):
@@ -422,7 +443,8 @@ EOF
 	echo "fuse-transports: $START, $(uname -sr), $NCPU CPUs, $(fio --version), $ROUNDS rounds," \
 		"${RUNTIME} s per job after ${RAMP} s ramp, direct=1; fuse-null classic: $NULL_CLASSIC_OPTS," \
 		"uring: -u $NULL_URING_OPTS; nvmefsd: $QUEUES queues, mode $MODE, DEPTH $DEPTH," \
-		"software controller (exec inline, write_cache volatile)"
+		"software controller (exec inline, write_cache volatile)$([ "$LOAD" = 0 ] ||
+			echo "; $LOAD CPU-bound processes beside the whole run")"
 	echo
 	cat "$TABLE"
 	if [ -s "$NOTES" ]; then
