@@ -393,6 +393,7 @@ struct nvme_reactor {
 	int wep;
 	int wfd;        /* in the wait now (-1: none) */
 	bool wfd_ready; /* the wait reported wfd readable: wfd_fn runs in this pass */
+	bool woke;      /* this pass follows a wait that could sleep (not polling) */
 	void (*wfd_fn)(void *);
 	void *wfd_arg;
 	uint64_t wdeadline;          /* when the loop's timer is due (ns, nvme_now_ns) */

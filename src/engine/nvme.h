@@ -535,6 +535,11 @@ int nvme_reactor_wait_fd(struct nvme_reactor *r, int fd, void (*fn)(void *arg), 
 /* Take the wait fd out of the wait (fn is not called any more; the fd may
  * be closed or replaced after): reactor thread, or before it starts. */
 void nvme_reactor_wait_fd_off(struct nvme_reactor *r);
+/* In fn: this pass follows a sleep in the own wait (nothing was in flight
+ * and the wait took longer than an event found at once would: 20 us), as
+ * opposed to a polling pass's look or a wait that found work waiting: the
+ * event that woke it is most likely alone. */
+bool nvme_reactor_woke(const struct nvme_reactor *r);
 /* On the reactor thread: the pass did useful work (a hook took requests)
  * and counts as busy time; once per pass is enough.  Reaping a completion
  * or running a call counts without it. */

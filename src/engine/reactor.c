@@ -121,12 +121,14 @@ static bool flush_all(struct nvme_reactor *r)
  * flush hook (FUSE over io_uring): a device that completed at once (the
  * software controller executes inline, on the doorbell) is reaped and its
  * answers go out in this pass, not after one more trip through the loop (a
- * zero-timeout epoll_wait per request at QD1).  Not over /dev/fuse, which
- * answers from the completion callback: there the shorter passes cost 5-8%
- * of 4K IOPS at QD32x2.  A real device has rarely answered this soon: the
- * cost is a clock read and a look at each busy CQ's next entry.  Each queue
- * can so be reaped twice in a pass (within its budget each time; both
- * count in reap_passes). */
+ * zero-timeout epoll_wait per request at QD1).  Over /dev/fuse, which
+ * answers from the completion callback, only in a pass that woke from a
+ * sleep in the reactor's own wait (nothing else in flight: QD1's case):
+ * reaping after every pass's doorbells cost 5-8% of 4K IOPS at QD32x2
+ * there, the shorter passes reading fewer requests per wake.  A real
+ * device has rarely answered this soon: the cost is a clock read and a
+ * look at each busy CQ's next entry.  Each queue can so be reaped twice in
+ * a pass (within its budget each time; both count in reap_passes). */
 static bool reap_rung(struct nvme_reactor *r)
 {
 	unsigned got = 0;
@@ -224,10 +226,11 @@ static bool end_pass(struct nvme_reactor *r)
 	/* the one SQ tail doorbell per queue per pass */
 	bool rung = flush_all(r);
 	unsigned inflight = total_inflight(r);
-	if (rung && inflight && r->flush_hook && r->mode != NVME_MODE_INTERRUPT && r->in_pass &&
-	    reap_rung(r)) {
+	if (rung && inflight && (r->flush_hook || r->woke) && r->mode != NVME_MODE_INTERRUPT &&
+	    r->in_pass && reap_rung(r)) {
 		/* what those completions answered goes out in this pass too */
-		r->flush_hook(r->flush_hook_arg);
+		if (r->flush_hook)
+			r->flush_hook(r->flush_hook_arg);
 		flush_all(r);
 		inflight = total_inflight(r);
 	}
@@ -291,19 +294,27 @@ static void own_deadline(struct nvme_reactor *r)
 	r->wdeadline = base + (left > 0 ? (uint64_t)(left * 1e9) : 0);
 }
 
+/* A wait that took this long slept (a wait that finds an event at once
+ * returns in a system call's time, a few us at most): the next pass "woke"
+ * (nvme_reactor_woke). */
+#define WOKE_NS 20000
+
 /* Sleep in the own wait (polling: look without sleeping).  true: the next
  * pass runs here, with the watchers in wio[] ready and wfd_ready set when
- * the wait fd polled readable; false: libev runs an iteration first (the
- * timer is due, or the wait failed). */
-static bool own_wait(struct nvme_reactor *r)
+ * the wait fd polled readable, and *slept_from the clock before a wait that
+ * could sleep (0: a polling look); false: libev runs an iteration first
+ * (the timer is due, or the wait failed). */
+static bool own_wait(struct nvme_reactor *r, uint64_t *slept_from)
 {
 	struct epoll_event ev[NVME_OWN_EVENTS];
 	int timeout = 0, n;
 
 	r->nwio = 0;
+	*slept_from = 0;
 	if (!r->polling) {
 		uint64_t now = nvme_now_ns();
 
+		*slept_from = now;
 		if (now >= r->wdeadline)
 			return false;
 		uint64_t ms = (r->wdeadline - now + 999999) / 1000000;
@@ -353,12 +364,15 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)loop;
 	(void)revents;
 	struct nvme_reactor *r = w->data;
+	uint64_t slept_from;
 
+	r->woke = false;
 	if (!end_pass(r) || r->wep < 0)
 		return;
 	own_deadline(r);
-	while (own_wait(r)) {
+	while (own_wait(r, &slept_from)) {
 		begin_pass(r);
+		r->woke = slept_from && r->now_ns - slept_from >= WOKE_NS;
 		/* in libev's order: the check watcher, then the ready fds */
 		for (unsigned i = 0; i < r->nwio; i++)
 			if (r->wio[i])
@@ -368,6 +382,7 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 			wait_fd_cb(r);
 		if (!end_pass(r))
 			return;
+		r->woke = false;
 	}
 }
 
@@ -705,6 +720,11 @@ int nvme_reactor_wait_fd(struct nvme_reactor *r, int fd, void (*fn)(void *arg), 
 	r->wfd_fn = fn;
 	r->wfd_arg = arg;
 	return 0;
+}
+
+bool nvme_reactor_woke(const struct nvme_reactor *r)
+{
+	return r->woke;
 }
 
 void nvme_reactor_wait_fd_off(struct nvme_reactor *r)

@@ -910,6 +910,101 @@ START_TEST(t_wait_timer)
 }
 END_TEST
 
+/* ---- a pass that woke from a sleep in the own wait ---- */
+#define WOKE_EVENTS 20
+struct woke {
+	struct nvme_reactor *r;
+	struct nvme_qpair *qp;
+	int fd;
+	void *buf;
+	unsigned pass, sub_pass, same, woke, fn_calls;
+	_Atomic unsigned done;
+	_Atomic pid_t tid;
+};
+static void woke_hook(void *arg)
+{
+	((struct woke *)arg)->pass++;
+}
+static void woke_done(void *arg, int err, uint16_t status)
+{
+	struct woke *t = arg;
+
+	(void)status;
+	ck_assert_int_eq(err, 0);
+	t->same += t->pass == t->sub_pass;
+	atomic_fetch_add(&t->done, 1);
+}
+static void woke_fn(void *arg)
+{
+	struct woke *t = arg;
+	char b;
+
+	t->fn_calls++;
+	while (read(t->fd, &b, 1) == 1) {
+		t->woke += nvme_reactor_woke(t->r);
+		t->sub_pass = t->pass;
+		ck_assert_int_eq(nvme_qpair_read(t->qp, 1, 0, t->buf, 512, woke_done, t), 0);
+	}
+}
+static void woke_tid(void *arg)
+{
+	((struct woke *)arg)->tid = (pid_t)syscall(SYS_gettid);
+}
+/* In hybrid mode a pass that woke from a sleep (the byte came 2 ms after
+ * the reactor went to sleep) says so, and a command it submits to a device
+ * that completes on the doorbell (the inline software controller) is reaped
+ * in that same pass, before the reactor sleeps again: its answer does not
+ * wait for one more pass.  In poll mode (_i 1, the control) no pass wakes
+ * and the completion comes a pass later. */
+START_TEST(t_woke_reap)
+{
+	struct sim *sim = mk_sim("rw", false);
+	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, false);
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = _i ? NVME_MODE_POLL : NVME_MODE_HYBRID, .buf_pool_bytes = 1u << 20};
+	static struct woke t;
+	int fds[2];
+
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+	t.fd = fds[0];
+	ck_assert_int_eq(nvme_reactor_create(&ro, &t.r), 0);
+	ck_assert_int_eq(nvme_qpair_create(c, t.r, 1, &t.qp), 0);
+	t.buf = nvme_reactor_buf_alloc(t.r, 4096);
+	nvme_reactor_set_pass_hook(t.r, woke_hook, &t);
+	ck_assert_int_eq(nvme_reactor_wait_fd(t.r, t.fd, woke_fn, &t), 0);
+	ck_assert_int_eq(nvme_reactor_start(t.r), 0);
+	ck_assert_int_eq(nvme_reactor_call(t.r, woke_tid, &t), 0);
+	for (int i = 0; i < 20000 && !atomic_load(&t.tid); i++)
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	ck_assert(atomic_load(&t.tid));
+	for (unsigned e = 1; e <= WOKE_EVENTS; e++) {
+		/* asleep (hybrid; a polling reactor is never), for 2 ms more */
+		for (int i = 0; !_i && i < 20000 && task_state(t.tid) != 'S'; i++)
+			nanosleep(&(struct timespec){0, 500000}, NULL);
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
+		ck_assert_int_eq(write(fds[1], "x", 1), 1);
+		for (int i = 0; i < 20000 && atomic_load(&t.done) < e; i++)
+			nanosleep(&(struct timespec){0, 500000}, NULL);
+		ck_assert_uint_eq(atomic_load(&t.done), e);
+	}
+	nvme_reactor_stop(t.r);
+	nvme_reactor_join(t.r);
+	if (!_i) {
+		ck_assert_uint_eq(t.woke, WOKE_EVENTS);
+		ck_assert_uint_eq(t.same, WOKE_EVENTS);
+	} else {
+		ck_assert_uint_eq(t.woke, 0);
+		ck_assert_uint_eq(t.same, 0);
+	}
+	nvme_qpair_destroy(t.qp);
+	nvme_reactor_destroy(t.r);
+	nvme_ctrl_close(c);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(LOG_LVL_ERROR);
@@ -924,6 +1019,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_stop_drains, 0, 2);
 	tcase_add_loop_test(tc, t_wait_exclusive, 0, 2);
 	tcase_add_test(tc, t_wait_timer);
+	tcase_add_loop_test(tc, t_woke_reap, 0, 2);
 	tcase_add_test(tc, t_load_accounting);
 	tcase_add_loop_test(tc, t_same_pass, 0, 2);
 	tcase_add_loop_test(tc, t_qpair_on_running, 0, 2);
