@@ -533,7 +533,8 @@ void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), 
  * kernel without EPOLLEXCLUSIVE), and the loop waits as before. */
 int nvme_reactor_wait_fd(struct nvme_reactor *r, int fd, void (*fn)(void *arg), void *arg);
 /* Take the wait fd out of the wait (fn is not called any more; the fd may
- * be closed or replaced after): reactor thread, or before it starts. */
+ * be closed or replaced after): reactor thread, or while it does not run
+ * (before its start, after its join). */
 void nvme_reactor_wait_fd_off(struct nvme_reactor *r);
 /* In fn: this pass follows a sleep in the own wait (nothing was in flight
  * and the wait took longer than an event found at once would: 20 us), as

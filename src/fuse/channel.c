@@ -447,6 +447,10 @@ void chan_close(struct fusefs_rx *rx)
 
 void chan_close_stopped(struct fusefs_rx *rx)
 {
+	/* out of the reactor's wait first (it runs no more): an epoll
+	 * entry outlives the fd's number while another fd holds the file */
+	if (rx->own_wait && rx->r)
+		nvme_reactor_wait_fd_off(rx->r);
 	if (rx->fd >= 0)
 		close(rx->fd);
 	rx->fd = -1;
