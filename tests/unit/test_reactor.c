@@ -731,7 +731,7 @@ struct waiter {
 	struct nvme_reactor *r;
 	int fd;   /* this reactor's dup of the pipe's read end */
 	ev_io io; /* _i 1: the same through libev's epoll */
-	pid_t tid;
+	_Atomic pid_t tid;
 	_Atomic unsigned got; /* bytes read */
 };
 static void waiter_read(struct waiter *w)
@@ -754,7 +754,7 @@ static void waiter_io_cb(struct ev_loop *loop, ev_io *io, int revents)
 }
 static void waiter_tid(void *arg)
 {
-	((struct waiter *)arg)->tid = (pid_t)syscall(SYS_gettid);
+	atomic_store(&((struct waiter *)arg)->tid, (pid_t)syscall(SYS_gettid));
 }
 /* A thread's state letter and its voluntary context switches (the times it
  * went to sleep). */
@@ -948,7 +948,7 @@ static void woke_fn(void *arg)
 }
 static void woke_tid(void *arg)
 {
-	((struct woke *)arg)->tid = (pid_t)syscall(SYS_gettid);
+	atomic_store(&((struct woke *)arg)->tid, (pid_t)syscall(SYS_gettid));
 }
 /* In hybrid mode a pass that woke from a sleep (the byte came 2 ms after
  * the reactor went to sleep) says so, and a command it submits to a device
