@@ -35,6 +35,12 @@
 #   NULL_CLASSIC_OPTS, NULL_URING_OPTS   fuse-null options for its two targets
 #               (default "-r -t NCPU" and "-d DEPTH"; -p makes either poll;
 #               without -r the classic one runs libfuse's loop instead)
+#   LOAD=n      loaded mode: n CPU-bound processes (a shell's busy loop each,
+#               default priority, free to move) run beside the whole run, so
+#               beside every target alike, as applications share a storage
+#               host's CPUs (default 0: a quiet run); the 4K QD32x2 goal is
+#               then 0.85, the other jobs' ratios are printed without one
+#   JOB_FILTER=re  only the jobs whose name matches (grep -E), e.g. 'QD32x2|QD1'
 #   NVMEFSD=PATH  the daemon to run instead of BUILD/nvmefsd
 # FUSE over io_uring needs /sys/module/fuse/parameters/enable_uring: the run
 # sets it to Y (root) and puts the old value back at the end.  Every mount
@@ -49,6 +55,8 @@ DEPTH=${DEPTH:-16}
 NCPU=$(nproc)
 QUEUES=${QUEUES:-$NCPU}
 MODE=${MODE:-hybrid}
+LOAD=${LOAD:-0}
+JOB_FILTER=${JOB_FILTER:-}
 NULL_CLASSIC_OPTS=${NULL_CLASSIC_OPTS:-"-r -t $NCPU"}
 NULL_URING_OPTS=${NULL_URING_OPTS:-"-d $DEPTH"}
 OUT=
@@ -73,6 +81,7 @@ check_num QUEUES "$QUEUES"
 check_mode MODE "$MODE"
 # shellcheck disable=SC2086
 check_among -t "$ALL_TARGETS" $TARGETS
+case $LOAD in '' | *[!0-9]*) bench_fail "LOAD: a whole number of processes" ;; esac
 NVMEFSD=${NVMEFSD:-$BUILDDIR/nvmefsd}
 NULLBIN=$BUILDDIR/tools/fuse-null
 
@@ -96,11 +105,12 @@ JOBS=(
 	"4K randwrite psync x4|psync|randwrite|4k|1|4"
 )
 
-# the jobs a target runs: the -poll targets only the QD1 one
+# the jobs a target runs: the -poll targets only the QD1 one; JOB_FILTER
 jobs_of() {
 	local j
 	for j in "${JOBS[@]}"; do
 		case $1 in *-poll) case ${j%%|*} in *QD1*) ;; *) continue ;; esac ;; esac
+		if [ -n "$JOB_FILTER" ]; then echo "${j%%|*}" | grep -Eq "$JOB_FILTER" || continue; fi
 		printf '%s\n' "$j"
 	done
 }
@@ -113,13 +123,16 @@ bench_estimate $est "$ROUNDS rounds x $njobs fio jobs x (${RUNTIME} s + ${RAMP} 
 # ---- bookkeeping, cleanup ----
 bench_work
 FIOPID=
+HOGS=()
 URING_OLD=
 NOTES=$WORK/notes
 : >"$NOTES"
 
 cleanup() {
+	local h
 	if [ -n "$FIOPID" ]; then stop_pid "$FIOPID"; fi
 	stop_all
+	for h in "${HOGS[@]}"; do kill -KILL "$h" 2>/dev/null; wait "$h" 2>/dev/null; done
 	if [ -n "$URING_OLD" ]; then
 		echo "$URING_OLD" >"$URING_PARAM" 2>/dev/null ||
 			echo "fuse-transports: could not put $URING_PARAM back to $URING_OLD" >&2
@@ -232,6 +245,12 @@ unavailable() { # ROUND TARGET WHY
 }
 
 # ---- the run ----
+# loaded mode: the CPU-bound processes, for the whole run
+for _ in $(seq "$LOAD"); do
+	sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+	HOGS+=($!)
+done
+[ "$LOAD" = 0 ] || echo "fuse-transports: $LOAD CPU-bound processes run beside every target" >&2
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
 ORDER=$TARGETS
 REVERSED=$(echo "$TARGETS" | tr ' ' '\n' | grep -v '^$' | tac | tr '\n' ' ')
@@ -277,9 +296,9 @@ done
 
 # ---- the table ----
 TABLE=$WORK/table.md
-python3 - "$RES" "$TARGETS" >"$TABLE" <<-'EOF'
+python3 - "$RES" "$TARGETS" "$LOAD" >"$TABLE" <<-'EOF'
 import statistics, sys
-res, targets = sys.argv[1], sys.argv[2].split()
+res, targets, load = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 rows = [l.rstrip('\n').split('\t') for l in open(res) if l.strip()]
 jobs, vals, why = [], {}, {}
 for r in rows:
@@ -322,6 +341,8 @@ for job, unit, i in lines:
 
 # each nvmefsd target against the null server on its transport, and the goal
 def goal(job, unit, t):
+    if load:
+        return ('ge', 0.85) if 'QD32x2' in job else None
     if unit in ('mean', 'p99'):
         return ('le', 1.2)
     if job.startswith('1M'):
@@ -366,7 +387,8 @@ EOF
 	echo "fuse-transports: $START, $(uname -sr), $NCPU CPUs, $(fio --version), $ROUNDS rounds," \
 		"${RUNTIME} s per job after ${RAMP} s ramp, direct=1; fuse-null classic: $NULL_CLASSIC_OPTS," \
 		"uring: -u $NULL_URING_OPTS; nvmefsd: $QUEUES queues, mode $MODE, DEPTH $DEPTH," \
-		"software controller (exec inline, write_cache volatile)"
+		"software controller (exec inline, write_cache volatile)$([ "$LOAD" = 0 ] ||
+			echo "; $LOAD CPU-bound processes beside the whole run")"
 	echo
 	cat "$TABLE"
 	if [ -s "$NOTES" ]; then

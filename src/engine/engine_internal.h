@@ -343,6 +343,7 @@ struct nvme_call {
 };
 
 #define NVME_REACTOR_MAX_QPAIRS 64
+#define NVME_OWN_EVENTS         8 /* events taken per wait of a reactor's own */
 
 /* Controller isolation: the reactor's pool for one controller. */
 struct nvme_ctrl_pool {
@@ -382,14 +383,33 @@ struct nvme_reactor {
 	ev_idle idle_w;
 	ev_check check_w;
 	ev_prepare prepare_w;
-	ev_async async_w;
+	ev_io call_w; /* call_efd: calls and the stop request wake the loop */
 	ev_timer timer_w;
-	bool polling; /* idle watcher active */
+	bool polling; /* the loop does not sleep: idle watcher active (own wait: logical) */
+
+	/* The reactor's own wait (nvme_reactor_wait_fd, reactor.c): an epoll
+	 * holding wfd (EPOLLEXCLUSIVE) and the fds of the reactor's own ev_io
+	 * watchers; -1: libev sleeps itself. */
+	int wep;
+	int wfd;        /* in the wait now (-1: none) */
+	bool wfd_ready; /* the wait reported wfd readable: wfd_fn runs in this pass */
+	bool woke;      /* this pass follows a wait that could sleep (not polling) */
+	void (*wfd_fn)(void *);
+	void *wfd_arg;
+	uint64_t wdeadline;          /* when the loop's timer is due (ns, nvme_now_ns) */
+	ev_io *wio[NVME_OWN_EVENTS]; /* this pass's ready watchers (NULL: stopped since) */
+	unsigned nwio;
 
 	/* Vyukov intrusive MPSC queue: producers swap head, the consumer walks tail */
 	struct nvme_call *_Atomic q_head;
 	struct nvme_call *q_tail;
 	struct nvme_call q_stub;
+	/* an eventfd, written by the producer that finds call_wake clear (one
+	 * write per wake-up, however many calls): libev's ev_async writes its
+	 * pipe only while libev itself sleeps, never while the reactor sleeps
+	 * in its own wait */
+	int call_efd;
+	atomic_bool call_wake;
 
 	atomic_bool stop;
 	/* the exit handshake of nvme_reactor_call: once exited, a call is refused

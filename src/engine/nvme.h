@@ -504,7 +504,8 @@ int nvme_qpair_create(struct nvme_ctrl *c, struct nvme_reactor *r, uint16_t qid,
 void nvme_qpair_destroy(struct nvme_qpair *qp);
 
 /* The reactor's loop, for adding watchers (e.g. the FUSE session fd) before
- * start or from the reactor thread. */
+ * start or from the reactor thread (with a wait fd: see
+ * nvme_reactor_wait_fd). */
 struct ev_loop *nvme_reactor_loop(struct nvme_reactor *r);
 unsigned nvme_reactor_id(const struct nvme_reactor *r);
 int nvme_reactor_cpu(const struct nvme_reactor *r);
@@ -518,6 +519,28 @@ void nvme_reactor_set_pass_hook(struct nvme_reactor *r, void (*fn)(void *arg), v
  * the loop may block: the FUSE front end submits the answers of the pass to
  * its io_uring here, in one system call. */
 void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), void *arg);
+/* Sleep in a wait of the reactor's own that holds fd with EPOLLEXCLUSIVE:
+ * of several reactors waiting on the same file, the kernel wakes one per
+ * event (for /dev/fuse: one reactor per request, as it wakes one of the
+ * threads blocked in read(2) on it), where libev's epoll would wake all.
+ * fn(arg) runs in each pass in which fd polled readable, after the reaping
+ * (a polling pass looks at fd with the same one epoll_wait).  The first
+ * call makes the wait, for good: from then on the thread sleeps there and
+ * runs libev's loop only when the reactor's timer is due, so the loop must
+ * hold no watcher but the reactor's own (no ev_io, no timer: they would
+ * not wake it).  Before the reactor starts or on its thread; fd stays the
+ * caller's.  -EBUSY: a wait fd is set; else epoll's error (EINVAL for a
+ * kernel without EPOLLEXCLUSIVE), and the loop waits as before. */
+int nvme_reactor_wait_fd(struct nvme_reactor *r, int fd, void (*fn)(void *arg), void *arg);
+/* Take the wait fd out of the wait (fn is not called any more; the fd may
+ * be closed or replaced after): reactor thread, or while it does not run
+ * (before its start, after its join). */
+void nvme_reactor_wait_fd_off(struct nvme_reactor *r);
+/* In fn: this pass follows a sleep in the own wait (nothing was in flight
+ * and the wait took longer than an event found at once would: 20 us), as
+ * opposed to a polling pass's look or a wait that found work waiting: the
+ * event that woke it is most likely alone. */
+bool nvme_reactor_woke(const struct nvme_reactor *r);
 /* On the reactor thread: the pass did useful work (a hook took requests)
  * and counts as busy time; once per pass is enough.  Reaping a completion
  * or running a call counts without it. */
@@ -533,8 +556,9 @@ int nvme_reactor_start(struct nvme_reactor *r);
 int nvme_reactor_run(struct nvme_reactor *r);
 
 /* Run fn(arg) on the reactor thread soon.  Any thread; lock-free MPSC queue
- * plus an ev_async wake.  -ENOMEM, or -ESHUTDOWN once the reactor's loop
- * has ended: calls posted before that still run as the thread exits, and
+ * plus an eventfd wake-up (one write until the reactor has woken).
+ * -ENOMEM, or -ESHUTDOWN once the reactor's loop has ended: calls posted
+ * before that still run as the thread exits, and
  * -ESHUTDOWN is returned only after they have.  (Recovery then runs its
  * step on its own thread: completions that step ends, -EIO or -ECANCELED,
  * call back on that thread, since the reactor's is gone.) */

@@ -21,8 +21,12 @@
  *              completion can arrive for a queue with nothing in flight, so
  *              its queues have no interrupt (qpair.c wires none): a wake
  *              comes from the FUSE side or a call.
+ * Where the loop sleeps: in libev's epoll, or, once a wait fd is set
+ * (nvme_reactor_wait_fd), in an epoll of the reactor's own (see "the
+ * reactor's own wait" below).
  */
 #include <errno.h>
+#include <limits.h>
 #include <numa.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "engine_internal.h"
@@ -44,7 +50,7 @@ static void mpsc_push(struct nvme_reactor *r, struct nvme_call *n)
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
 	struct nvme_call *prev = atomic_exchange_explicit(&r->q_head, n, memory_order_acq_rel);
 	/* between the exchange and this store the consumer sees a gap and waits
-	 * for the next ev_async wake, which the producer sends after this */
+	 * for the next wake-up, which the producer sends after this (wake) */
 	atomic_store_explicit(&prev->next, n, memory_order_release);
 }
 
@@ -93,6 +99,8 @@ static void set_polling(struct nvme_reactor *r, bool on)
 	if (on == r->polling)
 		return;
 	r->polling = on;
+	if (r->wep >= 0)
+		return; /* own wait: libev never sleeps, its idle watcher stays on */
 	if (on)
 		ev_idle_start(r->loop, &r->idle_w);
 	else
@@ -113,12 +121,14 @@ static bool flush_all(struct nvme_reactor *r)
  * flush hook (FUSE over io_uring): a device that completed at once (the
  * software controller executes inline, on the doorbell) is reaped and its
  * answers go out in this pass, not after one more trip through the loop (a
- * zero-timeout epoll_wait per request at QD1).  Not over /dev/fuse, which
- * answers from the completion callback: there the shorter passes cost 5-8%
- * of 4K IOPS at QD32x2.  A real device has rarely answered this soon: the
- * cost is a clock read and a look at each busy CQ's next entry.  Each queue
- * can so be reaped twice in a pass (within its budget each time; both
- * count in reap_passes). */
+ * zero-timeout epoll_wait per request at QD1).  Over /dev/fuse, which
+ * answers from the completion callback, only in a pass that woke from a
+ * sleep in the reactor's own wait (nothing else in flight: QD1's case):
+ * reaping after every pass's doorbells cost 5-8% of 4K IOPS at QD32x2
+ * there, the shorter passes reading fewer requests per wake.  A real
+ * device has rarely answered this soon: the cost is a clock read and a
+ * look at each busy CQ's next entry.  Each queue can so be reaped twice in
+ * a pass (within its budget each time; both count in reap_passes). */
 static bool reap_rung(struct nvme_reactor *r)
 {
 	unsigned got = 0;
@@ -144,11 +154,9 @@ static void account(struct nvme_reactor *r, uint64_t now)
 	r->mark_ns = now;
 }
 
-static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+/* The start of a pass (ev_check, or the own wait's loop in prepare_cb). */
+static void begin_pass(struct nvme_reactor *r)
 {
-	(void)loop;
-	(void)revents;
-	struct nvme_reactor *r = w->data;
 	r->now_ns = nvme_now_ns(); /* one clock read per pass, shared by every I/O in it */
 	account(r, r->now_ns);
 	r->in_pass = true;
@@ -175,6 +183,25 @@ static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
 	}
 }
 
+/* The wait fd polled readable: its owner reads it, after the reaping. */
+static void wait_fd_cb(struct nvme_reactor *r)
+{
+	r->wfd_ready = false;
+	if (r->wfd >= 0)
+		r->wfd_fn(r->wfd_arg);
+}
+
+static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+
+	begin_pass(r);
+	if (r->wfd_ready)
+		wait_fd_cb(r);
+}
+
 static void drain_calls(struct nvme_reactor *r)
 {
 	struct nvme_call *c;
@@ -186,10 +213,10 @@ static void drain_calls(struct nvme_reactor *r)
 	}
 }
 
-static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+/* The end of a pass (ev_prepare, or the own wait's loop): false when the
+ * loop ends. */
+static bool end_pass(struct nvme_reactor *r)
 {
-	(void)revents;
-	struct nvme_reactor *r = w->data;
 	bool stopping = atomic_load_explicit(&r->stop, memory_order_acquire);
 	/* calls queued before the stop request still run (they may submit) */
 	if (stopping)
@@ -199,10 +226,11 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	/* the one SQ tail doorbell per queue per pass */
 	bool rung = flush_all(r);
 	unsigned inflight = total_inflight(r);
-	if (rung && inflight && r->flush_hook && r->mode != NVME_MODE_INTERRUPT && r->in_pass &&
-	    reap_rung(r)) {
+	if (rung && inflight && (r->flush_hook || r->woke) && r->mode != NVME_MODE_INTERRUPT &&
+	    r->in_pass && reap_rung(r)) {
 		/* what those completions answered goes out in this pass too */
-		r->flush_hook(r->flush_hook_arg);
+		if (r->flush_hook)
+			r->flush_hook(r->flush_hook_arg);
 		flush_all(r);
 		inflight = total_inflight(r);
 	}
@@ -219,22 +247,143 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 	if (stopping && inflight == 0) {
 		r->in_pass = false; /* whoever asks for the time now reads the clock */
-		ev_break(loop, EVBREAK_ALL);
-		return;
+		ev_break(r->loop, EVBREAK_ALL);
+		return false;
 	}
 	if (!r->polling)
 		STAT_INC(r->st.sleeps);
 	if (!r->in_pass)
-		return; /* the loop's first prepare comes before any check */
+		return true; /* the loop's first prepare comes before any check */
 	r->in_pass = false;
 	if (r->worked)
 		STAT_INC(r->st.busy_passes);
 	r->mark_busy = r->worked; /* the mark is this pass's clock (check_cb) */
 	if (r->polling)
-		return; /* the next pass's clock read ends this one */
+		return true; /* the next pass's clock read ends this one */
 	/* about to sleep: the pass ends now, the sleep is idle */
 	account(r, nvme_now_ns());
 	r->mark_busy = false;
+	return true;
+}
+
+/* ---- the reactor's own wait ----
+ * libev registers an fd itself and changes it with EPOLL_CTL_MOD, which an
+ * EPOLLEXCLUSIVE entry refuses; an epoll watched from libev's epoll loses
+ * the exclusivity (the kernel counts an exclusive wake-up only for a thread
+ * sleeping in that very epoll); and this libev does not give its epoll's fd
+ * out.  So with a wait fd the thread sleeps in an epoll of the reactor's
+ * own (wep) that holds the wait fd, EPOLLEXCLUSIVE, and the fds of the
+ * reactor's own watchers (the call eventfd, and in interrupt mode each
+ * queue's interrupt eventfd), whose callbacks it runs itself (ev_invoke):
+ * of the reactors sleeping on the same file (the FUSE session's /dev/fuse)
+ * the kernel wakes one per event, as it wakes one of the threads blocked in
+ * read(2) on it.  libev then never sleeps (its idle watcher stays on) and
+ * runs an iteration only when the reactor's timer is due; every other pass
+ * runs right here: end of pass, wait, start of pass, the ready watchers,
+ * the fd's callback, end of pass, ...  A pass costs one epoll_wait, as
+ * under libev.  What that asks of the loop's other users: no watchers of
+ * their own (nvme.h). */
+
+/* When the reactor's timer is due, from libev's view of it (at the start of
+ * a libev iteration's prepare, its clock is this pass's). */
+static void own_deadline(struct nvme_reactor *r)
+{
+	uint64_t base = r->now_ns ? r->now_ns : nvme_now_ns();
+	double left = ev_is_active(&r->timer_w) ? ev_timer_remaining(r->loop, &r->timer_w) : 1e9;
+
+	r->wdeadline = base + (left > 0 ? (uint64_t)(left * 1e9) : 0);
+}
+
+/* A wait that took this long slept (a wait that finds an event at once
+ * returns in a system call's time, a few us at most): the next pass "woke"
+ * (nvme_reactor_woke). */
+#define WOKE_NS 20000
+
+/* Sleep in the own wait (polling: look without sleeping).  true: the next
+ * pass runs here, with the watchers in wio[] ready and wfd_ready set when
+ * the wait fd polled readable, and *slept_from the clock before a wait that
+ * could sleep (0: a polling look); false: libev runs an iteration first
+ * (the timer is due, or the wait failed). */
+static bool own_wait(struct nvme_reactor *r, uint64_t *slept_from)
+{
+	struct epoll_event ev[NVME_OWN_EVENTS];
+	int timeout = 0, n;
+
+	r->nwio = 0;
+	*slept_from = 0;
+	if (!r->polling) {
+		uint64_t now = nvme_now_ns();
+
+		*slept_from = now;
+		if (now >= r->wdeadline)
+			return false;
+		uint64_t ms = (r->wdeadline - now + 999999) / 1000000;
+		timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+	} else if (r->now_ns >= r->wdeadline) {
+		return false;
+	}
+	n = epoll_wait(r->wep, ev, NVME_OWN_EVENTS, timeout);
+	if (n <= 0)
+		return n == 0 && r->polling; /* slept to the timer, or EINTR: libev */
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.ptr)
+			r->wio[r->nwio++] = ev[i].data.ptr;
+		else
+			r->wfd_ready = true;
+	}
+	return true;
+}
+
+/* Watch w in libev and, with an own wait, in it too. */
+static void watch_start(struct nvme_reactor *r, ev_io *w)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = w};
+
+	ev_io_start(r->loop, w);
+	if (r->wep >= 0 && epoll_ctl(r->wep, EPOLL_CTL_ADD, w->fd, &e) < 0)
+		log_err("reactor %u: watching fd %d in its own wait: %s", r->opts.id, w->fd,
+		        strerror(errno));
+}
+
+static void watch_stop(struct nvme_reactor *r, ev_io *w)
+{
+	ev_io_stop(r->loop, w);
+	if (r->wep < 0)
+		return;
+	if (epoll_ctl(r->wep, EPOLL_CTL_DEL, w->fd, NULL) < 0)
+		log_err("reactor %u: taking fd %d out of its own wait: %s", r->opts.id, w->fd,
+		        strerror(errno));
+	/* not invoked later in this pass (its owner may be gone by then) */
+	for (unsigned i = 0; i < r->nwio; i++)
+		if (r->wio[i] == w)
+			r->wio[i] = NULL;
+}
+
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct nvme_reactor *r = w->data;
+	uint64_t slept_from;
+
+	r->woke = false;
+	if (!end_pass(r) || r->wep < 0)
+		return;
+	own_deadline(r);
+	while (own_wait(r, &slept_from)) {
+		begin_pass(r);
+		r->woke = slept_from && r->now_ns - slept_from >= WOKE_NS;
+		/* in libev's order: the check watcher, then the ready fds */
+		for (unsigned i = 0; i < r->nwio; i++)
+			if (r->wio[i])
+				ev_invoke(r->loop, r->wio[i], EV_READ);
+		r->nwio = 0;
+		if (r->wfd_ready)
+			wait_fd_cb(r);
+		if (!end_pass(r))
+			return;
+		r->woke = false;
+	}
 }
 
 void nvme_reactor_note_work(struct nvme_reactor *r)
@@ -273,11 +422,31 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-static void async_cb(struct ev_loop *loop, ev_async *w, int revents)
+static void call_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	drain_calls(w->data);
+	struct nvme_reactor *r = w->data;
+	uint64_t v;
+
+	/* consumed, then cleared: a call pushed after the clear writes again;
+	 * one pushed before it is drained below (the exchange orders them) */
+	if (read(r->call_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("reactor %u: reading its call eventfd: %s", r->opts.id, strerror(errno));
+	atomic_exchange_explicit(&r->call_wake, false, memory_order_acq_rel);
+	drain_calls(r);
+}
+
+/* Wake the loop for a call or the stop request: one eventfd write per
+ * wake-up. */
+static void wake(struct nvme_reactor *r)
+{
+	uint64_t one = 1;
+
+	if (atomic_exchange_explicit(&r->call_wake, true, memory_order_acq_rel))
+		return;
+	if (write(r->call_efd, &one, sizeof(one)) < 0)
+		log_err("reactor %u: waking it: %s", r->opts.id, strerror(errno));
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -324,6 +493,13 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 	r->opts = *o;
 	r->node = node;
 	r->mode = o->mode;
+	r->wep = r->wfd = -1;
+	r->call_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->call_efd < 0) {
+		rc = -errno;
+		log_err("reactor %u: cannot make its call eventfd: %s", o->id, strerror(-rc));
+		goto err;
+	}
 	/* NOSIGMASK: the loop has no signal watchers; signals belong to the
 	 * daemon's main thread and stay blocked in reactor threads */
 	r->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
@@ -349,13 +525,12 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 	ev_check_init(&r->check_w, check_cb);
 	ev_prepare_init(&r->prepare_w, prepare_cb);
 	ev_idle_init(&r->idle_w, idle_cb);
-	ev_async_init(&r->async_w, async_cb);
+	ev_io_init(&r->call_w, call_cb, r->call_efd, EV_READ);
 	ev_init(&r->timer_w, timer_cb);
-	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->async_w.data = r->timer_w.data =
-	    r;
+	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->call_w.data = r->timer_w.data = r;
 	ev_check_start(r->loop, &r->check_w);
 	ev_prepare_start(r->loop, &r->prepare_w);
-	ev_async_start(r->loop, &r->async_w);
+	watch_start(r, &r->call_w);
 	retune_timer(r);
 	if (r->mode == NVME_MODE_POLL)
 		set_polling(r, true);
@@ -364,6 +539,8 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 err_loop:
 	ev_loop_destroy(r->loop);
 err:
+	if (r->call_efd >= 0)
+		close(r->call_efd);
 	nvme_mem_free(r, sizeof(*r));
 	return rc;
 }
@@ -377,7 +554,7 @@ int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
 		ev_io_init(&qp->io_w, io_cb, qp->efd, EV_READ);
 		qp->io_w.data = qp;
 		if (r->mode == NVME_MODE_INTERRUPT) {
-			ev_io_start(r->loop, &qp->io_w);
+			watch_start(r, &qp->io_w);
 			qp->io_active = true;
 		}
 	} else if (r->mode == NVME_MODE_INTERRUPT) {
@@ -387,7 +564,7 @@ int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
 		for (unsigned i = 0; i < r->nqps - 1; i++) {
 			struct nvme_qpair *o = r->qps[i];
 			if (o->io_active) {
-				ev_io_stop(r->loop, &o->io_w);
+				watch_stop(r, &o->io_w);
 				o->io_active = false;
 			}
 		}
@@ -400,7 +577,7 @@ int nvme_reactor_attach(struct nvme_reactor *r, struct nvme_qpair *qp)
 void nvme_reactor_detach(struct nvme_reactor *r, struct nvme_qpair *qp)
 {
 	if (qp->io_active) {
-		ev_io_stop(r->loop, &qp->io_w);
+		watch_stop(r, &qp->io_w);
 		qp->io_active = false;
 	}
 	for (unsigned i = 0; i < r->nqps; i++) {
@@ -484,6 +661,81 @@ void nvme_reactor_set_flush_hook(struct nvme_reactor *r, void (*fn)(void *arg), 
 {
 	r->flush_hook = fn;
 	r->flush_hook_arg = arg;
+}
+
+/* The own wait, holding the reactor's own watchers (own_wait). */
+static int own_wait_create(struct nvme_reactor *r)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &r->call_w};
+	int ep = epoll_create1(EPOLL_CLOEXEC), rc;
+
+	if (ep < 0)
+		return -errno;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, r->call_efd, &e) < 0)
+		goto err;
+	for (unsigned i = 0; i < r->nqps; i++) {
+		struct nvme_qpair *qp = r->qps[i];
+
+		e.data.ptr = &qp->io_w;
+		if (qp->io_active && epoll_ctl(ep, EPOLL_CTL_ADD, qp->efd, &e) < 0)
+			goto err;
+	}
+	r->wep = ep;
+	/* libev must not sleep: the thread sleeps in the own wait */
+	if (!ev_is_active(&r->idle_w))
+		ev_idle_start(r->loop, &r->idle_w);
+	return 0;
+err:
+	rc = -errno;
+	close(ep);
+	return rc;
+}
+
+int nvme_reactor_wait_fd(struct nvme_reactor *r, int fd, void (*fn)(void *arg), void *arg)
+{
+	struct epoll_event e = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = NULL};
+	bool made = false;
+	int rc;
+
+	if (r->wfd >= 0)
+		return -EBUSY;
+	if (r->wep < 0) {
+		rc = own_wait_create(r);
+		if (rc < 0)
+			return rc;
+		made = true;
+	}
+	if (epoll_ctl(r->wep, EPOLL_CTL_ADD, fd, &e) < 0) {
+		rc = -errno;
+		if (made) {
+			/* as before: libev sleeps */
+			close(r->wep);
+			r->wep = -1;
+			if (!r->polling)
+				ev_idle_stop(r->loop, &r->idle_w);
+		}
+		return rc;
+	}
+	r->wfd = fd;
+	r->wfd_fn = fn;
+	r->wfd_arg = arg;
+	return 0;
+}
+
+bool nvme_reactor_woke(const struct nvme_reactor *r)
+{
+	return r->woke;
+}
+
+void nvme_reactor_wait_fd_off(struct nvme_reactor *r)
+{
+	if (r->wfd < 0)
+		return;
+	if (epoll_ctl(r->wep, EPOLL_CTL_DEL, r->wfd, NULL) < 0)
+		log_err("reactor %u: taking fd %d out of its wait: %s", r->opts.id, r->wfd,
+		        strerror(errno));
+	r->wfd = -1;
+	r->wfd_ready = false;
 }
 
 static void pin_self(struct nvme_reactor *r)
@@ -572,7 +824,7 @@ int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
 	c->fn = fn;
 	c->arg = arg;
 	mpsc_push(r, c);
-	ev_async_send(r->loop, &r->async_w);
+	wake(r);
 	atomic_fetch_sub(&r->callers, 1);
 	return 0;
 }
@@ -580,7 +832,7 @@ int nvme_reactor_call(struct nvme_reactor *r, void (*fn)(void *arg), void *arg)
 void nvme_reactor_stop(struct nvme_reactor *r)
 {
 	atomic_store_explicit(&r->stop, true, memory_order_release);
-	ev_async_send(r->loop, &r->async_w);
+	wake(r);
 }
 
 void nvme_reactor_join(struct nvme_reactor *r)
@@ -626,6 +878,9 @@ void nvme_reactor_destroy(struct nvme_reactor *r)
 	while ((c = mpsc_pop(r)) != NULL)
 		free(c);
 	ev_loop_destroy(r->loop);
+	if (r->wep >= 0)
+		close(r->wep);
+	close(r->call_efd);
 	nvme_pool_destroy(r->pool);
 	for (unsigned i = 0; i < r->ncpools; i++)
 		nvme_pool_destroy(r->cpools[i].pool);

@@ -215,12 +215,52 @@ static ssize_t chan_read(struct fusefs_rx *rx, struct chan_land **land)
 	return readv(rx->fd, iov, 2);
 }
 
-/* ---- reading ---- */
+/* ---- reading ----
+ * A reactor without a ring waits for requests in a wait of its own, where
+ * the channel's fd is registered EPOLLEXCLUSIVE (nvme_reactor_wait_fd): the
+ * kernel wakes one sleeping reactor per request, as it wakes one of the
+ * threads blocked in read(2) on it, where libev's epoll woke every reading
+ * reactor and all but one read EAGAIN.  With a ring (the io_uring
+ * transport, whose ring's fd and timers live in the libev loop) the fd is
+ * an ev_io of the loop, as it is when the reactor cannot make the wait;
+ * once INIT has left the ring unused, the reactor moves to its own wait
+ * (chan_own_wait). */
+
+static void ready_cb(void *arg);
+
+static void watch(struct fusefs_rx *rx)
+{
+	int err;
+
+	if (!rx->own_wait) {
+		ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+		return;
+	}
+	err = nvme_reactor_wait_fd(rx->r, rx->fd, ready_cb, rx);
+	if (err) {
+		/* not reached short of ENOMEM: libev's loop looks at the fd
+		 * when the reactor's timer wakes it, the rest of the time is
+		 * spent asleep: slow, but nothing waits for ever */
+		log_err("fuse: reactor %u cannot wait for the channel again (%s): it reads it at "
+			"its timer only",
+			rx->idx, strerror(-err));
+		rx->own_wait = false;
+		ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+	}
+}
+
+static void unwatch(struct fusefs_rx *rx)
+{
+	if (rx->own_wait)
+		nvme_reactor_wait_fd_off(rx->r);
+	else
+		ev_io_stop(nvme_reactor_loop(rx->r), &rx->io);
+}
 
 static void stop_reading(struct fusefs_rx *rx)
 {
 	if (rx->reader && !atomic_load(&rx->stopped) && !rx->paused)
-		ev_io_stop(nvme_reactor_loop(rx->r), &rx->io);
+		unwatch(rx);
 	atomic_store(&rx->stopped, true);
 }
 
@@ -236,19 +276,18 @@ void chan_session_ended(struct fusefs_rx *rx)
 	}
 }
 
-static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* The channel polled readable: take up to max requests, until EAGAIN. */
+static void read_batch(struct fusefs_rx *rx, int max)
 {
-	struct fusefs_rx *rx = w->data;
 	bool took = false; /* a request of this batch was taken */
 
-	(void)revents;
-	if (rx->fd_dead)
+	if (rx->fd_dead || rx->paused || atomic_load(&rx->stopped))
 		return; /* chan_close stopped the watcher too */
-	for (int i = 0; i < RECV_BATCH; i++) {
+	for (int i = 0; i < max; i++) {
 		if (!sched_accepting(rx->sched)) {
 			/* at the request or bounce bound: the kernel keeps the
 			 * rest until chan_room */
-			ev_io_stop(loop, &rx->io);
+			unwatch(rx);
 			rx->paused = true;
 			break;
 		}
@@ -294,6 +333,26 @@ static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
+static void channel_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	read_batch(w->data, RECV_BATCH);
+}
+
+/* In the reactor's own wait.  Woken from a sleep (nothing was in flight),
+ * the reactor most often finds one request: it takes that one and looks
+ * for more with the wait of its next pass (the fd stays readable while
+ * requests wait: level-triggered), which it makes anyway, instead of a
+ * read that comes back EAGAIN (one system call of five per request at
+ * QD1).  A polling pass takes a batch. */
+static void ready_cb(void *arg)
+{
+	struct fusefs_rx *rx = arg;
+
+	read_batch(rx, nvme_reactor_woke(rx->r) ? 1 : RECV_BATCH);
+}
+
 void chan_room(void *arg)
 {
 	struct fusefs_rx *rx = arg;
@@ -301,15 +360,42 @@ void chan_room(void *arg)
 	if (rx->paused) {
 		rx->paused = false;
 		if (!atomic_load(&rx->stopped))
-			ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+			watch(rx);
 	}
 }
 
 void chan_start(struct fusefs_rx *rx)
 {
+	int err = -EBUSY;
+
 	ev_io_init(&rx->io, channel_cb, rx->fd, EV_READ);
 	rx->io.data = rx;
-	ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+	if (!rx->ring)
+		err = nvme_reactor_wait_fd(rx->r, rx->fd, ready_cb, rx);
+	rx->own_wait = err == 0;
+	if (err && !rx->ring)
+		log_warn("fuse: reactor %u watches the channel from libev's loop (%s): every "
+			 "request wakes every reading reactor",
+			 rx->idx, strerror(-err));
+	if (!rx->own_wait)
+		ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+}
+
+void chan_own_wait(struct fusefs_rx *rx)
+{
+	bool reading = rx->reader && !atomic_load(&rx->stopped) && !rx->paused;
+	int err;
+
+	if (rx->own_wait || rx->ring || !rx->reader)
+		return;
+	if (reading)
+		ev_io_stop(nvme_reactor_loop(rx->r), &rx->io);
+	err = reading ? nvme_reactor_wait_fd(rx->r, rx->fd, ready_cb, rx) : 0;
+	if (err) {
+		ev_io_start(nvme_reactor_loop(rx->r), &rx->io);
+		return;
+	}
+	rx->own_wait = true;
 }
 
 static void stop_cb(void *arg)
@@ -361,6 +447,10 @@ void chan_close(struct fusefs_rx *rx)
 
 void chan_close_stopped(struct fusefs_rx *rx)
 {
+	/* out of the reactor's wait first (it runs no more): an epoll
+	 * entry outlives the fd's number while another fd holds the file */
+	if (rx->own_wait && rx->r)
+		nvme_reactor_wait_fd_off(rx->r);
 	if (rx->fd >= 0)
 		close(rx->fd);
 	rx->fd = -1;

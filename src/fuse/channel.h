@@ -1,9 +1,11 @@
 /* channel.h - the /dev/fuse transport ("classic"): reading requests, sending
  * answers, and what INIT decides.
  *
- * The session fd is non-blocking and watched by an ev_io in each reading
- * reactor's loop; the callback reads up to a batch of requests per pass,
- * decodes each (fwire.h) and serves it on that reactor (fsops_dispatch).
+ * The session fd is non-blocking; each reading reactor waits for it in a
+ * wait of its own (EPOLLEXCLUSIVE: one reactor woken per request) or, with
+ * an io_uring, with an ev_io in its loop.  It reads up to a batch of
+ * requests per pass, decodes each (fwire.h) and serves it on that reactor
+ * (fsops_dispatch).
  * Answers go out with one writev(2) each, from the DMA buffer a read's data
  * was read into.  A write's data is read into DMA memory too, a landing
  * buffer of the reactor's pool, and written to the device from there
@@ -27,8 +29,13 @@ size_t chan_buf_size(void);
 /* Give rx's landing buffers back to its reactor's pool (the reactors have
  * stopped, nothing is in flight). */
 void chan_lands_free(struct fusefs_rx *rx);
-/* Start reading on rx, on its own fd (before the reactors start). */
+/* Start reading on rx, on its own fd (before the reactors start): in a
+ * wait of its reactor's own when rx has no ring (nvme_reactor_wait_fd: one
+ * reactor woken per request), else with an ev_io. */
 void chan_start(struct fusefs_rx *rx);
+/* rx's ring is gone (INIT left it unused): wait for the channel in the
+ * reactor's own wait from now on (rx's thread). */
+void chan_own_wait(struct fusefs_rx *rx);
 /* The scheduler's on_room hook: resume reading (rx's thread). */
 void chan_room(void *arg);
 /* Stop rx taking requests for good, on both transports (any thread; done

@@ -50,6 +50,7 @@ struct fusefs_rx {
 	bool fd_dead;            /* fd is /dev/null now, or closed: send nothing */
 	bool reader;
 	bool paused;             /* not reading until the scheduler has room */
+	bool own_wait;           /* fd is in the reactor's own wait, not in io */
 	ev_io io;
 	atomic_bool stopped;     /* not reading the channel (any more) */
 	char *dbuf;              /* /dev/fuse read buffer */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "channel.h"
 #include "fsio.h"
 #include "fsops.h"
 #include "fwire.h"
@@ -463,6 +464,7 @@ static void abandon_cb(void *arg)
 
 	nvme_reactor_set_flush_hook(rx->r, NULL, NULL);
 	ring_free(rx);
+	chan_own_wait(rx);
 }
 
 void fur_abandon(struct fusefs *fs)

@@ -1,12 +1,18 @@
 /* test_reactor.c - reactors on their own threads: data integrity in poll,
  * interrupt and hybrid modes over inline and threaded controllers, budget
- * fairness between two controllers, cross-thread calls, stop semantics. */
+ * fairness between two controllers, cross-thread calls, stop semantics,
+ * and all of these in the reactor's own wait (nvme_reactor_wait_fd), whose
+ * exclusive wake-ups are counted. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine_internal.h"
 #include "log.h"
@@ -56,6 +62,30 @@ static struct rig_opts rig_of(unsigned nr, bool threaded, unsigned depth, unsign
 		                                    .interrupts = irq};
 	}
 	return o;
+}
+
+/* ---- a wait fd that never polls readable: the reactor sleeps in its own
+ * wait with everything else as before ---- */
+struct quiet {
+	int fds[2];
+	unsigned calls;
+};
+static void quiet_cb(void *arg)
+{
+	((struct quiet *)arg)->calls++;
+}
+static void quiet_wait(struct nvme_reactor *r, struct quiet *q)
+{
+	ck_assert_int_eq(pipe2(q->fds, O_NONBLOCK | O_CLOEXEC), 0);
+	q->calls = 0;
+	ck_assert_int_eq(nvme_reactor_wait_fd(r, q->fds[0], quiet_cb, q), 0);
+	ck_assert_int_eq(nvme_reactor_wait_fd(r, q->fds[0], quiet_cb, q), -EBUSY);
+}
+static void quiet_close(struct quiet *q)
+{
+	ck_assert_uint_eq(q->calls, 0);
+	close(q->fds[0]);
+	close(q->fds[1]);
 }
 
 static void fill(uint8_t *p, size_t len, uint32_t seed)
@@ -147,8 +177,9 @@ static void integ_pump(struct integ *t)
 	}
 }
 
-static void integrity(enum nvme_poll_mode mode, bool threaded)
+static void integrity(enum nvme_poll_mode mode, bool threaded, bool own)
 {
+	struct quiet q;
 	bool irq = mode == NVME_MODE_INTERRUPT;
 	static struct rig g;
 	struct rig_opts o = rig_of(1, threaded, 64, 8, mode != NVME_MODE_POLL, mode, 8u << 20);
@@ -174,8 +205,13 @@ static void integrity(enum nvme_poll_mode mode, bool threaded)
 		refs[i] = (struct slot_ref){&t, i};
 	}
 	nvme_reactor_set_pass_hook(r, integ_hook, &t);
+	/* after the queue pair: the wait takes over its interrupt eventfd */
+	if (own)
+		quiet_wait(r, &q);
 	ck_assert_int_eq(nvme_reactor_start(r), 0);
 	nvme_reactor_join(r);
+	if (own)
+		quiet_close(&q);
 	ck_assert_uint_eq(t.errs, 0);
 	ck_assert_uint_eq(t.bad, 0);
 	ck_assert(t.reading);
@@ -205,19 +241,20 @@ static void integrity(enum nvme_poll_mode mode, bool threaded)
 		ck_assert_uint_le(ss.sq_doorbells, st.sq_doorbells + ss.admin_cmds);
 	rig_close(&g);
 }
+/* _i & 1: threaded controller; _i & 2: in the reactor's own wait */
 START_TEST(t_integ_poll)
 {
-	integrity(NVME_MODE_POLL, _i & 1);
+	integrity(NVME_MODE_POLL, _i & 1, _i & 2);
 }
 END_TEST
 START_TEST(t_integ_irq)
 {
-	integrity(NVME_MODE_INTERRUPT, _i & 1);
+	integrity(NVME_MODE_INTERRUPT, _i & 1, _i & 2);
 }
 END_TEST
 START_TEST(t_integ_hybrid)
 {
-	integrity(NVME_MODE_HYBRID, _i & 1);
+	integrity(NVME_MODE_HYBRID, _i & 1, _i & 2);
 }
 END_TEST
 
@@ -365,14 +402,20 @@ static void *producer_main(void *a)
 	}
 	return NULL;
 }
+/* _i % 3: the mode; _i >= 3: in the reactor's own wait, which a call wakes
+ * (libev's ev_async would not: it writes its pipe only while libev sleeps) */
 START_TEST(t_calls)
 {
 	static const enum nvme_poll_mode modes[] = {NVME_MODE_POLL, NVME_MODE_INTERRUPT,
 	                                            NVME_MODE_HYBRID};
 	struct nvme_reactor *r;
-	struct nvme_reactor_opts ro = {.cpu = -1, .mode = modes[_i], .buf_pool_bytes = 1u << 20};
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = modes[_i % 3], .buf_pool_bytes = 1u << 20};
+	struct quiet q;
 	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
 	struct calls c = {.r = r};
+	if (_i >= 3)
+		quiet_wait(r, &q);
 	ck_assert_int_eq(nvme_reactor_start(r), 0);
 	pthread_t th[2];
 	struct producer p[2] = {{&c, 0}, {&c, 1}};
@@ -388,8 +431,10 @@ START_TEST(t_calls)
 	struct nvme_reactor_stats rs;
 	nvme_reactor_stats_get(r, &rs);
 	ck_assert_uint_eq(rs.calls, 2 * NCALLS);
-	if (modes[_i] != NVME_MODE_POLL)
+	if (modes[_i % 3] != NVME_MODE_POLL)
 		ck_assert_uint_gt(rs.sleeps, 0); /* nothing in flight: it slept */
+	if (_i >= 3)
+		quiet_close(&q);
 	nvme_reactor_destroy(r);
 }
 END_TEST
@@ -589,14 +634,21 @@ static void stop_hook(void *arg)
 		                 0);
 	nvme_reactor_stop(s->r); /* must still deliver the 8 completions */
 }
+/* _i: in the reactor's own wait, made before the queue pair (which then
+ * adds its interrupt eventfd to it) */
 START_TEST(t_stop_drains)
 {
-	static struct rig g;
-	struct rig_opts o = rig_of(1, true, 32, 4, true, NVME_MODE_INTERRUPT, 4u << 20);
-	ck_assert_int_eq(rig_open(&g, &o), 0);
-	struct sim *sim = g.sim[0];
-	struct nvme_reactor *r = g.r[0];
-	struct stopper s = {.r = r, .qp = g.qp[0][0]};
+	struct sim *sim = mk_sim("rs", true);
+	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, true);
+	struct nvme_reactor *r;
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_INTERRUPT, .buf_pool_bytes = 4u << 20};
+	struct quiet q;
+	ck_assert_int_eq(nvme_reactor_create(&ro, &r), 0);
+	if (_i)
+		quiet_wait(r, &q);
+	struct stopper s = {.r = r};
+	ck_assert_int_eq(nvme_qpair_create(c, r, 1, &s.qp), 0);
 	s.buf = nvme_reactor_buf_alloc(r, 4096);
 	sim_fault_delay(sim, 20000);
 	nvme_reactor_set_pass_hook(r, stop_hook, &s);
@@ -604,7 +656,11 @@ START_TEST(t_stop_drains)
 	nvme_reactor_join(r);
 	ck_assert_uint_eq(s.done, 8);
 	ck_assert_uint_eq(nvme_qpair_inflight(s.qp), 0);
-	rig_close(&g);
+	nvme_qpair_destroy(s.qp);
+	if (_i)
+		quiet_close(&q);
+	nvme_reactor_destroy(r);
+	nvme_ctrl_close(c);
 }
 END_TEST
 
@@ -679,18 +735,301 @@ START_TEST(t_qpair_on_running)
 }
 END_TEST
 
+/* ---- the own wait: one reactor woken per event ---- */
+#define WAIT_EVENTS 50
+struct waiter {
+	struct nvme_reactor *r;
+	int fd;   /* this reactor's dup of the pipe's read end */
+	ev_io io; /* _i 1: the same through libev's epoll */
+	_Atomic pid_t tid;
+	_Atomic unsigned got; /* bytes read */
+};
+static void waiter_read(struct waiter *w)
+{
+	char b[64];
+	ssize_t n;
+
+	while ((n = read(w->fd, b, sizeof(b))) > 0)
+		atomic_fetch_add(&w->got, (unsigned)n);
+}
+static void waiter_cb(void *arg)
+{
+	waiter_read(arg);
+}
+static void waiter_io_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	(void)revents;
+	waiter_read(io->data);
+}
+static void waiter_tid(void *arg)
+{
+	atomic_store(&((struct waiter *)arg)->tid, (pid_t)syscall(SYS_gettid));
+}
+/* A thread's state letter and its voluntary context switches (the times it
+ * went to sleep). */
+static char task_state(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	return p[2];
+}
+static unsigned long task_sleeps(pid_t tid)
+{
+	char path[64], line[128];
+	unsigned long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %lu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+/* both reactors asleep (a condition, waited for with a hang bound only) */
+static void both_asleep(struct waiter *w)
+{
+	for (int i = 0; i < 20000; i++) {
+		if (task_state(w[0].tid) == 'S' && task_state(w[1].tid) == 'S')
+			return;
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	}
+	ck_abort_msg("the reactors did not go to sleep in 10 s");
+}
+/* Two hybrid reactors wait on the same file (a pipe), each with its own
+ * fd.  Each event (a byte written while both sleep) wakes exactly one of
+ * them in the own wait (_i 0): the reactors go to sleep once per event,
+ * plus their timer's wake-ups (4 a second at most).  The same through
+ * libev's epoll (_i 1, the control) wakes both: twice per event. */
+START_TEST(t_wait_exclusive)
+{
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_HYBRID, .buf_pool_bytes = 1u << 20};
+	static struct waiter w[2];
+	unsigned long sleeps = 0;
+	uint64_t t0;
+	double secs;
+	int fds[2];
+
+	memset(w, 0, sizeof(w));
+	ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+	for (int i = 0; i < 2; i++) {
+		ro.id = (unsigned)i;
+		ck_assert_int_eq(nvme_reactor_create(&ro, &w[i].r), 0);
+		w[i].fd = fcntl(fds[0], F_DUPFD_CLOEXEC, 3);
+		ck_assert_int_ge(w[i].fd, 0);
+		if (_i == 0) {
+			ck_assert_int_eq(nvme_reactor_wait_fd(w[i].r, w[i].fd, waiter_cb, &w[i]),
+			                 0);
+		} else {
+			ev_io_init(&w[i].io, waiter_io_cb, w[i].fd, EV_READ);
+			w[i].io.data = &w[i];
+			ev_io_start(nvme_reactor_loop(w[i].r), &w[i].io);
+		}
+		ck_assert_int_eq(nvme_reactor_start(w[i].r), 0);
+		ck_assert_int_eq(nvme_reactor_call(w[i].r, waiter_tid, &w[i]), 0);
+	}
+	for (int i = 0; i < 20000 && (!w[0].tid || !w[1].tid); i++)
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	ck_assert(w[0].tid && w[1].tid);
+	t0 = mono_ns();
+	for (unsigned e = 1; e <= WAIT_EVENTS; e++) {
+		unsigned long before;
+
+		both_asleep(w);
+		before = task_sleeps(w[0].tid) + task_sleeps(w[1].tid);
+		ck_assert_int_eq(write(fds[1], "x", 1), 1);
+		for (int i = 0; i < 20000 && atomic_load(&w[0].got) + atomic_load(&w[1].got) < e;
+		     i++)
+			nanosleep(&(struct timespec){0, 500000}, NULL);
+		ck_assert_uint_eq(atomic_load(&w[0].got) + atomic_load(&w[1].got), e);
+		both_asleep(w);
+		sleeps += task_sleeps(w[0].tid) + task_sleeps(w[1].tid) - before;
+	}
+	secs = (double)(mono_ns() - t0) / 1e9;
+	for (int i = 0; i < 2; i++) {
+		nvme_reactor_stop(w[i].r);
+		nvme_reactor_join(w[i].r);
+		nvme_reactor_destroy(w[i].r);
+		close(w[i].fd);
+	}
+	close(fds[0]);
+	close(fds[1]);
+	if (_i == 0)
+		ck_assert_msg(sleeps <= WAIT_EVENTS + 2 * (unsigned long)(secs * 4 + 1),
+		              "%lu wake-ups for %u events in %.2f s", sleeps, WAIT_EVENTS, secs);
+	else
+		ck_assert_msg(sleeps >= 2 * WAIT_EVENTS, "%lu wake-ups for %u events", sleeps,
+		              WAIT_EVENTS);
+}
+END_TEST
+
+/* The own wait ends at the reactor's timer: an idle reactor still runs its
+ * timer (passes go on, about 4 a second), and the wait fd can be taken out
+ * and put back on the reactor's thread. */
+struct wtimer {
+	struct nvme_reactor *r;
+	struct quiet q;
+	int rc;
+};
+static void wait_off_on(void *arg)
+{
+	struct wtimer *t = arg;
+
+	nvme_reactor_wait_fd_off(t->r);
+	t->rc = nvme_reactor_wait_fd(t->r, t->q.fds[0], quiet_cb, &t->q);
+}
+START_TEST(t_wait_timer)
+{
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = NVME_MODE_HYBRID, .buf_pool_bytes = 1u << 20};
+	struct wtimer t = {.rc = 1};
+	struct nvme_reactor_stats a, b;
+
+	ck_assert_int_eq(nvme_reactor_create(&ro, &t.r), 0);
+	quiet_wait(t.r, &t.q);
+	ck_assert_int_eq(nvme_reactor_start(t.r), 0);
+	ck_assert_int_eq(nvme_reactor_call(t.r, wait_off_on, &t), 0);
+	nvme_reactor_stats_get(t.r, &a);
+	for (int i = 0; i < 20000; i++) {
+		nvme_reactor_stats_get(t.r, &b);
+		if (b.passes >= a.passes + 3)
+			break;
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	}
+	ck_assert_uint_ge(b.passes, a.passes + 3);
+	ck_assert_uint_gt(b.sleeps, a.sleeps);
+	nvme_reactor_stop(t.r);
+	nvme_reactor_join(t.r);
+	ck_assert_int_eq(t.rc, 0);
+	quiet_close(&t.q);
+	nvme_reactor_destroy(t.r);
+}
+END_TEST
+
+/* ---- a pass that woke from a sleep in the own wait ---- */
+#define WOKE_EVENTS 20
+struct woke {
+	struct nvme_reactor *r;
+	struct nvme_qpair *qp;
+	int fd;
+	void *buf;
+	unsigned pass, sub_pass, same, woke, fn_calls;
+	_Atomic unsigned done;
+	_Atomic pid_t tid;
+};
+static void woke_hook(void *arg)
+{
+	((struct woke *)arg)->pass++;
+}
+static void woke_done(void *arg, int err, uint16_t status)
+{
+	struct woke *t = arg;
+
+	(void)status;
+	ck_assert_int_eq(err, 0);
+	t->same += t->pass == t->sub_pass;
+	atomic_fetch_add(&t->done, 1);
+}
+static void woke_fn(void *arg)
+{
+	struct woke *t = arg;
+	char b;
+
+	t->fn_calls++;
+	while (read(t->fd, &b, 1) == 1) {
+		t->woke += nvme_reactor_woke(t->r);
+		t->sub_pass = t->pass;
+		ck_assert_int_eq(nvme_qpair_read(t->qp, 1, 0, t->buf, 512, woke_done, t), 0);
+	}
+}
+static void woke_tid(void *arg)
+{
+	atomic_store(&((struct woke *)arg)->tid, (pid_t)syscall(SYS_gettid));
+}
+/* In hybrid mode a pass that woke from a sleep (the byte came 2 ms after
+ * the reactor went to sleep) says so, and a command it submits to a device
+ * that completes on the doorbell (the inline software controller) is reaped
+ * in that same pass, before the reactor sleeps again: its answer does not
+ * wait for one more pass.  In poll mode (_i 1, the control) no pass wakes
+ * and the completion comes a pass later. */
+START_TEST(t_woke_reap)
+{
+	struct sim *sim = mk_sim("rw", false);
+	struct nvme_ctrl *c = mk_ctrl(sim, 32, 4, false);
+	struct nvme_reactor_opts ro = {
+	    .cpu = -1, .mode = _i ? NVME_MODE_POLL : NVME_MODE_HYBRID, .buf_pool_bytes = 1u << 20};
+	static struct woke t;
+	int fds[2];
+
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+	t.fd = fds[0];
+	ck_assert_int_eq(nvme_reactor_create(&ro, &t.r), 0);
+	ck_assert_int_eq(nvme_qpair_create(c, t.r, 1, &t.qp), 0);
+	t.buf = nvme_reactor_buf_alloc(t.r, 4096);
+	nvme_reactor_set_pass_hook(t.r, woke_hook, &t);
+	ck_assert_int_eq(nvme_reactor_wait_fd(t.r, t.fd, woke_fn, &t), 0);
+	ck_assert_int_eq(nvme_reactor_start(t.r), 0);
+	ck_assert_int_eq(nvme_reactor_call(t.r, woke_tid, &t), 0);
+	for (int i = 0; i < 20000 && !atomic_load(&t.tid); i++)
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	ck_assert(atomic_load(&t.tid));
+	for (unsigned e = 1; e <= WOKE_EVENTS; e++) {
+		/* asleep (hybrid; a polling reactor is never), for 2 ms more */
+		for (int i = 0; !_i && i < 20000 && task_state(t.tid) != 'S'; i++)
+			nanosleep(&(struct timespec){0, 500000}, NULL);
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
+		ck_assert_int_eq(write(fds[1], "x", 1), 1);
+		for (int i = 0; i < 20000 && atomic_load(&t.done) < e; i++)
+			nanosleep(&(struct timespec){0, 500000}, NULL);
+		ck_assert_uint_eq(atomic_load(&t.done), e);
+	}
+	nvme_reactor_stop(t.r);
+	nvme_reactor_join(t.r);
+	if (!_i) {
+		ck_assert_uint_eq(t.woke, WOKE_EVENTS);
+		ck_assert_uint_eq(t.same, WOKE_EVENTS);
+	} else {
+		ck_assert_uint_eq(t.woke, 0);
+		ck_assert_uint_eq(t.same, 0);
+	}
+	nvme_qpair_destroy(t.qp);
+	nvme_reactor_destroy(t.r);
+	nvme_ctrl_close(c);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 int main(void)
 {
 	log_set_level(LOG_LVL_ERROR);
 	Suite *s = suite_create("reactor");
 	TCase *tc = tcase_create("reactor");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, t_integ_poll, 0, 2);
-	tcase_add_loop_test(tc, t_integ_irq, 0, 2);
-	tcase_add_loop_test(tc, t_integ_hybrid, 0, 2);
+	tcase_add_loop_test(tc, t_integ_poll, 0, 4);
+	tcase_add_loop_test(tc, t_integ_irq, 0, 4);
+	tcase_add_loop_test(tc, t_integ_hybrid, 0, 4);
 	tcase_add_loop_test(tc, t_fairness, 0, 4);
-	tcase_add_loop_test(tc, t_calls, 0, 3);
-	tcase_add_test(tc, t_stop_drains);
+	tcase_add_loop_test(tc, t_calls, 0, 6);
+	tcase_add_loop_test(tc, t_stop_drains, 0, 2);
+	tcase_add_loop_test(tc, t_wait_exclusive, 0, 2);
+	tcase_add_test(tc, t_wait_timer);
+	tcase_add_loop_test(tc, t_woke_reap, 0, 2);
 	tcase_add_test(tc, t_load_accounting);
 	tcase_add_loop_test(tc, t_same_pass, 0, 2);
 	tcase_add_loop_test(tc, t_qpair_on_running, 0, 2);
