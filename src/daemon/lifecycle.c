@@ -489,8 +489,11 @@ int lc_restart(void *arg, admin_restart_done done, void *tok, char *msg, size_t 
 		return -EBUSY;
 	}
 	/* controllers the config adds or removes are applied in place, without
-	 * a re-exec (ctrlmgr.h) */
-	if (d->lc.state == LC_SERVING) {
+	 * a re-exec (ctrlmgr.h), unless an upgrade installed another binary:
+	 * then the new image, started from the config as any start is, takes
+	 * them up (or refuses, saying why), else the upgrade would wait for a
+	 * reload that changes nothing */
+	if (d->lc.state == LC_SERVING && !upg_binary_replaced(d->binary)) {
 		rc = reload_ctrls(d, msg, msglen, err, errlen);
 		if (rc)
 			return rc < 0 ? rc : 0;

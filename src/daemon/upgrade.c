@@ -51,6 +51,18 @@ int upg_resolve_binary(char *out, size_t len, char *why, size_t whylen)
 	return 0;
 }
 
+bool upg_binary_replaced(const char *path)
+{
+	struct stat now, running;
+
+	/* stat through the link reaches the running image even once deleted */
+	if (stat("/proc/self/exe", &running) < 0)
+		return false;
+	if (stat(path, &now) < 0)
+		return errno == ENOENT;
+	return now.st_dev != running.st_dev || now.st_ino != running.st_ino;
+}
+
 int upg_binary_check(const char *path, char *why, size_t len)
 {
 	char msg[PATH_MAX + 160];

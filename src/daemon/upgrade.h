@@ -31,6 +31,12 @@
  * negative errno with the reason in why. */
 int upg_resolve_binary(char *out, size_t len, char *why, size_t whylen);
 
+/* Whether the file at path is no longer the image this process runs (an
+ * upgrade installed another one there since it started): its device and
+ * inode differ from /proc/self/exe's, or it is gone.  False when either
+ * cannot be asked. */
+bool upg_binary_replaced(const char *path);
+
 /* Whether path may be executed as root for a restart: a regular
  * executable file owned by root (or the effective user) and writable by
  * its owner only, reached from / by directories that are root's, none

@@ -13,7 +13,10 @@
 # (/proc/PID/exe is no longer "(deleted)") and adopts the connection; the
 # longest completion (the pause) goes to the log.  Before the last restart
 # the config's mountpoint is changed: restart is refused with the reason
-# and the daemon goes on serving.  Without a service manager (no fd store)
+# and the daemon goes on serving.  Then the binary is replaced again and
+# the config adds a controller: the restart re-executes the new image,
+# which serves it (the old image does not add it in place instead).
+# Without a service manager (no fd store)
 # restart is refused and the daemon serves on.  SIGTERM during a restart's
 # drain stops the daemon instead (no exec, unmounted).
 # FUSE over io_uring (FUSE_TRANSPORT=uring): restart is refused, saying
@@ -109,6 +112,20 @@ grep -q "fdstore: pid [0-9]* exited" "$LOG" && fail "the daemon exited: $(grep "
 wait_for "READY=1$" $((UPGRADES + 1)) 10 ||
 	fail "READY=1 not sent by each image: $(grep -c "READY=1$" "$LOG") for $((UPGRADES + 1)) images"
 
+# an upgrade with a config that adds a controller: the new image takes it
+# up as it starts (the old one does not add it in place and stay, which
+# would leave the upgrade undone)
+{ cat "$TMP/base.conf"; sim_section nvme1 16M "backing=$TMP/%c-%n.img"; } > "$CONF"
+replace_binary
+ctl restart > "$TMP/out" 2>&1 || fail "upgrade adding nvme1: $(cat "$TMP/out")"
+grep -q "nvme1: adding" "$TMP/out" && fail "the old image added nvme1 in place: $(cat "$TMP/out")"
+grep -q "pid $DPID re-executes $BIN" "$TMP/out" || fail "upgrade adding nvme1: $(cat "$TMP/out")"
+wait_for "nvmefsd: info: ready:" $((UPGRADES + 2)) 15 || fail "upgrade adding nvme1: not ready"
+[ "$(readlink "/proc/$DPID/exe")" = "$BIN" ] || fail "upgrade adding nvme1: runs $(readlink "/proc/$DPID/exe")"
+ctl status > "$TMP/out" 2>&1 && grep -q "nvme1" "$TMP/out" || fail "nvme1 not served: $(cat "$TMP/out")"
+[ -e "$MNT/nvme1n1" ] || fail "no $MNT/nvme1n1 after the upgrade"
+dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=4 iflag=direct status=none || fail "nvme0n1 after the upgrade"
+
 # a stop during a restart's drain wins: no exec, the stop's unmount
 ctl inject nvme0 delay 500 > /dev/null || fail "inject delay"
 dd if=/dev/zero of="$MNT/nvme0n1" bs=64k count=8 oflag=direct conv=notrunc status=none 2>/dev/null &
@@ -119,7 +136,7 @@ store_stop
 wait $DD
 [ "$SRC" = 0 ] || fail "stop during a restart: exit $SRC"
 grep -q "stopping instead of restarting" "$LOG" || fail "the stop did not take over the restart"
-[ "$(grep -c "restart: controllers shut down, exec" "$LOG")" = "$UPGRADES" ] || fail "an exec after the stop"
+[ "$(grep -c "restart: controllers shut down, exec" "$LOG")" = $((UPGRADES + 1)) ] || fail "an exec after the stop"
 fuse_mounted && fail "still mounted after the stop"
 
 # not under a service manager: nothing could adopt the mount should the exec
