@@ -5,6 +5,7 @@
 # nvmefs metric it names is in a running daemon's nvmefsctl metrics with the
 # labels it uses (by (...), {{ $labels.X }}, matchers), besides those the
 # scrape adds (instance, job).
+# transport-independent: the rules against the metrics the admin socket serves
 . "$(dirname "$0")/lib.sh"
 lib_init
 command -v promtool > /dev/null || fail "promtool is not installed (scripts/deps.sh test installs it)"
@@ -12,25 +13,15 @@ RULES=$ROOT/contrib/prometheus/nvmefs-alerts.yml
 promtool check rules "$RULES" > "$TMP/lint" 2>&1 || fail "promtool check rules: $(cat "$TMP/lint")"
 promtool test rules "$ROOT/tests/prometheus/nvmefs-alerts.test.yml" > "$TMP/test" 2>&1 ||
 	fail "promtool test rules: $(cat "$TMP/test")"
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 16M
-backing = ram
-EOC
+conf_sim nvme0 16M backing=ram
 daemon_start nvme0n1 || { fail "start"; finish; }
 dd if=/dev/urandom of="$MNT/nvme0n1" bs=64k count=4 oflag=direct conv=notrunc status=none || fail "write"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" smart-log nvme0 > /dev/null || fail "smart-log"
-"$BUILD/nvmefsctl" -s "$TMP/admin.sock" metrics > "$TMP/metrics" || fail "metrics"
-python3 - "$RULES" "$TMP/metrics" <<'PY' || fail "the rules name metrics or labels the daemon does not have"
+ctl smart-log nvme0 > /dev/null || fail "smart-log"
+ctl metrics > "$TMP/metrics" || fail "metrics"
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$ROOT/tests/integration" python3 - "$RULES" "$TMP/metrics" <<'PY' || fail "the rules name metrics or labels the daemon does not have"
 import re, sys
-series = {}
-for line in open(sys.argv[2]):
-    if line.startswith("#") or not line.strip():
-        continue
-    m = re.match(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?', line)
-    labels = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(3) or ""))
-    series.setdefault(m.group(1), set()).update(labels)
+from promseries import series as read_series
+series = read_series(sys.argv[2])
 # the rules file is simple YAML: each rule's expr and annotations on lines
 # of their own, rules separated by "- alert:"
 text = open(sys.argv[1]).read()

@@ -15,16 +15,11 @@ dd if=/dev/urandom of="$MNT/nvme0n1" bs=64k count=16 oflag=direct conv=notrunc s
 dd if="$MNT/nvme0n1" of=/dev/null bs=64k count=16 iflag=direct status=none || fail "read"
 ctl smart-log nvme0 > /dev/null || fail "smart-log"
 ctl metrics > "$TMP/metrics" || fail "metrics"
-python3 - "$DASH" "$TMP/metrics" "$TMP/rules.yml" <<'PY' || fail "dashboard"
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$ROOT/tests/integration" python3 - "$DASH" "$TMP/metrics" "$TMP/rules.yml" <<'PY' || fail "dashboard"
 import json, re, sys
 dash = json.load(open(sys.argv[1]))
-series = {}
-for line in open(sys.argv[2]):
-    if line.startswith("#") or not line.strip():
-        continue
-    m = re.match(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?', line)
-    labels = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(3) or ""))
-    series.setdefault(m.group(1), set()).update(labels)
+from promseries import series as read_series
+series = read_series(sys.argv[2])
 exprs = []
 def walk(panels):
     for p in panels:

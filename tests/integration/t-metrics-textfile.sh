@@ -33,12 +33,7 @@ if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
 		fail "nvmefs-metrics.service: exposure ${score:-unknown}, want 1.0 or less"
 fi
 
-conf_write <<EOC
-[controller nvme0]
-device = sim
-size = 16M
-backing = ram
-EOC
+conf_sim nvme0 16M backing=ram
 cp "$CONF" "$P/etc/nvmefs/nvmefs.conf"
 CONF=$P/etc/nvmefs/nvmefs.conf
 daemon_start nvme0n1 || { fail "start"; finish; }
