@@ -39,14 +39,7 @@ SEED=${EXPORT_SEED:-1}
 KILLS=${EXPORT_KILLS:-2}
 export NVMEFS_EXPORT_RUNDIR=$TMP/run NVMEFS_EXPORT_CONFDIR=$TMP/export
 mkdir -p "$NVMEFS_EXPORT_CONFDIR"
-conf_write <<EOF
-[controller nvme0]
-device = sim
-size = 48M
-block_size = 4096
-backing = $TMP/%c-%n.img
-exec = thread
-EOF
+conf_sim nvme0 48M block_size=4096 "backing=$TMP/%c-%n.img" exec=thread
 store_start -a -n $((KILLS * 2 + 3)) || finish
 F=$MNT/nvme0n1
 CTL="$BUILD/nvmefsctl -s $TMP/admin.sock"
