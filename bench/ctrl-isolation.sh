@@ -92,7 +92,8 @@ trap 'exit 143' TERM
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 ctl() { timeout 20 "$NVMEFSCTL" -s "$WORK/nvmefsd.sock" "$@"; }
 json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-state0() { ctl status | awk '$1 == "nvme0" { print $2 }'; }
+# the controllers' table comes first (the health table names them too)
+state0() { ctl status | awk '$1 == "nvme0" { print $2; exit }'; }
 slot_waits() { ctl stats --json | json "d['fuse']['waits']['queue_slot']"; }
 slot_parked() { ctl stats --json | json "d['fuse']['parked']['queue_slot']"; }
 resets0() { ctl stats --json | json "d['controllers'][0]['recovery']['resets_started']"; }
