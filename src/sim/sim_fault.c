@@ -47,6 +47,8 @@ void sim_fault_cfs(struct sim *s)
 
 void sim_fault_hang(struct sim *s, bool hang)
 {
+	if (!hang)
+		atomic_store(&s->f_hang_loop, false);
 	atomic_store(&s->f_hang, hang);
 	if (!hang && s->o.threaded) {
 		atomic_store(&s->kick, 1);
@@ -54,6 +56,13 @@ void sim_fault_hang(struct sim *s, bool hang)
 		pthread_cond_signal(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+void sim_fault_hang_loop(struct sim *s)
+{
+	/* first, so that a reset between the two cannot leave it unhung */
+	atomic_store(&s->f_hang_loop, true);
+	atomic_store(&s->f_hang, true);
 }
 
 void sim_fault_stall_next(struct sim *s, unsigned n)
