@@ -47,6 +47,8 @@ void sim_fault_cfs(struct sim *s)
 
 void sim_fault_hang(struct sim *s, bool hang)
 {
+	/* the loop ends first: a processing thread that hangs the controller
+	 * again looks at it after its store (sim_process_sq) */
 	if (!hang)
 		atomic_store(&s->f_hang_loop, false);
 	atomic_store(&s->f_hang, hang);
@@ -60,7 +62,8 @@ void sim_fault_hang(struct sim *s, bool hang)
 
 void sim_fault_hang_loop(struct sim *s)
 {
-	/* first, so that a reset between the two cannot leave it unhung */
+	/* hung now; a reset between the two stores is hung again at its
+	 * first I/O command */
 	atomic_store(&s->f_hang_loop, true);
 	atomic_store(&s->f_hang, true);
 }

@@ -674,6 +674,10 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid, bool offload)
 		 * finds the controller hung again, before it is fetched */
 		if (qid && atomic_load_explicit(&s->f_hang_loop, memory_order_relaxed)) {
 			atomic_store(&s->f_hang, true);
+			/* an unhang meanwhile (it ends the loop before the hang)
+			 * must not be undone by the store above */
+			if (!atomic_load(&s->f_hang_loop))
+				atomic_store(&s->f_hang, false);
 			break;
 		}
 		struct nvme_sqe c = sq->ring[sq->head];
