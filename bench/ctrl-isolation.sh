@@ -6,10 +6,12 @@
 # one reactor:
 #   hang    nvme0 stops fetching commands for the whole measurement;
 #           io_timeout_ms = 30000, so nothing times out meanwhile.
-#   resets  nvme0 hangs with io_timeout_ms = 1000 and is hung again whenever
-#           it is live: its commands time out, the Abort is not answered,
-#           the controller is reset (which ends a hang) and the commands
-#           sent again, over and over.
+#   resets  nvme0 in a reset loop with io_timeout_ms = 1000 (the software
+#           controller's hang-loop fault): its commands time out, the Abort
+#           is not answered, the controller is reset and brought up again
+#           (its admin commands answered) and hangs at the first I/O
+#           command sent again, over and over: a reset about every 1.25 s,
+#           no I/O of nvme0 served in between.
 #   slow    every completion of nvme0 comes 1.5 s late with io_timeout_ms =
 #           1000: a reset loop too, but the software controller then spends
 #           a good part of a CPU on its late completions (it scans them
@@ -23,7 +25,10 @@
 # gives per fault the medians of nvme1's IOPS and completion latency p99,
 # p99.9 and max, for the baseline and under the fault, and the ratio of the
 # two, and the median of each round's ratio (fault over the baseline run
-# next to it).  The machine is shared and noisy: compare within one run.
+# next to it); and the CPU time the reactor thread (and the whole daemon)
+# used per nvme1 read over fio's runtime, which depends much less on what
+# else the machine runs than the rates do.  The machine is shared and
+# noisy: compare within one run.
 #
 # Usage: bench/ctrl-isolation.sh [-o FILE] [-b BUILD] [-f "FAULTS"]
 #   -o  also write the report to FILE
@@ -77,10 +82,8 @@ bench_estimate $est "$nfaults faults x $ROUNDS rounds x (baseline + fault) x ${R
 # ---- bookkeeping, cleanup ----
 bench_work
 LOADPID=
-HANGLOOP=
 
 cleanup() {
-	[ -n "$HANGLOOP" ] && kill "$HANGLOOP" 2>/dev/null
 	[ -n "$LOADPID" ] && stop_pid "$LOADPID"
 	stop_all
 	rm -rf "$WORK"
@@ -92,7 +95,8 @@ trap 'exit 143' TERM
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 ctl() { timeout 20 "$NVMEFSCTL" -s "$WORK/nvmefsd.sock" "$@"; }
 json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-state0() { ctl status | awk '$1 == "nvme0" { print $2 }'; }
+# the controllers' table comes first (the health table names them too)
+state0() { ctl status | awk '$1 == "nvme0" { print $2; exit }'; }
 slot_waits() { ctl stats --json | json "d['fuse']['waits']['queue_slot']"; }
 slot_parked() { ctl stats --json | json "d['fuse']['parked']['queue_slot']"; }
 resets0() { ctl stats --json | json "d['controllers'][0]['recovery']['resets_started']"; }
@@ -136,14 +140,26 @@ start_daemon() {
 	exec = thread
 	EOF
 	"$NVMEFSD" -f -c "$conf" </dev/null >"$log" 2>&1 &
+	DPID=$!
 	PIDS+=($!)
 	MOUNTS+=("$mnt")
 	F0=$mnt/nvme0n1
 	F1=$mnt/nvme1n1
 	wait_mount "$mnt" "$F1" $! 10 nvmefsd "$log" || { echo "ctrl-isolation: $WHY" >&2; exit 1; }
+	RTID=$(for t in /proc/$DPID/task/*; do
+		[ "$(cat "$t/comm" 2>/dev/null)" = nvme-r0 ] && basename "$t"
+	done)
+	[ -n "$RTID" ] || { echo "ctrl-isolation: no reactor thread (nvme-r0) in nvmefsd" >&2; exit 1; }
 	dd if=/dev/zero of="$F0" bs=1M count=256 oflag=direct conv=notrunc status=none &&
 		dd if=/dev/zero of="$F1" bs=1M count=1024 oflag=direct conv=notrunc status=none ||
 		{ echo "ctrl-isolation: filling the namespaces failed" >&2; exit 1; }
+}
+
+# CPU time (clock ticks, user + system) of the reactor thread and of the
+# whole daemon: "REACTOR DAEMON"
+cpu_ticks() {
+	echo "$(awk '{ print $14 + $15 }' "/proc/$DPID/task/$RTID/stat")" \
+		"$(awk '{ print $14 + $15 }' "/proc/$DPID/stat")"
 }
 
 stop_daemon() {
@@ -168,20 +184,7 @@ fault_on() {
 	FAIL0=$(failed0)
 	case $1 in
 	hang) ctl inject nvme0 hang >/dev/null ;;
-	resets)
-		ctl inject nvme0 hang >/dev/null
-		# a reset ends the hang: hang it again once it is live.  A hang
-		# that lands just as a reset begins (after the state was read)
-		# fails that reset: attach it again, as an operator would
-		(while :; do
-			sleep 0.2
-			case $(state0) in
-			live) ctl inject nvme0 hang >/dev/null ;;
-			failed) ctl attach nvme0 >/dev/null ;;
-			esac
-		done) &
-		HANGLOOP=$!
-		;;
+	resets) ctl inject nvme0 hang-loop >/dev/null ;;
 	slow) ctl inject nvme0 delay 1500 >/dev/null ;;
 	esac
 }
@@ -191,12 +194,7 @@ fault_off() {
 	local end
 	case $1 in
 	hang) ctl inject nvme0 unhang >/dev/null ;;
-	resets)
-		kill "$HANGLOOP" 2>/dev/null
-		wait "$HANGLOOP" 2>/dev/null
-		HANGLOOP=
-		ctl inject nvme0 unhang >/dev/null
-		;;
+	resets) ctl inject nvme0 unhang >/dev/null ;;
 	slow) ctl inject nvme0 delay 0 >/dev/null ;;
 	esac
 	NRESETS=$(($(resets0) - R0))/$(($(failed0) - FAIL0))
@@ -218,29 +216,39 @@ measure() {
 		--ioengine=libaio --direct=1 --rw=randread --bs=4k --iodepth=32 --time_based \
 		--runtime="$RUNTIME" --output-format=json --output="$out" >/dev/null 2>&1 &
 	fpid=$!
+	# the CPU over fio's runtime; halfway, under the fault, how many
+	# requests wait for a tracker
+	cpu0=$(cpu_ticks)
+	sleep $((RUNTIME / 2))
+	[ "$kind" = fault ] && PARKED=$(slot_parked)
+	sleep $((RUNTIME - RUNTIME / 2))
+	cpu1=$(cpu_ticks)
 	if [ "$kind" = fault ]; then
 		# the fault outlasts the fio job (which may wait for it to
-		# end) by 3 s, for fio's start; halfway, how many requests wait
-		# for a tracker
-		sleep $((RUNTIME / 2))
-		PARKED=$(slot_parked)
-		sleep $((RUNTIME - RUNTIME / 2 + 3))
+		# end) by 3 s, for fio's start
+		sleep 3
 		fault_off "$f"
 	fi
 	wait "$fpid" || { echo "ctrl-isolation: fio on nvme1 failed ($f $kind $round)" >&2; exit 1; }
-	python3 - "$out" "$f" "$kind" "$round" "${NRESETS:-0}" "${PARKED:-0}" >>"$RES" <<'PY'
+	python3 - "$out" "$f" "$kind" "$round" "${NRESETS:-0}" "${PARKED:-0}" "$RUNTIME" \
+		"$(getconf CLK_TCK)" $cpu0 $cpu1 >>"$RES" <<'PY'
 import json, sys
 t = open(sys.argv[1]).read()
 r = json.loads(t[t.index("{"):])["jobs"][0]["read"]
 c = r["clat_ns"]
 p = c.get("percentile", {})
+# CPU microseconds per read over fio's runtime: reactor thread, daemon
+reads = r["iops"] * float(sys.argv[7])
+hz = float(sys.argv[8])
+r0, d0, r1, d1 = (float(x) for x in sys.argv[9:13])
+us = lambda ticks: "%.1f" % (ticks / hz * 1e6 / reads) if reads else "0"
 print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], "%.0f" % r["iops"],
                  "%.0f" % (p.get("99.000000", 0) / 1e3), "%.0f" % (p.get("99.900000", 0) / 1e3),
-                 "%.0f" % (c["max"] / 1e3), sys.argv[5], sys.argv[6]]))
+                 "%.0f" % (c["max"] / 1e3), sys.argv[5], sys.argv[6], us(r1 - r0), us(d1 - d0)]))
 PY
 	NRESETS= PARKED=
-	tail -n 1 "$RES" | awk -F'\t' '{ printf "  %s %s round %s: %s IOPS, p99 %s us, p99.9 %s us, max %s us%s\n",
-		$1, $2, $3, $4, $5, $6, $7, $2 == "fault" ? ", nvme0 resets " $8 ", parked for a slot " $9 : "" }' >&2
+	tail -n 1 "$RES" | awk -F'\t' '{ printf "  %s %s round %s: %s IOPS, p99 %s us, p99.9 %s us, max %s us, CPU per read: reactor %s us, nvmefsd %s us%s\n",
+		$1, $2, $3, $4, $5, $6, $7, $10, $11, $2 == "fault" ? ", nvme0 resets " $8 ", parked for a slot " $9 : "" }' >&2
 }
 
 for f in $FAULTS; do
@@ -285,12 +293,12 @@ print()
 print("The same as the median over the rounds of fault / baseline of the same round (the two")
 print("ran one after the other, so that the machine's drift between rounds cancels):")
 print()
-print("| nvme0 | IOPS | p99 | p99.9 | max |")
-print("|---|---|---|---|---|")
+print("| nvme0 | IOPS | p99 | p99.9 | max | reactor CPU per read | nvmefsd CPU per read |")
+print("|---|---|---|---|---|---|---|")
 for f in dict.fromkeys(r[0] for r in rows):
     base = {r[2]: r for r in rows if r[0] == f and r[1] == "base"}
     cells = []
-    for col in (3, 4, 5, 6):
+    for col in (3, 4, 5, 6, 9, 10):
         q = [float(r[col]) / float(base[r[2]][col]) for r in rows
              if r[0] == f and r[1] == "fault" and r[2] in base and float(base[r[2]][col])]
         cells.append("%.2f" % statistics.median(q) if q else "-")
@@ -298,11 +306,11 @@ for f in dict.fromkeys(r[0] for r in rows):
 print()
 print("Every round:")
 print()
-print("| nvme0 | kind | round | IOPS | p99 (us) | p99.9 (us) | max (us) | nvme0 resets started/failed | parked for a slot, halfway |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| nvme0 | kind | round | IOPS | p99 (us) | p99.9 (us) | max (us) | reactor CPU per read (us) | nvmefsd CPU per read (us) | nvme0 resets started/failed | parked for a slot, halfway |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     x = r[7:9] if r[1] == "fault" else ["-", "-"]
-    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % tuple(r[:7] + x))
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % tuple(r[:7] + r[9:11] + x))
 PY
 }
 

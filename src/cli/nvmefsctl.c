@@ -91,7 +91,8 @@ static void usage(FILE *f)
 	    "                       open files stay (refused, with the reason, if it cannot)\n"
 	    "  inject CONTROLLER FAULT [ARG...]\n"
 	    "                       software controller only: delay MS, hang, unhang,\n"
-	    "                       cfs, stuck, remove, powerfail [SEED], fail N STATUS,\n"
+	    "                       hang-loop (hung again after every reset), cfs,\n"
+	    "                       stuck, remove, powerfail [SEED], fail N STATUS,\n"
 	    "                       lose N, clear,\n"
 	    "                       warn spare|temperature|reliability|readonly|backup|clear\n"
 	    "                       (SMART critical warning; setting one raises an event),\n"
@@ -1009,6 +1010,7 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 		const char *args;
 	} faults[] = {
 	    {"delay", 1, 0, "MS"},       {"hang", 0, 0, ""},   {"unhang", 0, 0, ""},
+	    {"hang-loop", 0, 0, ""},
 	    {"cfs", 0, 0, ""},           {"stuck", 0, 0, ""},  {"remove", 0, 0, ""},
 	    {"powerfail", 0, 1, "[SEED]"},
 	    {"fail", 2, 0, "N STATUS"},  {"lose", 1, 0, "N"},  {"clear", 0, 0, ""},
@@ -1025,16 +1027,16 @@ static int inject_request(const char *ctrl, int argc, char **argv, json_object *
 
 	if (!fault)
 		return usage_error("%s", "inject needs a CONTROLLER and a FAULT (delay MS, hang, "
-		                         "unhang, cfs, stuck, remove, powerfail [SEED], fail N "
-		                         "STATUS, lose N, clear, warn WHAT, ns-add NSID SIZE, "
+		                         "hang-loop, unhang, cfs, stuck, remove, powerfail [SEED], "
+		                         "fail N STATUS, lose N, clear, warn WHAT, ns-add NSID SIZE, "
 		                         "ns-remove NSID, ns-resize NSID SIZE, misdirect-write N "
 		                         "BLOCKS, misdirect-read N BLOCKS, corrupt NSID LBA [BYTE])");
 	for (k = 0; k < sizeof(faults) / sizeof(faults[0]); k++)
 		if (!strcmp(fault, faults[k].fault))
 			break;
 	if (k == sizeof(faults) / sizeof(faults[0]))
-		return usage_error("unknown fault '%s' (delay MS, hang, unhang, cfs, stuck, remove, "
-		                   "powerfail [SEED], fail N STATUS, lose N, clear, warn WHAT, "
+		return usage_error("unknown fault '%s' (delay MS, hang, hang-loop, unhang, cfs, stuck, "
+		                   "remove, powerfail [SEED], fail N STATUS, lose N, clear, warn WHAT, "
 		                   "ns-add NSID SIZE, ns-remove NSID, ns-resize NSID SIZE, "
 		                   "misdirect-write N BLOCKS, misdirect-read N BLOCKS, corrupt NSID "
 		                   "LBA [BYTE])",

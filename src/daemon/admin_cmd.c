@@ -923,7 +923,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 	if (!json_object_object_get_ex(req, "fault", &jf) ||
 	    !json_object_is_type(jf, json_type_string)) {
 		snprintf(err, errlen,
-		         "inject needs \"fault\": delay, hang, unhang, cfs, stuck, remove, "
+		         "inject needs \"fault\": delay, hang, hang-loop, unhang, cfs, stuck, remove, "
 		         "powerfail, fail, lose, clear, warn, ns-add, ns-remove, ns-resize, "
 		         "misdirect-write, misdirect-read or corrupt");
 		return -EINVAL;
@@ -938,6 +938,8 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		jset_u64(rep, "ms", n);
 	} else if (!strcmp(fault, "hang") || !strcmp(fault, "unhang")) {
 		sim_fault_hang(s, fault[0] == 'h');
+	} else if (!strcmp(fault, "hang-loop")) {
+		sim_fault_hang_loop(s);
 	} else if (!strcmp(fault, "cfs")) {
 		sim_fault_cfs(s);
 	} else if (!strcmp(fault, "stuck")) {
@@ -1065,7 +1067,7 @@ static int cmd_inject(struct admin *a, json_object *req, json_object *rep, char 
 		jset_u64(rep, "lba", lba);
 	} else {
 		snprintf(err, errlen,
-		         "inject: unknown fault \"%.32s\" (delay, hang, unhang, cfs, "
+		         "inject: unknown fault \"%.32s\" (delay, hang, hang-loop, unhang, cfs, "
 		         "stuck, remove, powerfail, fail, lose, clear, warn, ns-add, ns-remove, "
 		         "ns-resize, misdirect-write, misdirect-read, corrupt)",
 		         fault);

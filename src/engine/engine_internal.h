@@ -282,6 +282,10 @@ struct nvme_qpair {
 	uint8_t io_retries;
 	bool ring_mapped;
 	bool quarantined; /* on a device that could not be cut off: see recovery.h */
+	/* hybrid mode (reactor.c, hybrid_due): completions plus SQ doorbells
+	 * when last looked at, and the pass that saw them change */
+	uint64_t hy_seen;
+	uint64_t hy_progress_ns;
 	/* The IOVA of the pool's mapping on the bus now (recovery side: set at
 	 * creation and by a remap under reset_lock); pool_iova (line 0) is the
 	 * reactor's copy its PRPs are built from, brought up to date -- and the
@@ -386,6 +390,11 @@ struct nvme_reactor {
 	ev_io call_w; /* call_efd: calls and the stop request wake the loop */
 	ev_timer timer_w;
 	bool polling; /* the loop does not sleep: idle watcher active (own wait: logical) */
+	/* hybrid: commands in flight, none of them due soon (stalled qpairs,
+	 * see hybrid_due): the loop sleeps at most HYBRID_SLOW_NS at a time
+	 * (slow_w; own wait: its deadline) and reaps at each pass */
+	bool slow_poll;
+	ev_timer slow_w;
 
 	/* The reactor's own wait (nvme_reactor_wait_fd, reactor.c): an epoll
 	 * holding wfd (EPOLLEXCLUSIVE) and the fds of the reactor's own ev_io

@@ -20,7 +20,12 @@
  *   hybrid     poll while anything is in flight; block when nothing is.  No
  *              completion can arrive for a queue with nothing in flight, so
  *              its queues have no interrupt (qpair.c wires none): a wake
- *              comes from the FUSE side or a call.
+ *              comes from the FUSE side or a call.  A queue whose device
+ *              has neither completed a command nor been given one for
+ *              HYBRID_STALL_NS (a hung controller, one being reset) does
+ *              not keep the loop polling: while only such queues have
+ *              commands in flight it sleeps at most HYBRID_SLOW_NS at a
+ *              time and reaps them at every pass (see hybrid_due).
  * Where the loop sleeps: in libev's epoll, or, once a wait fd is set
  * (nvme_reactor_wait_fd), in an epoll of the reactor's own (see "the
  * reactor's own wait" below).
@@ -92,6 +97,53 @@ static unsigned total_inflight(const struct nvme_reactor *r)
 		if (!r->qps[i]->quarantined)
 			n += r->qps[i]->inflight;
 	return n;
+}
+
+/* Hybrid mode: a queue with commands in flight that has seen no progress
+ * (no completion, no SQ doorbell) for this long is stalled: its device is
+ * hung, being reset, or slow.  Polling for it would only take the CPU from
+ * the threads this reactor's other work needs (the callers, the kernel's
+ * FUSE side, a software controller's thread): it is looked at every
+ * HYBRID_SLOW_NS instead, which delays a command that took longer than
+ * HYBRID_STALL_NS by at most that much. */
+#define HYBRID_STALL_NS 10000000ull
+#define HYBRID_SLOW_NS 1000000ull
+
+/* Hybrid mode: whether a completion may come soon -- some queue has
+ * commands in flight and saw progress within HYBRID_STALL_NS; *stalled:
+ * whether some queue has commands in flight that are not (its progress
+ * counts from the pass that first saw it). */
+static bool hybrid_due(struct nvme_reactor *r, bool *stalled)
+{
+	bool due = false;
+
+	*stalled = false;
+	for (unsigned i = 0; i < r->nqps; i++) {
+		struct nvme_qpair *qp = r->qps[i];
+		if (!qp->inflight || qp->quarantined)
+			continue;
+		uint64_t seen = qp->ctr.completed + qp->ctr.sq_doorbells;
+		if (seen != qp->hy_seen) {
+			qp->hy_seen = seen;
+			qp->hy_progress_ns = r->now_ns;
+		}
+		if (r->now_ns - qp->hy_progress_ns < HYBRID_STALL_NS)
+			due = true;
+		else
+			*stalled = true;
+	}
+	return due;
+}
+
+static void set_slow_poll(struct nvme_reactor *r, bool on)
+{
+	if (on == r->slow_poll)
+		return;
+	r->slow_poll = on;
+	if (on)
+		ev_timer_again(r->loop, &r->slow_w);
+	else
+		ev_timer_stop(r->loop, &r->slow_w);
 }
 
 static void set_polling(struct nvme_reactor *r, bool on)
@@ -176,7 +228,7 @@ static void begin_pass(struct nvme_reactor *r)
 		if (r->mode == NVME_MODE_INTERRUPT) {
 			if (qp->napi_polling && (got = nvme_qpair_reap(qp, 0)) < qp->cq_budget)
 				qp->napi_polling = false;
-		} else if (r->polling) {
+		} else if (r->polling || r->slow_poll) {
 			got = nvme_qpair_reap(qp, 0);
 		}
 		r->worked |= got != 0;
@@ -238,7 +290,9 @@ static bool end_pass(struct nvme_reactor *r)
 		/* the first pass runs at once (its hook may have work) in every mode */
 		set_polling(r, true);
 	} else if (r->mode == NVME_MODE_HYBRID) {
-		set_polling(r, inflight > 0);
+		bool stalled, due = hybrid_due(r, &stalled);
+		set_polling(r, due);
+		set_slow_poll(r, !due && stalled);
 	} else if (r->mode == NVME_MODE_INTERRUPT) {
 		bool any = false;
 		for (unsigned i = 0; i < r->nqps; i++)
@@ -292,6 +346,8 @@ static void own_deadline(struct nvme_reactor *r)
 	double left = ev_is_active(&r->timer_w) ? ev_timer_remaining(r->loop, &r->timer_w) : 1e9;
 
 	r->wdeadline = base + (left > 0 ? (uint64_t)(left * 1e9) : 0);
+	if (r->slow_poll && r->wdeadline > base + HYBRID_SLOW_NS)
+		r->wdeadline = base + HYBRID_SLOW_NS;
 }
 
 /* A wait that took this long slept (a wait that finds an event at once
@@ -399,6 +455,14 @@ uint64_t nvme_reactor_clock(struct nvme_reactor *r)
 static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
 	/* its being active is the point: the loop polls instead of blocking */
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+static void slow_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	/* it ends libev's sleep: the pass that follows reaps (begin_pass) */
 	(void)loop;
 	(void)w;
 	(void)revents;
@@ -527,6 +591,8 @@ int nvme_reactor_create(const struct nvme_reactor_opts *o, struct nvme_reactor *
 	ev_idle_init(&r->idle_w, idle_cb);
 	ev_io_init(&r->call_w, call_cb, r->call_efd, EV_READ);
 	ev_init(&r->timer_w, timer_cb);
+	ev_init(&r->slow_w, slow_cb);
+	r->slow_w.repeat = HYBRID_SLOW_NS / 1e9;
 	r->check_w.data = r->prepare_w.data = r->idle_w.data = r->call_w.data = r->timer_w.data = r;
 	ev_check_start(r->loop, &r->check_w);
 	ev_prepare_start(r->loop, &r->prepare_w);

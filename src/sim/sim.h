@@ -272,8 +272,17 @@ void sim_fault_cfs(struct sim *s);
 /* Stop (true) / resume (false) fetching commands, admin ones included: no
  * command is fetched after this returns, even by a pass already running.
  * Doorbells are still accepted; resuming processes what was submitted
- * meanwhile.  A controller reset ends the hang (and drops what was queued). */
+ * meanwhile.  A controller reset ends the hang (and drops what was queued).
+ * Resuming also ends sim_fault_hang_loop. */
 void sim_fault_hang(struct sim *s, bool hang);
+/* A hang that a controller reset does not end: hung now (as
+ * sim_fault_hang(s, true)), and after every reset hung again as soon as an
+ * I/O command is to be fetched -- the bring-up's admin commands (enable,
+ * queue creation, Identify) are answered, no I/O command ever is, and an
+ * Abort sent for one is not answered either.  A device that goes through a
+ * reset about every io_timeout_ms, with nothing served between two resets.
+ * sim_fault_hang(s, false) (unhang) and sim_fault_clear end it. */
+void sim_fault_hang_loop(struct sim *s);
 
 /* Fetch the next n I/O commands but neither execute nor complete them: they
  * stay "on the device" until an Abort names them (then they complete with
@@ -341,7 +350,7 @@ int sim_fault_powerfail(struct sim *s, uint64_t seed);
  * is also removed (sim_fault_remove: only sim_fault_clear brings it back). */
 int sim_power_on(struct sim *s);
 
-/* Cancel the injected knobs: delay, hang, fail-next, lose-next, bogus,
+/* Cancel the injected knobs: delay, hang (and hang loop), fail-next, lose-next, bogus,
  * duplicate, stall-next, abort-ignore, never-ready, irq-set failures,
  * admin delay, stuck, misdirected Reads and Writes (a corrupted block stays
  * corrupted)

@@ -47,6 +47,10 @@ void sim_fault_cfs(struct sim *s)
 
 void sim_fault_hang(struct sim *s, bool hang)
 {
+	/* the loop ends first: a processing thread that hangs the controller
+	 * again looks at it after its store (sim_process_sq) */
+	if (!hang)
+		atomic_store(&s->f_hang_loop, false);
 	atomic_store(&s->f_hang, hang);
 	if (!hang && s->o.threaded) {
 		atomic_store(&s->kick, 1);
@@ -54,6 +58,14 @@ void sim_fault_hang(struct sim *s, bool hang)
 		pthread_cond_signal(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+void sim_fault_hang_loop(struct sim *s)
+{
+	/* hung now; a reset between the two stores is hung again at its
+	 * first I/O command */
+	atomic_store(&s->f_hang_loop, true);
+	atomic_store(&s->f_hang, true);
 }
 
 void sim_fault_stall_next(struct sim *s, unsigned n)

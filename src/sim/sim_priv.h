@@ -261,6 +261,7 @@ struct sim {
 	_Atomic unsigned f_bogus_n;
 	_Atomic unsigned f_dup_n;
 	_Atomic bool f_hang;
+	_Atomic bool f_hang_loop;  /* sim_fault_hang_loop: hang again at each first I/O fetch */
 	_Atomic bool f_never_ready;
 	_Atomic bool cfs;
 	_Atomic unsigned gone;     /* SIM_GONE_*: registers read all ones, nothing runs */

@@ -669,6 +669,17 @@ static unsigned sim_process_sq(struct sim *s, uint16_t qid, bool offload)
 		 * sim_fault_hang returned is never run) */
 		if (atomic_load_explicit(&s->f_hang, memory_order_relaxed))
 			break;
+		/* a hang a reset does not end: the queues were brought up again
+		 * (admin commands answered), and the first I/O command to fetch
+		 * finds the controller hung again, before it is fetched */
+		if (qid && atomic_load_explicit(&s->f_hang_loop, memory_order_relaxed)) {
+			atomic_store(&s->f_hang, true);
+			/* an unhang meanwhile (it ends the loop before the hang)
+			 * must not be undone by the store above */
+			if (!atomic_load(&s->f_hang_loop))
+				atomic_store(&s->f_hang, false);
+			break;
+		}
 		struct nvme_sqe c = sq->ring[sq->head];
 		uint16_t status = 0;
 		uint32_t dw0 = 0;

@@ -1125,6 +1125,31 @@ START_TEST(t_inject)
 		ck_assert_msg(now() - t0 < 30, "the write did not complete after unhang");
 	}
 	ck_assert_int_eq(io_err, 0);
+
+	/* hang-loop: hung the same way (a reset would not end it); unhang
+	 * ends it too */
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"hang-loop\"}");
+	expect_ok(o);
+	ck_assert_str_eq(json_object_get_string(get(o, "fault")), "hang-loop");
+	json_object_put(o);
+	io_done = 0;
+	ck_assert_int_eq(nvme_qpair_write(qpair, 1, 1, buf, 4096, false, io_cb, NULL), 0);
+	nvme_qpair_flush_sq(qpair);
+	for (int i = 0; i < 100; i++) {
+		sim_poll(sim);
+		nvme_qpair_reap(qpair, 0);
+	}
+	ck_assert_int_eq(io_done, 0);
+	o = ask("{\"cmd\":\"inject\",\"controller\":\"nvme0\",\"fault\":\"unhang\"}");
+	expect_ok(o);
+	json_object_put(o);
+	t0 = now();
+	while (!io_done) {
+		sim_poll(sim);
+		nvme_qpair_reap(qpair, 0);
+		ck_assert_msg(now() - t0 < 30, "the write did not complete after unhang");
+	}
+	ck_assert_int_eq(io_err, 0);
 	nvme_reactor_buf_free(reactor, buf, 4096);
 
 	/* delay: the reply echoes it; 0 turns it off */

@@ -439,6 +439,77 @@ START_TEST(t_calls)
 }
 END_TEST
 
+/* ---- hybrid mode and a device that stopped answering ---- */
+struct stall {
+	struct nvme_qpair *qp;
+	uint8_t *buf;
+	_Atomic int done; /* 0: in flight; 1 + err once completed */
+};
+static void stall_cb(void *arg, int err, uint16_t status)
+{
+	(void)status;
+	atomic_store(&((struct stall *)arg)->done, 1 - err);
+}
+static void stall_submit(void *arg)
+{
+	struct stall *t = arg;
+	ck_assert_int_eq(nvme_qpair_read(t->qp, 1, 0, t->buf, 512, stall_cb, t), 0);
+}
+/* Wait (bounded) until the reactor has slept n more times than in *a; the
+ * figures then in *b. */
+static bool slept(struct nvme_reactor *r, const struct nvme_reactor_stats *a, unsigned n,
+                  struct nvme_reactor_stats *b)
+{
+	for (int i = 0; i < 40000; i++) {
+		nvme_reactor_stats_get(r, b);
+		if (b->sleeps >= a->sleeps + n)
+			return true;
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	}
+	return false;
+}
+/* In hybrid mode a command on a device that stopped answering (hung) does
+ * not keep the reactor polling: once nothing progressed for a while it
+ * sleeps between passes, about every millisecond (100 sleeps come long
+ * before the 4-a-second timer alone would give them), each pass a sleep
+ * (no spinning), and it still reaps: the command completes once the device
+ * answers again.  _i: in the reactor's own wait. */
+START_TEST(t_hybrid_stall)
+{
+	static struct rig g;
+	struct rig_opts o = rig_of(1, true, 32, 4, false, NVME_MODE_HYBRID, 1u << 20);
+	static struct stall t;
+	struct nvme_reactor_stats a, b, c;
+	struct quiet q;
+
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(rig_open(&g, &o), 0);
+	struct nvme_reactor *r = g.r[0];
+	t.qp = g.qp[0][0];
+	t.buf = g.buf[0][0];
+	if (_i)
+		quiet_wait(r, &q);
+	ck_assert_int_eq(rig_start(&g), 0);
+	sim_fault_hang(g.sim[0], true);
+	ck_assert_int_eq(rig_call(&g, 0, stall_submit, &t), 0);
+	nvme_reactor_stats_get(r, &a);
+	ck_assert_msg(slept(r, &a, 100, &b), "the reactor kept polling for a hung device");
+	ck_assert_int_eq(atomic_load(&t.done), 0);
+	/* from now on every pass ends in a sleep (a few in flight between
+	 * the two snapshots aside) */
+	ck_assert(slept(r, &b, 100, &c));
+	ck_assert_uint_le(c.passes - b.passes, c.sleeps - b.sleeps + 4);
+	sim_fault_hang(g.sim[0], false);
+	for (int i = 0; i < 40000 && !atomic_load(&t.done); i++)
+		nanosleep(&(struct timespec){0, 500000}, NULL);
+	ck_assert_int_eq(atomic_load(&t.done), 1);
+	ck_assert_int_eq(rig_stop(&g, 10000), 0);
+	if (_i)
+		quiet_close(&q);
+	rig_close(&g);
+}
+END_TEST
+
 /* ---- load accounting and the pass clock ---- */
 /* The hook counts passes and takes the reactor's figures itself, on the
  * reactor's thread, at pass numbers it chose: the windows are made of
@@ -1029,6 +1100,7 @@ int main(void)
 	tcase_add_loop_test(tc, t_stop_drains, 0, 2);
 	tcase_add_loop_test(tc, t_wait_exclusive, 0, 2);
 	tcase_add_test(tc, t_wait_timer);
+	tcase_add_loop_test(tc, t_hybrid_stall, 0, 2);
 	tcase_add_loop_test(tc, t_woke_reap, 0, 2);
 	tcase_add_test(tc, t_load_accounting);
 	tcase_add_loop_test(tc, t_same_pass, 0, 2);

@@ -607,6 +607,88 @@ START_TEST(t_faults)
 }
 END_TEST
 
+/* Nothing new on q after a generous while of polling (the device thread,
+ * or sim_poll inline, had every chance to fetch and answer). */
+static bool stays_empty(struct host *h, struct q *q)
+{
+	for (int i = 0; i < 50; i++) {
+		if (!cq_empty(h, q))
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+/* The controller down (CC.EN 0) and up again, the host's queues empty,
+ * its I/O queue pair created again: the admin commands of a bring-up. */
+static void host_reset(struct host *h)
+{
+	nvme_bus_write32(h->b, NVME_REG_CC, 0);
+	ck_assert_int_eq(wait_ready(h, 0), 0);
+	memset(h->aq.cq, 0, 4096);
+	memset(h->ioq.cq, 0, h->ioq.size * 16u);
+	h->aq.tail = h->aq.head = h->ioq.tail = h->ioq.head = 0;
+	h->aq.phase = h->ioq.phase = 1;
+	ck_assert_int_eq(host_enable(h), 0);
+	ck_assert_int_eq(adm(h, NVME_ADM_CREATE_CQ, 0, io(h, h->ioq.cq),
+			     ((h->ioq.size - 1u) << 16) | 1, NVME_QUEUE_PC, NULL), 0);
+	ck_assert_int_eq(adm(h, NVME_ADM_CREATE_SQ, 0, io(h, h->ioq.sq),
+			     ((h->ioq.size - 1u) << 16) | 1, (1u << 16) | NVME_QUEUE_PC, NULL), 0);
+}
+
+/* hang-loop: hung now, and after each reset answers the bring-up's admin
+ * commands but hangs again at the first I/O command, which it never runs
+ * (nor an admin command after it); unhang ends it and the pending Read
+ * completes.  Inline and threaded. */
+START_TEST(t_hang_loop)
+{
+	struct host h;
+	struct sim_opts o = opts(512, SIM_BACKING_RAM, _i);
+	struct sim_stats st;
+	struct nvme_cqe e;
+	uint32_t dw0;
+	host_init(&h, &o);
+	ck_assert_int_eq(host_enable(&h), 0);
+	host_ioq(&h, QD);
+	uint8_t *buf = pg(&h, 4096);
+	ck_assert_int_eq(rw(&h, NVME_CMD_READ, 1, 0, 1, buf, 512), 0);
+	sim_fault_hang_loop(h.s);
+	struct nvme_sqe c = {.opc = NVME_CMD_READ, .nsid = 1, .prp1 = io(&h, buf)};
+	submit(&h, &h.ioq, &c);
+	ck_assert(stays_empty(&h, &h.ioq));
+	struct nvme_sqe gf = {.opc = NVME_ADM_GET_FEATURES, .cdw10 = NVME_FEAT_NUM_QUEUES};
+	submit(&h, &h.aq, &gf);
+	ck_assert(stays_empty(&h, &h.aq)); /* admin too: an Abort would not be answered */
+	for (int round = 0; round < 3; round++) {
+		host_reset(&h); /* the bring-up's admin commands are answered */
+		ck_assert_int_eq(adm(&h, NVME_ADM_GET_FEATURES, 0, 0, NVME_FEAT_NUM_QUEUES, 0, &dw0), 0);
+		submit(&h, &h.ioq, &c);
+		ck_assert(stays_empty(&h, &h.ioq));
+		submit(&h, &h.aq, &gf); /* hung again by the I/O command */
+		ck_assert(stays_empty(&h, &h.aq));
+	}
+	sim_get_stats(h.s, &st);
+	ck_assert_uint_eq(st.reads, 1); /* the one before the fault */
+	ck_assert_uint_eq(st.resets, 3);
+	/* unhang: the Get Features and the Read the last reset left behind */
+	sim_fault_hang(h.s, false);
+	ck_assert_int_eq(reap(&h, &h.aq, &e), 0);
+	ck_assert_uint_eq(e.cid, gf.cid);
+	ck_assert_int_eq(reap(&h, &h.ioq, &e), 0);
+	ck_assert_uint_eq(e.cid, c.cid);
+	ck_assert_uint_eq(NVME_CQE_STATUS(e.status), 0);
+	/* and a reset no longer brings the hang back */
+	host_reset(&h);
+	ck_assert_int_eq(rw(&h, NVME_CMD_READ, 1, 0, 1, buf, 512), 0);
+	/* clear ends it as unhang does */
+	sim_fault_hang_loop(h.s);
+	sim_fault_clear(h.s);
+	host_reset(&h);
+	ck_assert_int_eq(rw(&h, NVME_CMD_READ, 1, 0, 1, buf, 512), 0);
+	host_fini(&h);
+}
+END_TEST
+
 START_TEST(t_phase_wrap)
 {
 	struct host h;
@@ -2334,6 +2416,7 @@ int main(void)
 	tcase_add_test(tc, t_null_and_file);
 	tcase_add_test(tc, t_ram_hugepages);
 	tcase_add_test(tc, t_faults);
+	tcase_add_loop_test(tc, t_hang_loop, 0, 2);
 	tcase_add_loop_test(tc, t_phase_wrap, 0, 2);
 	tcase_add_test(tc, t_bad_doorbell);
 	tcase_add_loop_test(tc, t_wc_lost_and_flushed, 0, 8);
