@@ -59,7 +59,10 @@ st() {
 	done
 	echo "\${v:-unknown}"
 }
-trap 'echo "SIGTERM: nbd \$(st nvmefs-nbd@a.service) nvmet \$(st nvmefs-nvmet@b.service)" >> $TMP/trace; exit 0' TERM
+# (TERM ignored first: the manager signals every process of the unit's
+# cgroup, and would kill the command substitutions the trap forks, whose
+# shells do not inherit the trap but do inherit an ignored signal)
+trap 'trap "" TERM; echo "SIGTERM: nbd \$(st nvmefs-nbd@a.service) nvmet \$(st nvmefs-nvmet@b.service)" >> $TMP/trace; exit 0' TERM
 while :; do sleep 0.1; done
 EOF
 # systemctl in the hooks talks to this manager
