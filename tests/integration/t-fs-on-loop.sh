@@ -75,7 +75,11 @@ dmesg 2>/dev/null | tail -n +$((K0 + 1)) | grep -i "$(basename "$LOOP")" |
 umount "$FSMNT" || fail "umount"
 timeout 120 fsck.ext4 -f -n "$LOOP" > "$TMP/fsck.log" 2>&1 || { cat "$TMP/fsck.log"; fail "fsck found problems"; }
 echo 3 > /proc/sys/vm/drop_caches
-mount -t ext4 -o ro "$LOOP" "$FSMNT" || { fail "remount"; finish; }
+# (a mount right after the umount and fsck has been refused as busy on a
+# loaded machine: the device is let go of a moment later; tried again for
+# up to 30 s)
+remount() { mount -t ext4 -o ro "$LOOP" "$FSMNT" 2> "$TMP/remount.err"; }
+wait_until 30 remount || { cat "$TMP/remount.err"; fail "remount"; finish; }
 for d in a b; do
 	(cd "$FSMNT/$d" && sha256sum -c --quiet "$TMP/sums") || fail "copy $d: checksums differ"
 done
