@@ -19,6 +19,7 @@
 # - systemctl start nvmefs: both start again.
 # The units with Requires=, BindsTo=, PartOf= or StopPropagatedFrom= in
 # place of Wants= fail the first check (systemd restarts or stops them).
+# transport-independent: stand-ins under a systemd user manager, no nvmefsd
 . "$(dirname "$0")/lib.sh"
 lib_init
 SD=/usr/lib/systemd/systemd
