@@ -17,8 +17,6 @@ command -v fio >/dev/null || skip "fio missing on the host (scripts/deps.sh inst
 for b in nvmefsd tools/fdstore; do
 	[ -x "$BUILD/$b" ] || make -C "$ROOT" B="$BUILD" "$BUILD/$b" > /dev/null 2>&1 || fail "building $b failed"
 done
-[ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ] &&
-	skip "io_uring connections are not adopted (the switch is on: the daemon would take it)"
 KILLS=${GUEST_KILLS:-2}
 W=$(mktemp -d /tmp/nvmefs-gadopt.XXXXXX)
 MNT=$W/mnt
