@@ -55,9 +55,21 @@ bool upg_binary_replaced(const char *path)
 {
 	struct stat now, running;
 
-	/* stat through the link reaches the running image even once deleted */
-	if (stat("/proc/self/exe", &running) < 0)
+	/* no binary resolved at start: nothing was installed over it */
+	if (!path[0])
 		return false;
+	/* through the link the running image is reached even once deleted
+	 * (opened, not stat'ed by name: valgrind gives its client's image to
+	 * an open of /proc/self/exe only) */
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &running) < 0) {
+		close(fd);
+		return false;
+	}
+	close(fd);
 	if (stat(path, &now) < 0)
 		return errno == ENOENT;
 	return now.st_dev != running.st_dev || now.st_ino != running.st_ino;

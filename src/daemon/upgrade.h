@@ -33,8 +33,9 @@ int upg_resolve_binary(char *out, size_t len, char *why, size_t whylen);
 
 /* Whether the file at path is no longer the image this process runs (an
  * upgrade installed another one there since it started): its device and
- * inode differ from /proc/self/exe's, or it is gone.  False when either
- * cannot be asked. */
+ * inode differ from /proc/self/exe's, or it is gone.  False for an empty
+ * path (none resolved at start) and when the running image cannot be
+ * asked. */
 bool upg_binary_replaced(const char *path);
 
 /* Whether path may be executed as root for a restart: a regular

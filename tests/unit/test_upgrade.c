@@ -403,6 +403,34 @@ START_TEST(t_resolve_binary)
 }
 END_TEST
 
+/* whether an upgrade installed another file where this process's image
+ * was: the image itself is not replaced, a copy renamed over a path is, a
+ * missing file is, an empty path (none resolved) is not */
+START_TEST(t_binary_replaced)
+{
+	char d[4200], p[4300], q[4300], self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	ck_assert(!upg_binary_replaced(self));
+	ck_assert(!upg_binary_replaced(""));
+	/* beside the test's own binary: a hard link needs the same file system */
+	snprintf(d, sizeof(d), "%.*s/repl.XXXXXX", (int)(strrchr(self, '/') - self), self);
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	snprintf(p, sizeof(p), "%s/nvmefsd", d);
+	ck_assert(upg_binary_replaced(p)); /* missing */
+	ck_assert_int_eq(link(self, p), 0); /* the same inode: not replaced */
+	ck_assert(!upg_binary_replaced(p));
+	snprintf(q, sizeof(q), "%s/nvmefsd.new", d);
+	write_file(q, "#!/bin/sh\nexit 0\n", 0755);
+	ck_assert_int_eq(rename(q, p), 0); /* a package's way */
+	ck_assert(upg_binary_replaced(p));
+	unlink(p);
+	rmdir(d);
+}
+END_TEST
+
 /* what may be run as root for a restart: a regular executable file of
  * root's, writable by root only, in directories nobody else can change */
 START_TEST(t_binary_check)
@@ -462,6 +490,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, t_adoptable);
+	tcase_add_test(tc, t_binary_replaced);
 	tcase_add_test(tc, t_digest_table);
 	tcase_add_test(tc, t_ns_table);
 	tcase_add_test(tc, t_check_adopt_main);
