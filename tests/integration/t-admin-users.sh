@@ -121,7 +121,10 @@ def refused_connections(k):
     held, refused = [], 0
     while not refused:
         s, f = conn()
-        s.sendall(b'{"cmd":"status"}\n')
+        try:
+            s.sendall(b'{"cmd":"status"}\n')
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before the request went: the reason is there to read
         line = f.readline()
         if b"too many admin clients of this user" in line:
             refused = 1
