@@ -939,7 +939,14 @@ START_TEST(t_wait_exclusive)
 	}
 	close(fds[0]);
 	close(fds[1]);
-	if (_i == 0)
+	/* under valgrind (NVMEFS_TEST_VALGRIND, tests/run.sh) its own hand-overs
+	 * of the CPU between threads are context switches too: there the count
+	 * is shown, not judged (the plain, ASan and ThreadSanitizer runs judge
+	 * it) */
+	if (_i == 0 && getenv("NVMEFS_TEST_VALGRIND"))
+		printf("t_wait_exclusive under valgrind: %lu wake-ups for %u events in %.2f s\n",
+		       sleeps, WAIT_EVENTS, secs);
+	else if (_i == 0)
 		ck_assert_msg(sleeps <= WAIT_EVENTS + 2 * (unsigned long)(secs * 4 + 1),
 		              "%lu wake-ups for %u events in %.2f s", sleeps, WAIT_EVENTS, secs);
 	else
