@@ -165,6 +165,7 @@ grep -q "not adopting.*controller nvme0 keeps its namespaces in memory" "$LOG" |
 [ "$(grep -c "(classic) stored" "$LOG")" = "$stores" ] || fail "RAM: a connection was stored"
 files_within 2 "$MNT/nvme0n1" || fail "RAM: no namespace file"
 exec 7< "$MNT/nvme0n1"
+readies=$(grep -c "nvmefsd: info: ready:" "$LOG")
 kill -9 "$DPID"
 new_pid # the next run started: the killed one is gone, its connection with it
 dd if=/dev/fd/7 of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd.err" &&
@@ -172,6 +173,10 @@ dd if=/dev/fd/7 of=/dev/null bs=4k count=1 iflag=direct 2> "$TMP/dd.err" &&
 grep -Eq "not connected|aborted" "$TMP/dd.err" || fail "RAM: the old fd said: $(cat "$TMP/dd.err")"
 exec 7<&-
 cp "$TMP/base.conf" "$CONF"
+# (the stop waits for that run to be up: a SIGTERM before its handlers are
+# set ends it as the signal's default does, exit 143, which a busy machine's
+# slower start-up once met)
+wait_for "nvmefsd: info: ready:" $((readies + 1)) 30 || fail "RAM: the last run did not start"
 store_stop
 [ "$SRC" = 0 ] || fail "last stop: exit $SRC"
 fuse_mounted && fail "still mounted after the last stop"
